@@ -1,0 +1,157 @@
+/*
+ * kernels/kernels.h — the one public header of the kernels module.
+ *
+ * kernels/ owns everything about a candidate kernel that does not know about
+ * policies or rewards: the candidate contract (kernels/abi.h), source checks,
+ * NVRTC compilation with an on-disk cache, the two execution backends (the CPU
+ * emulator `cpu-emu` here; the GPU backend later), the float64 reference, and
+ * the correctness and timing protocol that `kernlab eval` reports.
+ *
+ * Prefix: kl_. Errors are values: functions return a KL_* status and write a
+ * one-line reason into a caller-supplied buffer (`why`, `whylen`).
+ */
+#ifndef KERNELS_KERNELS_H
+#define KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes. KL_EINPUT and KL_EENV match the CLI exit codes 2 and 3. */
+enum {
+  KL_OK = 0,
+  KL_EINPUT = 2,   /* unreadable or invalid input file */
+  KL_EENV = 3,     /* environment problem: missing NVRTC, compiler, device */
+  KL_ECOMPILE = 4, /* the candidate did not compile */
+  KL_ERUN = 5,     /* the candidate could not be run (geometry, emulator) */
+};
+
+/* ---- sha256 (kernels/sha256.c) ------------------------------------------ */
+
+typedef struct kl_sha256_ctx {
+  uint32_t state[8];
+  uint64_t bytes;
+  uint8_t block[64];
+  size_t fill;
+} kl_sha256_ctx;
+
+void kl_sha256_init(kl_sha256_ctx *ctx);
+void kl_sha256_update(kl_sha256_ctx *ctx, const void *data, size_t len);
+void kl_sha256_final(kl_sha256_ctx *ctx, uint8_t out[32]);
+/* One-shot digest of data as 64 lowercase hex characters plus NUL. */
+void kl_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- the candidate contract (kernels/abi.h) ------------------------------ */
+
+/* Launch geometry as declared by KL_LAUNCH in the source; same layout as
+ * kl_launch_geometry in abi.h (five ints). */
+typedef struct kl_launch {
+  int block_x, block_y, tile_rows, tile_cols, dyn_smem_bytes;
+} kl_launch;
+
+/* The text of kernels/abi.h, embedded at build time; NUL-terminated. */
+extern const char kl_abi_header[];
+
+/* Checks a launch geometry against the contract (1..1024 threads, positive
+ * tiles, 0..227 KiB dynamic shared memory). Returns KL_OK or KL_EINPUT. */
+int kl_launch_validate(const kl_launch *g, char *why, size_t whylen);
+
+/* ---- source checks (kernels/source.c) ------------------------------------ */
+
+#define KL_MAX_SOURCE_BYTES (256 * 1024)
+
+/* Reads a candidate file. Rejects: missing file, directory, empty file,
+ * files over KL_MAX_SOURCE_BYTES. On KL_OK *src is a malloc'd NUL-terminated
+ * copy owned by the caller. Returns KL_OK or KL_EINPUT. */
+int kl_source_load(const char *path, char **src, size_t *len, char *why,
+                   size_t whylen);
+
+/* Checks the text before anything compiles it: NUL bytes, invalid UTF-8,
+ * #include outside the allowlist (any spelling: digraphs, line splices,
+ * macro-expanded names), no `matmul`, no `KL_LAUNCH`. Returns KL_OK or
+ * KL_EINPUT. */
+int kl_source_validate(const char *src, size_t len, char *why, size_t whylen);
+
+/* ---- NVRTC (kernels/nvrtc.c, kernels/ptxas.c, kernels/elf.c) -------------- */
+
+/* Resource use as reported by ptxas -v (sm_90). -1 where not reported. */
+typedef struct kl_resources {
+  int regs;
+  int spill_stores, spill_loads; /* bytes */
+  int smem_bytes;                /* static shared memory */
+  int stack_bytes;               /* stack frame */
+  int barriers;
+} kl_resources;
+
+typedef struct kl_compiled {
+  uint8_t *cubin; /* sm_90 cubin (ELF), owned */
+  size_t cubin_size;
+  char *log;            /* full NVRTC program log incl. ptxas -v, owned */
+  kl_resources res;     /* parsed from log (entry `matmul`) */
+  kl_launch launch;     /* read from the cubin's kl_launch symbol */
+  int has_launch;       /* 1 if the symbol was found */
+  double compile_ms;    /* wall time of this call (cache hit: lookup time) */
+  int cache_hit;        /* 1 if served from the on-disk cache */
+  char key[65];         /* sha256(source + options + toolkit version) */
+} kl_compiled;
+
+/* Loads NVRTC with dlopen (once). Returns KL_OK or KL_EENV with a reason. */
+int kl_nvrtc_load(char *why, size_t whylen);
+/* "13.0" etc.; "unknown" before a successful kl_nvrtc_load. */
+const char *kl_nvrtc_version(void);
+
+/* Compiles src with NVRTC for `arch` ("sm_90"; "sm_90a" when the source uses
+ * wgmma) with --ptxas-options=-v, pre-including abi.h. Uses the disk cache
+ * unless use_cache is 0. Returns KL_OK, KL_ECOMPILE (why holds the first
+ * error lines of the log; out->log the whole log) or KL_EENV. The caller
+ * frees out with kl_compiled_free in every case. */
+int kl_nvrtc_compile(const char *src, size_t len, const char *arch,
+                     int use_cache, kl_compiled *out, char *why,
+                     size_t whylen);
+void kl_compiled_free(kl_compiled *c);
+
+/* Parses `ptxas info` lines for the entry `matmul`. Fields not found are -1.
+ * Returns 1 if at least the register count was found. */
+int kl_ptxas_parse(const char *log, kl_resources *out);
+
+/* Finds symbol `name` in an ELF64 image (a cubin) and points *data at its
+ * initialised bytes. Returns KL_OK, or KL_EINPUT with a reason for malformed
+ * images or a missing symbol. Never reads outside [elf, elf + size). */
+int kl_elf_symbol(const void *elf, size_t size, const char *name,
+                  const void **data, size_t *data_len, char *why,
+                  size_t whylen);
+
+/* ---- on-disk artifact cache (kernels/cache.c) ----------------------------- */
+
+/* Cache folder: $KERNLAB_CACHE, else $XDG_CACHE_HOME/kernlab, else
+ * ~/.cache/kernlab, else /tmp/kernlab-cache-<uid>. Created on first use. */
+const char *kl_cache_dir(void);
+/* Reads entry key+suffix. Returns 1 and a malloc'd buffer on a hit, 0 on a
+ * miss (including unreadable or corrupt entries). */
+int kl_cache_get(const char *key, const char *suffix, uint8_t **data,
+                 size_t *len);
+/* Writes atomically (temp file + rename). Returns 1 on success. A failure
+ * only costs the next compile. */
+int kl_cache_put(const char *key, const char *suffix, const void *data,
+                 size_t len);
+/* Path of entry key+suffix in the cache folder (for artifacts that are
+ * files, such as the emulator's shared objects). */
+void kl_cache_path(const char *key, const char *suffix, char *path,
+                   size_t pathlen);
+
+/* ---- the CPU emulator (kernels/emu/) -------------------------------------- */
+
+typedef struct kl_emu_module kl_emu_module;
+
+/* Compiles src with the host C++ compiler and the CUDA shim into a shared
+ * object (cached by sha256 of source, shim and compiler), loads it and reads
+ * kl_launch with dlsym. Returns KL_OK, KL_ECOMPILE or KL_EENV. */
+int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
+                 double *build_ms, int *cache_hit, char *why, size_t whylen);
+const kl_launch *kl_emu_geometry(const kl_emu_module *m);
+/* Runs the grid on `threads` OS threads (0 = all cores). Returns KL_OK or
+ * KL_ERUN (deadlocked barrier, geometry). */
+int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
+               int M, int N, int K, int threads, char *why, size_t whylen);
+void kl_emu_free(kl_emu_module *m);
+
+#endif
