@@ -51,6 +51,11 @@ typedef struct kl_launch {
 /* The text of kernels/abi.h, embedded at build time; NUL-terminated. */
 extern const char kl_abi_header[];
 
+/* C++ text appended to every candidate before compiling (NVRTC and the
+ * emulator): a static_assert that matmul has the contract's signature. Its
+ * failure message starts with "kl_contract:". */
+extern const char kl_contract_check[];
+
 /* Checks a launch geometry against the contract (1..1024 threads, positive
  * tiles, 0..227 KiB dynamic shared memory). Returns KL_OK or KL_EINPUT. */
 int kl_launch_validate(const kl_launch *g, char *why, size_t whylen);
@@ -153,5 +158,110 @@ const kl_launch *kl_emu_geometry(const kl_emu_module *m);
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
                int M, int N, int K, int threads, char *why, size_t whylen);
 void kl_emu_free(kl_emu_module *m);
+
+/* ---- evaluation: correctness and timing (kernels/check.c) --------------- */
+
+typedef struct kl_shape {
+  int M, N, K;
+} kl_shape;
+
+/* fp32 tolerances, stated once: a result passes a shape when every element
+ * is written and finite, ||C - R||_F / ||R||_F <= KL_TOL_REL, and every
+ * |C_ij - R_ij| <= KL_TOL_ELEM * sum_k |A_ik| |B_kj| (the scale of the
+ * rounding error a float32 dot product can make). A half, bfloat16 or tf32
+ * product misses KL_TOL_REL by two orders of magnitude. */
+#define KL_TOL_REL 1e-5
+#define KL_TOL_ELEM 1e-4
+
+#define KL_MAX_SHAPES 16
+
+typedef struct kl_shape_check {
+  kl_shape shape;
+  double rel_err;     /* ||C - R||_F / ||R||_F over finite elements */
+  double max_abs_err; /* max |C_ij - R_ij| over finite elements */
+  long unwritten;     /* elements still holding the poison NaN */
+  long nonfinite;     /* other NaN/inf elements */
+  long over_tol;      /* elements outside the element-wise bound */
+  int pass;
+} kl_shape_check;
+
+typedef struct kl_eval_options {
+  const char *backend;  /* "auto", "cpu-emu" or "gpu" */
+  kl_shape shapes[KL_MAX_SHAPES]; /* shapes[0] is the target (timed) shape */
+  int n_shapes;         /* 0: the default target 256x256x256 */
+  uint64_t seed;        /* 0: the lab picks one and reports it */
+  int threads;          /* OS threads for cpu-emu; 0 = all cores */
+  double time_budget_ms; /* timing stops after this much (and >= 5 runs) */
+  int max_samples;
+  double run_deadline_s; /* wall deadline for one candidate's runs */
+} kl_eval_options;
+
+/* Everything `kernlab eval` reports about one candidate. */
+typedef struct kl_result {
+  char file[512];
+  char backend[16];
+  char status[48];  /* ok, wrong, compile_error, bad_signature, bad_geometry,
+                       invalid_input, deadlock, timeout, crashed:<signal> */
+  char error[768];  /* one line; empty when status is ok */
+  char sha256[65];  /* of the source text */
+  int compiled, correct;
+  double max_rel_err, max_abs_err;
+  double time_us, time_min_us, time_max_us; /* median, min, max; -1 if none */
+  int samples;
+  double gflops;      /* at the target shape; -1 if not timed */
+  double baseline_us; /* the naive seed at the target shape; -1 if none */
+  kl_resources res;
+  kl_launch launch;
+  int has_launch;
+  double compile_ms; /* NVRTC */
+  int cache_hit;
+  int nvrtc; /* 1 if NVRTC compiled it (resources are real) */
+  uint64_t seed;
+  kl_shape_check checks[KL_MAX_SHAPES];
+  int n_checks;
+} kl_result;
+
+/* Fills opts with the defaults described in kl_eval_options. */
+void kl_eval_defaults(kl_eval_options *opts);
+
+/* Resolves opts->backend: "gpu" if a device answers (not yet: the GPU
+ * backend is a later issue), else "cpu-emu". Returns KL_OK, KL_EINPUT for an
+ * unknown name, or KL_EENV for `gpu` without a device; `why` says which and
+ * why. */
+int kl_backend_resolve(const char *requested, char *backend, size_t len,
+                       char *why, size_t whylen);
+
+/* Evaluates one candidate source: validate, NVRTC compile (resources,
+ * geometry), host compile for cpu-emu, correctness on every shape with fresh
+ * seeded inputs and NaN-poisoned outputs, timing at the target shape. Runs
+ * happen in a child process with a wall deadline, so a crashing or hanging
+ * kernel costs only its own result. Returns KL_OK when the candidate was
+ * evaluated (whatever it did), KL_EINPUT when the text or its geometry is
+ * invalid, KL_EENV when the environment is missing something. */
+int kl_eval_source(const char *label, const char *src, size_t len,
+                   const kl_eval_options *opts, kl_result *out);
+
+/* Times the naive seed (embedded) at shape s on the same backend with the
+ * same protocol. Returns the median in microseconds, or -1 with why. */
+double kl_eval_baseline(kl_shape s, const kl_eval_options *opts, char *why,
+                        size_t whylen);
+
+/* The naive seed's text, embedded from kernels/seeds/01_naive.cu. */
+extern const char kl_seed_naive[];
+
+/* Deterministic inputs: uniform in [-1, 1), from (seed, stream). */
+void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream);
+
+/* Float64 reference C = A*B, plus S = |A|*|B| (the element error scale). */
+void kl_reference(const float *A, const float *B, double *R, double *S, int M,
+                  int N, int K);
+
+/* Compares C against R and S; fills ck (shape must be set). */
+void kl_compare(const float *C, const double *R, const double *S,
+                kl_shape_check *ck);
+
+/* The bit pattern used to poison outputs (a quiet NaN with a payload). */
+#define KL_POISON_BITS 0x7fc0deadu
+void kl_poison(float *C, size_t n);
 
 #endif

@@ -1,0 +1,518 @@
+/*
+ * kernels/check.c — the evaluation protocol behind `kernlab eval`: is the
+ * candidate valid, does it compile, is it right, how fast did it run.
+ *
+ * Correctness: for every check shape (the target, any --shape, and the fixed
+ * set 1x1x1, 127x129x65, 64x64x64, 33x17x200, 200x5x33) fresh inputs are
+ * drawn from (seed, shape index), the output is poisoned with a NaN carrying
+ * a payload (so unwritten elements are told apart from computed NaNs), and
+ * the result is compared with a float64 reference at the tolerances stated
+ * in kernels.h. The reference is computed in the lab process, before the
+ * candidate runs, where the candidate cannot reach it.
+ *
+ * Running: the candidate's code runs in a forked child that sees only copies
+ * of the inputs and a shared buffer for its outputs and samples; the parent
+ * holds a wall deadline, so a kernel that crashes or hangs costs its own
+ * result and nothing else (status timeout / crashed:<signal>). The sandbox
+ * module replaces this child with exec'd, seccomp-confined workers.
+ *
+ * Timing on cpu-emu: one warm-up run, then runs until at least 5 samples and
+ * the time budget are reached (or max_samples); median, min, max of the
+ * wall time of each launch. The output of the last timed run is verified
+ * too. These are CPU times: they are labelled cpu-emu and never presented
+ * as GPU speed. The baseline is the naive seed, timed the same way.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KL_MAX_TIMING_SAMPLES 200
+
+static const kl_shape fixed_shapes[] = {
+    {1, 1, 1}, {127, 129, 65}, {64, 64, 64}, {33, 17, 200}, {200, 5, 33}};
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+void kl_eval_defaults(kl_eval_options *o) {
+  memset(o, 0, sizeof *o);
+  o->backend = "auto";
+  o->time_budget_ms = 300;
+  o->max_samples = 50;
+  o->run_deadline_s = 120;
+}
+
+int kl_backend_resolve(const char *requested, char *backend, size_t len,
+                       char *why, size_t whylen) {
+  why[0] = 0;
+  if (!strcmp(requested, "cpu-emu")) {
+    snprintf(backend, len, "cpu-emu");
+    return KL_OK;
+  }
+  if (!strcmp(requested, "gpu")) {
+    snprintf(why, whylen,
+             "--backend gpu: no GPU backend in this build yet (the GPU "
+             "issue adds it); use --backend cpu-emu");
+    return KL_EENV;
+  }
+  if (!strcmp(requested, "auto")) {
+    snprintf(backend, len, "cpu-emu");
+    snprintf(why, whylen,
+             "backend: cpu-emu (CPU emulator; times are CPU times, not GPU "
+             "times)");
+    return KL_OK;
+  }
+  snprintf(why, whylen, "unknown backend '%s': expected auto, cpu-emu or gpu",
+           requested);
+  return KL_EINPUT;
+}
+
+/* ---- inputs, reference, comparison ---- */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
+  uint64_t s = seed ^ (stream * 0xd1b54a32d192ed03ull);
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float)((double)(splitmix64(&s) >> 40) * 0x1p-23 - 1.0);
+}
+
+void kl_reference(const float *A, const float *B, double *R, double *S, int M,
+                  int N, int K) {
+  memset(R, 0, sizeof(double) * (size_t)M * (size_t)N);
+  memset(S, 0, sizeof(double) * (size_t)M * (size_t)N);
+  for (int i = 0; i < M; i++) {
+    double *r = R + (size_t)i * N, *s = S + (size_t)i * N;
+    for (int k = 0; k < K; k++) {
+      double a = A[(size_t)i * K + k], aa = fabs(a);
+      const float *b = B + (size_t)k * N;
+      for (int j = 0; j < N; j++) {
+        r[j] += a * b[j];
+        s[j] += aa * fabs((double)b[j]);
+      }
+    }
+  }
+}
+
+void kl_poison(float *C, size_t n) {
+  uint32_t bits = KL_POISON_BITS;
+  for (size_t i = 0; i < n; i++) memcpy(&C[i], &bits, 4);
+}
+
+void kl_compare(const float *C, const double *R, const double *S,
+                kl_shape_check *ck) {
+  size_t n = (size_t)ck->shape.M * (size_t)ck->shape.N;
+  double diff2 = 0, ref2 = 0, maxabs = 0;
+  ck->unwritten = ck->nonfinite = ck->over_tol = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits;
+    memcpy(&bits, &C[i], 4);
+    if (bits == KL_POISON_BITS) {
+      ck->unwritten++;
+      continue;
+    }
+    if (!isfinite(C[i])) {
+      ck->nonfinite++;
+      continue;
+    }
+    double d = fabs((double)C[i] - R[i]);
+    diff2 += d * d;
+    ref2 += R[i] * R[i];
+    if (d > maxabs) maxabs = d;
+    if (d > KL_TOL_ELEM * S[i]) ck->over_tol++;
+  }
+  ck->rel_err = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+  ck->max_abs_err = maxabs;
+  ck->pass = ck->unwritten == 0 && ck->nonfinite == 0 && ck->over_tol == 0 &&
+             ck->rel_err <= KL_TOL_REL;
+}
+
+/* ---- the run child ---- */
+
+/* What the child writes back. Outputs follow this header in the same
+ * shared mapping: one C per check shape, then the last timed C. */
+typedef struct run_report {
+  int done;      /* 1 when the child finished every run */
+  int failed;    /* a launch failed (deadlock, geometry) */
+  char why[512];
+  int samples;
+  double sample_us[KL_MAX_TIMING_SAMPLES];
+} run_report;
+
+typedef struct run_plan {
+  kl_emu_module *m;
+  int n_shapes;
+  kl_shape shapes[KL_MAX_SHAPES];
+  float *A[KL_MAX_SHAPES], *B[KL_MAX_SHAPES];
+  size_t c_off[KL_MAX_SHAPES + 1]; /* offsets (floats) of each C */
+  int timed;                       /* time shapes[0] */
+  const kl_eval_options *opts;
+} run_plan;
+
+static void child_run(const run_plan *p, run_report *rep, float *outs) {
+  int threads = p->opts->threads;
+  for (int s = 0; s < p->n_shapes; s++) {
+    const kl_shape *sh = &p->shapes[s];
+    float *C = outs + p->c_off[s];
+    kl_poison(C, (size_t)sh->M * sh->N);
+    if (kl_emu_run(p->m, p->A[s], p->B[s], C, sh->M, sh->N, sh->K, threads,
+                   rep->why, sizeof rep->why) != KL_OK) {
+      rep->failed = 1;
+      return;
+    }
+  }
+  if (p->timed) {
+    const kl_shape *sh = &p->shapes[0];
+    size_t n = (size_t)sh->M * sh->N;
+    float *C = outs + p->c_off[p->n_shapes];
+    double total = 0;
+    for (int i = -1; i < p->opts->max_samples && i < KL_MAX_TIMING_SAMPLES;
+         i++) {
+      kl_poison(C, n);
+      double t0 = now_us();
+      if (kl_emu_run(p->m, p->A[0], p->B[0], C, sh->M, sh->N, sh->K, threads,
+                     rep->why, sizeof rep->why) != KL_OK) {
+        rep->failed = 1;
+        return;
+      }
+      double dt = now_us() - t0;
+      if (i < 0) continue; /* warm-up */
+      rep->sample_us[rep->samples++] = dt;
+      total += dt;
+      if (rep->samples >= 5 && total >= p->opts->time_budget_ms * 1e3) break;
+    }
+  }
+  rep->done = 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Forks, runs the plan in the child, waits with the deadline. Fills
+ * status/error in out when the child did not finish cleanly. Returns 1 if
+ * the report is complete. */
+static int run_in_child(const run_plan *p, run_report *rep, float *outs,
+                        kl_result *out) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(out->status, sizeof out->status, "error");
+    snprintf(out->error, sizeof out->error, "fork failed: %s",
+             strerror(errno));
+    return 0;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    child_run(p, rep, outs);
+    _exit(0);
+  }
+  setpgid(pid, pid);
+  double deadline = now_us() + p->opts->run_deadline_s * 1e6;
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;
+    if (now_us() > deadline) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      snprintf(out->status, sizeof out->status, "timeout");
+      snprintf(out->error, sizeof out->error,
+               "runs did not finish within the %.0f s deadline",
+               p->opts->run_deadline_s);
+      return 0;
+    }
+    usleep(1000);
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char *name = sigabbrev_np(sig);
+    snprintf(out->status, sizeof out->status, "crashed:SIG%s",
+             name ? name : "?");
+    snprintf(out->error, sizeof out->error, "the kernel crashed (%s)",
+             strsignal(sig));
+    return 0;
+  }
+  if (rep->failed) {
+    snprintf(out->status, sizeof out->status, "%s",
+             strstr(rep->why, "deadlock") ? "deadlock" : "run_error");
+    snprintf(out->error, sizeof out->error, "%s", rep->why);
+    return 0;
+  }
+  if (!rep->done) {
+    snprintf(out->status, sizeof out->status, "crashed:exit");
+    snprintf(out->error, sizeof out->error,
+             "the kernel ended the process (exit status %d)",
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- one candidate ---- */
+
+static void set_status(kl_result *out, const char *status, const char *fmt,
+                       const char *msg) {
+  snprintf(out->status, sizeof out->status, "%s", status);
+  snprintf(out->error, sizeof out->error, fmt, msg);
+}
+
+static uint64_t pick_seed(void) {
+  uint64_t s = 0;
+  int fd = open("/dev/urandom", O_RDONLY);
+  if (fd >= 0) {
+    if (read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = 0;
+    close(fd);
+  }
+  if (!s) s = (uint64_t)now_us() ^ ((uint64_t)getpid() << 32);
+  return s & 0xffffffffffffull; /* short enough to type back as --seed */
+}
+
+/* The shapes to check: target first, then --shape extras, then the fixed
+ * set, without duplicates. */
+static int plan_shapes(const kl_eval_options *o, kl_shape *shapes) {
+  int n = 0;
+  if (o->n_shapes > 0) {
+    for (int i = 0; i < o->n_shapes && n < KL_MAX_SHAPES; i++)
+      shapes[n++] = o->shapes[i];
+  } else {
+    shapes[n++] = (kl_shape){256, 256, 256};
+  }
+  for (size_t i = 0; i < sizeof fixed_shapes / sizeof *fixed_shapes; i++) {
+    int dup = 0;
+    for (int j = 0; j < n; j++)
+      dup |= !memcmp(&shapes[j], &fixed_shapes[i], sizeof(kl_shape));
+    if (!dup && n < KL_MAX_SHAPES) shapes[n++] = fixed_shapes[i];
+  }
+  return n;
+}
+
+static int eval_impl(const char *label, const char *src, size_t len,
+                     const kl_eval_options *opts, kl_result *out,
+                     int timing_only) {
+  char why[600];
+  memset(out, 0, sizeof *out);
+  snprintf(out->file, sizeof out->file, "%s", label);
+  out->time_us = out->time_min_us = out->time_max_us = -1;
+  out->gflops = out->baseline_us = -1;
+  out->res = (kl_resources){-1, -1, -1, -1, -1, -1};
+  out->seed = opts->seed ? opts->seed : pick_seed();
+  kl_sha256_hex(src, len, out->sha256);
+  int rc = kl_backend_resolve(opts->backend, out->backend,
+                              sizeof out->backend, why, sizeof why);
+  if (rc != KL_OK) {
+    set_status(out, "error", "%s", why);
+    return rc;
+  }
+  if (kl_source_validate(src, len, why, sizeof why) != KL_OK) {
+    set_status(out, "invalid_input", "%s", why);
+    return KL_EINPUT;
+  }
+
+  /* NVRTC is the authoritative compile: resources and geometry come from
+   * the real sm_90 cubin even when the kernel then runs on the emulator. */
+  size_t clen = len + strlen(kl_contract_check) + 2;
+  char *csrc = malloc(clen);
+  if (!csrc) {
+    set_status(out, "error", "%s", "out of memory");
+    return KL_EENV;
+  }
+  snprintf(csrc, clen, "%s\n%s", src, kl_contract_check);
+  kl_compiled cc;
+  memset(&cc, 0, sizeof cc);
+  rc = kl_nvrtc_load(why, sizeof why) == KL_OK
+           ? kl_nvrtc_compile(csrc, strlen(csrc), "sm_90", 1, &cc, why,
+                              sizeof why)
+           : KL_EENV;
+  free(csrc);
+  if (rc == KL_ECOMPILE) {
+    int sig = (cc.log && strstr(cc.log, "kl_contract")) != 0;
+    set_status(out, sig ? "bad_signature" : "compile_error", "%s", why);
+    kl_compiled_free(&cc);
+    return KL_OK;
+  }
+  if (rc == KL_OK) {
+    out->nvrtc = 1;
+    out->res = cc.res;
+    out->compile_ms = cc.compile_ms;
+    out->cache_hit = cc.cache_hit;
+    if (cc.has_launch) {
+      out->launch = cc.launch;
+      out->has_launch = 1;
+    }
+  } else if (!strcmp(out->backend, "gpu")) {
+    kl_compiled_free(&cc);
+    set_status(out, "error", "%s", why);
+    return KL_EENV;
+  }
+  kl_compiled_free(&cc);
+
+  /* cpu-emu: the same text through the host compiler. */
+  kl_emu_module *m = NULL;
+  rc = kl_emu_build(src, len, &m, NULL, NULL, why, sizeof why);
+  if (rc == KL_ECOMPILE) {
+    int sig = strstr(why, "kl_contract") || strstr(why, "`matmul`");
+    set_status(out, sig ? "bad_signature" : "compile_error", "cpu-emu: %s",
+               why);
+    return KL_OK;
+  }
+  if (rc != KL_OK) {
+    set_status(out, "error", "%s", why);
+    return rc;
+  }
+  out->compiled = 1;
+  out->launch = *kl_emu_geometry(m);
+  out->has_launch = 1;
+  if (kl_launch_validate(&out->launch, why, sizeof why) != KL_OK) {
+    set_status(out, "bad_geometry", "%s", why);
+    kl_emu_free(m);
+    return KL_EINPUT;
+  }
+
+  /* Inputs and references, made here before the candidate runs. */
+  run_plan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.m = m;
+  plan.opts = opts;
+  plan.timed = 1;
+  plan.n_shapes = timing_only ? 0 : plan_shapes(opts, plan.shapes);
+  if (timing_only) plan.shapes[0] = opts->n_shapes ? opts->shapes[0]
+                                                   : (kl_shape){256, 256, 256};
+  int n_inputs = plan.n_shapes ? plan.n_shapes : 1;
+  size_t total = 0;
+  for (int s = 0; s <= plan.n_shapes; s++) {
+    kl_shape sh = s < plan.n_shapes ? plan.shapes[s] : plan.shapes[0];
+    plan.c_off[s] = total;
+    total += (size_t)sh.M * sh.N;
+  }
+  size_t map_len = sizeof(run_report) + total * sizeof(float);
+  void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  double *R[KL_MAX_SHAPES] = {0}, *S[KL_MAX_SHAPES] = {0};
+  int ok = map != MAP_FAILED;
+  for (int s = 0; ok && s < n_inputs; s++) {
+    kl_shape sh = plan.shapes[s];
+    plan.A[s] = malloc(sizeof(float) * (size_t)sh.M * sh.K);
+    plan.B[s] = malloc(sizeof(float) * (size_t)sh.K * sh.N);
+    ok = plan.A[s] && plan.B[s];
+    if (!ok) break;
+    kl_fill_random(plan.A[s], (size_t)sh.M * sh.K, out->seed, 2 * s);
+    kl_fill_random(plan.B[s], (size_t)sh.K * sh.N, out->seed, 2 * s + 1);
+    if (timing_only) continue;
+    R[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
+    S[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
+    ok = R[s] && S[s];
+    if (ok) kl_reference(plan.A[s], plan.B[s], R[s], S[s], sh.M, sh.N, sh.K);
+  }
+  if (!ok) {
+    set_status(out, "error", "%s", "out of memory for inputs");
+    rc = KL_EENV;
+  } else {
+    run_report *rep = map;
+    memset(rep, 0, sizeof *rep);
+    float *outs = (float *)((char *)map + sizeof(run_report));
+    rc = KL_OK;
+    if (run_in_child(&plan, rep, outs, out)) {
+      out->correct = 1;
+      out->n_checks = plan.n_shapes;
+      for (int s = 0; s < plan.n_shapes; s++) {
+        kl_shape_check *ck = &out->checks[s];
+        ck->shape = plan.shapes[s];
+        kl_compare(outs + plan.c_off[s], R[s], S[s], ck);
+        if (ck->rel_err > out->max_rel_err) out->max_rel_err = ck->rel_err;
+        if (ck->max_abs_err > out->max_abs_err)
+          out->max_abs_err = ck->max_abs_err;
+        if (!ck->pass && out->correct) {
+          out->correct = 0;
+          snprintf(out->error, sizeof out->error,
+                   "wrong at %dx%dx%d: rel_err %.3g (tol %.0e), %ld "
+                   "elements over tolerance, %ld unwritten, %ld NaN/inf",
+                   ck->shape.M, ck->shape.N, ck->shape.K, ck->rel_err,
+                   KL_TOL_REL, ck->over_tol, ck->unwritten, ck->nonfinite);
+        }
+      }
+      if (!timing_only && out->correct) {
+        kl_shape_check timed = {.shape = plan.shapes[0]};
+        kl_compare(outs + plan.c_off[plan.n_shapes], R[0], S[0], &timed);
+        if (!timed.pass) {
+          out->correct = 0;
+          snprintf(out->error, sizeof out->error,
+                   "the output of the last timed run is wrong (rel_err "
+                   "%.3g) although the checked run was right",
+                   timed.rel_err);
+        }
+      }
+      snprintf(out->status, sizeof out->status, "%s",
+               out->correct || timing_only ? "ok" : "wrong");
+      out->samples = rep->samples;
+      if (rep->samples > 0) {
+        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double),
+              cmp_double);
+        out->time_min_us = rep->sample_us[0];
+        out->time_max_us = rep->sample_us[rep->samples - 1];
+        out->time_us = rep->samples % 2
+                           ? rep->sample_us[rep->samples / 2]
+                           : 0.5 * (rep->sample_us[rep->samples / 2 - 1] +
+                                    rep->sample_us[rep->samples / 2]);
+        kl_shape t = plan.shapes[0];
+        out->gflops = 2.0 * t.M * t.N * (double)t.K / (out->time_us * 1e3);
+      }
+    }
+  }
+  for (int s = 0; s < KL_MAX_SHAPES; s++) {
+    free(plan.A[s]);
+    free(plan.B[s]);
+    free(R[s]);
+    free(S[s]);
+  }
+  if (map != MAP_FAILED) munmap(map, map_len);
+  kl_emu_free(m);
+  return rc;
+}
+
+int kl_eval_source(const char *label, const char *src, size_t len,
+                   const kl_eval_options *opts, kl_result *out) {
+  return eval_impl(label, src, len, opts, out, 0);
+}
+
+double kl_eval_baseline(kl_shape s, const kl_eval_options *opts, char *why,
+                        size_t whylen) {
+  kl_eval_options o = *opts;
+  o.shapes[0] = s;
+  o.n_shapes = 1;
+  kl_result *r = malloc(sizeof *r);
+  if (!r) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  int rc = eval_impl("baseline:naive", kl_seed_naive, strlen(kl_seed_naive),
+                     &o, r, 1);
+  double t = r->time_us;
+  if (rc != KL_OK || t < 0)
+    snprintf(why, whylen, "baseline (naive seed) failed: %s %s", r->status,
+             r->error);
+  free(r);
+  return rc == KL_OK ? t : -1;
+}

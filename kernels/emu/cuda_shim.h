@@ -1,0 +1,441 @@
+/*
+ * kernels/emu/cuda_shim.h — the CUDA shim of the CPU emulator (cpu-emu).
+ *
+ * The emulator compiles a candidate's CUDA source with the host C++ compiler
+ * (C++17). This header is pre-included (g++ -include) and makes the CUDA
+ * dialect that matmul kernels use mean something on a CPU:
+ *
+ *   - __global__/__device__/__host__ vanish; the kernel is a plain function
+ *     that the runtime (kernels/emu/emu.c) calls once per CUDA thread.
+ *   - threadIdx, blockIdx, blockDim, gridDim read the current fiber's state
+ *     through one thread_local pointer that the runtime sets before it
+ *     switches to a fiber.
+ *   - __shared__ becomes `static thread_local`: a block runs entirely on one
+ *     OS thread, so every fiber of the block sees the same storage, and
+ *     blocks running in parallel on other OS threads get their own.
+ *     `extern __shared__` arrays are rewritten by the harness into pointers
+ *     to the block's dynamic shared memory (see emu.c).
+ *   - __syncthreads and warp intrinsics call back into the runtime, which
+ *     suspends the fiber until every live thread of the block (or warp) has
+ *     arrived. Shuffles exchange through per-warp slots between two warp
+ *     barriers, so they have warp-synchronous semantics.
+ *   - atomics use the compiler's __atomic builtins (blocks run in parallel).
+ *
+ * Deliberately absent: wmma/mma (mma.h compiles to an error on cpu-emu),
+ * inline PTX, textures, cooperative groups, clocks. The C part of this file
+ * (the structs shared with the runtime) is also included by emu.c.
+ */
+#ifndef KL_EMU_CUDA_SHIM_H
+#define KL_EMU_CUDA_SHIM_H
+
+#include <stdint.h>
+
+#define KL_EMU_ABI_VERSION 1
+#define KL_EMU_MAX_THREADS 1024
+#define KL_EMU_MAX_WARPS (KL_EMU_MAX_THREADS / 32)
+
+typedef struct kl_emu_dim {
+  unsigned int x, y, z;
+} kl_emu_dim;
+
+/* State of one block, shared by its fibers. Owned by the runtime. */
+typedef struct kl_emu_block {
+  kl_emu_dim block_idx, block_dim, grid_dim;
+  unsigned char *dyn_smem;                  /* dynamic shared memory */
+  uint32_t warp_active[KL_EMU_MAX_WARPS];   /* live lanes per warp */
+  uint64_t warp_slot[KL_EMU_MAX_WARPS][32]; /* shuffle exchange */
+  int block_slot[KL_EMU_MAX_THREADS];       /* __syncthreads_count etc. */
+} kl_emu_block;
+
+/* State of one CUDA thread (one fiber). Owned by the runtime. */
+typedef struct kl_emu_thread {
+  kl_emu_dim thread_idx;
+  int linear, warp, lane;
+  kl_emu_block *block;
+} kl_emu_thread;
+
+/* Callbacks into the runtime; installed by kl_emu_bind before any launch. */
+typedef struct kl_emu_hooks {
+  void (*sync_block)(void);
+  void (*sync_warp)(void);
+} kl_emu_hooks;
+
+#ifdef __cplusplus
+
+#include <math.h>
+#include <string.h>
+
+static const kl_emu_hooks *kl_emu_hooks_ptr;
+static thread_local kl_emu_thread *kl_emu_cur;
+
+/* Entry points the runtime finds with dlsym. */
+extern "C" __attribute__((visibility("default"))) int kl_emu_abi(void) {
+  return KL_EMU_ABI_VERSION;
+}
+extern "C" __attribute__((visibility("default"))) void
+kl_emu_bind(const kl_emu_hooks *h) {
+  kl_emu_hooks_ptr = h;
+}
+/* Address of this OS thread's current-fiber pointer; the runtime writes it
+ * directly before each switch. */
+extern "C" __attribute__((visibility("default"))) kl_emu_thread **
+kl_emu_tls(void) {
+  return &kl_emu_cur;
+}
+
+/* ---- qualifiers ---- */
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __shared__ static thread_local
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+/* ---- built-in variables ---- */
+typedef kl_emu_dim uint3;
+struct dim3 {
+  unsigned int x, y, z;
+  dim3(unsigned int a = 1, unsigned int b = 1, unsigned int c = 1)
+      : x(a), y(b), z(c) {}
+};
+#define threadIdx (kl_emu_cur->thread_idx)
+#define blockIdx (kl_emu_cur->block->block_idx)
+#define blockDim (kl_emu_cur->block->block_dim)
+#define gridDim (kl_emu_cur->block->grid_dim)
+#define warpSize 32
+
+static inline unsigned char *kl_emu_dyn_smem(void) {
+  return kl_emu_cur->block->dyn_smem;
+}
+
+/* ---- vector types ---- */
+#define KL_VEC2(T, N, A)                                                       \
+  struct __attribute__((aligned(A))) N {                                       \
+    T x, y;                                                                    \
+  };                                                                           \
+  static inline N make_##N(T x, T y) { return N{x, y}; }
+#define KL_VEC4(T, N, A)                                                       \
+  struct __attribute__((aligned(A))) N {                                       \
+    T x, y, z, w;                                                              \
+  };                                                                           \
+  static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
+KL_VEC2(float, float2, 8)
+KL_VEC4(float, float4, 16)
+KL_VEC2(int, int2, 8)
+KL_VEC4(int, int4, 16)
+KL_VEC2(unsigned int, uint2, 8)
+KL_VEC4(unsigned int, uint4, 16)
+KL_VEC2(double, double2, 16)
+static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) {
+  return uint3{x, y, z};
+}
+#undef KL_VEC2
+#undef KL_VEC4
+
+/* ---- math and loads ---- */
+template <class T> static inline T __ldg(const T *p) { return *p; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline float __fdividef(float a, float b) { return a / b; }
+/* __expf and __logf come from glibc's math.h. */
+static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
+static inline float __saturatef(float a) {
+  return a < 0.0f ? 0.0f : (a > 1.0f ? 1.0f : a);
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) {
+  return __builtin_popcountll(x);
+}
+static inline int __clz(int x) {
+  return x ? __builtin_clz((unsigned)x) : 32;
+}
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __mul24(int a, int b) { return a * b; }
+static inline int __umul24(unsigned a, unsigned b) { return (int)(a * b); }
+
+/* ---- barriers ---- */
+static inline void __syncthreads(void) { kl_emu_hooks_ptr->sync_block(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  (void)mask;
+  kl_emu_hooks_ptr->sync_warp();
+}
+static inline void __threadfence(void) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+static inline void __threadfence_block(void) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+/* Reductions over the block: each thread posts its predicate in its slot,
+ * everyone meets, reads all slots, and meets again before slots reuse. */
+static inline int kl_emu_block_reduce(int pred, int op) {
+  kl_emu_block *b = kl_emu_cur->block;
+  int n = (int)(b->block_dim.x * b->block_dim.y * b->block_dim.z);
+  b->block_slot[kl_emu_cur->linear] = pred != 0;
+  __syncthreads();
+  int count = 0;
+  for (int i = 0; i < n; i++) {
+    uint32_t live = b->warp_active[i / 32];
+    if ((live >> (i % 32)) & 1) count += b->block_slot[i];
+  }
+  int total = 0;
+  for (int w = 0; w < (n + 31) / 32; w++) total += __popc(b->warp_active[w]);
+  __syncthreads();
+  return op == 0 ? count : (op == 1 ? count == total : count > 0);
+}
+static inline int __syncthreads_count(int p) { return kl_emu_block_reduce(p, 0); }
+static inline int __syncthreads_and(int p) { return kl_emu_block_reduce(p, 1); }
+static inline int __syncthreads_or(int p) { return kl_emu_block_reduce(p, 2); }
+
+/* ---- warp shuffles and votes ---- */
+/* Every shuffle: post my value, warp barrier, read the source lane's slot,
+ * warp barrier (so nobody overwrites a slot another lane still reads). */
+template <class T> static inline T kl_emu_shfl(T v, int src_lane) {
+  static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+  kl_emu_thread *t = kl_emu_cur;
+  uint64_t *slots = t->block->warp_slot[t->warp];
+  uint64_t mine = 0;
+  memcpy(&mine, &v, sizeof(T));
+  slots[t->lane] = mine;
+  kl_emu_hooks_ptr->sync_warp();
+  uint64_t got = slots[src_lane & 31];
+  kl_emu_hooks_ptr->sync_warp();
+  T out;
+  memcpy(&out, &got, sizeof(T));
+  return out;
+}
+template <class T>
+static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  (void)mask;
+  int lane = kl_emu_cur->lane;
+  return kl_emu_shfl(v, (lane & ~(width - 1)) + (src & (width - 1)));
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask,
+                                int width = 32) {
+  (void)mask;
+  int lane = kl_emu_cur->lane;
+  int src = lane ^ lane_mask;
+  if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
+  return kl_emu_shfl(v, src);
+}
+template <class T>
+static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta,
+                                 int width = 32) {
+  (void)mask;
+  int lane = kl_emu_cur->lane;
+  int seg = lane % width;
+  int src = seg + (int)delta < width ? lane + (int)delta : lane;
+  return kl_emu_shfl(v, src);
+}
+template <class T>
+static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta,
+                               int width = 32) {
+  (void)mask;
+  int lane = kl_emu_cur->lane;
+  int seg = lane % width;
+  int src = seg - (int)delta >= 0 ? lane - (int)delta : lane;
+  return kl_emu_shfl(v, src);
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred) {
+  kl_emu_thread *t = kl_emu_cur;
+  uint64_t *slots = t->block->warp_slot[t->warp];
+  slots[t->lane] = pred != 0;
+  kl_emu_hooks_ptr->sync_warp();
+  unsigned out = 0, live = t->block->warp_active[t->warp] & mask;
+  for (int i = 0; i < 32; i++)
+    if (((live >> i) & 1) && slots[i]) out |= 1u << i;
+  kl_emu_hooks_ptr->sync_warp();
+  return out;
+}
+static inline int __any_sync(unsigned mask, int pred) {
+  return __ballot_sync(mask, pred) != 0;
+}
+static inline int __all_sync(unsigned mask, int pred) {
+  unsigned live = kl_emu_cur->block->warp_active[kl_emu_cur->warp] & mask;
+  return __ballot_sync(mask, pred) == live;
+}
+static inline unsigned __activemask(void) {
+  return kl_emu_cur->block->warp_active[kl_emu_cur->warp];
+}
+
+/* ---- atomics (blocks run in parallel on OS threads) ---- */
+#define KL_ATOMIC_INT(T)                                                       \
+  static inline T atomicAdd(T *p, T v) {                                       \
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);                         \
+  }                                                                            \
+  static inline T atomicSub(T *p, T v) {                                       \
+    return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED);                         \
+  }                                                                            \
+  static inline T atomicExch(T *p, T v) {                                      \
+    return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);                        \
+  }                                                                            \
+  static inline T atomicAnd(T *p, T v) {                                       \
+    return __atomic_fetch_and(p, v, __ATOMIC_RELAXED);                         \
+  }                                                                            \
+  static inline T atomicOr(T *p, T v) {                                        \
+    return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);                          \
+  }                                                                            \
+  static inline T atomicXor(T *p, T v) {                                       \
+    return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED);                         \
+  }                                                                            \
+  static inline T atomicCAS(T *p, T expected, T desired) {                     \
+    __atomic_compare_exchange_n(p, &expected, desired, false,                  \
+                                __ATOMIC_RELAXED, __ATOMIC_RELAXED);           \
+    return expected;                                                           \
+  }                                                                            \
+  static inline T atomicMax(T *p, T v) {                                       \
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);                              \
+    while (old < v && !__atomic_compare_exchange_n(                            \
+                          p, &old, v, true, __ATOMIC_RELAXED,                  \
+                          __ATOMIC_RELAXED)) {                                 \
+    }                                                                          \
+    return old;                                                                \
+  }                                                                            \
+  static inline T atomicMin(T *p, T v) {                                       \
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);                              \
+    while (old > v && !__atomic_compare_exchange_n(                            \
+                          p, &old, v, true, __ATOMIC_RELAXED,                  \
+                          __ATOMIC_RELAXED)) {                                 \
+    }                                                                          \
+    return old;                                                                \
+  }
+KL_ATOMIC_INT(int)
+KL_ATOMIC_INT(unsigned int)
+KL_ATOMIC_INT(unsigned long long)
+#undef KL_ATOMIC_INT
+
+/* Floating-point atomics as compare-and-swap loops on the bit pattern. */
+template <class F, class U> static inline F kl_emu_atomic_fadd(F *p, F v) {
+  U *bits = (U *)p;
+  U old = __atomic_load_n(bits, __ATOMIC_RELAXED), next;
+  F f;
+  do {
+    memcpy(&f, &old, sizeof f);
+    F sum = f + v;
+    memcpy(&next, &sum, sizeof next);
+  } while (!__atomic_compare_exchange_n(bits, &old, next, true,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return f;
+}
+static inline float atomicAdd(float *p, float v) {
+  return kl_emu_atomic_fadd<float, uint32_t>(p, v);
+}
+static inline double atomicAdd(double *p, double v) {
+  return kl_emu_atomic_fadd<double, uint64_t>(p, v);
+}
+static inline float atomicExch(float *p, float v) {
+  uint32_t in, out;
+  memcpy(&in, &v, 4);
+  out = __atomic_exchange_n((uint32_t *)p, in, __ATOMIC_RELAXED);
+  float f;
+  memcpy(&f, &out, 4);
+  return f;
+}
+
+/* ---- half and bfloat16 (conversions; arithmetic goes through float) ---- */
+struct __half {
+  uint16_t bits;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+typedef __half half;
+typedef __nv_bfloat16 nv_bfloat16;
+
+/* float -> binary16, round to nearest even, with subnormals, inf and NaN. */
+static inline __half __float2half_rn(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+  __half h;
+  if (exp == 0xff) { /* inf or NaN */
+    h.bits = (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    return h;
+  }
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) { /* overflow to inf */
+    h.bits = (uint16_t)(sign | 0x7c00u);
+    return h;
+  }
+  if (e <= 0) { /* subnormal or zero */
+    if (e < -10) {
+      h.bits = (uint16_t)sign;
+      return h;
+    }
+    man |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t half_man = man >> shift;
+    uint32_t rest = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half_man & 1))) half_man++;
+    h.bits = (uint16_t)(sign | half_man);
+    return h;
+  }
+  uint32_t out = sign | ((uint32_t)e << 10) | (man >> 13);
+  uint32_t rest = man & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (out & 1))) out++;
+  h.bits = (uint16_t)out;
+  return h;
+}
+static inline float __half2float(__half h) {
+  uint32_t sign = ((uint32_t)h.bits & 0x8000u) << 16;
+  uint32_t exp = (h.bits >> 10) & 0x1fu, man = h.bits & 0x3ffu, x;
+  if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (man << 13);
+  } else if (exp == 0) {
+    if (man == 0) {
+      x = sign;
+    } else { /* normalise the subnormal */
+      int e = -1;
+      do {
+        man <<= 1;
+        e++;
+      } while (!(man & 0x400u));
+      x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else {
+    x = sign | ((exp - 15 + 127) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+static inline __half __float2half(float f) { return __float2half_rn(f); }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  __nv_bfloat16 b;
+  if ((x & 0x7fffffffu) > 0x7f800000u) { /* NaN stays NaN */
+    b.bits = (uint16_t)((x >> 16) | 0x40u);
+    return b;
+  }
+  x += 0x7fffu + ((x >> 16) & 1);
+  b.bits = (uint16_t)(x >> 16);
+  return b;
+}
+static inline __nv_bfloat16 __float2bfloat16(float f) {
+  return __float2bfloat16_rn(f);
+}
+static inline float __bfloat162float(__nv_bfloat16 b) {
+  uint32_t x = (uint32_t)b.bits << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+#endif /* __cplusplus */
+#endif /* KL_EMU_CUDA_SHIM_H */

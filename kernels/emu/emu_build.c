@@ -1,0 +1,428 @@
+/*
+ * kernels/emu/emu_build.c — turns a candidate's CUDA source into a shared
+ * object the CPU emulator can run.
+ *
+ * Steps: rewrite the few constructs a header cannot express (`extern
+ * __shared__` arrays become pointers into the block's dynamic shared
+ * memory), append the contract check, compile with the host C++ compiler
+ * (C++17, -O2 -march=native, the shim and abi.h pre-included, a private
+ * include folder holding only the allowlisted CUDA headers), cache the .so by
+ * sha256 of everything that went into it, dlopen it, and read kl_launch.
+ *
+ * The compiler runs in a private temporary folder with a deadline. Stronger
+ * confinement (seccomp, rlimits, namespaces) is the sandbox module's job.
+ */
+#define _GNU_SOURCE
+#include "kernels/emu/emu_internal.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef KL_HOST_CXX
+#define KL_HOST_CXX "c++"
+#endif
+
+extern char **environ;
+
+static const char *const cxx_flags[] = {
+    "-std=c++17", "-O2", "-march=native", "-fPIC", "-shared", "-w",
+    "-fno-strict-aliasing", "-fvisibility=default", "-include",
+    "cuda_shim.h", "-include", "kl_abi.h", "-I", ".", "-o", "candidate.so",
+    "candidate.cpp"};
+#define N_CXX_FLAGS (sizeof cxx_flags / sizeof cxx_flags[0])
+
+#define KL_HOST_COMPILE_DEADLINE_S 60
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- source rewriting ---- */
+
+typedef struct buf {
+  char *p;
+  size_t len, cap;
+} buf;
+
+static void buf_put(buf *b, const char *s, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) abort(); /* out of memory while copying at most 256 KiB */
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = 0;
+}
+static void buf_puts(buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+static int is_ident(char c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9');
+}
+
+/* Rewrites one `extern __shared__ TYPE NAME[];` starting at s (pointing at
+ * `extern`). Returns the number of bytes consumed, or 0 if the declaration
+ * is not of that shape (it is then left for the compiler to reject). */
+static size_t rewrite_extern_shared(buf *out, const char *s, int depth,
+                                    int line) {
+  const char *semi = strchr(s, ';');
+  if (!semi) return 0;
+  const char *lb = memchr(s, '[', (size_t)(semi - s));
+  if (!lb) return 0;
+  const char *name_end = lb;
+  while (name_end > s && (name_end[-1] == ' ' || name_end[-1] == '\t'))
+    name_end--;
+  const char *name = name_end;
+  while (name > s && is_ident(name[-1])) name--;
+  if (name == name_end) return 0;
+  const char *type = strstr(s, "__shared__") + strlen("__shared__");
+  if (type > name) return 0;
+  /* The type without alignment attributes, which cannot appear in a cast. */
+  buf t = {0};
+  for (const char *p = type; p < name;) {
+    if (strncmp(p, "__align__", 9) == 0 || strncmp(p, "alignas", 7) == 0) {
+      const char *q = strchr(p, '(');
+      int nest = 0;
+      while (q && q < name) {
+        if (*q == '(') nest++;
+        if (*q == ')' && --nest == 0) break;
+        q++;
+      }
+      if (!q || q >= name) break;
+      p = q + 1;
+      continue;
+    }
+    buf_put(&t, p, 1);
+    p++;
+  }
+  char nm[128];
+  size_t nlen = (size_t)(name_end - name);
+  if (nlen >= sizeof nm || !t.p) {
+    free(t.p);
+    return 0;
+  }
+  memcpy(nm, name, nlen);
+  nm[nlen] = 0;
+  char line_buf[1024];
+  if (depth > 0) {
+    snprintf(line_buf, sizeof line_buf,
+             "%s *const %s = (%s *)kl_emu_dyn_smem();", t.p, nm, t.p);
+  } else {
+    /* At file scope a pointer would be initialised once, on the loading
+     * thread; a macro reads the current block's memory at each use. */
+    snprintf(line_buf, sizeof line_buf,
+             "\n#define %s ((%s *)kl_emu_dyn_smem())\n#line %d "
+             "\"candidate.cu\"\n",
+             nm, t.p, line);
+  }
+  free(t.p);
+  buf_puts(out, line_buf);
+  return (size_t)(semi + 1 - s);
+}
+
+/* Copies src, rewriting `extern __shared__` declarations outside comments
+ * and literals. Returns a malloc'd string. */
+static char *rewrite_source(const char *src) {
+  buf out = {0};
+  buf_puts(&out, "#line 1 \"candidate.cu\"\n");
+  int depth = 0, line = 1;
+  const char *p = src;
+  while (*p) {
+    if (p[0] == '/' && p[1] == '/') {
+      const char *e = strchr(p, '\n');
+      size_t n = e ? (size_t)(e - p) : strlen(p);
+      buf_put(&out, p, n);
+      p += n;
+      continue;
+    }
+    if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      size_t n = e ? (size_t)(e + 2 - p) : strlen(p);
+      for (size_t i = 0; i < n; i++) line += p[i] == '\n';
+      buf_put(&out, p, n);
+      p += n;
+      continue;
+    }
+    if (*p == '"' || *p == '\'') {
+      char q = *p;
+      const char *e = p + 1;
+      while (*e && *e != q && *e != '\n') e += (*e == '\\' && e[1]) ? 2 : 1;
+      if (*e == q) e++;
+      buf_put(&out, p, (size_t)(e - p));
+      p = e;
+      continue;
+    }
+    if (*p == '{') depth++;
+    if (*p == '}' && depth > 0) depth--;
+    if (*p == '\n') line++;
+    if (strncmp(p, "extern", 6) == 0 && (p == src || !is_ident(p[-1])) &&
+        !is_ident(p[6])) {
+      const char *q = p + 6;
+      while (*q == ' ' || *q == '\t') q++;
+      if (strncmp(q, "__shared__", 10) == 0 && !is_ident(q[10])) {
+        size_t used = rewrite_extern_shared(&out, p, depth, line + 1);
+        if (used) {
+          for (size_t i = 0; i < used; i++) line += p[i] == '\n';
+          p += used;
+          continue;
+        }
+      }
+    }
+    buf_put(&out, p, 1);
+    p++;
+  }
+  buf_puts(&out, "\n");
+  buf_puts(&out, kl_contract_check);
+  return out.p;
+}
+
+/* ---- running the host compiler ---- */
+
+static int write_file(const char *dir, const char *name, const char *text) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  size_t n = strlen(text);
+  int ok = fwrite(text, 1, n, f) == n;
+  return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+static void remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* Keeps the first lines of the compiler's output that say "error". */
+static void first_errors(const char *log, char *why, size_t whylen) {
+  size_t used = 0;
+  int found = 0;
+  why[0] = 0;
+  for (const char *l = log; *l && found < 3;) {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) : strlen(l);
+    if (memmem(l, n, "error", 5)) {
+      int w = snprintf(why + used, whylen - used, "%s%.*s",
+                       found ? " | " : "", (int)n, l);
+      if (w < 0 || (size_t)w >= whylen - used) break;
+      used += (size_t)w;
+      found++;
+    }
+    l = e ? e + 1 : l + n;
+  }
+  if (!found) snprintf(why, whylen, "host compiler failed: %.200s", log);
+}
+
+/* Runs the host compiler in dir. Returns KL_OK, KL_ECOMPILE (why holds the
+ * first error lines) or KL_EENV (the compiler could not be started). */
+static int run_compiler(const char *dir, char *why, size_t whylen) {
+  const char *argv[N_CXX_FLAGS + 2];
+  argv[0] = KL_HOST_CXX;
+  for (size_t i = 0; i < N_CXX_FLAGS; i++) argv[i + 1] = cxx_flags[i];
+  argv[N_CXX_FLAGS + 1] = NULL;
+  char log_path[1024];
+  snprintf(log_path, sizeof log_path, "%s/compile.log", dir);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addchdir_np(&fa, dir);
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&at, 0);
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], &fa, &at, (char *const *)argv,
+                         environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (err != 0) {
+    snprintf(why, whylen, "cannot start host compiler %s: %s", argv[0],
+             strerror(err));
+    return KL_EENV;
+  }
+  double start = now_ms();
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;
+    if (now_ms() - start > KL_HOST_COMPILE_DEADLINE_S * 1000.0) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      snprintf(why, whylen, "host compile exceeded %d s",
+               KL_HOST_COMPILE_DEADLINE_S);
+      return KL_ECOMPILE;
+    }
+    usleep(2000);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KL_OK;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    snprintf(why, whylen, "host compiler %s not found", argv[0]);
+    return KL_EENV;
+  }
+  uint8_t *log = NULL;
+  FILE *f = fopen(log_path, "rb");
+  if (f) {
+    log = calloc(1, 65537);
+    if (log) (void)!fread(log, 1, 65536, f);
+    fclose(f);
+  }
+  first_errors(log ? (const char *)log : "", why, whylen);
+  free(log);
+  return KL_ECOMPILE;
+}
+
+static const char mma_stub[] =
+    "#error \"mma.h (wmma tensor-core fragments) is not available on the "
+    "cpu-emu backend\"\n";
+
+/* Compiles text into the .so at so_path (through a temporary folder and an
+ * atomic rename). */
+static int host_compile(const char *text, const char *so_path, char *why,
+                        size_t whylen) {
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/emu-build-XXXXXX", kl_cache_dir());
+  if (!mkdtemp(dir)) {
+    snprintf(why, whylen, "cannot create build folder %s: %s", dir,
+             strerror(errno));
+    return KL_EENV;
+  }
+  int rc = KL_EENV;
+  if (write_file(dir, "candidate.cpp", text) || 
+      write_file(dir, "cuda_shim.h", kl_emu_shim_header) ||
+      write_file(dir, "kl_abi.h", kl_abi_header) ||
+      write_file(dir, "cuda_fp16.h", "/* in cuda_shim.h */\n") ||
+      write_file(dir, "cuda_bf16.h", "/* in cuda_shim.h */\n") ||
+      write_file(dir, "mma.h", mma_stub)) {
+    snprintf(why, whylen, "cannot write to build folder %s", dir);
+  } else {
+    rc = run_compiler(dir, why, whylen);
+    if (rc == KL_OK) {
+      char built[700];
+      snprintf(built, sizeof built, "%s/candidate.so", dir);
+      if (rename(built, so_path) != 0) {
+        snprintf(why, whylen, "cannot move %s to %s: %s", built, so_path,
+                 strerror(errno));
+        rc = KL_EENV;
+      }
+    }
+  }
+  remove_tree(dir);
+  return rc;
+}
+
+/* ---- the public entry points ---- */
+
+int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
+                 double *build_ms, int *cache_hit, char *why, size_t whylen) {
+  double start = now_ms();
+  *out = NULL;
+  (void)len;
+  char *text = rewrite_source(src);
+  kl_sha256_ctx h;
+  kl_sha256_init(&h);
+  kl_sha256_update(&h, text, strlen(text) + 1);
+  kl_sha256_update(&h, kl_emu_shim_header, strlen(kl_emu_shim_header) + 1);
+  kl_sha256_update(&h, kl_abi_header, strlen(kl_abi_header) + 1);
+  const char *compiler = KL_HOST_CXX " " __VERSION__;
+  kl_sha256_update(&h, compiler, strlen(compiler) + 1);
+  for (size_t i = 0; i < N_CXX_FLAGS; i++)
+    kl_sha256_update(&h, cxx_flags[i], strlen(cxx_flags[i]) + 1);
+  uint8_t digest[32];
+  kl_sha256_final(&h, digest);
+  char key[65];
+  for (int i = 0; i < 32; i++) snprintf(key + 2 * i, 3, "%02x", digest[i]);
+
+  kl_emu_module *m = calloc(1, sizeof *m);
+  if (!m) {
+    free(text);
+    snprintf(why, whylen, "out of memory");
+    return KL_EENV;
+  }
+  kl_cache_path(key, ".emu.so", m->so_path, sizeof m->so_path);
+  struct stat st;
+  int hit = stat(m->so_path, &st) == 0 && st.st_size > 0;
+  int rc = hit ? KL_OK : host_compile(text, m->so_path, why, whylen);
+  free(text);
+  if (rc != KL_OK) {
+    free(m);
+    return rc;
+  }
+  m->so = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->so) {
+    snprintf(why, whylen, "cannot load emulated kernel %s: %s", m->so_path,
+             dlerror());
+    free(m);
+    return KL_EENV;
+  }
+  int (*abi)(void) = (int (*)(void))dlsym(m->so, "kl_emu_abi");
+  void (*bind)(const kl_emu_hooks *) =
+      (void (*)(const kl_emu_hooks *))dlsym(m->so, "kl_emu_bind");
+  m->tls = (kl_emu_thread * *(*)(void)) dlsym(m->so, "kl_emu_tls");
+  m->kernel = (kl_emu_kernel_fn)dlsym(m->so, "matmul");
+  const kl_launch *g = dlsym(m->so, "kl_launch");
+  if (!abi || !bind || !m->tls || abi() != KL_EMU_ABI_VERSION) {
+    snprintf(why, whylen, "%s was not built with this emulator's shim",
+             m->so_path);
+    kl_emu_free(m);
+    return KL_EENV;
+  }
+  if (!m->kernel) {
+    snprintf(why, whylen,
+             "no extern \"C\" symbol `matmul`: declare it as extern \"C\" "
+             "__global__ void matmul(const float* A, const float* B, float* "
+             "C, int M, int N, int K)");
+    kl_emu_free(m);
+    return KL_ECOMPILE;
+  }
+  if (!g) {
+    snprintf(why, whylen, "no KL_LAUNCH(...) declaration at file scope");
+    kl_emu_free(m);
+    return KL_ECOMPILE;
+  }
+  bind(&kl_emu_runtime_hooks);
+  m->launch = *g;
+  m->needs_fibers = strstr(src, "sync") || strstr(src, "__shfl") ||
+                    strstr(src, "__activemask");
+  if (build_ms) *build_ms = now_ms() - start;
+  if (cache_hit) *cache_hit = hit;
+  *out = m;
+  return KL_OK;
+}
+
+const kl_launch *kl_emu_geometry(const kl_emu_module *m) { return &m->launch; }
+
+void kl_emu_free(kl_emu_module *m) {
+  if (!m) return;
+  if (m->so) dlclose(m->so);
+  free(m);
+}

@@ -1,0 +1,28 @@
+/*
+ * kernels/emu/emu_internal.h — what emu_build.c and emu_run.c share. Not a
+ * public header: the rest of kernlab goes through kernels/kernels.h.
+ */
+#ifndef KL_EMU_INTERNAL_H
+#define KL_EMU_INTERNAL_H
+#include "kernels/emu/cuda_shim.h"
+#include "kernels/emu/fiber.h"
+#include "kernels/kernels.h"
+
+typedef void (*kl_emu_kernel_fn)(const float *, const float *, float *, int,
+                                 int, int);
+
+struct kl_emu_module {
+  void *so;                  /* dlopen handle */
+  kl_emu_kernel_fn kernel;   /* the candidate's matmul */
+  kl_emu_thread **(*tls)(void);
+  kl_launch launch;          /* read from the kl_launch symbol */
+  int needs_fibers;          /* the source names a barrier or warp op */
+  char so_path[512];
+};
+
+/* The hooks candidate code calls for barriers (emu_run.c). */
+extern const kl_emu_hooks kl_emu_runtime_hooks;
+/* The shim's text, embedded at build time. */
+extern const char kl_emu_shim_header[];
+
+#endif

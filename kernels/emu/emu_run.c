@@ -1,0 +1,376 @@
+/*
+ * kernels/emu/emu_run.c — the CPU emulator's runtime: runs a grid of CUDA
+ * blocks on OS threads, each block's threads as fibers.
+ *
+ * How a launch runs:
+ *   - Blocks are handed out through an atomic counter to `threads` OS
+ *     threads (all cores by default). A block runs start to end on one OS
+ *     thread, which is why `static thread_local` works as __shared__.
+ *   - Inside a block the scheduler resumes each runnable fiber in turn; a
+ *     fiber runs until it reaches a barrier or ends. __syncthreads waits for
+ *     every live thread of the block, warp barriers (shuffles, __syncwarp,
+ *     votes) for every live lane of the warp. A thread that has returned no
+ *     longer counts, as on hardware. A state where no fiber can run while
+ *     some still live is a deadlock (a barrier some threads never reach
+ *     while others wait at a different kind) and fails the launch.
+ *   - Kernels whose source names no barrier or warp intrinsic run without
+ *     fibers: each thread is a plain call. If such a kernel reaches a
+ *     barrier anyway (hidden behind a macro), the launch is repeated with
+ *     fibers on a re-poisoned output.
+ *
+ * Not here: compiling the candidate (emu_build.c), checking results
+ * (check.c), isolation from hostile code (the sandbox module).
+ */
+#define _GNU_SOURCE
+#include "kernels/emu/emu_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KL_ASAN 1
+#endif
+
+enum { F_RUN, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
+
+typedef struct fiber {
+  void *sp;
+  int state;
+  kl_emu_thread t;
+} fiber;
+
+/* One OS thread of a launch and everything its blocks need. */
+typedef struct worker {
+  kl_emu_module *m;
+  const float *A, *B;
+  float *C;
+  int M, N, K;
+  kl_emu_dim grid, block_dim;
+  int nthreads; /* CUDA threads per block */
+  int use_fibers;
+
+  fiber *fibers;
+  unsigned char *stacks; /* nthreads stacks, each behind a guard page */
+  size_t stack_size;
+  void *sched_sp;
+  int cur;
+  int live, arrived_block;
+  int warp_live[KL_EMU_MAX_WARPS], arrived_warp[KL_EMU_MAX_WARPS];
+  kl_emu_block block;
+  unsigned char *dyn_smem;
+  kl_emu_thread **tls;
+
+  int barrier_without_fibers; /* a barrier ran in fiber-less mode */
+  int failed;
+  char why[256];
+  struct launch *launch;
+} worker;
+
+typedef struct launch {
+  int next_block; /* atomic */
+  int total_blocks;
+  int stop;       /* atomic: a worker failed */
+} launch;
+
+static _Thread_local worker *tl_worker;
+
+#define KL_FIBER_STACK (128 * 1024)
+
+/* ---- hooks called from candidate code ---- */
+
+/* Suspends the current fiber in `state` and returns to the scheduler. */
+static void fiber_wait(int state) {
+  worker *w = tl_worker;
+  if (!w->use_fibers) {
+    w->barrier_without_fibers = 1;
+    return;
+  }
+  fiber *f = &w->fibers[w->cur];
+  f->state = state;
+#ifdef KL_ASAN
+  void *fake = NULL;
+  __sanitizer_start_switch_fiber(&fake, NULL, 0);
+  kl_fiber_switch(&f->sp, w->sched_sp);
+  __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#else
+  kl_fiber_switch(&f->sp, w->sched_sp);
+#endif
+}
+static void hook_sync_block(void) { fiber_wait(F_WAIT_BLOCK); }
+static void hook_sync_warp(void) { fiber_wait(F_WAIT_WARP); }
+
+const kl_emu_hooks kl_emu_runtime_hooks = {hook_sync_block, hook_sync_warp};
+
+/* First frame of every fiber: run the kernel, then leave for good. */
+static void fiber_entry(void) {
+  worker *w = tl_worker;
+#ifdef KL_ASAN
+  __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+#endif
+  w->m->kernel(w->A, w->B, w->C, w->M, w->N, w->K);
+  w = tl_worker;
+  fiber *f = &w->fibers[w->cur];
+  f->state = F_DONE;
+#ifdef KL_ASAN
+  __sanitizer_start_switch_fiber(NULL, NULL, 0);
+#endif
+  kl_fiber_switch(&f->sp, w->sched_sp);
+  abort(); /* unreachable: a finished fiber is never resumed */
+}
+
+/* ---- the block scheduler ---- */
+
+static void init_block_state(worker *w, int bx, int by) {
+  kl_emu_block *b = &w->block;
+  b->block_idx = (kl_emu_dim){(unsigned)bx, (unsigned)by, 0};
+  b->block_dim = w->block_dim;
+  b->grid_dim = w->grid;
+  b->dyn_smem = w->dyn_smem;
+  int nwarps = (w->nthreads + 31) / 32;
+  for (int i = 0; i < nwarps; i++) {
+    int lanes = w->nthreads - i * 32 < 32 ? w->nthreads - i * 32 : 32;
+    b->warp_active[i] = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
+    w->warp_live[i] = lanes;
+    w->arrived_warp[i] = 0;
+  }
+  for (int i = 0; i < w->nthreads; i++) {
+    kl_emu_thread *t = &w->fibers[i].t;
+    t->thread_idx = (kl_emu_dim){(unsigned)(i % w->block_dim.x),
+                                 (unsigned)(i / w->block_dim.x), 0};
+    t->linear = i;
+    t->warp = i / 32;
+    t->lane = i % 32;
+    t->block = b;
+  }
+  w->live = w->nthreads;
+  w->arrived_block = 0;
+}
+
+static void release(worker *w, int state, int warp) {
+  for (int i = 0; i < w->nthreads; i++) {
+    fiber *f = &w->fibers[i];
+    if (f->state == state && (warp < 0 || f->t.warp == warp))
+      f->state = F_RUN;
+  }
+}
+
+/* Bookkeeping after fiber i came back to the scheduler. */
+static void after_yield(worker *w, int i) {
+  fiber *f = &w->fibers[i];
+  int wp = f->t.warp;
+  if (f->state == F_DONE) {
+    w->live--;
+    w->warp_live[wp]--;
+    w->block.warp_active[wp] &= ~(1u << f->t.lane);
+  } else if (f->state == F_WAIT_BLOCK) {
+    w->arrived_block++;
+  } else if (f->state == F_WAIT_WARP) {
+    w->arrived_warp[wp]++;
+  }
+  if (w->arrived_warp[wp] > 0 && w->arrived_warp[wp] == w->warp_live[wp]) {
+    w->arrived_warp[wp] = 0;
+    release(w, F_WAIT_WARP, wp);
+  }
+  if (w->arrived_block > 0 && w->arrived_block == w->live) {
+    w->arrived_block = 0;
+    release(w, F_WAIT_BLOCK, -1);
+  }
+}
+
+static int run_block_fibers(worker *w, int bx, int by) {
+  init_block_state(w, bx, by);
+  for (int i = 0; i < w->nthreads; i++) {
+    fiber *f = &w->fibers[i];
+    f->state = F_RUN;
+    f->sp = kl_fiber_prepare(w->stacks + (size_t)i * w->stack_size +
+                                 (size_t)getpagesize(),
+                             w->stack_size - (size_t)getpagesize(),
+                             fiber_entry);
+  }
+  while (w->live > 0) {
+    int ran = 0;
+    for (int i = 0; i < w->nthreads; i++) {
+      fiber *f = &w->fibers[i];
+      if (f->state != F_RUN) continue;
+      w->cur = i;
+      *w->tls = &f->t;
+#ifdef KL_ASAN
+      void *fake = NULL;
+      unsigned char *lo = w->stacks + (size_t)i * w->stack_size;
+      __sanitizer_start_switch_fiber(&fake, lo + getpagesize(),
+                                     w->stack_size - getpagesize());
+      kl_fiber_switch(&w->sched_sp, f->sp);
+      __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#else
+      kl_fiber_switch(&w->sched_sp, f->sp);
+#endif
+      after_yield(w, i);
+      ran = 1;
+    }
+    if (!ran) {
+      int at_block = 0, at_warp = 0;
+      for (int i = 0; i < w->nthreads; i++) {
+        at_block += w->fibers[i].state == F_WAIT_BLOCK;
+        at_warp += w->fibers[i].state == F_WAIT_WARP;
+      }
+      snprintf(w->why, sizeof w->why,
+               "barrier deadlock in block (%d,%d): %d threads wait at "
+               "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
+               "a barrier is inside divergent code",
+               bx, by, at_block, at_warp);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void run_block_plain(worker *w, int bx, int by) {
+  init_block_state(w, bx, by);
+  for (int i = 0; i < w->nthreads; i++) {
+    *w->tls = &w->fibers[i].t;
+    w->m->kernel(w->A, w->B, w->C, w->M, w->N, w->K);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  tl_worker = w;
+  w->tls = w->m->tls();
+  launch *l = w->launch;
+  for (;;) {
+    if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) break;
+    int b = __atomic_fetch_add(&l->next_block, 1, __ATOMIC_RELAXED);
+    if (b >= l->total_blocks) break;
+    int bx = b % (int)w->grid.x, by = b / (int)w->grid.x;
+    if (w->use_fibers) {
+      if (run_block_fibers(w, bx, by) != 0) {
+        w->failed = 1;
+        __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
+        break;
+      }
+    } else {
+      run_block_plain(w, bx, by);
+      if (w->barrier_without_fibers) {
+        __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
+        break;
+      }
+    }
+  }
+  *w->tls = NULL;
+  tl_worker = NULL;
+  return NULL;
+}
+
+static int worker_alloc(worker *w, int use_fibers, int dyn_smem_bytes) {
+  w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
+  w->dyn_smem = aligned_alloc(128, ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128);
+  if (!w->fibers || !w->dyn_smem) return -1;
+  if (!use_fibers) return 0;
+  size_t page = (size_t)getpagesize();
+  w->stack_size = KL_FIBER_STACK + page; /* guard page at the low end */
+  size_t total = w->stack_size * (size_t)w->nthreads;
+  void *p = mmap(NULL, total, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return -1;
+  w->stacks = p;
+  for (int i = 0; i < w->nthreads; i++)
+    mprotect(w->stacks + (size_t)i * w->stack_size, page, PROT_NONE);
+  return 0;
+}
+
+static void worker_free(worker *w) {
+  free(w->fibers);
+  free(w->dyn_smem);
+  if (w->stacks) munmap(w->stacks, w->stack_size * (size_t)w->nthreads);
+}
+
+/* One attempt at the whole grid. Returns KL_OK, KL_ERUN, or 1 when a
+ * fiber-less launch met a barrier and must be repeated with fibers. */
+static int launch_grid(kl_emu_module *m, const float *A, const float *B,
+                       float *C, int M, int N, int K, int nworkers,
+                       int use_fibers, char *why, size_t whylen) {
+  const kl_launch *g = &m->launch;
+  launch l = {0};
+  kl_emu_dim grid = {(unsigned)((N + g->tile_cols - 1) / g->tile_cols),
+                     (unsigned)((M + g->tile_rows - 1) / g->tile_rows), 1};
+  l.total_blocks = (int)(grid.x * grid.y);
+  if (nworkers > l.total_blocks) nworkers = l.total_blocks;
+  worker *ws = calloc((size_t)nworkers, sizeof(worker));
+  pthread_t *tids = calloc((size_t)nworkers, sizeof(pthread_t));
+  int rc = KL_OK, started = 0;
+  if (!ws || !tids) {
+    snprintf(why, whylen, "out of memory for %d emulator workers", nworkers);
+    free(ws);
+    free(tids);
+    return KL_ERUN;
+  }
+  for (int i = 0; i < nworkers; i++) {
+    worker *w = &ws[i];
+    *w = (worker){.m = m, .A = A, .B = B, .C = C, .M = M, .N = N, .K = K,
+                  .grid = grid,
+                  .block_dim = {(unsigned)g->block_x, (unsigned)g->block_y, 1},
+                  .nthreads = g->block_x * g->block_y,
+                  .use_fibers = use_fibers, .launch = &l};
+    if (worker_alloc(w, use_fibers, g->dyn_smem_bytes) != 0) {
+      snprintf(why, whylen, "cannot allocate fiber stacks for %d threads",
+               w->nthreads);
+      rc = KL_ERUN;
+      break;
+    }
+  }
+  /* Worker threads get big stacks: fiber-less kernels run on them. */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 16u << 20);
+  for (int i = 0; rc == KL_OK && i < nworkers; i++) {
+    if (pthread_create(&tids[i], &attr, worker_main, &ws[i]) != 0) {
+      snprintf(why, whylen, "cannot start emulator thread: %s",
+               strerror(errno));
+      __atomic_store_n(&l.stop, 1, __ATOMIC_RELAXED);
+      rc = KL_ERUN;
+      break;
+    }
+    started++;
+  }
+  pthread_attr_destroy(&attr);
+  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  for (int i = 0; i < nworkers; i++) {
+    if (rc == KL_OK && ws[i].failed) {
+      snprintf(why, whylen, "%s", ws[i].why);
+      rc = KL_ERUN;
+    }
+    if (rc == KL_OK && ws[i].barrier_without_fibers) rc = 1;
+    worker_free(&ws[i]);
+  }
+  free(ws);
+  free(tids);
+  return rc;
+}
+
+int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
+               int M, int N, int K, int threads, char *why, size_t whylen) {
+  if (M < 1 || N < 1 || K < 1) {
+    snprintf(why, whylen, "shape %dx%dx%d: every size must be >= 1", M, N, K);
+    return KL_ERUN;
+  }
+  if (kl_launch_validate(&m->launch, why, whylen) != KL_OK) return KL_ERUN;
+  if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads <= 0) threads = 1;
+  int rc = launch_grid(m, A, B, C, M, N, K, threads, m->needs_fibers, why,
+                       whylen);
+  if (rc == 1) {
+    /* The text scan missed a barrier: start over with fibers on a fresh
+     * poisoned output so that nothing from the first attempt survives. */
+    m->needs_fibers = 1;
+    for (size_t i = 0; i < (size_t)M * (size_t)N; i++) C[i] = NAN;
+    rc = launch_grid(m, A, B, C, M, N, K, threads, 1, why, whylen);
+  }
+  return rc;
+}

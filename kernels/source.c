@@ -1,0 +1,327 @@
+/*
+ * kernels/source.c — checks on a candidate's text before anything compiles
+ * it, and the contract check appended to every compiled source.
+ *
+ * Loading rejects what is not a source file (missing, a folder, empty, over
+ * KL_MAX_SOURCE_BYTES). Validation rejects NUL bytes and invalid UTF-8, any
+ * #include (or #include_next, #import, #embed, digraph spellings, spliced
+ * lines) whose target is not a literal name on the allowlist, `#pragma GCC
+ * dependency`, and texts that never mention the entry point or KL_LAUNCH.
+ * The policy's text is untrusted: these checks are what keeps a host file
+ * from being pulled into a compile, before any sandbox is involved.
+ *
+ * Not here: banned constructs (asm, clocks, printf ...), which the anti-cheat
+ * scanner flags rather than rejects.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
+                                                "mma.h"};
+
+/* Appended to every candidate before compiling (NVRTC and the emulator): a
+ * wrong signature becomes a compile error that names the contract. */
+const char kl_contract_check[] =
+    "namespace kl_contract {\n"
+    "template <class A, class B> struct same { enum { value = 0 }; };\n"
+    "template <class A> struct same<A, A> { enum { value = 1 }; };\n"
+    "}\n"
+    "static_assert(kl_contract::same<decltype(&matmul), void (*)(const float "
+    "*, const float *, float *, int, int, int)>::value, \"kl_contract: "
+    "matmul must be extern \\\"C\\\" __global__ void matmul(const float* A, "
+    "const float* B, float* C, int M, int N, int K)\");\n";
+
+int kl_source_load(const char *path, char **src, size_t *len, char *why,
+                   size_t whylen) {
+  *src = NULL;
+  *len = 0;
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    snprintf(why, whylen, "%s: cannot read: %s", path, strerror(errno));
+    return KL_EINPUT;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "%s: is a directory, expected a .cu file", path);
+    return KL_EINPUT;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, whylen, "%s: not a regular file", path);
+    return KL_EINPUT;
+  }
+  if (st.st_size == 0) {
+    snprintf(why, whylen, "%s: empty file, expected CUDA source", path);
+    return KL_EINPUT;
+  }
+  if (st.st_size > KL_MAX_SOURCE_BYTES) {
+    snprintf(why, whylen, "%s: %lld bytes, larger than the %d-byte limit",
+             path, (long long)st.st_size, KL_MAX_SOURCE_BYTES);
+    return KL_EINPUT;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(why, whylen, "%s: cannot open: %s", path, strerror(errno));
+    return KL_EINPUT;
+  }
+  char *p = malloc((size_t)st.st_size + 1);
+  size_t n = p ? fread(p, 1, (size_t)st.st_size, f) : 0;
+  fclose(f);
+  if (!p || n != (size_t)st.st_size) {
+    free(p);
+    snprintf(why, whylen, "%s: short read", path);
+    return KL_EINPUT;
+  }
+  p[n] = 0;
+  *src = p;
+  *len = n;
+  return KL_OK;
+}
+
+/* Returns the offset of the first invalid UTF-8 sequence, or -1. */
+static long utf8_invalid_at(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    size_t need;
+    unsigned min;
+    if (c < 0x80) {
+      i++;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      need = 1, min = 0x80, c &= 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      need = 2, min = 0x800, c &= 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      need = 3, min = 0x10000, c &= 0x07;
+    } else {
+      return (long)i;
+    }
+    if (i + need >= n) return (long)i;
+    for (size_t k = 1; k <= need; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return (long)i;
+      c = (c << 6) | (s[i + k] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+      return (long)i;
+    i += need + 1;
+  }
+  return -1;
+}
+
+/* Copy of src with line splices joined and comments replaced by a space
+ * (newlines kept, so line numbers stay right). String literals are kept. */
+static char *strip_comments(const char *src, size_t n) {
+  char *out = malloc(n + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  char *joined = malloc(n + 1);
+  if (!joined) {
+    free(out);
+    return NULL;
+  }
+  size_t j = 0, nl_pending = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (src[i] == '\\' && i + 1 < n && src[i + 1] == '\n') {
+      i++;
+      nl_pending++;
+      continue;
+    }
+    if (src[i] == '\\' && i + 2 < n && src[i + 1] == '\r' &&
+        src[i + 2] == '\n') {
+      i += 2;
+      nl_pending++;
+      continue;
+    }
+    joined[j++] = src[i];
+    if (src[i] == '\n') {
+      /* Re-emit the spliced newlines after the logical line ends. */
+      for (; nl_pending; nl_pending--) joined[j++] = '\n';
+    }
+  }
+  joined[j] = 0;
+  for (size_t i = 0; i < j;) {
+    if (joined[i] == '/' && joined[i + 1] == '/') {
+      while (i < j && joined[i] != '\n') i++;
+      out[o++] = ' ';
+    } else if (joined[i] == '/' && joined[i + 1] == '*') {
+      i += 2;
+      while (i < j && !(joined[i] == '*' && joined[i + 1] == '/')) {
+        if (joined[i] == '\n') out[o++] = '\n';
+        i++;
+      }
+      i = i < j ? i + 2 : j;
+      out[o++] = ' ';
+    } else if (joined[i] == '"' || joined[i] == '\'') {
+      char q = joined[i];
+      out[o++] = joined[i++];
+      while (i < j && joined[i] != q && joined[i] != '\n') {
+        if (joined[i] == '\\' && i + 1 < j) out[o++] = joined[i++];
+        out[o++] = joined[i++];
+      }
+      if (i < j && joined[i] == q) out[o++] = joined[i++];
+    } else {
+      out[o++] = joined[i++];
+    }
+  }
+  out[o] = 0;
+  free(joined);
+  return out;
+}
+
+static int is_word_char(char c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9');
+}
+
+/* 1 if `word` occurs as a whole identifier followed (after blanks) by '('. */
+static int has_call_like(const char *text, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
+    if (p > text && is_word_char(p[-1])) continue;
+    const char *q = p + n;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    if (*q == '(') return 1;
+  }
+  return 0;
+}
+
+/* Checks every preprocessor directive of a comment-free text. */
+static int check_directives(const char *text, char *why, size_t whylen) {
+  int line = 1;
+  for (const char *l = text; *l;) {
+    const char *p = l;
+    while (*p == ' ' || *p == '\t') p++;
+    int directive = 0;
+    if (*p == '#') directive = 1, p++;
+    else if (p[0] == '%' && p[1] == ':') directive = 1, p += 2;
+    if (directive) {
+      while (*p == ' ' || *p == '\t') p++;
+      const char *name = p;
+      while (is_word_char(*p)) p++;
+      size_t nlen = (size_t)(p - name);
+      int is_include =
+          (nlen == 7 && !strncmp(name, "include", 7)) ||
+          (nlen == 12 && !strncmp(name, "include_next", 12)) ||
+          (nlen == 6 && !strncmp(name, "import", 6)) ||
+          (nlen == 5 && !strncmp(name, "embed", 5));
+      if (is_include) {
+        while (*p == ' ' || *p == '\t') p++;
+        char close = *p == '<' ? '>' : (*p == '"' ? '"' : 0);
+        const char *end = close ? strchr(p + 1, close) : NULL;
+        const char *eol = strchr(p, '\n');
+        if (!close || !end || (eol && end > eol)) {
+          snprintf(why, whylen,
+                   "line %d: #%.*s must name a header literally (allowed: "
+                   "cuda_fp16.h, cuda_bf16.h, mma.h)",
+                   line, (int)nlen, name);
+          return KL_EINPUT;
+        }
+        size_t hlen = (size_t)(end - p - 1);
+        int ok = nlen == 7;
+        if (ok) {
+          ok = 0;
+          for (size_t i = 0; i < sizeof include_allowlist / sizeof(char *);
+               i++)
+            if (strlen(include_allowlist[i]) == hlen &&
+                !strncmp(include_allowlist[i], p + 1, hlen))
+              ok = 1;
+        }
+        if (!ok) {
+          snprintf(why, whylen,
+                   "line %d: #%.*s %c%.*s%c is not allowed (allowed: "
+                   "cuda_fp16.h, cuda_bf16.h, mma.h)",
+                   line, (int)nlen, name, *p, (int)(hlen > 80 ? 80 : hlen),
+                   p + 1, close);
+          return KL_EINPUT;
+        }
+      } else if (nlen == 6 && !strncmp(name, "pragma", 6)) {
+        const char *eol = strchr(p, '\n');
+        size_t rest = eol ? (size_t)(eol - p) : strlen(p);
+        if (memmem(p, rest, "dependency", 10)) {
+          snprintf(why, whylen,
+                   "line %d: #pragma ... dependency names a host file", line);
+          return KL_EINPUT;
+        }
+      }
+    }
+    const char *eol = strchr(l, '\n');
+    if (!eol) break;
+    l = eol + 1;
+    line++;
+  }
+  return KL_OK;
+}
+
+int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
+  if (len == 0) {
+    snprintf(why, whylen, "empty source");
+    return KL_EINPUT;
+  }
+  if (len > KL_MAX_SOURCE_BYTES) {
+    snprintf(why, whylen, "source is %zu bytes, over the %d-byte limit", len,
+             KL_MAX_SOURCE_BYTES);
+    return KL_EINPUT;
+  }
+  const char *nul = memchr(src, 0, len);
+  if (nul) {
+    snprintf(why, whylen, "NUL byte at offset %zu: expected text",
+             (size_t)(nul - src));
+    return KL_EINPUT;
+  }
+  long bad = utf8_invalid_at((const unsigned char *)src, len);
+  if (bad >= 0) {
+    snprintf(why, whylen, "invalid UTF-8 at byte offset %ld", bad);
+    return KL_EINPUT;
+  }
+  char *text = strip_comments(src, len);
+  if (!text) {
+    snprintf(why, whylen, "out of memory");
+    return KL_EINPUT;
+  }
+  int rc = check_directives(text, why, whylen);
+  if (rc == KL_OK && !has_call_like(text, "matmul")) {
+    snprintf(why, whylen,
+             "no `matmul` function: the entry point must be extern \"C\" "
+             "__global__ void matmul(const float* A, const float* B, float* "
+             "C, int M, int N, int K)");
+    rc = KL_EINPUT;
+  }
+  if (rc == KL_OK && !has_call_like(text, "KL_LAUNCH")) {
+    snprintf(why, whylen,
+             "no KL_LAUNCH(block_x, block_y, tile_rows, tile_cols, "
+             "dyn_smem_bytes); declaration: the harness needs the launch "
+             "geometry");
+    rc = KL_EINPUT;
+  }
+  free(text);
+  return rc;
+}
+
+int kl_launch_validate(const kl_launch *g, char *why, size_t whylen) {
+  long threads = (long)g->block_x * (long)g->block_y;
+  if (g->block_x < 1 || g->block_y < 1 || threads > 1024) {
+    snprintf(why, whylen,
+             "KL_LAUNCH block (%d, %d) has %ld threads: expected 1 to 1024",
+             g->block_x, g->block_y, threads);
+    return KL_EINPUT;
+  }
+  if (g->tile_rows < 1 || g->tile_cols < 1) {
+    snprintf(why, whylen,
+             "KL_LAUNCH tile (%d rows, %d cols): expected both >= 1",
+             g->tile_rows, g->tile_cols);
+    return KL_EINPUT;
+  }
+  if (g->dyn_smem_bytes < 0 || g->dyn_smem_bytes > 227 * 1024) {
+    snprintf(why, whylen,
+             "KL_LAUNCH dyn_smem_bytes %d: expected 0 to 232448 (227 KiB, the "
+             "sm_90 limit per block)",
+             g->dyn_smem_bytes);
+    return KL_EINPUT;
+  }
+  return KL_OK;
+}

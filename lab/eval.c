@@ -1,0 +1,269 @@
+/*
+ * lab/eval.c — `kernlab eval`: evaluates candidate files and prints a table
+ * (or JSON lines) of what each did.
+ *
+ * Every file gets a row, whatever happened to it; an invalid file makes the
+ * exit code 2 but does not stop the others. An environment problem (no
+ * NVRTC for the GPU backend, no host compiler, no device for --backend gpu)
+ * stops at once with exit 3. The baseline (the naive seed at the target
+ * shape, same backend, same protocol) is timed once per invocation, before
+ * the candidates, and reported with each.
+ */
+#include "lab/lab.h"
+
+#include "kernels/kernels.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void lab_json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    switch (*p) {
+    case '"': fputs("\\\"", f); break;
+    case '\\': fputs("\\\\", f); break;
+    case '\n': fputs("\\n", f); break;
+    case '\r': fputs("\\r", f); break;
+    case '\t': fputs("\\t", f); break;
+    default:
+      if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+      else fputc(*p, f);
+    }
+  }
+  fputc('"', f);
+}
+
+static void json_number(FILE *f, const char *key, double v) {
+  if (v < 0) fprintf(f, ",\"%s\":null", key);
+  else fprintf(f, ",\"%s\":%.6g", key, v);
+}
+
+static void print_json(FILE *f, const kl_result *r) {
+  fputs("{\"file\":", f);
+  lab_json_string(f, r->file);
+  fputs(",\"backend\":", f);
+  lab_json_string(f, r->backend);
+  fprintf(f, ",\"compiled\":%s,\"correct\":%s", r->compiled ? "true" : "false",
+          r->correct ? "true" : "false");
+  fputs(",\"status\":", f);
+  lab_json_string(f, r->status);
+  fputs(",\"error\":", f);
+  lab_json_string(f, r->error);
+  json_number(f, "max_rel_err", r->n_checks ? r->max_rel_err : -1);
+  json_number(f, "max_abs_err", r->n_checks ? r->max_abs_err : -1);
+  json_number(f, "time_us", r->time_us);
+  json_number(f, "time_min_us", r->time_min_us);
+  json_number(f, "time_max_us", r->time_max_us);
+  fprintf(f, ",\"samples\":%d", r->samples);
+  fputs(",\"time_kind\":", f);
+  lab_json_string(f, r->backend);
+  json_number(f, "gflops", r->gflops);
+  json_number(f, "baseline_us", r->baseline_us);
+  json_number(f, "speedup_vs_baseline",
+              r->time_us > 0 && r->baseline_us > 0 ? r->baseline_us / r->time_us
+                                                   : -1);
+  fprintf(f, ",\"regs\":%d,\"spill_stores\":%d,\"spill_loads\":%d",
+          r->res.regs, r->res.spill_stores, r->res.spill_loads);
+  fprintf(f, ",\"smem_bytes\":%d,\"stack_bytes\":%d", r->res.smem_bytes,
+          r->res.stack_bytes);
+  if (r->has_launch)
+    fprintf(f,
+            ",\"launch\":{\"block_x\":%d,\"block_y\":%d,\"tile_rows\":%d,"
+            "\"tile_cols\":%d,\"dyn_smem_bytes\":%d}",
+            r->launch.block_x, r->launch.block_y, r->launch.tile_rows,
+            r->launch.tile_cols, r->launch.dyn_smem_bytes);
+  else fputs(",\"launch\":null", f);
+  fprintf(f, ",\"flags\":[],\"seed\":%llu", (unsigned long long)r->seed);
+  fprintf(f, ",\"compile_ms\":%.3f,\"cache_hit\":%s", r->compile_ms,
+          r->cache_hit ? "true" : "false");
+  fputs(",\"sha256\":", f);
+  lab_json_string(f, r->sha256);
+  fputs(",\"shapes\":[", f);
+  for (int i = 0; i < r->n_checks; i++) {
+    const kl_shape_check *c = &r->checks[i];
+    fprintf(f,
+            "%s{\"M\":%d,\"N\":%d,\"K\":%d,\"pass\":%s,\"rel_err\":%.6g,"
+            "\"max_abs_err\":%.6g,\"unwritten\":%ld,\"nonfinite\":%ld,"
+            "\"over_tol\":%ld}",
+            i ? "," : "", c->shape.M, c->shape.N, c->shape.K,
+            c->pass ? "true" : "false", c->rel_err, c->max_abs_err,
+            c->unwritten, c->nonfinite, c->over_tol);
+  }
+  fputs("]}\n", f);
+  fflush(f);
+}
+
+static void print_table_header(FILE *f) {
+  fprintf(f, "%-34s %-14s %-7s %9s %12s %9s %8s %5s %6s\n", "file", "status",
+          "correct", "rel_err", "time_us", "GFLOP/s", "x naive", "regs",
+          "smem");
+}
+
+static void print_row(FILE *f, const kl_result *r) {
+  const char *name = strrchr(r->file, '/');
+  name = name ? name + 1 : r->file;
+  char rel[16] = "-", t[24] = "-", gf[16] = "-", sp[16] = "-", regs[16] = "-",
+       smem[16] = "-";
+  if (r->n_checks) snprintf(rel, sizeof rel, "%.1e", r->max_rel_err);
+  if (r->time_us > 0) snprintf(t, sizeof t, "%.1f", r->time_us);
+  if (r->gflops > 0) snprintf(gf, sizeof gf, "%.2f", r->gflops);
+  if (r->time_us > 0 && r->baseline_us > 0)
+    snprintf(sp, sizeof sp, "%.2f", r->baseline_us / r->time_us);
+  if (r->res.regs >= 0) snprintf(regs, sizeof regs, "%d", r->res.regs);
+  if (r->res.smem_bytes >= 0 && r->has_launch)
+    snprintf(smem, sizeof smem, "%d",
+             r->res.smem_bytes + r->launch.dyn_smem_bytes);
+  fprintf(f, "%-34.34s %-14.14s %-7s %9s %12s %9s %8s %5s %6s\n", name,
+          r->status, r->correct ? "yes" : "no", rel, t, gf, sp, regs, smem);
+  if (r->error[0]) fprintf(f, "    %s\n", r->error);
+  fflush(f);
+}
+
+static int parse_shape(const char *s, kl_shape *out) {
+  char tail;
+  if (sscanf(s, "%dx%dx%d%c", &out->M, &out->N, &out->K, &tail) != 3)
+    return -1;
+  if (out->M < 1 || out->N < 1 || out->K < 1) return -1;
+  if ((long long)out->M * out->N > (1LL << 28) ||
+      (long long)out->M * out->K > (1LL << 28) ||
+      (long long)out->K * out->N > (1LL << 28))
+    return -1;
+  return 0;
+}
+
+static int usage_error(const char *msg, const char *arg) {
+  fprintf(stderr, "kernlab eval: %s%s%s\n", msg, arg ? ": " : "",
+          arg ? arg : "");
+  fprintf(stderr, "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
+                  "[--shape MxNxK]... [--seed S] [--threads N] [--json]\n");
+  return LAB_EXIT_USAGE;
+}
+
+int lab_eval(int argc, char **argv) {
+  kl_eval_options opts;
+  kl_eval_defaults(&opts);
+  int json = 0, nfiles = 0;
+  const char **files = calloc((size_t)argc, sizeof(char *));
+  if (!files) return LAB_EXIT_ENV;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--json")) {
+      json = 1;
+    } else if (!strcmp(a, "--backend")) {
+      if (!val) return usage_error("--backend needs a value", NULL);
+      opts.backend = val;
+      i++;
+    } else if (!strcmp(a, "--shape")) {
+      if (!val) return usage_error("--shape needs MxNxK", NULL);
+      if (opts.n_shapes >= KL_MAX_SHAPES - 5)
+        return usage_error("too many --shape options", val);
+      if (parse_shape(val, &opts.shapes[opts.n_shapes]) != 0)
+        return usage_error("--shape expects MxNxK with sizes >= 1 and each "
+                           "matrix under 2^28 elements",
+                           val);
+      opts.n_shapes++;
+      i++;
+    } else if (!strcmp(a, "--seed")) {
+      char *end;
+      if (!val) return usage_error("--seed needs a number", NULL);
+      errno = 0;
+      opts.seed = strtoull(val, &end, 0);
+      if (*end || errno || opts.seed == 0)
+        return usage_error("--seed expects a positive integer", val);
+      i++;
+    } else if (!strcmp(a, "--threads")) {
+      if (!val || atoi(val) < 1)
+        return usage_error("--threads expects a count >= 1", val);
+      opts.threads = atoi(val);
+      i++;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage_error("help", NULL);
+      free(files);
+      return LAB_EXIT_OK;
+    } else if (a[0] == '-' && a[1] == '-') {
+      return usage_error("unknown option", a);
+    } else {
+      files[nfiles++] = a;
+    }
+  }
+  if (nfiles == 0) return usage_error("no input files", NULL);
+
+  char backend[16], why[768];
+  int rc = kl_backend_resolve(opts.backend, backend, sizeof backend, why,
+                              sizeof why);
+  if (rc != KL_OK) {
+    fprintf(stderr, "kernlab eval: %s\n", why);
+    free(files);
+    return rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  }
+  if (why[0]) fprintf(stderr, "kernlab: %s\n", why);
+  if (kl_nvrtc_load(why, sizeof why) != KL_OK)
+    fprintf(stderr,
+            "kernlab: warning: %s; cpu-emu runs without sm_90 resource "
+            "figures\n",
+            why);
+  if (!opts.seed) {
+    /* One seed for the whole invocation, so that --seed replays it all. */
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (ur) {
+      if (fread(&opts.seed, sizeof opts.seed, 1, ur) != 1) opts.seed = 0;
+      fclose(ur);
+    }
+    opts.seed &= 0xffffffffffffull;
+    if (!opts.seed) opts.seed = (unsigned long long)getpid() * 2654435761u;
+  }
+
+  kl_shape target = opts.n_shapes ? opts.shapes[0] : (kl_shape){256, 256, 256};
+  double baseline = kl_eval_baseline(target, &opts, why, sizeof why);
+  if (baseline < 0) fprintf(stderr, "kernlab: warning: %s\n", why);
+  if (!json) {
+    printf("backend: %s   target: %dx%dx%d   seed: %llu (replay with --seed)\n",
+           backend, target.M, target.N, target.K,
+           (unsigned long long)opts.seed);
+    if (!strcmp(backend, "cpu-emu"))
+      printf("times are CPU-emulator wall times (cpu-emu), not GPU times; "
+             "baseline = naive seed: %.1f us\n",
+             baseline);
+    print_table_header(stdout);
+  }
+
+  int exit_code = LAB_EXIT_OK;
+  kl_result *r = malloc(sizeof *r);
+  if (!r) return LAB_EXIT_ENV;
+  for (int i = 0; i < nfiles; i++) {
+    char *src = NULL;
+    size_t len = 0;
+    int frc = kl_source_load(files[i], &src, &len, why, sizeof why);
+    if (frc != KL_OK) {
+      memset(r, 0, sizeof *r);
+      snprintf(r->file, sizeof r->file, "%s", files[i]);
+      snprintf(r->backend, sizeof r->backend, "%s", backend);
+      snprintf(r->status, sizeof r->status, "invalid_input");
+      snprintf(r->error, sizeof r->error, "%s", why);
+      r->time_us = r->time_min_us = r->time_max_us = r->gflops = -1;
+      r->res = (kl_resources){-1, -1, -1, -1, -1, -1};
+      r->seed = opts.seed;
+    } else {
+      frc = kl_eval_source(files[i], src, len, &opts, r);
+    }
+    free(src);
+    r->baseline_us = baseline;
+    if (json) print_json(stdout, r);
+    else print_row(stdout, r);
+    if (frc == KL_EINPUT) {
+      if (json) fprintf(stderr, "kernlab eval: %s: %s\n", files[i], r->error);
+      exit_code = LAB_EXIT_USAGE;
+    } else if (frc == KL_EENV) {
+      fprintf(stderr, "kernlab eval: %s\n", r->error);
+      exit_code = LAB_EXIT_ENV;
+      break;
+    }
+  }
+  free(r);
+  free(files);
+  return exit_code;
+}

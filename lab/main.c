@@ -1,0 +1,47 @@
+/*
+ * lab/main.c — entry point of the `kernlab` command: dispatches subcommands
+ * and prints help. Subcommands that later issues add are listed in the help
+ * as planned, so the CLI of DESIGN.md is visible from the start.
+ */
+#include "lab/lab.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "kernlab — a kernel-autotuning lab for CUDA matmul kernels\n"
+    "\n"
+    "usage: kernlab <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...\n"
+    "                  [--seed S] [--threads N] [--json]\n"
+    "      compile, check and time candidate kernels; prints a table, or one\n"
+    "      JSON object per candidate with --json. The first --shape is the\n"
+    "      timed target (default 256x256x256); every kernel is also checked\n"
+    "      on 1x1x1, 127x129x65, 64x64x64, 33x17x200 and 200x5x33.\n"
+    "  help            this text\n"
+    "\n"
+    "planned (later issues): run, search, prime, tokenizer, top, show, diff,\n"
+    "  rescore, report, export, flags, sandbox\n"
+    "\n"
+    "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
+    "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
+    "  --backend gpu)\n"
+    "\n"
+    "The candidate contract: kernels/abi.h. Seeds: kernels/seeds/.\n";
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return LAB_EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    fputs(usage, stdout);
+    return LAB_EXIT_OK;
+  }
+  if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
+  fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
+  return LAB_EXIT_USAGE;
+}
