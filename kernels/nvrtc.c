@@ -347,8 +347,8 @@ static int kl_run_nvrtc(const char *src, size_t len, const char *const *opts,
     kl_error_summary(out->log, "NVRTC: compilation failed", why, whylen);
     status = KL_ECOMPILE;
   } else if (r == KL_NVRTC_ERROR_INVALID_OPTION) {
-    snprintf(why, whylen, "NVRTC: invalid option (arch %s?): %s", opts[0],
-             kl_nv.GetErrorString(r));
+    snprintf(why, whylen, "NVRTC: %s for %s (unknown architecture?)",
+             kl_nv.GetErrorString(r), opts[0]);
     status = KL_EINPUT;
   } else if (r != KL_NVRTC_SUCCESS) {
     snprintf(why, whylen, "NVRTC: nvrtcCompileProgram: %s",

@@ -1,0 +1,99 @@
+/*
+ * tests/bench/bench_emu.c — how fast is the CPU emulator?
+ *
+ * Runs the 2-D-blocktiled seed (kernels/seeds/05_blocktile_2d.cu) on the
+ * emulator at 256^3 and, as the named baseline measured in the same run, a
+ * plain C triple loop (i, j, k; dot product in the inner loop) of the same
+ * size, both on one OS thread so the comparison is like for like, then on
+ * all cores for the emulator. Prints the medians and the ratio
+ * emulator / triple loop; the goal is within 4x.
+ *
+ * usage: bench_emu [SOURCE_DIR] [SIZE]
+ */
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REPEATS 7
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return v[n / 2];
+}
+
+/* The baseline: the textbook triple loop. */
+static void __attribute__((noinline))
+triple_loop(const float *A, const float *B, float *C, int M, int N, int K) {
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0.0f;
+      for (int k = 0; k < K; k++) acc += A[i * K + k] * B[k * N + j];
+      C[i * N + j] = acc;
+    }
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : getenv("KL_SOURCE_DIR");
+  if (!dir) dir = KL_DEFAULT_SOURCE_DIR;
+  int n = argc > 2 ? atoi(argv[2]) : 256;
+  char path[1024], why[512];
+  snprintf(path, sizeof path, "%s/kernels/seeds/05_blocktile_2d.cu", dir);
+  char *src;
+  size_t len;
+  if (kl_source_load(path, &src, &len, why, sizeof why) != KL_OK) {
+    fprintf(stderr, "bench_emu: %s\n", why);
+    return 1;
+  }
+  kl_emu_module *m;
+  if (kl_emu_build(src, len, &m, NULL, NULL, why, sizeof why) != KL_OK) {
+    fprintf(stderr, "bench_emu: %s\n", why);
+    return 1;
+  }
+  size_t nn = (size_t)n * n;
+  float *A = malloc(nn * 4), *B = malloc(nn * 4), *C = malloc(nn * 4);
+  kl_fill_random(A, nn, 1, 0);
+  kl_fill_random(B, nn, 1, 1);
+  double t_loop[REPEATS], t_emu1[REPEATS], t_emu[REPEATS];
+  for (int r = 0; r < REPEATS; r++) {
+    double t0 = now_ms();
+    triple_loop(A, B, C, n, n, n);
+    t_loop[r] = now_ms() - t0;
+    t0 = now_ms();
+    if (kl_emu_run(m, A, B, C, n, n, n, 1, why, sizeof why) != KL_OK) {
+      fprintf(stderr, "bench_emu: %s\n", why);
+      return 1;
+    }
+    t_emu1[r] = now_ms() - t0;
+    t0 = now_ms();
+    kl_emu_run(m, A, B, C, n, n, n, 0, why, sizeof why);
+    t_emu[r] = now_ms() - t0;
+  }
+  double loop = median(t_loop, REPEATS), emu1 = median(t_emu1, REPEATS),
+         emu = median(t_emu, REPEATS);
+  printf("size %d^3, median of %d\n", n, REPEATS);
+  printf("  baseline: plain C triple loop, 1 thread      %9.2f ms\n", loop);
+  printf("  cpu-emu 05_blocktile_2d, 1 OS thread         %9.2f ms\n", emu1);
+  printf("  cpu-emu 05_blocktile_2d, all cores           %9.2f ms\n", emu);
+  printf("ratio emulator(1 thread) / triple loop: %.2fx (goal: within 4x)\n",
+         emu1 / loop);
+  free(A);
+  free(B);
+  free(C);
+  free(src);
+  kl_emu_free(m);
+  return 0;
+}
