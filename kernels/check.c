@@ -448,7 +448,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
           out->correct = 0;
           snprintf(out->error, sizeof out->error,
                    "wrong at %dx%dx%d: rel_err %.3g (tol %.0e), %ld "
-                   "elements over tolerance, %ld unwritten, %ld NaN/inf",
+                   "elements over tolerance, %ld still NaN-poisoned (unwritten "
+                   "or computed from the poison), %ld other NaN/inf",
                    ck->shape.M, ck->shape.N, ck->shape.K, ck->rel_err,
                    KL_TOL_REL, ck->over_tol, ck->unwritten, ck->nonfinite);
         }

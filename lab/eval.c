@@ -138,7 +138,7 @@ static int usage_error(const char *msg, const char *arg) {
   fprintf(stderr, "kernlab eval: %s%s%s\n", msg, arg ? ": " : "",
           arg ? arg : "");
   fprintf(stderr, "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
-                  "[--shape MxNxK]... [--seed S] [--threads N] [--json]\n");
+                  "[--shape MxNxK]... [--seed S] [--threads N] [--timeout S] [--json]\n");
   return LAB_EXIT_USAGE;
 }
 
@@ -179,6 +179,11 @@ int lab_eval(int argc, char **argv) {
       if (!val || atoi(val) < 1)
         return usage_error("--threads expects a count >= 1", val);
       opts.threads = atoi(val);
+      i++;
+    } else if (!strcmp(a, "--timeout")) {
+      if (!val || atof(val) <= 0)
+        return usage_error("--timeout expects seconds > 0", val);
+      opts.run_deadline_s = atof(val);
       i++;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage_error("help", NULL);

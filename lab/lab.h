@@ -14,7 +14,8 @@
 enum { LAB_EXIT_OK = 0, LAB_EXIT_USAGE = 2, LAB_EXIT_ENV = 3 };
 
 /* kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...
- *                         [--seed S] [--threads N] [--json] */
+ *                         [--seed S] [--threads N] [--timeout S] [--json]
+ * --timeout: wall deadline in seconds for one candidate's runs (120). */
 int lab_eval(int argc, char **argv);
 
 /* Writes s as a JSON string literal (with quotes) to f. */

@@ -15,7 +15,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...\n"
-    "                  [--seed S] [--threads N] [--json]\n"
+    "                  [--seed S] [--threads N] [--timeout S] [--json]\n"
     "      compile, check and time candidate kernels; prints a table, or one\n"
     "      JSON object per candidate with --json. The first --shape is the\n"
     "      timed target (default 256x256x256); every kernel is also checked\n"

@@ -1,28 +1,27 @@
 /*
- * BROKEN: wrong_signature.cu — the entry point has the wrong name.
+ * BROKEN: wrong_signature.cu — the entry point has the right name and the
+ * wrong parameters.
  *
- * A correct, coalesced kernel, but its extern "C" entry is called `sgemm`
- * (the BLAS name) instead of the name the contract requires, so the source
- * has no contract entry at all. The word the contract asks for is
- * deliberately absent from this file, comments included.
+ * A square-only kernel: matmul(const float* A, const float* B, float* C,
+ * int N) — the author assumed M == N == K. It compiles on its own, but a
+ * launch with the contract's six arguments would read garbage for N. The
+ * contract check the harness appends (a static_assert on the type of
+ * &matmul) turns this into a compile error naming the contract.
  *
- * Expected verdict: REJECTED before running: the source check reports the
- * missing entry (if a checker let it through, it compiles fine and the entry
- * lookup in the module / shared object fails).
+ * Expected verdict: bad_signature (compiled: false), exit 0.
  */
 
-#define BS 32
+#define BS 16
 
 KL_LAUNCH(BS, BS, BS, BS, 0);
 
-extern "C" __global__ void sgemm(const float* __restrict__ A,
-                                 const float* __restrict__ B,
-                                 float* __restrict__ C, int M, int N, int K) {
+extern "C" __global__ void matmul(const float* A, const float* B, float* C,
+                                  int N) {
   const int row = blockIdx.y * BS + threadIdx.y;
   const int col = blockIdx.x * BS + threadIdx.x;
-  if (row < M && col < N) {
+  if (row < N && col < N) {
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k) acc = fmaf(A[row * K + k], B[k * N + col], acc);
+    for (int k = 0; k < N; ++k) acc = fmaf(A[row * N + k], B[k * N + col], acc);
     C[row * N + col] = acc;
   }
 }

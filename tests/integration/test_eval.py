@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""tests/integration/test_eval.py — `kernlab eval` end to end, as a user runs it.
+
+usage: test_eval.py KERNLAB SOURCE_DIR GROUP
+GROUP is one of: seeds, broken, inputs, isolation, cli. Each group is its own
+ctest test (label `integration`) so they run in parallel. Standard library
+only. Prints "N passed, N failed" and exits non-zero on any failure.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+KERNLAB, SRC, GROUP = sys.argv[1], sys.argv[2], sys.argv[3]
+SEEDS = os.path.join(SRC, "kernels", "seeds")
+BROKEN = os.path.join(SRC, "tests", "kernels", "broken")
+FAST = ["--shape", "64x64x64"]  # small target: these tests are not about speed
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def kernlab(*args, timeout=600):
+    p = subprocess.run([KERNLAB, *args], capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def eval_json(files, *extra):
+    rc, out, err = kernlab("eval", *files, "--json", *extra)
+    rows = [json.loads(l) for l in out.splitlines() if l.strip()]
+    return rc, rows, err
+
+
+REQUIRED = ["file", "backend", "compiled", "correct", "max_rel_err",
+            "max_abs_err", "time_us", "gflops", "baseline_us", "regs",
+            "smem_bytes", "flags", "status", "seed"]
+
+
+def group_seeds():
+    files = sorted(os.path.join(SEEDS, f) for f in os.listdir(SEEDS)
+                   if f.endswith(".cu"))
+    check(len(files) >= 8, "at least 8 seed kernels, found %d" % len(files))
+    rc, rows, err = eval_json(files, "--shape", "128x96x80")
+    check(rc == 0, "eval of the seeds exits 0, got %d: %s" % (rc, err))
+    check(len(rows) == len(files), "one JSON line per seed")
+    for r in rows:
+        name = os.path.basename(r["file"])
+        for k in REQUIRED:
+            check(k in r, "%s: field %s present" % (name, k))
+        check(r["backend"] == "cpu-emu", "%s: backend cpu-emu" % name)
+        check(r["status"] == "ok" and r["correct"] is True,
+              "%s: correct, got %s %s" % (name, r["status"], r["error"]))
+        check(r["flags"] == [], "%s: no flags yet" % name)
+        check(r["time_us"] and r["time_us"] > 0, "%s: timed" % name)
+        check(r["baseline_us"] and r["baseline_us"] > 0, "%s: baseline" % name)
+        check(r["regs"] > 0, "%s: registers from ptxas" % name)
+        shapes = {(s["M"], s["N"], s["K"]) for s in r["shapes"]}
+        for want in [(128, 96, 80), (1, 1, 1), (127, 129, 65)]:
+            check(want in shapes, "%s: checked at %s" % (name, want))
+        check(len(shapes) >= 5, "%s: at least five shapes" % name)
+        check(all(s["pass"] for s in r["shapes"]), "%s: every shape passes" % name)
+        check(r["max_rel_err"] <= 1e-5, "%s: rel err within fp32 tolerance" % name)
+
+
+EXPECTED_BROKEN = {
+    "edge_off_by_one.cu": ("wrong", 0),
+    "missing_barrier.cu": ("wrong", 0),
+    "wrong_index.cu": ("wrong", 0),
+    "uninit_accumulator.cu": ("wrong", 0),
+    "partial_write.cu": ("wrong", 0),
+    "compile_error.cu": ("compile_error", 0),
+    "wrong_signature.cu": ("bad_signature", 0),
+    "missing_extern_c.cu": ("bad_signature", 0),
+    "wrong_name.cu": ("invalid_input", 2),
+    "no_launch.cu": ("invalid_input", 2),
+    "bad_geometry_zero.cu": ("bad_geometry", 2),
+    "bad_geometry_big.cu": ("bad_geometry", 2),
+}
+
+
+def group_broken():
+    for name, (status, code) in sorted(EXPECTED_BROKEN.items()):
+        path = os.path.join(BROKEN, name)
+        check(os.path.exists(path), "broken kernel %s exists" % name)
+        if not os.path.exists(path):
+            continue
+        rc, rows, err = eval_json([path], *FAST)
+        check(rc == code, "%s: exit %d, got %d (%s)" % (name, code, rc, err))
+        check(len(rows) == 1, "%s: one JSON line" % name)
+        if rows:
+            r = rows[0]
+            check(r["status"] == status,
+                  "%s: status %s, got %s (%s)" % (name, status, r["status"], r["error"]))
+            check(r["correct"] is False, "%s: not correct" % name)
+            check(r["error"] and "\n" not in r["error"],
+                  "%s: a one-line reason" % name)
+    # The edge bug only shows on ragged shapes: at a multiple of the tile the
+    # target shape passes and a ragged check shape fails.
+    rc, rows, _ = eval_json([os.path.join(BROKEN, "edge_off_by_one.cu")], *FAST)
+    if rows:
+        by = {(s["M"], s["N"], s["K"]): s["pass"] for s in rows[0]["shapes"]}
+        check(by.get((64, 64, 64)) is True, "edge bug passes the tile multiple")
+        check(by.get((127, 129, 65)) is False, "edge bug fails 127x129x65")
+    # compile errors carry NVRTC's first error line
+    rc, rows, _ = eval_json([os.path.join(BROKEN, "compile_error.cu")], *FAST)
+    if rows:
+        check("error" in rows[0]["error"], "compile error shows NVRTC's line")
+
+
+def write(d, name, data):
+    path = os.path.join(d, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+GOOD = open(os.path.join(SEEDS, "02_coalesced.cu"), "rb").read()
+
+
+def group_inputs():
+    with tempfile.TemporaryDirectory() as d:
+        cases = {
+            "missing": os.path.join(d, "nope.cu"),
+            "directory": d,
+            "empty": write(d, "empty.cu", b""),
+            "huge": write(d, "huge.cu", b"// x\n" * (2 * 1024 * 1024)),
+            "non-utf8": write(d, "latin1.cu", GOOD + b"\n// caf\xe9\n"),
+            "nul": write(d, "nul.cu", GOOD + b"\x00"),
+            "no matmul": write(d, "nomatmul.cu", GOOD.replace(b"matmul", b"mm")),
+            "no KL_LAUNCH": write(d, "nolaunch.cu", GOOD.replace(b"KL_LAUNCH", b"// ")),
+            "host include": write(d, "inc.cu", b'#include "/etc/passwd"\n' + GOOD),
+            "system include": write(d, "sys.cu", b"#include <stdio.h>\n" + GOOD),
+            "macro include": write(d, "minc.cu", b"#define H <stdio.h>\n#include H\n" + GOOD),
+            "digraph include": write(d, "dinc.cu", b"%:include <stdio.h>\n" + GOOD),
+            "spliced include": write(d, "sinc.cu", b"#inc\\\nlude <stdio.h>\n" + GOOD),
+            "zero threads": write(d, "zero.cu", GOOD.replace(b"KL_LAUNCH(BS, BS,", b"KL_LAUNCH(0, BS,")),
+            "too many threads": write(d, "big.cu", GOOD.replace(b"KL_LAUNCH(BS, BS,", b"KL_LAUNCH(64, 32,")),
+        }
+        for what, path in cases.items():
+            rc, out, err = kernlab("eval", path, "--json", *FAST)
+            check(rc == 2, "%s: exit 2, got %d (%s)" % (what, rc, err.strip()))
+            rows = [json.loads(l) for l in out.splitlines() if l.strip()]
+            check(len(rows) == 1 and rows[0]["status"] in ("invalid_input", "bad_geometry"),
+                  "%s: reported as invalid: %s" % (what, out.strip()[:200]))
+            if rows:
+                check(rows[0]["error"] and "\n" not in rows[0]["error"],
+                      "%s: one-line reason" % what)
+            check("Traceback" not in err and "Sanitizer" not in err,
+                  "%s: no crash" % what)
+        # allowed includes are accepted
+        ok = write(d, "fp16.cu", b"#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + GOOD)
+        rc, rows, err = eval_json([ok], *FAST)
+        check(rc == 0 and rows and rows[0]["correct"], "allowlisted includes compile: %s" % err)
+        # one invalid file does not stop the others
+        rc, rows, _ = eval_json([cases["empty"], os.path.join(SEEDS, "01_naive.cu")], *FAST)
+        check(rc == 2 and len(rows) == 2 and rows[1]["correct"],
+              "a bad file among good ones: exit 2, the good one still evaluated")
+
+
+def group_isolation():
+    with tempfile.TemporaryDirectory() as d:
+        crash = write(d, "crash.cu", GOOD.replace(
+            b"C[row * N + col] = acc;", b"C[row * N + col] = acc; *(volatile int*)0 = 1;"))
+        hang = write(d, "hang.cu", GOOD.replace(
+            b"C[row * N + col] = acc;", b"C[row * N + col] = acc; for (volatile int i = 0; i >= 0; i += 0) {}"))
+        rc, rows, err = eval_json([crash, hang, os.path.join(SEEDS, "01_naive.cu")],
+                                  *FAST, "--timeout", "3")
+        check(rc == 0, "crashing and hanging kernels: eval still exits 0 (%s)" % err)
+        check(len(rows) == 3, "three rows")
+        if len(rows) == 3:
+            check(rows[0]["status"] == "crashed:SIGSEGV", "crash status: %s" % rows[0]["status"])
+            check(rows[1]["status"] == "timeout", "hang status: %s" % rows[1]["status"])
+            check(rows[2]["correct"], "the kernel after them is still evaluated")
+        # divergent barrier: a deadlock, reported, not a hang
+        dl = write(d, "deadlock.cu", b"""
+KL_LAUNCH(64, 1, 8, 8, 0);
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+  if (threadIdx.x % 2) __syncthreads(); else __syncwarp();
+}
+""")
+        rc, rows, _ = eval_json([dl], *FAST)
+        check(rows and rows[0]["status"] == "deadlock", "deadlock status: %s" % (rows and rows[0]["status"]))
+
+
+def group_cli():
+    naive = os.path.join(SEEDS, "01_naive.cu")
+    rc, out, _ = kernlab("--help")
+    check(rc == 0 and "eval" in out, "--help lists eval")
+    rc, _, err = kernlab("frobnicate")
+    check(rc == 2 and "unknown command" in err, "unknown command exits 2")
+    rc, _, err = kernlab("eval", naive, "--backend", "gpu")
+    check(rc == 3 and "gpu" in err, "--backend gpu without a device exits 3: %s" % err)
+    rc, _, err = kernlab("eval", naive, "--backend", "tpu")
+    check(rc == 2, "unknown backend exits 2")
+    for bad in (["--shape", "0x4x4"], ["--shape", "4x4"], ["--seed", "x"], ["--bogus"], []):
+        rc, _, err = kernlab("eval", *([naive] if bad else []), *bad)
+        check(rc == 2, "bad usage %s exits 2, got %d" % (bad, rc))
+    # the seed is reported and replays the same inputs (same errors)
+    rc, rows1, _ = eval_json([naive], *FAST)
+    seed = rows1[0]["seed"]
+    rc, rows2, _ = eval_json([naive], *FAST, "--seed", str(seed))
+    check(rows1[0]["max_rel_err"] == rows2[0]["max_rel_err"],
+          "--seed %s replays: %s vs %s" % (seed, rows1[0]["max_rel_err"], rows2[0]["max_rel_err"]))
+    rc, rows3, _ = eval_json([naive], *FAST, "--seed", str(seed + 1))
+    check(rows3[0]["max_rel_err"] != rows1[0]["max_rel_err"], "another seed, other inputs")
+    # the table says cpu-emu and that its times are not GPU times
+    rc, out, _ = kernlab("eval", naive, *FAST)
+    check(rc == 0 and "cpu-emu" in out and "not GPU" in out, "table labels cpu-emu times")
+
+
+{"seeds": group_seeds, "broken": group_broken, "inputs": group_inputs,
+ "isolation": group_isolation, "cli": group_cli}[GROUP]()
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
