@@ -1,0 +1,135 @@
+/*
+ * tests/unit/test_source.c — source checks (include allowlist in all its
+ * spellings, UTF-8, NUL, entry point and KL_LAUNCH presence), launch
+ * geometry limits, and the correctness arithmetic (reference, poison,
+ * tolerances) that every verdict rests on.
+ */
+#include "kernels/kernels.h"
+#include "tests/unit/kltest.h"
+
+#include <math.h>
+#include <string.h>
+
+#define BODY                                                                   \
+  "KL_LAUNCH(16, 16, 16, 16, 0);\n"                                            \
+  "extern \"C\" __global__ void matmul(const float* A, const float* B, "       \
+  "float* C, int M, int N, int K) {}\n"
+
+static int validate(const char *src, char *why, size_t len) {
+  return kl_source_validate(src, strlen(src), why, len);
+}
+
+static void test_includes(void) {
+  char why[300];
+  CHECK(validate(BODY, why, sizeof why) == KL_OK, "plain body: %s", why);
+  CHECK(validate("#include <cuda_fp16.h>\n# include \"mma.h\"\n" BODY, why,
+                 sizeof why) == KL_OK,
+        "allowlisted: %s", why);
+  const char *rejected[] = {
+      "#include <stdio.h>\n" BODY,
+      "#include \"/etc/passwd\"\n" BODY,
+      "#include \"../cuda_fp16.h\"\n" BODY,
+      "#define H <stdio.h>\n#include H\n" BODY,
+      "%:include <stdio.h>\n" BODY,
+      "#inc\\\nlude <stdio.h>\n" BODY,
+      "  #  include_next <cuda_fp16.h>\n" BODY,
+      "#import <stdio.h>\n" BODY,
+      "#embed \"/etc/passwd\"\n" BODY,
+      "#pragma GCC dependency \"/etc/passwd\"\n" BODY,
+      "/* c */ #include <stdio.h>\n" BODY,
+  };
+  for (size_t i = 0; i < sizeof rejected / sizeof *rejected; i++) {
+    why[0] = 0;
+    CHECK(validate(rejected[i], why, sizeof why) == KL_EINPUT && why[0],
+          "case %zu must be rejected: %s", i, rejected[i]);
+  }
+  /* Mentions inside comments and strings are not directives. */
+  CHECK(validate("// #include <stdio.h>\n/* #include <x> */\n" BODY, why,
+                 sizeof why) == KL_OK,
+        "commented include: %s", why);
+}
+
+static void test_text(void) {
+  char why[300];
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s// caf\xe9\n", BODY);
+  CHECK(validate(buf, why, sizeof why) == KL_EINPUT && strstr(why, "UTF-8"),
+        "latin-1 byte: %s", why);
+  snprintf(buf, sizeof buf, "%s// caf\xc3\xa9 \xe2\x82\xac\n", BODY);
+  CHECK(validate(buf, why, sizeof why) == KL_OK, "valid UTF-8: %s", why);
+  snprintf(buf, sizeof buf, "%s// \xed\xa0\x80\n", BODY); /* surrogate */
+  CHECK(validate(buf, why, sizeof why) == KL_EINPUT, "surrogate accepted");
+  snprintf(buf, sizeof buf, "%s// \xc0\xaf\n", BODY); /* overlong '/' */
+  CHECK(validate(buf, why, sizeof why) == KL_EINPUT, "overlong accepted");
+  CHECK(kl_source_validate(BODY "\0x", sizeof(BODY) + 1, why, sizeof why) ==
+                KL_EINPUT &&
+            strstr(why, "NUL"),
+        "NUL: %s", why);
+  CHECK(validate("KL_LAUNCH(1,1,1,1,0);\n// matmul(\n", why, sizeof why) ==
+                KL_EINPUT &&
+            strstr(why, "matmul"),
+        "matmul only in a comment: %s", why);
+  CHECK(validate("extern \"C\" __global__ void matmul() {}\n", why,
+                 sizeof why) == KL_EINPUT &&
+            strstr(why, "KL_LAUNCH"),
+        "no KL_LAUNCH: %s", why);
+}
+
+static void test_geometry(void) {
+  char why[300];
+  kl_launch ok = {256, 1, 64, 64, 0}, big = {64, 32, 16, 16, 0},
+            zero = {0, 1, 16, 16, 0}, tile = {16, 16, 0, 16, 0},
+            smem = {16, 16, 16, 16, 300000};
+  CHECK(kl_launch_validate(&ok, why, sizeof why) == KL_OK, "%s", why);
+  CHECK(kl_launch_validate(&big, why, sizeof why) == KL_EINPUT &&
+            strstr(why, "2048"),
+        "%s", why);
+  CHECK(kl_launch_validate(&zero, why, sizeof why) == KL_EINPUT, "zero");
+  CHECK(kl_launch_validate(&tile, why, sizeof why) == KL_EINPUT, "tile");
+  CHECK(kl_launch_validate(&smem, why, sizeof why) == KL_EINPUT, "smem");
+}
+
+/* The reference and the comparison: an exact result passes; a single
+ * element off by one ulp-scale amount passes; off by 1% fails; an unwritten
+ * element (poison) and a NaN are counted apart. */
+static void test_compare(void) {
+  enum { M = 7, N = 5, K = 300 };
+  float A[M * K], B[K * N], C[M * N];
+  double R[M * N], S[M * N];
+  kl_fill_random(A, M * K, 42, 0);
+  kl_fill_random(B, K * N, 42, 1);
+  for (int i = 0; i < M * K; i++)
+    CHECK(A[i] >= -1.0f && A[i] < 1.0f, "input %g out of [-1, 1)", A[i]);
+  kl_reference(A, B, R, S, M, N, K);
+  for (int i = 0; i < M * N; i++) C[i] = (float)R[i];
+  kl_shape_check ck = {.shape = {M, N, K}};
+  kl_compare(C, R, S, &ck);
+  CHECK(ck.pass && ck.rel_err < 1e-7, "rounded reference: rel %g", ck.rel_err);
+  C[3] = nextafterf(C[3], 1e30f);
+  kl_compare(C, R, S, &ck);
+  CHECK(ck.pass, "one ulp off must pass");
+  C[3] = (float)R[3] * 1.01f + 0.01f;
+  kl_compare(C, R, S, &ck);
+  CHECK(!ck.pass && ck.over_tol == 1, "1%% off must fail (over %ld)",
+        ck.over_tol);
+  C[3] = (float)R[3];
+  kl_poison(C + 4, 2);
+  C[10] = NAN;
+  kl_compare(C, R, S, &ck);
+  CHECK(!ck.pass && ck.unwritten == 2 && ck.nonfinite == 1,
+        "poison %ld, nonfinite %ld", ck.unwritten, ck.nonfinite);
+  /* Same seed and stream, same numbers; another stream, others. */
+  float x[8], y[8], z[8];
+  kl_fill_random(x, 8, 9, 3);
+  kl_fill_random(y, 8, 9, 3);
+  kl_fill_random(z, 8, 9, 4);
+  CHECK(!memcmp(x, y, sizeof x) && memcmp(x, z, sizeof x), "seeded streams");
+}
+
+int main(void) {
+  test_includes();
+  test_text();
+  test_geometry();
+  test_compare();
+  return kl_test_done("test_source");
+}
