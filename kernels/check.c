@@ -152,6 +152,8 @@ void kl_compare(const float *C, const double *R, const double *S,
  * shared mapping: one C per check shape, then the last timed C. */
 typedef struct run_report {
   int done;      /* 1 when the child finished every run */
+  int confinement;          /* what opts->confine achieved */
+  volatile int trap_syscall; /* forbidden syscall number, or -1 */
   int failed;    /* a launch failed (deadlock, geometry) */
   char why[512];
   int samples;
@@ -165,11 +167,20 @@ typedef struct run_plan {
   float *A[KL_MAX_SHAPES], *B[KL_MAX_SHAPES];
   size_t c_off[KL_MAX_SHAPES + 1]; /* offsets (floats) of each C */
   int timed;                       /* time shapes[0] */
+  int threads;                     /* resolved before confinement */
   const kl_eval_options *opts;
 } run_plan;
 
 static void child_run(const run_plan *p, run_report *rep, float *outs) {
-  int threads = p->opts->threads;
+  int threads = p->threads;
+  if (p->opts->confine) {
+    rep->confinement =
+        p->opts->confine(&rep->trap_syscall, rep->why, sizeof rep->why);
+    if (rep->confinement < 0) {
+      rep->failed = 1;
+      return;
+    }
+  }
   for (int s = 0; s < p->n_shapes; s++) {
     const kl_shape *sh = &p->shapes[s];
     float *C = outs + p->c_off[s];
@@ -246,6 +257,26 @@ static int run_in_child(const run_plan *p, run_report *rep, float *outs,
     }
     usleep(1000);
   }
+  if (rep->trap_syscall >= 0) {
+    const char *name = p->opts->syscall_name
+                           ? p->opts->syscall_name(rep->trap_syscall)
+                           : "?";
+    snprintf(out->status, sizeof out->status, "killed:seccomp:%s", name);
+    snprintf(out->error, sizeof out->error,
+             "the sandbox stopped the kernel at a forbidden system call: %s "
+             "(number %d)",
+             name, rep->trap_syscall);
+    return 0;
+  }
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS && p->opts->confine) {
+    /* The trap arrived while the candidate had signals blocked: the kernel
+     * then kills with SIGSYS before our handler can record the call. */
+    snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
+    snprintf(out->error, sizeof out->error,
+             "the sandbox stopped the kernel at a forbidden system call made "
+             "with signals blocked (which call was not recorded)");
+    return 0;
+  }
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     const char *name = sigabbrev_np(sig);
@@ -257,7 +288,9 @@ static int run_in_child(const run_plan *p, run_report *rep, float *outs,
   }
   if (rep->failed) {
     snprintf(out->status, sizeof out->status, "%s",
-             strstr(rep->why, "deadlock") ? "deadlock" : "run_error");
+             strstr(rep->why, "deadlock") ? "deadlock"
+             : rep->confinement < 0     ? "sandbox_error"
+                                        : "run_error");
     snprintf(out->error, sizeof out->error, "%s", rep->why);
     return 0;
   }
@@ -397,6 +430,9 @@ static int eval_impl(const char *label, const char *src, size_t len,
   plan.m = m;
   plan.opts = opts;
   plan.timed = 1;
+  plan.threads = opts->threads > 0 ? opts->threads
+                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (plan.threads < 1) plan.threads = 1;
   plan.n_shapes = timing_only ? 0 : plan_shapes(opts, plan.shapes);
   if (timing_only) plan.shapes[0] = opts->n_shapes ? opts->shapes[0]
                                                    : (kl_shape){256, 256, 256};
@@ -432,9 +468,12 @@ static int eval_impl(const char *label, const char *src, size_t len,
   } else {
     run_report *rep = map;
     memset(rep, 0, sizeof *rep);
+    rep->trap_syscall = -1;
     float *outs = (float *)((char *)map + sizeof(run_report));
     rc = KL_OK;
-    if (run_in_child(&plan, rep, outs, out)) {
+    int finished = run_in_child(&plan, rep, outs, out);
+    out->confinement = rep->confinement;
+    if (finished) {
       out->correct = 1;
       out->n_checks = plan.n_shapes;
       for (int s = 0; s < plan.n_shapes; s++) {

@@ -194,6 +194,14 @@ typedef struct kl_eval_options {
   double time_budget_ms; /* timing stops after this much (and >= 5 runs) */
   int max_samples;
   double run_deadline_s; /* wall deadline for one candidate's runs */
+  /* Called in the run child before any candidate code runs: the sandbox
+   * module's confinement, handed in by the lab (kernels/ does not depend on
+   * sandbox/). trap_slot receives the number of a forbidden syscall. Returns
+   * 2 confined with namespaces, 1 with seccomp + rlimits only, -1 failed
+   * (why filled; nothing runs). NULL: no confinement. */
+  int (*confine)(volatile int *trap_slot, char *why, size_t whylen);
+  /* Names a syscall number for the status killed:seccomp:<name>. */
+  const char *(*syscall_name)(int nr);
 } kl_eval_options;
 
 /* Everything `kernlab eval` reports about one candidate. */
@@ -201,7 +209,8 @@ typedef struct kl_result {
   char file[512];
   char backend[16];
   char status[48];  /* ok, wrong, compile_error, bad_signature, bad_geometry,
-                       invalid_input, deadlock, timeout, crashed:<signal> */
+                       invalid_input, deadlock, timeout, crashed:<signal>,
+                       killed:seccomp:<syscall>, sandbox_error */
   char error[768];  /* one line; empty when status is ok */
   char sha256[65];  /* of the source text */
   int compiled, correct;
@@ -217,6 +226,7 @@ typedef struct kl_result {
   int cache_hit;
   int nvrtc; /* 1 if NVRTC compiled it (resources are real) */
   uint64_t seed;
+  int confinement; /* 0 none, 1 seccomp + rlimits, 2 also namespaces */
   kl_shape_check checks[KL_MAX_SHAPES];
   int n_checks;
 } kl_result;

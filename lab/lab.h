@@ -18,6 +18,9 @@ enum { LAB_EXIT_OK = 0, LAB_EXIT_USAGE = 2, LAB_EXIT_ENV = 3 };
  * --timeout: wall deadline in seconds for one candidate's runs (120). */
 int lab_eval(int argc, char **argv);
 
+/* kernlab sandbox --explain [--pfc] */
+int lab_sandbox(int argc, char **argv);
+
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);
 

@@ -20,10 +20,13 @@ static const char usage[] =
     "      JSON object per candidate with --json. The first --shape is the\n"
     "      timed target (default 256x256x256); every kernel is also checked\n"
     "      on 1x1x1, 127x129x65, 64x64x64, 33x17x200 and 200x5x33.\n"
+    "  sandbox --explain [--pfc]\n"
+    "      print every sandbox profile: allowed syscalls and why, what traps,\n"
+    "      rlimits; --pfc adds the compiled seccomp filter\n"
     "  help            this text\n"
     "\n"
     "planned (later issues): run, search, prime, tokenizer, top, show, diff,\n"
-    "  rescore, report, export, flags, sandbox\n"
+    "  rescore, report, export, flags\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -42,6 +45,7 @@ int main(int argc, char **argv) {
     return LAB_EXIT_OK;
   }
   if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
   fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
   return LAB_EXIT_USAGE;
 }

@@ -2,7 +2,7 @@
 """tests/integration/test_eval.py — `kernlab eval` end to end, as a user runs it.
 
 usage: test_eval.py KERNLAB SOURCE_DIR GROUP
-GROUP is one of: seeds, broken, inputs, isolation, cli. Each group is its own
+GROUP is one of: seeds, broken, inputs, isolation, sandbox, cli. Each group is its own
 ctest test (label `integration`) so they run in parallel. Standard library
 only. Prints "N passed, N failed" and exits non-zero on any failure.
 """
@@ -192,6 +192,44 @@ extern "C" __global__ void matmul(const float* A, const float* B, float* C, int 
         check(rows and rows[0]["status"] == "deadlock", "deadlock status: %s" % (rows and rows[0]["status"]))
 
 
+HOSTILE = os.path.join(SRC, "tests", "kernels", "hostile")
+EXPECTED_HOSTILE = {
+    "write_file.cu": ["killed:seccomp:openat", "killed:seccomp:open"],
+    "socket.cu": ["killed:seccomp:socket"],
+    "spawn.cu": ["killed:seccomp:clone", "killed:seccomp:clone3",
+                 "killed:seccomp:vfork", "killed:seccomp:unknown"],
+    "signal_parent.cu": ["killed:seccomp:getppid", "killed:seccomp:kill"],
+}
+
+
+def group_sandbox():
+    for leftover in ("/tmp/kernlab_hostile_write", "/tmp/kernlab_hostile_spawn"):
+        if os.path.exists(leftover):
+            os.unlink(leftover)
+    files = [os.path.join(HOSTILE, f) for f in sorted(EXPECTED_HOSTILE)]
+    files.append(os.path.join(SEEDS, "05_blocktile_2d.cu"))
+    rc, rows, err = eval_json(files, *FAST)
+    check(rc == 0, "hostile kernels: eval exits 0 (%s)" % err)
+    check(len(rows) == len(files), "one row per hostile kernel, lab alive")
+    for r in rows[:-1]:
+        name = os.path.basename(r["file"])
+        check(r["status"] in EXPECTED_HOSTILE[name],
+              "%s: status %s, expected one of %s" % (name, r["status"], EXPECTED_HOSTILE[name]))
+        check(r["compiled"] and not r["correct"], "%s: compiled, not correct" % name)
+    if rows:
+        check(rows[-1]["correct"] and rows[-1]["sandbox"] != "none",
+              "an honest kernel runs correctly inside the sandbox: %s" % rows[-1]["sandbox"])
+    check(not os.path.exists("/tmp/kernlab_hostile_write"), "no file was created")
+    check(not os.path.exists("/tmp/kernlab_hostile_spawn"), "no shell ran")
+    rc, out, _ = kernlab("sandbox", "--explain")
+    check(rc == 0 and "run-cpu-emu" in out and "socket" in out and "RLIMIT_FSIZE" in out,
+          "sandbox --explain prints the profile")
+    rc, out, _ = kernlab("sandbox", "--explain", "--pfc")
+    check(rc == 0 and "ALLOW" in out, "--pfc prints the compiled filter")
+    rc, _, _ = kernlab("sandbox")
+    check(rc == 2, "sandbox without --explain is a usage error")
+
+
 def group_cli():
     naive = os.path.join(SEEDS, "01_naive.cu")
     rc, out, _ = kernlab("--help")
@@ -219,6 +257,6 @@ def group_cli():
 
 
 {"seeds": group_seeds, "broken": group_broken, "inputs": group_inputs,
- "isolation": group_isolation, "cli": group_cli}[GROUP]()
+ "isolation": group_isolation, "sandbox": group_sandbox, "cli": group_cli}[GROUP]()
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
