@@ -115,7 +115,8 @@ void kl_reference(const float *A, const float *B, double *R, double *S, int M,
 
 void kl_poison(float *C, size_t n) {
   uint32_t bits = KL_POISON_BITS;
-  for (size_t i = 0; i < n; i++) memcpy(&C[i], &bits, 4);
+  for (size_t i = 0; i < n; i++)
+    memcpy(&C[i], &bits, 4);
 }
 
 void kl_compare(const float *C, const double *R, const double *S,
@@ -151,10 +152,10 @@ void kl_compare(const float *C, const double *R, const double *S,
 /* What the child writes back. Outputs follow this header in the same
  * shared mapping: one C per check shape, then the last timed C. */
 typedef struct run_report {
-  int done;      /* 1 when the child finished every run */
-  int confinement;          /* what opts->confine achieved */
+  int done;                  /* 1 when the child finished every run */
+  int confinement;           /* what opts->confine achieved */
   volatile int trap_syscall; /* forbidden syscall number, or -1 */
-  int failed;    /* a launch failed (deadlock, geometry) */
+  int failed;                /* a launch failed (deadlock, geometry) */
   char why[512];
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
@@ -229,8 +230,7 @@ static int run_in_child(const run_plan *p, run_report *rep, float *outs,
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(out->status, sizeof out->status, "error");
-    snprintf(out->error, sizeof out->error, "fork failed: %s",
-             strerror(errno));
+    snprintf(out->error, sizeof out->error, "fork failed: %s", strerror(errno));
     return 0;
   }
   if (pid == 0) {
@@ -258,9 +258,8 @@ static int run_in_child(const run_plan *p, run_report *rep, float *outs,
     usleep(1000);
   }
   if (rep->trap_syscall >= 0) {
-    const char *name = p->opts->syscall_name
-                           ? p->opts->syscall_name(rep->trap_syscall)
-                           : "?";
+    const char *name =
+        p->opts->syscall_name ? p->opts->syscall_name(rep->trap_syscall) : "?";
     snprintf(out->status, sizeof out->status, "killed:seccomp:%s", name);
     snprintf(out->error, sizeof out->error,
              "the sandbox stopped the kernel at a forbidden system call: %s "
@@ -289,8 +288,8 @@ static int run_in_child(const run_plan *p, run_report *rep, float *outs,
   if (rep->failed) {
     snprintf(out->status, sizeof out->status, "%s",
              strstr(rep->why, "deadlock") ? "deadlock"
-             : rep->confinement < 0     ? "sandbox_error"
-                                        : "run_error");
+             : rep->confinement < 0       ? "sandbox_error"
+                                          : "run_error");
     snprintf(out->error, sizeof out->error, "%s", rep->why);
     return 0;
   }
@@ -353,8 +352,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
   out->res = (kl_resources){-1, -1, -1, -1, -1, -1};
   out->seed = opts->seed ? opts->seed : pick_seed();
   kl_sha256_hex(src, len, out->sha256);
-  int rc = kl_backend_resolve(opts->backend, out->backend,
-                              sizeof out->backend, why, sizeof why);
+  int rc = kl_backend_resolve(opts->backend, out->backend, sizeof out->backend,
+                              why, sizeof why);
   if (rc != KL_OK) {
     set_status(out, "error", "%s", why);
     return rc;
@@ -430,12 +429,13 @@ static int eval_impl(const char *label, const char *src, size_t len,
   plan.m = m;
   plan.opts = opts;
   plan.timed = 1;
-  plan.threads = opts->threads > 0 ? opts->threads
-                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  plan.threads =
+      opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (plan.threads < 1) plan.threads = 1;
   plan.n_shapes = timing_only ? 0 : plan_shapes(opts, plan.shapes);
-  if (timing_only) plan.shapes[0] = opts->n_shapes ? opts->shapes[0]
-                                                   : (kl_shape){256, 256, 256};
+  if (timing_only)
+    plan.shapes[0] =
+        opts->n_shapes ? opts->shapes[0] : (kl_shape){256, 256, 256};
   int n_inputs = plan.n_shapes ? plan.n_shapes : 1;
   size_t total = 0;
   for (int s = 0; s <= plan.n_shapes; s++) {
@@ -508,8 +508,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
                out->correct || timing_only ? "ok" : "wrong");
       out->samples = rep->samples;
       if (rep->samples > 0) {
-        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double),
-              cmp_double);
+        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
         out->time_min_us = rep->sample_us[0];
         out->time_max_us = rep->sample_us[rep->samples - 1];
         out->time_us = rep->samples % 2
@@ -547,8 +546,8 @@ double kl_eval_baseline(kl_shape s, const kl_eval_options *opts, char *why,
     snprintf(why, whylen, "out of memory");
     return -1;
   }
-  int rc = eval_impl("baseline:naive", kl_seed_naive, strlen(kl_seed_naive),
-                     &o, r, 1);
+  int rc = eval_impl("baseline:naive", kl_seed_naive, strlen(kl_seed_naive), &o,
+                     r, 1);
   double t = r->time_us;
   if (rc != KL_OK || t < 0)
     snprintf(why, whylen, "baseline (naive seed) failed: %s %s", r->status,

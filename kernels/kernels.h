@@ -76,7 +76,8 @@ int kl_source_load(const char *path, char **src, size_t *len, char *why,
  * KL_EINPUT. */
 int kl_source_validate(const char *src, size_t len, char *why, size_t whylen);
 
-/* ---- NVRTC (kernels/nvrtc.c, kernels/ptxas.c, kernels/elf.c) -------------- */
+/* ---- NVRTC (kernels/nvrtc.c, kernels/ptxas.c, kernels/elf.c) --------------
+ */
 
 /* Resource use as reported by ptxas -v (sm_90). -1 where not reported. */
 typedef struct kl_resources {
@@ -90,13 +91,13 @@ typedef struct kl_resources {
 typedef struct kl_compiled {
   uint8_t *cubin; /* sm_90 cubin (ELF), owned */
   size_t cubin_size;
-  char *log;            /* full NVRTC program log incl. ptxas -v, owned */
-  kl_resources res;     /* parsed from log (entry `matmul`) */
-  kl_launch launch;     /* read from the cubin's kl_launch symbol */
-  int has_launch;       /* 1 if the symbol was found */
-  double compile_ms;    /* wall time of this call (cache hit: lookup time) */
-  int cache_hit;        /* 1 if served from the on-disk cache */
-  char key[65];         /* sha256(source + options + toolkit version) */
+  char *log;         /* full NVRTC program log incl. ptxas -v, owned */
+  kl_resources res;  /* parsed from log (entry `matmul`) */
+  kl_launch launch;  /* read from the cubin's kl_launch symbol */
+  int has_launch;    /* 1 if the symbol was found */
+  double compile_ms; /* wall time of this call (cache hit: lookup time) */
+  int cache_hit;     /* 1 if served from the on-disk cache */
+  char key[65];      /* sha256(source + options + toolkit version) */
 } kl_compiled;
 
 /* Loads NVRTC with dlopen (once). Returns KL_OK or KL_EENV with a reason. */
@@ -110,8 +111,7 @@ const char *kl_nvrtc_version(void);
  * error lines of the log; out->log the whole log) or KL_EENV. The caller
  * frees out with kl_compiled_free in every case. */
 int kl_nvrtc_compile(const char *src, size_t len, const char *arch,
-                     int use_cache, kl_compiled *out, char *why,
-                     size_t whylen);
+                     int use_cache, kl_compiled *out, char *why, size_t whylen);
 void kl_compiled_free(kl_compiled *c);
 
 /* Parses `ptxas info` lines for the entry `matmul`. Fields not found are -1.
@@ -125,7 +125,8 @@ int kl_elf_symbol(const void *elf, size_t size, const char *name,
                   const void **data, size_t *data_len, char *why,
                   size_t whylen);
 
-/* ---- on-disk artifact cache (kernels/cache.c) ----------------------------- */
+/* ---- on-disk artifact cache (kernels/cache.c) -----------------------------
+ */
 
 /* Cache folder: $KERNLAB_CACHE, else $XDG_CACHE_HOME/kernlab, else
  * ~/.cache/kernlab, else /tmp/kernlab-cache-<uid>. Created on first use. */
@@ -143,7 +144,8 @@ int kl_cache_put(const char *key, const char *suffix, const void *data,
 void kl_cache_path(const char *key, const char *suffix, char *path,
                    size_t pathlen);
 
-/* ---- the CPU emulator (kernels/emu/) -------------------------------------- */
+/* ---- the CPU emulator (kernels/emu/) --------------------------------------
+ */
 
 typedef struct kl_emu_module kl_emu_module;
 
@@ -186,11 +188,11 @@ typedef struct kl_shape_check {
 } kl_shape_check;
 
 typedef struct kl_eval_options {
-  const char *backend;  /* "auto", "cpu-emu" or "gpu" */
+  const char *backend;            /* "auto", "cpu-emu" or "gpu" */
   kl_shape shapes[KL_MAX_SHAPES]; /* shapes[0] is the target (timed) shape */
-  int n_shapes;         /* 0: the default target 256x256x256 */
-  uint64_t seed;        /* 0: the lab picks one and reports it */
-  int threads;          /* OS threads for cpu-emu; 0 = all cores */
+  int n_shapes;                   /* 0: the default target 256x256x256 */
+  uint64_t seed;                  /* 0: the lab picks one and reports it */
+  int threads;                    /* OS threads for cpu-emu; 0 = all cores */
   double time_budget_ms; /* timing stops after this much (and >= 5 runs) */
   int max_samples;
   double run_deadline_s; /* wall deadline for one candidate's runs */
@@ -208,11 +210,11 @@ typedef struct kl_eval_options {
 typedef struct kl_result {
   char file[512];
   char backend[16];
-  char status[48];  /* ok, wrong, compile_error, bad_signature, bad_geometry,
-                       invalid_input, deadlock, timeout, crashed:<signal>,
-                       killed:seccomp:<syscall>, sandbox_error */
-  char error[768];  /* one line; empty when status is ok */
-  char sha256[65];  /* of the source text */
+  char status[48]; /* ok, wrong, compile_error, bad_signature, bad_geometry,
+                      invalid_input, deadlock, timeout, crashed:<signal>,
+                      killed:seccomp:<syscall>, sandbox_error */
+  char error[768]; /* one line; empty when status is ok */
+  char sha256[65]; /* of the source text */
   int compiled, correct;
   double max_rel_err, max_abs_err;
   double time_us, time_min_us, time_max_us; /* median, min, max; -1 if none */

@@ -59,8 +59,8 @@ int kl_source_load(const char *path, char **src, size_t *len, char *why,
     return KL_EINPUT;
   }
   if (st.st_size > KL_MAX_SOURCE_BYTES) {
-    snprintf(why, whylen, "%s: %lld bytes, larger than the %d-byte limit",
-             path, (long long)st.st_size, KL_MAX_SOURCE_BYTES);
+    snprintf(why, whylen, "%s: %lld bytes, larger than the %d-byte limit", path,
+             (long long)st.st_size, KL_MAX_SOURCE_BYTES);
     return KL_EINPUT;
   }
   FILE *f = fopen(path, "rb");
@@ -106,8 +106,7 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
       if ((s[i + k] & 0xc0) != 0x80) return (long)i;
       c = (c << 6) | (s[i + k] & 0x3f);
     }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-      return (long)i;
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return (long)i;
     i += need + 1;
   }
   return -1;
@@ -140,13 +139,15 @@ static char *strip_comments(const char *src, size_t n) {
     joined[j++] = src[i];
     if (src[i] == '\n') {
       /* Re-emit the spliced newlines after the logical line ends. */
-      for (; nl_pending; nl_pending--) joined[j++] = '\n';
+      for (; nl_pending; nl_pending--)
+        joined[j++] = '\n';
     }
   }
   joined[j] = 0;
   for (size_t i = 0; i < j;) {
     if (joined[i] == '/' && joined[i + 1] == '/') {
-      while (i < j && joined[i] != '\n') i++;
+      while (i < j && joined[i] != '\n')
+        i++;
       out[o++] = ' ';
     } else if (joined[i] == '/' && joined[i + 1] == '*') {
       i += 2;
@@ -184,7 +185,8 @@ static int has_call_like(const char *text, const char *word) {
   for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
     if (p > text && is_word_char(p[-1])) continue;
     const char *q = p + n;
-    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+      q++;
     if (*q == '(') return 1;
   }
   return 0;
@@ -195,22 +197,27 @@ static int check_directives(const char *text, char *why, size_t whylen) {
   int line = 1;
   for (const char *l = text; *l;) {
     const char *p = l;
-    while (*p == ' ' || *p == '\t') p++;
+    while (*p == ' ' || *p == '\t')
+      p++;
     int directive = 0;
-    if (*p == '#') directive = 1, p++;
-    else if (p[0] == '%' && p[1] == ':') directive = 1, p += 2;
+    if (*p == '#')
+      directive = 1, p++;
+    else if (p[0] == '%' && p[1] == ':')
+      directive = 1, p += 2;
     if (directive) {
-      while (*p == ' ' || *p == '\t') p++;
+      while (*p == ' ' || *p == '\t')
+        p++;
       const char *name = p;
-      while (is_word_char(*p)) p++;
+      while (is_word_char(*p))
+        p++;
       size_t nlen = (size_t)(p - name);
-      int is_include =
-          (nlen == 7 && !strncmp(name, "include", 7)) ||
-          (nlen == 12 && !strncmp(name, "include_next", 12)) ||
-          (nlen == 6 && !strncmp(name, "import", 6)) ||
-          (nlen == 5 && !strncmp(name, "embed", 5));
+      int is_include = (nlen == 7 && !strncmp(name, "include", 7)) ||
+                       (nlen == 12 && !strncmp(name, "include_next", 12)) ||
+                       (nlen == 6 && !strncmp(name, "import", 6)) ||
+                       (nlen == 5 && !strncmp(name, "embed", 5));
       if (is_include) {
-        while (*p == ' ' || *p == '\t') p++;
+        while (*p == ' ' || *p == '\t')
+          p++;
         char close = *p == '<' ? '>' : (*p == '"' ? '"' : 0);
         const char *end = close ? strchr(p + 1, close) : NULL;
         const char *eol = strchr(p, '\n');
@@ -225,8 +232,7 @@ static int check_directives(const char *text, char *why, size_t whylen) {
         int ok = nlen == 7;
         if (ok) {
           ok = 0;
-          for (size_t i = 0; i < sizeof include_allowlist / sizeof(char *);
-               i++)
+          for (size_t i = 0; i < sizeof include_allowlist / sizeof(char *); i++)
             if (strlen(include_allowlist[i]) == hlen &&
                 !strncmp(include_allowlist[i], p + 1, hlen))
               ok = 1;

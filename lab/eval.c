@@ -24,22 +24,36 @@ void lab_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
-    case '"': fputs("\\\"", f); break;
-    case '\\': fputs("\\\\", f); break;
-    case '\n': fputs("\\n", f); break;
-    case '\r': fputs("\\r", f); break;
-    case '\t': fputs("\\t", f); break;
+    case '"':
+      fputs("\\\"", f);
+      break;
+    case '\\':
+      fputs("\\\\", f);
+      break;
+    case '\n':
+      fputs("\\n", f);
+      break;
+    case '\r':
+      fputs("\\r", f);
+      break;
+    case '\t':
+      fputs("\\t", f);
+      break;
     default:
-      if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-      else fputc(*p, f);
+      if (*p < 0x20)
+        fprintf(f, "\\u%04x", *p);
+      else
+        fputc(*p, f);
     }
   }
   fputc('"', f);
 }
 
 static void json_number(FILE *f, const char *key, double v) {
-  if (v < 0) fprintf(f, ",\"%s\":null", key);
-  else fprintf(f, ",\"%s\":%.6g", key, v);
+  if (v < 0)
+    fprintf(f, ",\"%s\":null", key);
+  else
+    fprintf(f, ",\"%s\":%.6g", key, v);
 }
 
 static void print_json(FILE *f, const kl_result *r) {
@@ -66,8 +80,8 @@ static void print_json(FILE *f, const kl_result *r) {
   json_number(f, "speedup_vs_baseline",
               r->time_us > 0 && r->baseline_us > 0 ? r->baseline_us / r->time_us
                                                    : -1);
-  fprintf(f, ",\"regs\":%d,\"spill_stores\":%d,\"spill_loads\":%d",
-          r->res.regs, r->res.spill_stores, r->res.spill_loads);
+  fprintf(f, ",\"regs\":%d,\"spill_stores\":%d,\"spill_loads\":%d", r->res.regs,
+          r->res.spill_stores, r->res.spill_loads);
   fprintf(f, ",\"smem_bytes\":%d,\"stack_bytes\":%d", r->res.smem_bytes,
           r->res.stack_bytes);
   if (r->has_launch)
@@ -76,7 +90,8 @@ static void print_json(FILE *f, const kl_result *r) {
             "\"tile_cols\":%d,\"dyn_smem_bytes\":%d}",
             r->launch.block_x, r->launch.block_y, r->launch.tile_rows,
             r->launch.tile_cols, r->launch.dyn_smem_bytes);
-  else fputs(",\"launch\":null", f);
+  else
+    fputs(",\"launch\":null", f);
   fprintf(f, ",\"flags\":[],\"seed\":%llu", (unsigned long long)r->seed);
   fprintf(f, ",\"sandbox\":\"%s\"",
           r->confinement == 2   ? "seccomp+rlimits+namespaces"
@@ -129,8 +144,7 @@ static void print_row(FILE *f, const kl_result *r) {
 
 static int parse_shape(const char *s, kl_shape *out) {
   char tail;
-  if (sscanf(s, "%dx%dx%d%c", &out->M, &out->N, &out->K, &tail) != 3)
-    return -1;
+  if (sscanf(s, "%dx%dx%d%c", &out->M, &out->N, &out->K, &tail) != 3) return -1;
   if (out->M < 1 || out->N < 1 || out->K < 1) return -1;
   if ((long long)out->M * out->N > (1LL << 28) ||
       (long long)out->M * out->K > (1LL << 28) ||
@@ -142,8 +156,10 @@ static int parse_shape(const char *s, kl_shape *out) {
 static int usage_error(const char *msg, const char *arg) {
   fprintf(stderr, "kernlab eval: %s%s%s\n", msg, arg ? ": " : "",
           arg ? arg : "");
-  fprintf(stderr, "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
-                  "[--shape MxNxK]... [--seed S] [--threads N] [--timeout S] [--json]\n");
+  fprintf(
+      stderr,
+      "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
+      "[--shape MxNxK]... [--seed S] [--threads N] [--timeout S] [--json]\n");
   return LAB_EXIT_USAGE;
 }
 
@@ -276,8 +292,10 @@ int lab_eval(int argc, char **argv) {
                       "rlimits only\n");
       said_degraded = 1;
     }
-    if (json) print_json(stdout, r);
-    else print_row(stdout, r);
+    if (json)
+      print_json(stdout, r);
+    else
+      print_row(stdout, r);
     if (frc == KL_EINPUT) {
       if (json) fprintf(stderr, "kernlab eval: %s: %s\n", files[i], r->error);
       exit_code = LAB_EXIT_USAGE;

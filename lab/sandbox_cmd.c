@@ -11,8 +11,10 @@
 int lab_sandbox(int argc, char **argv) {
   int explain = 0, pfc = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--explain")) explain = 1;
-    else if (!strcmp(argv[i], "--pfc")) pfc = 1;
+    if (!strcmp(argv[i], "--explain"))
+      explain = 1;
+    else if (!strcmp(argv[i], "--pfc"))
+      pfc = 1;
     else {
       fprintf(stderr, "kernlab sandbox: unknown option '%s'\n", argv[i]);
       return LAB_EXIT_USAGE;

@@ -30,11 +30,11 @@
 #include <unistd.h>
 
 enum rule_kind {
-  R_ALLOW,        /* allowed as is */
-  R_THREAD_ONLY,  /* clone: only with CLONE_THREAD */
-  R_ENOSYS,       /* fails with ENOSYS (glibc falls back) */
-  R_SELF_SIGNAL,  /* tgkill/tkill: only to this thread group */
-  R_NOT_SIGSYS,   /* rt_sigaction: any signal but SIGSYS */
+  R_ALLOW,       /* allowed as is */
+  R_THREAD_ONLY, /* clone: only with CLONE_THREAD */
+  R_ENOSYS,      /* fails with ENOSYS (glibc falls back) */
+  R_SELF_SIGNAL, /* tgkill/tkill: only to this thread group */
+  R_NOT_SIGSYS,  /* rt_sigaction: any signal but SIGSYS */
 };
 
 typedef struct rule {
@@ -98,8 +98,9 @@ static const rule run_cpu_emu_rules[] = {
 
 static const limit run_cpu_emu_limits[] = {
     {RLIMIT_AS, "RLIMIT_AS", 8ull << 30, "8 GiB address space"},
-    {RLIMIT_CPU, "RLIMIT_CPU", 600, "CPU seconds (the wall deadline is "
-                                    "the supervisor's)"},
+    {RLIMIT_CPU, "RLIMIT_CPU", 600,
+     "CPU seconds (the wall deadline is "
+     "the supervisor's)"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 64, "few descriptors"},
     {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
@@ -114,7 +115,8 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
          "open/openat/creat (files), socket/connect (network), "
          "execve/execveat, fork/vfork and clone without CLONE_THREAD "
          "(processes), ptrace/process_vm_* (other processes), kill (signals "
-         "to others), rt_sigaction on SIGSYS (replacing the trap handler), and every "
+         "to others), rt_sigaction on SIGSYS (replacing the trap handler), and "
+         "every "
          "syscall not listed"},
 };
 
@@ -144,9 +146,9 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     int rc;
     switch (r->kind) {
     case R_THREAD_ONLY:
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                            SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD,
-                                    CLONE_THREAD));
+      rc = seccomp_rule_add(
+          ctx, SCMP_ACT_ALLOW, nr, 1,
+          SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
       break;
     case R_NOT_SIGSYS:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
@@ -211,8 +213,8 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, char *why,
   for (size_t i = 0; i < p->n_limits; i++) {
     struct rlimit rl = {p->limits[i].value, p->limits[i].value};
     if (setrlimit(p->limits[i].resource, &rl) != 0) {
-      snprintf(why, whylen, "%s: setrlimit %s: %s", p->name,
-               p->limits[i].name, strerror(errno));
+      snprintf(why, whylen, "%s: setrlimit %s: %s", p->name, p->limits[i].name,
+               strerror(errno));
       return -1;
     }
   }

@@ -119,12 +119,16 @@ static inline unsigned char *kl_emu_dyn_smem(void) {
   struct __attribute__((aligned(A))) N {                                       \
     T x, y;                                                                    \
   };                                                                           \
-  static inline N make_##N(T x, T y) { return N{x, y}; }
+  static inline N make_##N(T x, T y) {                                         \
+    return N{x, y};                                                            \
+  }
 #define KL_VEC4(T, N, A)                                                       \
   struct __attribute__((aligned(A))) N {                                       \
     T x, y, z, w;                                                              \
   };                                                                           \
-  static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
+  static inline N make_##N(T x, T y, T z, T w) {                               \
+    return N{x, y, z, w};                                                      \
+  }
 KL_VEC2(float, float2, 8)
 KL_VEC4(float, float4, 16)
 KL_VEC2(int, int2, 8)
@@ -139,36 +143,72 @@ static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) {
 #undef KL_VEC4
 
 /* ---- math and loads ---- */
-template <class T> static inline T __ldg(const T *p) { return *p; }
-static inline int min(int a, int b) { return a < b ? a : b; }
-static inline int max(int a, int b) { return a > b ? a : b; }
-static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-static inline long long min(long long a, long long b) { return a < b ? a : b; }
-static inline long long max(long long a, long long b) { return a > b ? a : b; }
-static inline float min(float a, float b) { return fminf(a, b); }
-static inline float max(float a, float b) { return fmaxf(a, b); }
-static inline double min(double a, double b) { return fmin(a, b); }
-static inline double max(double a, double b) { return fmax(a, b); }
-static inline float __fdividef(float a, float b) { return a / b; }
+template <class T> static inline T __ldg(const T *p) {
+  return *p;
+}
+static inline int min(int a, int b) {
+  return a < b ? a : b;
+}
+static inline int max(int a, int b) {
+  return a > b ? a : b;
+}
+static inline unsigned min(unsigned a, unsigned b) {
+  return a < b ? a : b;
+}
+static inline unsigned max(unsigned a, unsigned b) {
+  return a > b ? a : b;
+}
+static inline long long min(long long a, long long b) {
+  return a < b ? a : b;
+}
+static inline long long max(long long a, long long b) {
+  return a > b ? a : b;
+}
+static inline float min(float a, float b) {
+  return fminf(a, b);
+}
+static inline float max(float a, float b) {
+  return fmaxf(a, b);
+}
+static inline double min(double a, double b) {
+  return fmin(a, b);
+}
+static inline double max(double a, double b) {
+  return fmax(a, b);
+}
+static inline float __fdividef(float a, float b) {
+  return a / b;
+}
 /* __expf and __logf come from glibc's math.h. */
-static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
+static inline float rsqrtf(float a) {
+  return 1.0f / sqrtf(a);
+}
 static inline float __saturatef(float a) {
   return a < 0.0f ? 0.0f : (a > 1.0f ? 1.0f : a);
 }
-static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popc(unsigned x) {
+  return __builtin_popcount(x);
+}
 static inline int __popcll(unsigned long long x) {
   return __builtin_popcountll(x);
 }
 static inline int __clz(int x) {
   return x ? __builtin_clz((unsigned)x) : 32;
 }
-static inline int __ffs(int x) { return __builtin_ffs(x); }
-static inline int __mul24(int a, int b) { return a * b; }
-static inline int __umul24(unsigned a, unsigned b) { return (int)(a * b); }
+static inline int __ffs(int x) {
+  return __builtin_ffs(x);
+}
+static inline int __mul24(int a, int b) {
+  return a * b;
+}
+static inline int __umul24(unsigned a, unsigned b) {
+  return (int)(a * b);
+}
 
 /* ---- barriers ---- */
-static inline void __syncthreads(void) { kl_emu_hooks_ptr->sync_block(); }
+static inline void __syncthreads(void) {
+  kl_emu_hooks_ptr->sync_block();
+}
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
   (void)mask;
   kl_emu_hooks_ptr->sync_warp();
@@ -192,13 +232,20 @@ static inline int kl_emu_block_reduce(int pred, int op) {
     if ((live >> (i % 32)) & 1) count += b->block_slot[i];
   }
   int total = 0;
-  for (int w = 0; w < (n + 31) / 32; w++) total += __popc(b->warp_active[w]);
+  for (int w = 0; w < (n + 31) / 32; w++)
+    total += __popc(b->warp_active[w]);
   __syncthreads();
   return op == 0 ? count : (op == 1 ? count == total : count > 0);
 }
-static inline int __syncthreads_count(int p) { return kl_emu_block_reduce(p, 0); }
-static inline int __syncthreads_and(int p) { return kl_emu_block_reduce(p, 1); }
-static inline int __syncthreads_or(int p) { return kl_emu_block_reduce(p, 2); }
+static inline int __syncthreads_count(int p) {
+  return kl_emu_block_reduce(p, 0);
+}
+static inline int __syncthreads_and(int p) {
+  return kl_emu_block_reduce(p, 1);
+}
+static inline int __syncthreads_or(int p) {
+  return kl_emu_block_reduce(p, 2);
+}
 
 /* ---- warp shuffles and votes ---- */
 /* Every shuffle: post my value, warp barrier, read the source lane's slot,
@@ -299,17 +346,17 @@ static inline unsigned __activemask(void) {
   }                                                                            \
   static inline T atomicMax(T *p, T v) {                                       \
     T old = __atomic_load_n(p, __ATOMIC_RELAXED);                              \
-    while (old < v && !__atomic_compare_exchange_n(                            \
-                          p, &old, v, true, __ATOMIC_RELAXED,                  \
-                          __ATOMIC_RELAXED)) {                                 \
+    while (old < v &&                                                          \
+           !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED,    \
+                                        __ATOMIC_RELAXED)) {                   \
     }                                                                          \
     return old;                                                                \
   }                                                                            \
   static inline T atomicMin(T *p, T v) {                                       \
     T old = __atomic_load_n(p, __ATOMIC_RELAXED);                              \
-    while (old > v && !__atomic_compare_exchange_n(                            \
-                          p, &old, v, true, __ATOMIC_RELAXED,                  \
-                          __ATOMIC_RELAXED)) {                                 \
+    while (old > v &&                                                          \
+           !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED,    \
+                                        __ATOMIC_RELAXED)) {                   \
     }                                                                          \
     return old;                                                                \
   }
@@ -414,7 +461,9 @@ static inline float __half2float(__half h) {
   memcpy(&f, &x, 4);
   return f;
 }
-static inline __half __float2half(float f) { return __float2half_rn(f); }
+static inline __half __float2half(float f) {
+  return __float2half_rn(f);
+}
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);

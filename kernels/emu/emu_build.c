@@ -36,11 +36,23 @@
 
 extern char **environ;
 
-static const char *const cxx_flags[] = {
-    "-std=c++17", "-O2", "-march=native", "-fPIC", "-shared", "-w",
-    "-fno-strict-aliasing", "-fvisibility=default", "-include",
-    "cuda_shim.h", "-include", "kl_abi.h", "-I", ".", "-o", "candidate.so",
-    "candidate.cpp"};
+static const char *const cxx_flags[] = {"-std=c++17",
+                                        "-O2",
+                                        "-march=native",
+                                        "-fPIC",
+                                        "-shared",
+                                        "-w",
+                                        "-fno-strict-aliasing",
+                                        "-fvisibility=default",
+                                        "-include",
+                                        "cuda_shim.h",
+                                        "-include",
+                                        "kl_abi.h",
+                                        "-I",
+                                        ".",
+                                        "-o",
+                                        "candidate.so",
+                                        "candidate.cpp"};
 #define N_CXX_FLAGS (sizeof cxx_flags / sizeof cxx_flags[0])
 
 #define KL_HOST_COMPILE_DEADLINE_S 60
@@ -61,7 +73,8 @@ typedef struct buf {
 static void buf_put(buf *b, const char *s, size_t n) {
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1) cap *= 2;
+    while (cap < b->len + n + 1)
+      cap *= 2;
     char *p = realloc(b->p, cap);
     if (!p) abort(); /* out of memory while copying at most 256 KiB */
     b->p = p;
@@ -71,7 +84,9 @@ static void buf_put(buf *b, const char *s, size_t n) {
   b->len += n;
   b->p[b->len] = 0;
 }
-static void buf_puts(buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+static void buf_puts(buf *b, const char *s) {
+  buf_put(b, s, strlen(s));
+}
 
 static int is_ident(char c) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -91,7 +106,8 @@ static size_t rewrite_extern_shared(buf *out, const char *s, int depth,
   while (name_end > s && (name_end[-1] == ' ' || name_end[-1] == '\t'))
     name_end--;
   const char *name = name_end;
-  while (name > s && is_ident(name[-1])) name--;
+  while (name > s && is_ident(name[-1]))
+    name--;
   if (name == name_end) return 0;
   const char *type = strstr(s, "__shared__") + strlen("__shared__");
   if (type > name) return 0;
@@ -156,7 +172,8 @@ static char *rewrite_source(const char *src) {
     if (p[0] == '/' && p[1] == '*') {
       const char *e = strstr(p + 2, "*/");
       size_t n = e ? (size_t)(e + 2 - p) : strlen(p);
-      for (size_t i = 0; i < n; i++) line += p[i] == '\n';
+      for (size_t i = 0; i < n; i++)
+        line += p[i] == '\n';
       buf_put(&out, p, n);
       p += n;
       continue;
@@ -164,7 +181,8 @@ static char *rewrite_source(const char *src) {
     if (*p == '"' || *p == '\'') {
       char q = *p;
       const char *e = p + 1;
-      while (*e && *e != q && *e != '\n') e += (*e == '\\' && e[1]) ? 2 : 1;
+      while (*e && *e != q && *e != '\n')
+        e += (*e == '\\' && e[1]) ? 2 : 1;
       if (*e == q) e++;
       buf_put(&out, p, (size_t)(e - p));
       p = e;
@@ -176,11 +194,13 @@ static char *rewrite_source(const char *src) {
     if (strncmp(p, "extern", 6) == 0 && (p == src || !is_ident(p[-1])) &&
         !is_ident(p[6])) {
       const char *q = p + 6;
-      while (*q == ' ' || *q == '\t') q++;
+      while (*q == ' ' || *q == '\t')
+        q++;
       if (strncmp(q, "__shared__", 10) == 0 && !is_ident(q[10])) {
         size_t used = rewrite_extern_shared(&out, p, depth, line + 1);
         if (used) {
-          for (size_t i = 0; i < used; i++) line += p[i] == '\n';
+          for (size_t i = 0; i < used; i++)
+            line += p[i] == '\n';
           p += used;
           continue;
         }
@@ -230,8 +250,8 @@ static void first_errors(const char *log, char *why, size_t whylen) {
     const char *e = strchr(l, '\n');
     size_t n = e ? (size_t)(e - l) : strlen(l);
     if (memmem(l, n, "error", 5)) {
-      int w = snprintf(why + used, whylen - used, "%s%.*s",
-                       found ? " | " : "", (int)n, l);
+      int w = snprintf(why + used, whylen - used, "%s%.*s", found ? " | " : "",
+                       (int)n, l);
       if (w < 0 || (size_t)w >= whylen - used) break;
       used += (size_t)w;
       found++;
@@ -246,7 +266,8 @@ static void first_errors(const char *log, char *why, size_t whylen) {
 static int run_compiler(const char *dir, char *why, size_t whylen) {
   const char *argv[N_CXX_FLAGS + 2];
   argv[0] = KL_HOST_CXX;
-  for (size_t i = 0; i < N_CXX_FLAGS; i++) argv[i + 1] = cxx_flags[i];
+  for (size_t i = 0; i < N_CXX_FLAGS; i++)
+    argv[i + 1] = cxx_flags[i];
   argv[N_CXX_FLAGS + 1] = NULL;
   char log_path[1024];
   snprintf(log_path, sizeof log_path, "%s/compile.log", dir);
@@ -260,8 +281,7 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&at, 0);
   pid_t pid;
-  int err = posix_spawnp(&pid, argv[0], &fa, &at, (char *const *)argv,
-                         environ);
+  int err = posix_spawnp(&pid, argv[0], &fa, &at, (char *const *)argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   if (err != 0) {
@@ -317,7 +337,7 @@ static int host_compile(const char *text, const char *so_path, char *why,
     return KL_EENV;
   }
   int rc = KL_EENV;
-  if (write_file(dir, "candidate.cpp", text) || 
+  if (write_file(dir, "candidate.cpp", text) ||
       write_file(dir, "cuda_shim.h", kl_emu_shim_header) ||
       write_file(dir, "kl_abi.h", kl_abi_header) ||
       write_file(dir, "cuda_fp16.h", "/* in cuda_shim.h */\n") ||
@@ -360,7 +380,8 @@ int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
   uint8_t digest[32];
   kl_sha256_final(&h, digest);
   char key[65];
-  for (int i = 0; i < 32; i++) snprintf(key + 2 * i, 3, "%02x", digest[i]);
+  for (int i = 0; i < 32; i++)
+    snprintf(key + 2 * i, 3, "%02x", digest[i]);
 
   kl_emu_module *m = calloc(1, sizeof *m);
   if (!m) {
@@ -419,7 +440,9 @@ int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
   return KL_OK;
 }
 
-const kl_launch *kl_emu_geometry(const kl_emu_module *m) { return &m->launch; }
+const kl_launch *kl_emu_geometry(const kl_emu_module *m) {
+  return &m->launch;
+}
 
 void kl_emu_free(kl_emu_module *m) {
   if (!m) return;

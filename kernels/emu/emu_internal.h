@@ -12,11 +12,11 @@ typedef void (*kl_emu_kernel_fn)(const float *, const float *, float *, int,
                                  int, int);
 
 struct kl_emu_module {
-  void *so;                  /* dlopen handle */
-  kl_emu_kernel_fn kernel;   /* the candidate's matmul */
+  void *so;                /* dlopen handle */
+  kl_emu_kernel_fn kernel; /* the candidate's matmul */
   kl_emu_thread **(*tls)(void);
-  kl_launch launch;          /* read from the kl_launch symbol */
-  int needs_fibers;          /* the source names a barrier or warp op */
+  kl_launch launch; /* read from the kl_launch symbol */
+  int needs_fibers; /* the source names a barrier or warp op */
   char so_path[512];
 };
 

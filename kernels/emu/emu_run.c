@@ -76,7 +76,7 @@ typedef struct worker {
 typedef struct launch {
   int next_block; /* atomic */
   int total_blocks;
-  int stop;       /* atomic: a worker failed */
+  int stop; /* atomic: a worker failed */
 } launch;
 
 static _Thread_local worker *tl_worker;
@@ -103,8 +103,12 @@ static void fiber_wait(int state) {
   kl_fiber_switch(&f->sp, w->sched_sp);
 #endif
 }
-static void hook_sync_block(void) { fiber_wait(F_WAIT_BLOCK); }
-static void hook_sync_warp(void) { fiber_wait(F_WAIT_WARP); }
+static void hook_sync_block(void) {
+  fiber_wait(F_WAIT_BLOCK);
+}
+static void hook_sync_warp(void) {
+  fiber_wait(F_WAIT_WARP);
+}
 
 const kl_emu_hooks kl_emu_runtime_hooks = {hook_sync_block, hook_sync_warp};
 
@@ -156,8 +160,7 @@ static void init_block_state(worker *w, int bx, int by) {
 static void release(worker *w, int state, int warp) {
   for (int i = 0; i < w->nthreads; i++) {
     fiber *f = &w->fibers[i];
-    if (f->state == state && (warp < 0 || f->t.warp == warp))
-      f->state = F_RUN;
+    if (f->state == state && (warp < 0 || f->t.warp == warp)) f->state = F_RUN;
   }
 }
 
@@ -189,10 +192,9 @@ static int run_block_fibers(worker *w, int bx, int by) {
   for (int i = 0; i < w->nthreads; i++) {
     fiber *f = &w->fibers[i];
     f->state = F_RUN;
-    f->sp = kl_fiber_prepare(w->stacks + (size_t)i * w->stack_size +
-                                 (size_t)getpagesize(),
-                             w->stack_size - (size_t)getpagesize(),
-                             fiber_entry);
+    f->sp = kl_fiber_prepare(
+        w->stacks + (size_t)i * w->stack_size + (size_t)getpagesize(),
+        w->stack_size - (size_t)getpagesize(), fiber_entry);
   }
   while (w->live > 0) {
     int ran = 0;
@@ -270,7 +272,8 @@ static void *worker_main(void *arg) {
 
 static int worker_alloc(worker *w, int use_fibers, int dyn_smem_bytes) {
   w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
-  w->dyn_smem = aligned_alloc(128, ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128);
+  w->dyn_smem =
+      aligned_alloc(128, ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128);
   if (!w->fibers || !w->dyn_smem) return -1;
   if (!use_fibers) return 0;
   size_t page = (size_t)getpagesize();
@@ -313,11 +316,18 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
   }
   for (int i = 0; i < nworkers; i++) {
     worker *w = &ws[i];
-    *w = (worker){.m = m, .A = A, .B = B, .C = C, .M = M, .N = N, .K = K,
+    *w = (worker){.m = m,
+                  .A = A,
+                  .B = B,
+                  .C = C,
+                  .M = M,
+                  .N = N,
+                  .K = K,
                   .grid = grid,
                   .block_dim = {(unsigned)g->block_x, (unsigned)g->block_y, 1},
                   .nthreads = g->block_x * g->block_y,
-                  .use_fibers = use_fibers, .launch = &l};
+                  .use_fibers = use_fibers,
+                  .launch = &l};
     if (worker_alloc(w, use_fibers, g->dyn_smem_bytes) != 0) {
       snprintf(why, whylen, "cannot allocate fiber stacks for %d threads",
                w->nthreads);
@@ -340,7 +350,8 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
     started++;
   }
   pthread_attr_destroy(&attr);
-  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  for (int i = 0; i < started; i++)
+    pthread_join(tids[i], NULL);
   for (int i = 0; i < nworkers; i++) {
     if (rc == KL_OK && ws[i].failed) {
       snprintf(why, whylen, "%s", ws[i].why);
@@ -363,13 +374,14 @@ int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
   if (kl_launch_validate(&m->launch, why, whylen) != KL_OK) return KL_ERUN;
   if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads <= 0) threads = 1;
-  int rc = launch_grid(m, A, B, C, M, N, K, threads, m->needs_fibers, why,
-                       whylen);
+  int rc =
+      launch_grid(m, A, B, C, M, N, K, threads, m->needs_fibers, why, whylen);
   if (rc == 1) {
     /* The text scan missed a barrier: start over with fibers on a fresh
      * poisoned output so that nothing from the first attempt survives. */
     m->needs_fibers = 1;
-    for (size_t i = 0; i < (size_t)M * (size_t)N; i++) C[i] = NAN;
+    for (size_t i = 0; i < (size_t)M * (size_t)N; i++)
+      C[i] = NAN;
     rc = launch_grid(m, A, B, C, M, N, K, threads, 1, why, whylen);
   }
   return rc;

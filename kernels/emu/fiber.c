@@ -40,9 +40,10 @@ void *kl_fiber_prepare(void *stack, size_t size, void (*entry)(void)) {
   uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
   uint64_t *sp = (uint64_t *)top;
   /* After `ret` pops entry, rsp must be 8 mod 16, as if entry was called. */
-  *--sp = 0;                /* fake return address of entry */
-  *--sp = (uint64_t)entry;  /* popped by ret */
-  for (int i = 0; i < 6; i++) *--sp = 0; /* rbp rbx r12 r13 r14 r15 */
+  *--sp = 0;               /* fake return address of entry */
+  *--sp = (uint64_t)entry; /* popped by ret */
+  for (int i = 0; i < 6; i++)
+    *--sp = 0; /* rbp rbx r12 r13 r14 r15 */
   return sp;
 }
 

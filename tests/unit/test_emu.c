@@ -52,7 +52,8 @@ static void test_barrier_static_smem(void) {
   kl_emu_module *m = build(src);
   if (!m) return;
   float A[512], C[512];
-  for (int i = 0; i < 512; i++) A[i] = (float)i;
+  for (int i = 0; i < 512; i++)
+    A[i] = (float)i;
   char why[300];
   for (int threads = 1; threads <= 2; threads++) {
     CHECK(run(m, A, NULL, C, 1, 512, 3, threads, why, sizeof why) == KL_OK,
@@ -93,13 +94,14 @@ static void test_dynamic_smem(void) {
   CHECK(kl_emu_geometry(m)->dyn_smem_bytes == 1088, "dyn smem %d",
         kl_emu_geometry(m)->dyn_smem_bytes);
   float A[4 * 256], C[4];
-  for (int i = 0; i < 4 * 256; i++) A[i] = (float)(i % 7);
+  for (int i = 0; i < 4 * 256; i++)
+    A[i] = (float)(i % 7);
   char why[300];
-  CHECK(run(m, A, NULL, C, 32, 32, 1, 2, why, sizeof why) == KL_OK, "%s",
-        why);
+  CHECK(run(m, A, NULL, C, 32, 32, 1, 2, why, sizeof why) == KL_OK, "%s", why);
   for (int b = 0; b < 4; b++) {
     float want = 0;
-    for (int i = 0; i < 256; i++) want += (float)((b * 256 + i) % 7);
+    for (int i = 0; i < 256; i++)
+      want += (float)((b * 256 + i) % 7);
     CHECK(C[b] == want, "block %d sum %g want %g", b, C[b], want);
   }
   kl_emu_free(m);
@@ -115,9 +117,11 @@ static void test_shuffles_and_votes(void) {
       "  int t = threadIdx.x, lane = t % 32;\n"
       "  float v = A[t];\n"
       "  float x = v;\n"
-      "  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);\n"
+      "  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, "
+      "o);\n"
       "  float d = v;\n"
-      "  for (int o = 16; o > 0; o >>= 1) d += __shfl_down_sync(0xffffffff, d, o);\n"
+      "  for (int o = 16; o > 0; o >>= 1) d += __shfl_down_sync(0xffffffff, d, "
+      "o);\n"
       "  float u = __shfl_up_sync(0xffffffff, v, 1);\n"
       "  float b = __shfl_sync(0xffffffff, v, 5);\n"
       "  unsigned bal = __ballot_sync(0xffffffff, lane % 3 == 0);\n"
@@ -134,13 +138,15 @@ static void test_shuffles_and_votes(void) {
   kl_emu_module *m = build(src);
   if (!m) return;
   float A[64], C[64 * 6];
-  for (int i = 0; i < 64; i++) A[i] = (float)(i + 1);
+  for (int i = 0; i < 64; i++)
+    A[i] = (float)(i + 1);
   char why[300];
   CHECK(run(m, A, NULL, C, 1, 64, 1, 1, why, sizeof why) == KL_OK, "%s", why);
   for (int t = 0; t < 64; t++) {
     int w = t / 32, lane = t % 32;
     float wsum = 0;
-    for (int i = 0; i < 32; i++) wsum += A[w * 32 + i];
+    for (int i = 0; i < 32; i++)
+      wsum += A[w * 32 + i];
     CHECK(C[t * 6] == wsum, "xor-sum t=%d got %g want %g", t, C[t * 6], wsum);
     if (lane == 0)
       CHECK(C[t * 6 + 1] == wsum, "down-sum warp %d got %g", w, C[t * 6 + 1]);
@@ -201,11 +207,13 @@ static void test_vectors_and_conversions(void) {
   if (!m) return;
   float A[128] __attribute__((aligned(16))), B[64] __attribute__((aligned(16)));
   float C[224] __attribute__((aligned(16)));
-  for (int i = 0; i < 128; i++) A[i] = (float)i;
-  for (int i = 0; i < 64; i++) B[i] = 1.0f + (float)i / 1024.0f;
-  B[0] = 65504.0f;                /* largest half */
-  B[2] = 1.0f / 3.0f;             /* rounds in both formats */
-  B[1] = 3.0e38f;                 /* bf16 keeps the exponent range */
+  for (int i = 0; i < 128; i++)
+    A[i] = (float)i;
+  for (int i = 0; i < 64; i++)
+    B[i] = 1.0f + (float)i / 1024.0f;
+  B[0] = 65504.0f;    /* largest half */
+  B[2] = 1.0f / 3.0f; /* rounds in both formats */
+  B[1] = 3.0e38f;     /* bf16 keeps the exponent range */
   char why[300];
   CHECK(run(m, A, B, C, 1, 32, 1, 1, why, sizeof why) == KL_OK, "%s", why);
   for (int t = 0; t < 32; t++) {
@@ -217,8 +225,8 @@ static void test_vectors_and_conversions(void) {
         "half(1/3) = %.9g", C[129]);
   CHECK(fabsf(C[160] / 3.0e38f - 1.0f) < 1.0f / 128.0f, "bf16(3e38) = %g",
         C[160]);
-  CHECK(C[192 + 5] == fmaf(B[10], 2.0f, 1.0f) + 3.0f + B[11],
-        "fmaf/min/max %g", C[197]);
+  CHECK(C[192 + 5] == fmaf(B[10], 2.0f, 1.0f) + 3.0f + B[11], "fmaf/min/max %g",
+        C[197]);
   kl_emu_free(m);
 }
 
@@ -275,12 +283,13 @@ static void test_hidden_barrier_fallback(void) {
   kl_emu_module *m = build(src);
   if (!m) return;
   float A[128], C[128];
-  for (int i = 0; i < 128; i++) A[i] = (float)i;
+  for (int i = 0; i < 128; i++)
+    A[i] = (float)i;
   char why[300];
-  CHECK(run(m, A, NULL, C, 1, 128, 1, 1, why, sizeof why) == KL_OK, "%s",
-        why);
+  CHECK(run(m, A, NULL, C, 1, 128, 1, 1, why, sizeof why) == KL_OK, "%s", why);
   int bad = 0;
-  for (int i = 0; i < 128; i++) bad += C[i] != (float)(127 - i);
+  for (int i = 0; i < 128; i++)
+    bad += C[i] != (float)(127 - i);
   CHECK(bad == 0, "%d wrong after the fiber fallback", bad);
   kl_emu_free(m);
 }

@@ -101,7 +101,8 @@ static void test_compare(void) {
   for (int i = 0; i < M * K; i++)
     CHECK(A[i] >= -1.0f && A[i] < 1.0f, "input %g out of [-1, 1)", A[i]);
   kl_reference(A, B, R, S, M, N, K);
-  for (int i = 0; i < M * N; i++) C[i] = (float)R[i];
+  for (int i = 0; i < M * N; i++)
+    C[i] = (float)R[i];
   kl_shape_check ck = {.shape = {M, N, K}};
   kl_compare(C, R, S, &ck);
   CHECK(ck.pass && ck.rel_err < 1e-7, "rounded reference: rel %g", ck.rel_err);
