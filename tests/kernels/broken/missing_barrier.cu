@@ -11,7 +11,10 @@
  * output reads stale or foreign tile values.
  *
  * Expected verdict: compiles (ptxas reports 0 barriers), runs, WRONG RESULT
- * (a data race; not a fault, not a hang).
+ * (a data race; not a fault, not a hang) on any shape with more than one
+ * tile of work, e.g. 127 x 129 x 65 or 33 x 17 x 200. On 1 x 1 x 1 it can
+ * come out right by luck (every other tile slot is a zero pad, and fresh
+ * shared memory may already hold zeros), so do not test it there.
  */
 
 #define BS 16
