@@ -10,11 +10,12 @@
  * in kernels.h. The reference is computed in the lab process, before the
  * candidate runs, where the candidate cannot reach it.
  *
- * Running: the candidate's code runs in a forked child that sees only copies
- * of the inputs and a shared buffer for its outputs and samples; the parent
- * holds a wall deadline, so a kernel that crashes or hangs costs its own
- * result and nothing else (status timeout / crashed:<signal>). The sandbox
- * module replaces this child with exec'd, seccomp-confined workers.
+ * Running: the untrusted steps go through an executor (kl_executor): the
+ * NVRTC compile and the run job (kernels/run.c). `kernlab eval` hands in the
+ * sandbox's workers; without one, NVRTC runs here and the job in a forked
+ * child. Either way the supervisor holds a wall deadline, so a kernel that
+ * crashes or hangs costs its own result and nothing else. The host compile
+ * for cpu-emu runs here as a separate, limited compiler process.
  *
  * Timing on cpu-emu: one warm-up run, then runs until at least 5 samples and
  * the time budget are reached (or max_samples); median, min, max of the
@@ -37,7 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KL_MAX_TIMING_SAMPLES 200
 
 static const kl_shape fixed_shapes[] = {
     {1, 1, 1}, {127, 129, 65}, {64, 64, 64}, {33, 17, 200}, {200, 5, 33}};
@@ -147,160 +147,9 @@ void kl_compare(const float *C, const double *R, const double *S,
              ck->rel_err <= KL_TOL_REL;
 }
 
-/* ---- the run child ---- */
-
-/* What the child writes back. Outputs follow this header in the same
- * shared mapping: one C per check shape, then the last timed C. */
-typedef struct run_report {
-  int done;                  /* 1 when the child finished every run */
-  int confinement;           /* what opts->confine achieved */
-  volatile int trap_syscall; /* forbidden syscall number, or -1 */
-  int failed;                /* a launch failed (deadlock, geometry) */
-  char why[512];
-  int samples;
-  double sample_us[KL_MAX_TIMING_SAMPLES];
-} run_report;
-
-typedef struct run_plan {
-  kl_emu_module *m;
-  int n_shapes;
-  kl_shape shapes[KL_MAX_SHAPES];
-  float *A[KL_MAX_SHAPES], *B[KL_MAX_SHAPES];
-  size_t c_off[KL_MAX_SHAPES + 1]; /* offsets (floats) of each C */
-  int timed;                       /* time shapes[0] */
-  int threads;                     /* resolved before confinement */
-  const kl_eval_options *opts;
-} run_plan;
-
-static void child_run(const run_plan *p, run_report *rep, float *outs) {
-  int threads = p->threads;
-  if (p->opts->confine) {
-    rep->confinement =
-        p->opts->confine(&rep->trap_syscall, rep->why, sizeof rep->why);
-    if (rep->confinement < 0) {
-      rep->failed = 1;
-      return;
-    }
-  }
-  for (int s = 0; s < p->n_shapes; s++) {
-    const kl_shape *sh = &p->shapes[s];
-    float *C = outs + p->c_off[s];
-    kl_poison(C, (size_t)sh->M * sh->N);
-    if (kl_emu_run(p->m, p->A[s], p->B[s], C, sh->M, sh->N, sh->K, threads,
-                   rep->why, sizeof rep->why) != KL_OK) {
-      rep->failed = 1;
-      return;
-    }
-  }
-  if (p->timed) {
-    const kl_shape *sh = &p->shapes[0];
-    size_t n = (size_t)sh->M * sh->N;
-    float *C = outs + p->c_off[p->n_shapes];
-    double total = 0;
-    for (int i = -1; i < p->opts->max_samples && i < KL_MAX_TIMING_SAMPLES;
-         i++) {
-      kl_poison(C, n);
-      double t0 = now_us();
-      if (kl_emu_run(p->m, p->A[0], p->B[0], C, sh->M, sh->N, sh->K, threads,
-                     rep->why, sizeof rep->why) != KL_OK) {
-        rep->failed = 1;
-        return;
-      }
-      double dt = now_us() - t0;
-      if (i < 0) continue; /* warm-up */
-      rep->sample_us[rep->samples++] = dt;
-      total += dt;
-      if (rep->samples >= 5 && total >= p->opts->time_budget_ms * 1e3) break;
-    }
-  }
-  rep->done = 1;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
-}
-
-/* Forks, runs the plan in the child, waits with the deadline. Fills
- * status/error in out when the child did not finish cleanly. Returns 1 if
- * the report is complete. */
-static int run_in_child(const run_plan *p, run_report *rep, float *outs,
-                        kl_result *out) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    snprintf(out->status, sizeof out->status, "error");
-    snprintf(out->error, sizeof out->error, "fork failed: %s", strerror(errno));
-    return 0;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    child_run(p, rep, outs);
-    _exit(0);
-  }
-  setpgid(pid, pid);
-  double deadline = now_us() + p->opts->run_deadline_s * 1e6;
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) break;
-    if (now_us() > deadline) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      snprintf(out->status, sizeof out->status, "timeout");
-      snprintf(out->error, sizeof out->error,
-               "runs did not finish within the %.0f s deadline",
-               p->opts->run_deadline_s);
-      return 0;
-    }
-    usleep(1000);
-  }
-  if (rep->trap_syscall >= 0) {
-    const char *name =
-        p->opts->syscall_name ? p->opts->syscall_name(rep->trap_syscall) : "?";
-    snprintf(out->status, sizeof out->status, "killed:seccomp:%s", name);
-    snprintf(out->error, sizeof out->error,
-             "the sandbox stopped the kernel at a forbidden system call: %s "
-             "(number %d)",
-             name, rep->trap_syscall);
-    return 0;
-  }
-  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS && p->opts->confine) {
-    /* The trap arrived while the candidate had signals blocked: the kernel
-     * then kills with SIGSYS before our handler can record the call. */
-    snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
-    snprintf(out->error, sizeof out->error,
-             "the sandbox stopped the kernel at a forbidden system call made "
-             "with signals blocked (which call was not recorded)");
-    return 0;
-  }
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    const char *name = sigabbrev_np(sig);
-    snprintf(out->status, sizeof out->status, "crashed:SIG%s",
-             name ? name : "?");
-    snprintf(out->error, sizeof out->error, "the kernel crashed (%s)",
-             strsignal(sig));
-    return 0;
-  }
-  if (rep->failed) {
-    snprintf(out->status, sizeof out->status, "%s",
-             strstr(rep->why, "deadlock") ? "deadlock"
-             : rep->confinement < 0       ? "sandbox_error"
-                                          : "run_error");
-    snprintf(out->error, sizeof out->error, "%s", rep->why);
-    return 0;
-  }
-  if (!rep->done) {
-    snprintf(out->status, sizeof out->status, "crashed:exit");
-    snprintf(out->error, sizeof out->error,
-             "the kernel ended the process (exit status %d)",
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    return 0;
-  }
-  return 1;
 }
 
 /* ---- one candidate ---- */
@@ -374,14 +223,25 @@ static int eval_impl(const char *label, const char *src, size_t len,
   snprintf(csrc, clen, "%s\n%s", src, kl_contract_check);
   kl_compiled cc;
   memset(&cc, 0, sizeof cc);
-  rc = kl_nvrtc_load(why, sizeof why) == KL_OK
-           ? kl_nvrtc_compile(csrc, strlen(csrc), "sm_90", 1, &cc, why,
-                              sizeof why)
-           : KL_EENV;
+  if (kl_nvrtc_load(why, sizeof why) != KL_OK) {
+    rc = KL_EENV;
+  } else if (opts->exec && opts->exec->compile) {
+    rc = opts->exec->compile(opts->exec->ctx, csrc, strlen(csrc), "sm_90", &cc,
+                             why, sizeof why);
+  } else {
+    rc = kl_nvrtc_compile(csrc, strlen(csrc), "sm_90", 1, &cc, why,
+                          sizeof why);
+  }
   free(csrc);
-  if (rc == KL_ECOMPILE) {
-    int sig = (cc.log && strstr(cc.log, "kl_contract")) != 0;
-    set_status(out, sig ? "bad_signature" : "compile_error", "%s", why);
+  if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
+    int sig = (cc.log && strstr(cc.log, "kl_contract")) ||
+              strstr(why, "kl_contract");
+    set_status(out,
+               rc == KL_ETIMEOUT ? "compile_timeout"
+               : rc == KL_EOOM   ? "oom"
+               : sig             ? "bad_signature"
+                                 : "compile_error",
+               "%s", why);
     kl_compiled_free(&cc);
     return KL_OK;
   }
@@ -400,86 +260,103 @@ static int eval_impl(const char *label, const char *src, size_t len,
     return KL_EENV;
   }
   kl_compiled_free(&cc);
+  if (out->has_launch &&
+      kl_launch_validate(&out->launch, why, sizeof why) != KL_OK) {
+    set_status(out, "bad_geometry", "%s", why);
+    return KL_EINPUT;
+  }
 
-  /* cpu-emu: the same text through the host compiler. */
-  kl_emu_module *m = NULL;
-  rc = kl_emu_build(src, len, &m, NULL, NULL, why, sizeof why);
+  /* cpu-emu: the same text through the host compiler (in the lab; the
+   * compiler is a separate, limited process), loaded only by the runner. */
+  kl_run_job *job = calloc(1, sizeof *job);
+  if (!job) {
+    set_status(out, "error", "%s", "out of memory");
+    return KL_EENV;
+  }
+  rc = kl_emu_compile(src, len, job->so_path, sizeof job->so_path, NULL, NULL,
+                      why, sizeof why);
   if (rc == KL_ECOMPILE) {
-    int sig = strstr(why, "kl_contract") || strstr(why, "`matmul`");
+    int sig = strstr(why, "kl_contract") != NULL;
     set_status(out, sig ? "bad_signature" : "compile_error", "cpu-emu: %s",
                why);
+    free(job);
     return KL_OK;
   }
   if (rc != KL_OK) {
     set_status(out, "error", "%s", why);
+    free(job);
     return rc;
   }
   out->compiled = 1;
-  out->launch = *kl_emu_geometry(m);
-  out->has_launch = 1;
-  if (kl_launch_validate(&out->launch, why, sizeof why) != KL_OK) {
-    set_status(out, "bad_geometry", "%s", why);
-    kl_emu_free(m);
-    return KL_EINPUT;
-  }
+  job->needs_fibers = kl_emu_needs_fibers(src);
+  job->seed = out->seed;
+  job->threads = opts->threads > 0 ? opts->threads
+                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (job->threads < 1) job->threads = 1;
+  job->timed = 1;
+  job->max_samples = opts->max_samples;
+  job->time_budget_ms = opts->time_budget_ms;
+  job->deadline_s = opts->run_deadline_s;
+  kl_shape target = opts->n_shapes ? opts->shapes[0]
+                                   : (kl_shape){256, 256, 256};
+  job->n_shapes = timing_only ? 0 : plan_shapes(opts, job->shapes);
+  job->timed_shape = target;
 
-  /* Inputs and references, made here before the candidate runs. */
-  run_plan plan;
-  memset(&plan, 0, sizeof plan);
-  plan.m = m;
-  plan.opts = opts;
-  plan.timed = 1;
-  plan.threads =
-      opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (plan.threads < 1) plan.threads = 1;
-  plan.n_shapes = timing_only ? 0 : plan_shapes(opts, plan.shapes);
-  if (timing_only)
-    plan.shapes[0] =
-        opts->n_shapes ? opts->shapes[0] : (kl_shape){256, 256, 256};
-  int n_inputs = plan.n_shapes ? plan.n_shapes : 1;
-  size_t total = 0;
-  for (int s = 0; s <= plan.n_shapes; s++) {
-    kl_shape sh = s < plan.n_shapes ? plan.shapes[s] : plan.shapes[0];
-    plan.c_off[s] = total;
-    total += (size_t)sh.M * sh.N;
-  }
-  size_t map_len = sizeof(run_report) + total * sizeof(float);
-  void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  /* References, made here before the candidate runs, from the same
+   * (seed, stream) inputs the runner makes. */
   double *R[KL_MAX_SHAPES] = {0}, *S[KL_MAX_SHAPES] = {0};
-  int ok = map != MAP_FAILED;
-  for (int s = 0; ok && s < n_inputs; s++) {
-    kl_shape sh = plan.shapes[s];
-    plan.A[s] = malloc(sizeof(float) * (size_t)sh.M * sh.K);
-    plan.B[s] = malloc(sizeof(float) * (size_t)sh.K * sh.N);
-    ok = plan.A[s] && plan.B[s];
-    if (!ok) break;
-    kl_fill_random(plan.A[s], (size_t)sh.M * sh.K, out->seed, 2 * s);
-    kl_fill_random(plan.B[s], (size_t)sh.K * sh.N, out->seed, 2 * s + 1);
-    if (timing_only) continue;
+  size_t offs[KL_MAX_SHAPES + 2];
+  size_t n_outs = kl_run_output_layout(job, offs);
+  float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
+  kl_run_report *rep = calloc(1, sizeof *rep);
+  int ok = outs && rep;
+  for (int s = 0; ok && s < job->n_shapes; s++) {
+    kl_shape sh = job->shapes[s];
+    float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
+    float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
     R[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
     S[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
-    ok = R[s] && S[s];
-    if (ok) kl_reference(plan.A[s], plan.B[s], R[s], S[s], sh.M, sh.N, sh.K);
+    ok = A && B && R[s] && S[s];
+    if (ok) {
+      kl_fill_random(A, (size_t)sh.M * sh.K, out->seed, 2 * (uint64_t)s);
+      kl_fill_random(B, (size_t)sh.K * sh.N, out->seed, 2 * (uint64_t)s + 1);
+      kl_reference(A, B, R[s], S[s], sh.M, sh.N, sh.K);
+    }
+    free(A);
+    free(B);
   }
+  rc = KL_OK;
   if (!ok) {
     set_status(out, "error", "%s", "out of memory for inputs");
     rc = KL_EENV;
   } else {
-    run_report *rep = map;
-    memset(rep, 0, sizeof *rep);
-    rep->trap_syscall = -1;
-    float *outs = (float *)((char *)map + sizeof(run_report));
-    rc = KL_OK;
-    int finished = run_in_child(&plan, rep, outs, out);
-    out->confinement = rep->confinement;
-    if (finished) {
+    int finished =
+        opts->exec && opts->exec->run
+            ? opts->exec->run(opts->exec->ctx, job, rep, outs, n_outs, out)
+            : kl_run_forked(NULL, job, rep, outs, n_outs, out);
+    if (rep->has_launch) {
+      out->launch = rep->launch;
+      out->has_launch = 1;
+    }
+    if (finished && rep->failed) {
+      int geom = rep->has_launch &&
+                 kl_launch_validate(&rep->launch, why, sizeof why) != KL_OK;
+      set_status(out,
+                 geom            ? "bad_geometry"
+                 : rep->deadlock ? "deadlock"
+                 : strstr(rep->why, "kl_launch") ||
+                         strstr(rep->why, "`matmul`")
+                     ? "bad_signature"
+                     : "run_error",
+                 "%s", rep->why);
+      if (geom) rc = KL_EINPUT;
+    } else if (finished) {
       out->correct = 1;
-      out->n_checks = plan.n_shapes;
-      for (int s = 0; s < plan.n_shapes; s++) {
+      out->n_checks = job->n_shapes;
+      for (int s = 0; s < job->n_shapes; s++) {
         kl_shape_check *ck = &out->checks[s];
-        ck->shape = plan.shapes[s];
-        kl_compare(outs + plan.c_off[s], R[s], S[s], ck);
+        ck->shape = job->shapes[s];
+        kl_compare(outs + offs[s], R[s], S[s], ck);
         if (ck->rel_err > out->max_rel_err) out->max_rel_err = ck->rel_err;
         if (ck->max_abs_err > out->max_abs_err)
           out->max_abs_err = ck->max_abs_err;
@@ -487,15 +364,16 @@ static int eval_impl(const char *label, const char *src, size_t len,
           out->correct = 0;
           snprintf(out->error, sizeof out->error,
                    "wrong at %dx%dx%d: rel_err %.3g (tol %.0e), %ld "
-                   "elements over tolerance, %ld still NaN-poisoned (unwritten "
-                   "or computed from the poison), %ld other NaN/inf",
+                   "elements over tolerance, %ld still NaN-poisoned "
+                   "(unwritten or computed from the poison), %ld other "
+                   "NaN/inf",
                    ck->shape.M, ck->shape.N, ck->shape.K, ck->rel_err,
                    KL_TOL_REL, ck->over_tol, ck->unwritten, ck->nonfinite);
         }
       }
-      if (!timing_only && out->correct) {
-        kl_shape_check timed = {.shape = plan.shapes[0]};
-        kl_compare(outs + plan.c_off[plan.n_shapes], R[0], S[0], &timed);
+      if (!timing_only && out->correct && job->n_shapes > 0) {
+        kl_shape_check timed = {.shape = job->shapes[0]};
+        kl_compare(outs + offs[job->n_shapes], R[0], S[0], &timed);
         if (!timed.pass) {
           out->correct = 0;
           snprintf(out->error, sizeof out->error,
@@ -508,26 +386,26 @@ static int eval_impl(const char *label, const char *src, size_t len,
                out->correct || timing_only ? "ok" : "wrong");
       out->samples = rep->samples;
       if (rep->samples > 0) {
-        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
+        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double),
+              cmp_double);
         out->time_min_us = rep->sample_us[0];
         out->time_max_us = rep->sample_us[rep->samples - 1];
         out->time_us = rep->samples % 2
                            ? rep->sample_us[rep->samples / 2]
                            : 0.5 * (rep->sample_us[rep->samples / 2 - 1] +
                                     rep->sample_us[rep->samples / 2]);
-        kl_shape t = plan.shapes[0];
-        out->gflops = 2.0 * t.M * t.N * (double)t.K / (out->time_us * 1e3);
+        out->gflops =
+            2.0 * target.M * target.N * (double)target.K / (out->time_us * 1e3);
       }
     }
   }
   for (int s = 0; s < KL_MAX_SHAPES; s++) {
-    free(plan.A[s]);
-    free(plan.B[s]);
     free(R[s]);
     free(S[s]);
   }
-  if (map != MAP_FAILED) munmap(map, map_len);
-  kl_emu_free(m);
+  free(outs);
+  free(rep);
+  free(job);
   return rc;
 }
 

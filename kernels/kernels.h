@@ -23,6 +23,8 @@ enum {
   KL_EENV = 3,     /* environment problem: missing NVRTC, compiler, device */
   KL_ECOMPILE = 4, /* the candidate did not compile */
   KL_ERUN = 5,     /* the candidate could not be run (geometry, emulator) */
+  KL_ETIMEOUT = 6, /* a sandboxed step overran its deadline or was killed */
+  KL_EOOM = 7,     /* a sandboxed step ran out of its memory limit */
 };
 
 /* ---- sha256 (kernels/sha256.c) ------------------------------------------ */
@@ -114,6 +116,17 @@ int kl_nvrtc_compile(const char *src, size_t len, const char *arch,
                      int use_cache, kl_compiled *out, char *why, size_t whylen);
 void kl_compiled_free(kl_compiled *c);
 
+/* The cache half of kl_nvrtc_compile, for a supervisor whose compiles run
+ * in a sandboxed worker that may not write files: kl_nvrtc_cached returns 1
+ * and a complete out on a hit (0 on a miss, out->key set when NVRTC could be
+ * loaded); kl_nvrtc_store writes a successful compile under c->key. */
+int kl_nvrtc_cached(const char *src, size_t len, const char *arch,
+                    kl_compiled *out);
+void kl_nvrtc_store(const kl_compiled *c);
+/* Fills res and launch from c->log and c->cubin (both untrusted: parsing is
+ * bounds-checked). */
+void kl_compiled_finish(kl_compiled *c);
+
 /* Parses `ptxas info` lines for the entry `matmul`. Fields not found are -1.
  * Returns 1 if at least the register count was found. */
 int kl_ptxas_parse(const char *log, kl_resources *out);
@@ -155,6 +168,22 @@ typedef struct kl_emu_module kl_emu_module;
 int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
                  double *build_ms, int *cache_hit, char *why, size_t whylen);
 const kl_launch *kl_emu_geometry(const kl_emu_module *m);
+
+/* The two halves of kl_emu_build, for a supervisor that compiles in the lab
+ * and loads in a sandboxed worker. kl_emu_compile writes the cached .so's
+ * path into so_path (compiling it first on a miss). kl_emu_load dlopens it
+ * and reads kl_launch: the candidate's static initialisers run here, so call
+ * it only inside the sandbox. needs_fibers: kl_emu_needs_fibers(source). */
+int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
+                   double *build_ms, int *cache_hit, char *why,
+                   size_t whylen);
+int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
+                char *why, size_t whylen);
+int kl_emu_needs_fibers(const char *src);
+/* Prefix put before the host compiler's argv (e.g. the sandbox's
+ * host-compile worker, which sets limits and then execs the compiler).
+ * NULL-terminated; NULL for none. The array must outlive the calls. */
+void kl_emu_set_launcher(const char *const *prefix);
 /* Runs the grid on `threads` OS threads (0 = all cores). Returns KL_OK or
  * KL_ERUN (deadlocked barrier, geometry). */
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
@@ -196,15 +225,72 @@ typedef struct kl_eval_options {
   double time_budget_ms; /* timing stops after this much (and >= 5 runs) */
   int max_samples;
   double run_deadline_s; /* wall deadline for one candidate's runs */
-  /* Called in the run child before any candidate code runs: the sandbox
-   * module's confinement, handed in by the lab (kernels/ does not depend on
-   * sandbox/). trap_slot receives the number of a forbidden syscall. Returns
-   * 2 confined with namespaces, 1 with seccomp + rlimits only, -1 failed
-   * (why filled; nothing runs). NULL: no confinement. */
-  int (*confine)(volatile int *trap_slot, char *why, size_t whylen);
-  /* Names a syscall number for the status killed:seccomp:<name>. */
-  const char *(*syscall_name)(int nr);
+  /* Where compiles and runs happen. NULL: NVRTC in this process and runs
+   * in a forked child of it (tests, benches). The lab passes the sandbox's
+   * workers (kernels/ does not depend on sandbox/). */
+  const struct kl_executor *exec;
 } kl_eval_options;
+
+#define KL_MAX_TIMING_SAMPLES 200
+
+/* One run of a candidate on cpu-emu: what a run worker is asked to do.
+ * Plain data, so it can cross a pipe. */
+typedef struct kl_run_job {
+  char so_path[512]; /* the emulator's shared object (kl_emu_compile) */
+  int needs_fibers;
+  int n_shapes; /* checked shapes; 0 with timing_only */
+  kl_shape shapes[KL_MAX_SHAPES];
+  kl_shape timed_shape; /* timed after the checks when timed */
+  uint64_t seed;        /* inputs of check s: streams 2s and 2s+1 */
+  int threads;          /* OS threads, resolved (>= 1) */
+  int timed;
+  int max_samples;
+  double time_budget_ms;
+  double deadline_s; /* wall deadline for the whole job (the supervisor's) */
+} kl_run_job;
+
+/* What the run reports back. Outputs travel separately: one C per checked
+ * shape, then the C of the last timed run (kl_run_output_floats). */
+typedef struct kl_run_report {
+  int done;      /* every run finished */
+  int failed;    /* a launch failed: why says how */
+  int deadlock;  /* ... because of a barrier deadlock */
+  kl_launch launch; /* as the loaded module declares it */
+  int has_launch;
+  char why[512];
+  int samples;
+  double sample_us[KL_MAX_TIMING_SAMPLES];
+} kl_run_report;
+
+/* Offsets (in floats) of each output in the outputs buffer; returns the
+ * total. offs has n_shapes + 2 entries. */
+size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
+
+/* Executes job in this process: loads the .so (the candidate's static
+ * initialisers run here), calls after_load(ctx) if given (the sandbox
+ * tightens its filter there), makes the inputs, runs every check shape on
+ * a poisoned output, then times. Always returns with rep filled. */
+void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
+                    void (*after_load)(void *), void *ctx);
+
+struct kl_result;
+/* Where the two untrusted steps happen. */
+typedef struct kl_executor {
+  void *ctx;
+  /* Same contract as kl_nvrtc_compile with the cache on. */
+  int (*compile)(void *ctx, const char *src, size_t len, const char *arch,
+                 kl_compiled *out, char *why, size_t whylen);
+  /* Runs job; fills rep and outs (n_outs floats). Returns 1 when rep is
+   * complete, else 0 with out->status/out->error saying what happened
+   * (timeout, crashed:<signal>, killed:seccomp:<name>, ...). */
+  int (*run)(void *ctx, const kl_run_job *job, kl_run_report *rep,
+             float *outs, size_t n_outs, struct kl_result *out);
+} kl_executor;
+
+/* The default kl_executor.run: a forked child of this process with the
+ * job's wall deadline, no sandbox (unit tests, benches). */
+int kl_run_forked(void *ctx, const kl_run_job *job, kl_run_report *rep,
+                  float *outs, size_t n_outs, struct kl_result *out);
 
 /* Everything `kernlab eval` reports about one candidate. */
 typedef struct kl_result {
@@ -275,5 +361,82 @@ void kl_compare(const float *C, const double *R, const double *S,
 /* The bit pattern used to poison outputs (a quiet NaN with a payload). */
 #define KL_POISON_BITS 0x7fc0deadu
 void kl_poison(float *C, size_t n);
+
+/* ---- anti-cheat flags (kernels/flags.c) and the static scanner
+ * (kernels/scan.c) ---------------------------------------------------------
+ *
+ * A flag names one reward hack the lab detected. Names are stable (JSON,
+ * results, Lua); bits are stable too. Static flags (bits 0..31) come from
+ * kl_scan on the text; dynamic flags (bits 32..63) from the evaluation's
+ * runs. Raising a flag never changes `correct`; Lua decides penalties. */
+
+typedef uint64_t kl_flags;
+#define KL_FLAG(bit) ((kl_flags)1 << (bit))
+
+enum {
+  /* static */
+  KL_FLAG_INLINE_ASM = 0,
+  KL_FLAG_TIMER_READ = 1,
+  KL_FLAG_PRINTF = 2,
+  KL_FLAG_DEVICE_MALLOC = 3,
+  KL_FLAG_STREAM_OR_EVENT = 4,
+  KL_FLAG_GRAPH_OR_DYNPAR = 5,
+  KL_FLAG_COOP_GRID_SYNC = 6,
+  KL_FLAG_MUTABLE_DEVICE_STATE = 7,
+  KL_FLAG_COMPILE_PASS_BRANCH = 8,
+  KL_FLAG_DISALLOWED_INCLUDE = 9,
+  KL_FLAG_OVERSIZE_SOURCE = 10,
+  KL_FLAG_PRECISION_DOWNGRADE = 11,
+  KL_FLAG_RUNTIME_API = 12,
+  /* dynamic */
+  KL_FLAG_OUTPUT_NOT_WRITTEN = 32,
+  KL_FLAG_CANARY_OVERWRITTEN = 33,
+  KL_FLAG_INPUT_MUTATED = 34,
+  KL_FLAG_NONDETERMINISTIC = 35,
+  KL_FLAG_TIMED_OUTPUT_WRONG = 36,
+  KL_FLAG_SHAPE_SPECIAL_CASED = 37,
+  KL_FLAG_IMPLAUSIBLE_SPEED = 38,
+};
+#define KL_FLAGS_STATIC ((kl_flags)0xffffffffu)
+#define KL_FLAGS_DYNAMIC (~KL_FLAGS_STATIC)
+
+#define KL_FLAG_KIND_STATIC "static"
+#define KL_FLAG_KIND_DYNAMIC "dynamic"
+
+typedef struct kl_flag_info {
+  int bit;                 /* KL_FLAG_* */
+  const char *name;        /* stable snake_case name */
+  const char *kind;        /* KL_FLAG_KIND_STATIC or KL_FLAG_KIND_DYNAMIC */
+  const char *description; /* one line: what raised it */
+  const char *hack;        /* one line: the reward hack it answers */
+} kl_flag_info;
+
+/* The whole table, static rows first, in bit order; *n gets the count.
+ * Static storage, never freed. */
+const kl_flag_info *kl_flag_table(size_t *n);
+/* The row of a bit, or NULL. */
+const kl_flag_info *kl_flag_find(int bit);
+/* The stable name of a bit, or NULL for an unknown bit. */
+const char *kl_flag_name(int bit);
+/* The bit of a name, or -1. */
+int kl_flag_bit(const char *name);
+/* Writes the names of the raised flags, in table order, joined by sep, into
+ * buf (always NUL-terminated when len > 0). Returns the length the full
+ * text needs (as snprintf does). */
+size_t kl_flags_format(kl_flags flags, const char *sep, char *buf, size_t len);
+
+/* Sources above this many bytes raise oversize_source (those above
+ * KL_MAX_SOURCE_BYTES are rejected before any scan). */
+#define KL_SCAN_OVERSIZE_BYTES (64 * 1024)
+
+/* Scans a candidate's text and returns the static flags it raises. Works on
+ * the text with line splices joined and comments removed; string literals
+ * raise nothing, except those inside a file that uses inline asm (PTX
+ * strings are searched for %clock, %globaltimer and low-precision types).
+ * Token pasting in #define bodies is followed: a literal paste (cl ## ock64)
+ * and the arguments of a pasting macro's invocations are joined and checked
+ * as names. detail (may be NULL) receives one line: the first finding of
+ * each raised flag, "name: line N: what; ...", truncated to detail_len. */
+kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len);
 
 #endif

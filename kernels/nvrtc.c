@@ -458,6 +458,38 @@ done:
   return status;
 }
 
+int kl_nvrtc_cached(const char *src, size_t len, const char *arch,
+                    kl_compiled *out) {
+  char why[600];
+  memset(out, 0, sizeof *out);
+  out->res.regs = out->res.spill_stores = out->res.spill_loads = -1;
+  out->res.smem_bytes = out->res.stack_bytes = out->res.barriers = -1;
+  if (kl_nvrtc_load(why, sizeof why) != KL_OK) return 0;
+  double t0 = kl_now_ms();
+  if (!arch || !*arch) arch = "sm_90";
+  char arch_opt[64];
+  int n = snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
+  if (n < 0 || (size_t)n >= sizeof arch_opt) return 0;
+  const char *opts[5] = {arch_opt, "--ptxas-options=-v", "--std=c++17",
+                         "--pre-include=kl_abi.h", kl_nv_include};
+  kl_compile_key(src, len, opts, kl_nv_include[0] ? 5 : 4, out->key);
+  if (!kl_cache_load(out->key, out)) return 0;
+  out->cache_hit = 1;
+  kl_compiled_finish(out);
+  out->compile_ms = kl_now_ms() - t0;
+  return 1;
+}
+
+void kl_nvrtc_store(const kl_compiled *c) {
+  if (c->cubin && c->cubin_size && c->log && c->key[0])
+    kl_cache_store(c->key, c);
+}
+
+void kl_compiled_finish(kl_compiled *c) {
+  kl_ptxas_parse(c->log ? c->log : "", &c->res);
+  kl_read_launch(c);
+}
+
 /* Frees what kl_nvrtc_compile allocated in c and clears it; safe on a
  * zeroed or already freed struct. */
 void kl_compiled_free(kl_compiled *c) {

@@ -15,6 +15,7 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,22 +160,89 @@ static int usage_error(const char *msg, const char *arg) {
   fprintf(
       stderr,
       "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
-      "[--shape MxNxK]... [--seed S] [--threads N] [--timeout S] [--json]\n");
+      "[--shape MxNxK]... [--seed S] [--threads N] [--jobs N] [--timeout S] "
+      "[--json]\n");
   return LAB_EXIT_USAGE;
 }
 
-/* The run child's confinement: the sandbox's run-cpu-emu profile. */
-static int confine_run_child(volatile int *trap_slot, char *why,
-                             size_t whylen) {
-  return sbx_confine(SBX_RUN_CPU_EMU, trap_slot, why, whylen);
+/* ---- parallel evaluation: one thread per sandbox slot ---- */
+
+typedef struct eval_item {
+  const char *file;
+  kl_result r;
+  int rc;
+  int done;
+} eval_item;
+
+typedef struct eval_pool {
+  eval_item *items;
+  int n;
+  int next; /* atomic: the next item to take */
+  int stop; /* atomic: an environment problem ends the batch */
+  const kl_eval_options *opts;
+  const char *backend;
+  sbx_limits limits;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} eval_pool;
+
+static void eval_file(const char *file, const kl_eval_options *opts,
+                      const char *backend, kl_result *r, int *rc) {
+  char *src = NULL, why[600];
+  size_t len = 0;
+  *rc = kl_source_load(file, &src, &len, why, sizeof why);
+  if (*rc != KL_OK) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->file, sizeof r->file, "%s", file);
+    snprintf(r->backend, sizeof r->backend, "%s", backend);
+    snprintf(r->status, sizeof r->status, "invalid_input");
+    snprintf(r->error, sizeof r->error, "%s", why);
+    r->time_us = r->time_min_us = r->time_max_us = r->gflops = -1;
+    r->res = (kl_resources){-1, -1, -1, -1, -1, -1};
+    r->seed = opts->seed;
+  } else {
+    *rc = kl_eval_source(file, src, len, opts, r);
+  }
+  free(src);
+}
+
+static void *eval_thread(void *arg) {
+  eval_pool *p = arg;
+  sbx_slot *slot = sbx_slot_new(&p->limits);
+  kl_executor ex;
+  kl_eval_options opts = *p->opts;
+  if (slot) {
+    sbx_slot_executor(slot, &ex);
+    opts.exec = &ex;
+  }
+  for (;;) {
+    if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED)) break;
+    int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+    if (i >= p->n) break;
+    eval_item *it = &p->items[i];
+    if (!slot) {
+      memset(&it->r, 0, sizeof it->r);
+      snprintf(it->r.file, sizeof it->r.file, "%s", it->file);
+      snprintf(it->r.status, sizeof it->r.status, "sandbox_error");
+      snprintf(it->r.error, sizeof it->r.error, "out of memory for a slot");
+      it->rc = KL_EENV;
+    } else {
+      eval_file(it->file, &opts, p->backend, &it->r, &it->rc);
+    }
+    if (it->rc == KL_EENV) __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&p->mu);
+    it->done = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+  sbx_slot_free(slot);
+  return NULL;
 }
 
 int lab_eval(int argc, char **argv) {
   kl_eval_options opts;
   kl_eval_defaults(&opts);
-  opts.confine = confine_run_child;
-  opts.syscall_name = sbx_syscall_name;
-  int json = 0, nfiles = 0;
+  int json = 0, nfiles = 0, jobs = 0;
   const char **files = calloc((size_t)argc, sizeof(char *));
   if (!files) return LAB_EXIT_ENV;
   for (int i = 1; i < argc; i++) {
@@ -208,6 +276,11 @@ int lab_eval(int argc, char **argv) {
       if (!val || atoi(val) < 1)
         return usage_error("--threads expects a count >= 1", val);
       opts.threads = atoi(val);
+      i++;
+    } else if (!strcmp(a, "--jobs") || !strcmp(a, "-j")) {
+      if (!val || atoi(val) < 1)
+        return usage_error("--jobs expects a count >= 1", val);
+      jobs = atoi(val);
       i++;
     } else if (!strcmp(a, "--timeout")) {
       if (!val || atof(val) <= 0)
@@ -250,10 +323,30 @@ int lab_eval(int argc, char **argv) {
     opts.seed &= 0xffffffffffffull;
     if (!opts.seed) opts.seed = (unsigned long long)getpid() * 2654435761u;
   }
+  /* Slots share the cores: each emulated run gets its share of threads, so
+   * parallel candidates do not time each other's contention. */
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  if (jobs <= 0) jobs = cores;
+  if (jobs > nfiles) jobs = nfiles;
+  if (!opts.threads) opts.threads = cores / jobs > 0 ? cores / jobs : 1;
+  /* Every compile and run goes through the sandbox. */
+  kl_emu_set_launcher(sbx_host_compile_launcher());
 
   kl_shape target = opts.n_shapes ? opts.shapes[0] : (kl_shape){256, 256, 256};
-  double baseline = kl_eval_baseline(target, &opts, why, sizeof why);
-  if (baseline < 0) fprintf(stderr, "kernlab: warning: %s\n", why);
+  double baseline = -1;
+  {
+    sbx_slot *slot = sbx_slot_new(NULL);
+    kl_executor ex;
+    kl_eval_options bopts = opts;
+    if (slot) {
+      sbx_slot_executor(slot, &ex);
+      bopts.exec = &ex;
+      baseline = kl_eval_baseline(target, &bopts, why, sizeof why);
+    }
+    sbx_slot_free(slot);
+    if (baseline < 0) fprintf(stderr, "kernlab: warning: %s\n", why);
+  }
   if (!json) {
     printf("backend: %s   target: %dx%dx%d   seed: %llu (replay with --seed)\n",
            backend, target.M, target.N, target.K,
@@ -265,26 +358,34 @@ int lab_eval(int argc, char **argv) {
     print_table_header(stdout);
   }
 
+  eval_pool pool;
+  memset(&pool, 0, sizeof pool);
+  pool.items = calloc((size_t)nfiles, sizeof(eval_item));
+  if (!pool.items) return LAB_EXIT_ENV;
+  for (int i = 0; i < nfiles; i++) pool.items[i].file = files[i];
+  pool.n = nfiles;
+  pool.opts = &opts;
+  pool.backend = backend;
+  pool.limits = (sbx_limits){60, 60};
+  pthread_mutex_init(&pool.mu, NULL);
+  pthread_cond_init(&pool.cv, NULL);
+  pthread_t *tids = calloc((size_t)jobs, sizeof(pthread_t));
+  int started = 0;
+  for (int i = 0; tids && i < jobs; i++)
+    if (pthread_create(&tids[i], NULL, eval_thread, &pool) == 0) started++;
+  if (started == 0) eval_thread(&pool); /* no threads: do it here */
+
+  /* Print in input order as results arrive. */
   int exit_code = LAB_EXIT_OK, said_degraded = 0;
-  kl_result *r = malloc(sizeof *r);
-  if (!r) return LAB_EXIT_ENV;
   for (int i = 0; i < nfiles; i++) {
-    char *src = NULL;
-    size_t len = 0;
-    int frc = kl_source_load(files[i], &src, &len, why, sizeof why);
-    if (frc != KL_OK) {
-      memset(r, 0, sizeof *r);
-      snprintf(r->file, sizeof r->file, "%s", files[i]);
-      snprintf(r->backend, sizeof r->backend, "%s", backend);
-      snprintf(r->status, sizeof r->status, "invalid_input");
-      snprintf(r->error, sizeof r->error, "%s", why);
-      r->time_us = r->time_min_us = r->time_max_us = r->gflops = -1;
-      r->res = (kl_resources){-1, -1, -1, -1, -1, -1};
-      r->seed = opts.seed;
-    } else {
-      frc = kl_eval_source(files[i], src, len, &opts, r);
-    }
-    free(src);
+    eval_item *it = &pool.items[i];
+    pthread_mutex_lock(&pool.mu);
+    while (!it->done && !(pool.stop && i >= pool.next))
+      pthread_cond_wait(&pool.cv, &pool.mu);
+    int done = it->done;
+    pthread_mutex_unlock(&pool.mu);
+    if (!done) break; /* the batch stopped before this file */
+    kl_result *r = &it->r;
     r->baseline_us = baseline;
     if (r->confinement == 1 && !said_degraded) {
       fprintf(stderr, "kernlab: note: user/network namespaces are not "
@@ -296,16 +397,20 @@ int lab_eval(int argc, char **argv) {
       print_json(stdout, r);
     else
       print_row(stdout, r);
-    if (frc == KL_EINPUT) {
-      if (json) fprintf(stderr, "kernlab eval: %s: %s\n", files[i], r->error);
-      exit_code = LAB_EXIT_USAGE;
-    } else if (frc == KL_EENV) {
+    if (it->rc == KL_EINPUT) {
+      if (json) fprintf(stderr, "kernlab eval: %s: %s\n", it->file, r->error);
+      if (exit_code == LAB_EXIT_OK) exit_code = LAB_EXIT_USAGE;
+    } else if (it->rc == KL_EENV) {
       fprintf(stderr, "kernlab eval: %s\n", r->error);
       exit_code = LAB_EXIT_ENV;
       break;
     }
   }
-  free(r);
+  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  free(tids);
+  pthread_mutex_destroy(&pool.mu);
+  pthread_cond_destroy(&pool.cv);
+  free(pool.items);
   free(files);
   return exit_code;
 }

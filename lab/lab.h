@@ -21,6 +21,9 @@ int lab_eval(int argc, char **argv);
 /* kernlab sandbox --explain [--pfc] */
 int lab_sandbox(int argc, char **argv);
 
+/* kernlab flags [--json] | --scan FILE.cu... (lab/flags_cmd.c) */
+int lab_flags(int argc, char **argv);
+
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);
 

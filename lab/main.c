@@ -5,6 +5,8 @@
  */
 #include "lab/lab.h"
 
+#include "sandbox/sandbox.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -23,10 +25,14 @@ static const char usage[] =
     "  sandbox --explain [--pfc]\n"
     "      print every sandbox profile: allowed syscalls and why, what traps,\n"
     "      rlimits; --pfc adds the compiled seccomp filter\n"
+    "  flags [--json] | --scan FILE.cu...\n"
+    "      print the anti-cheat flag table (name, static/dynamic, what raises\n"
+    "      it, the hack it answers); --scan prints the static flags a file\n"
+    "      raises, one per line\n"
     "  help            this text\n"
     "\n"
     "planned (later issues): run, search, prime, tokenizer, top, show, diff,\n"
-    "  rescore, report, export, flags\n"
+    "  rescore, report, export\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -40,12 +46,15 @@ int main(int argc, char **argv) {
     return LAB_EXIT_USAGE;
   }
   const char *cmd = argv[1];
+  /* A worker: this same executable re-exec'd by the sandbox. */
+  if (!strcmp(cmd, "__worker")) return sbx_worker_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     fputs(usage, stdout);
     return LAB_EXIT_OK;
   }
   if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
   if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
+  if (!strcmp(cmd, "flags")) return lab_flags(argc - 1, argv + 1);
   fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
   return LAB_EXIT_USAGE;
 }

@@ -15,7 +15,7 @@
  * traps, so candidate code cannot replace the handler.
  */
 #define _GNU_SOURCE
-#include "sandbox/sandbox.h"
+#include "sandbox/sandbox_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +35,8 @@ enum rule_kind {
   R_ENOSYS,      /* fails with ENOSYS (glibc falls back) */
   R_SELF_SIGNAL, /* tgkill/tkill: only to this thread group */
   R_NOT_SIGSYS,  /* rt_sigaction: any signal but SIGSYS */
+  R_READ_ONLY,   /* open/openat: only without write, create or truncate */
+  R_TRAP,        /* in a default-allow profile: this one traps */
 };
 
 typedef struct rule {
@@ -53,6 +55,10 @@ typedef struct limit {
 typedef struct profile {
   const char *name;
   const char *purpose;
+  int seccomp;       /* 0: rlimits only (the host compiler must exec) */
+  int default_allow; /* 1: a stacked profile listing what now traps */
+  int tsync;         /* synchronise the filter to every thread (CUDA) */
+  const char *status; /* how far this profile is measured */
   const rule *rules;
   size_t n_rules;
   const limit *limits;
@@ -60,85 +66,185 @@ typedef struct profile {
   const char *denied; /* examples of what traps, for --explain */
 } profile;
 
-/* run-cpu-emu: the candidate is native code in this process. It may
- * compute, allocate, start threads (the emulator's block workers) and write
- * to the pipes it inherited; nothing else. */
-static const rule run_cpu_emu_rules[] = {
-    {"read", R_ALLOW, "inherited pipes"},
-    {"write", R_ALLOW, "inherited pipes; RLIMIT_FSIZE 0 stops file growth"},
-    {"close", R_ALLOW, "thread teardown"},
-    {"mmap", R_ALLOW, "heap, fiber stacks, thread stacks"},
-    {"munmap", R_ALLOW, "freeing the same"},
-    {"mprotect", R_ALLOW, "guard pages under fiber and thread stacks"},
-    {"madvise", R_ALLOW, "glibc returns thread stacks"},
-    {"mremap", R_ALLOW, "realloc of large blocks"},
-    {"brk", R_ALLOW, "heap"},
-    {"futex", R_ALLOW, "thread join, locks"},
-    {"clone", R_THREAD_ONLY, "block workers are threads; no new processes"},
-    {"clone3", R_ENOSYS, "not inspectable by seccomp: glibc then uses clone"},
-    {"set_robust_list", R_ALLOW, "thread start"},
-    {"rseq", R_ALLOW, "thread start (glibc 2.35+)"},
-    {"rt_sigprocmask", R_ALLOW, "thread start masks signals"},
-    {"rt_sigreturn", R_ALLOW, "return from a signal handler"},
-    {"rt_sigaction", R_NOT_SIGSYS,
-     "glibc installs its thread-cancel handler at the first thread"},
-    {"sigaltstack", R_ALLOW, "sanitizer runtimes give threads signal stacks"},
-    {"sched_yield", R_ALLOW, "spinning threads"},
-    {"sched_getaffinity", R_ALLOW, "glibc thread start"},
-    {"getpid", R_ALLOW, "harmless identity"},
-    {"gettid", R_ALLOW, "harmless identity"},
-    {"clock_gettime", R_ALLOW, "timing (usually vDSO)"},
-    {"gettimeofday", R_ALLOW, "timing (usually vDSO)"},
-    {"nanosleep", R_ALLOW, "sleeping is harmless; the deadline still holds"},
-    {"clock_nanosleep", R_ALLOW, "same"},
-    {"tgkill", R_SELF_SIGNAL, "abort()/raise() on itself only"},
-    {"tkill", R_SELF_SIGNAL, "same"},
-    {"exit", R_ALLOW, "thread exit"},
-    {"exit_group", R_ALLOW, "process exit"},
-};
+/* What every confined worker needs: memory, threads, time, exit, and the
+ * pipes it inherited. */
+#define SBX_COMMON_RULES                                                       \
+  {"read", R_ALLOW, "inherited pipes"},                                        \
+      {"write", R_ALLOW, "inherited pipes; RLIMIT_FSIZE stops file growth"},   \
+      {"close", R_ALLOW, "thread teardown"},                                   \
+      {"mmap", R_ALLOW, "heap, stacks, loaded code"},                          \
+      {"munmap", R_ALLOW, "freeing the same"},                                 \
+      {"mprotect", R_ALLOW, "guard pages; relocation of loaded code"},         \
+      {"madvise", R_ALLOW, "glibc returns thread stacks"},                     \
+      {"mremap", R_ALLOW, "realloc of large blocks"},                          \
+      {"brk", R_ALLOW, "heap"},                                                \
+      {"futex", R_ALLOW, "thread join, locks"},                                \
+      {"clone", R_THREAD_ONLY, "threads, never new processes"},                \
+      {"clone3", R_ENOSYS, "not inspectable: glibc then uses clone"},          \
+      {"set_robust_list", R_ALLOW, "thread start"},                            \
+      {"rseq", R_ALLOW, "thread start (glibc 2.35+)"},                         \
+      {"rt_sigprocmask", R_ALLOW, "thread start masks signals"},               \
+      {"rt_sigreturn", R_ALLOW, "return from a signal handler"},               \
+      {"rt_sigaction", R_NOT_SIGSYS,                                           \
+       "glibc's thread-cancel handler; never SIGSYS (the trap's)"},            \
+      {"sigaltstack", R_ALLOW, "sanitizer runtimes give threads signal "       \
+                               "stacks"},                                      \
+      {"sched_yield", R_ALLOW, "spinning threads"},                            \
+      {"sched_getaffinity", R_ALLOW, "glibc thread start"},                    \
+      {"getpid", R_ALLOW, "harmless identity"},                                \
+      {"gettid", R_ALLOW, "harmless identity"},                                \
+      {"clock_gettime", R_ALLOW, "timing (usually vDSO)"},                     \
+      {"gettimeofday", R_ALLOW, "timing (usually vDSO)"},                      \
+      {"nanosleep", R_ALLOW, "sleeping is harmless; the deadline holds"},      \
+      {"clock_nanosleep", R_ALLOW, "same"},                                    \
+      {"tgkill", R_SELF_SIGNAL, "abort()/raise() on itself only"},             \
+      {"tkill", R_SELF_SIGNAL, "same"},                                        \
+      {"exit", R_ALLOW, "thread exit"},                                        \
+      {"exit_group", R_ALLOW, "process exit"}
 
-static const limit run_cpu_emu_limits[] = {
-    {RLIMIT_AS, "RLIMIT_AS", 8ull << 30, "8 GiB address space"},
-    {RLIMIT_CPU, "RLIMIT_CPU", 600,
-     "CPU seconds (the wall deadline is "
-     "the supervisor's)"},
+/* compile: NVRTC parses untrusted text. It was loaded and warmed up (its
+ * builtins library is dlopen'ed lazily) before the filter, so it needs no
+ * files at all afterwards. */
+static const rule compile_rules[] = {
+    SBX_COMMON_RULES,
+    {"getrusage", R_ALLOW, "NVRTC and ptxas time themselves"},
+    {"times", R_ALLOW, "same"},
+    {"getrandom", R_ALLOW, "hash seeds in the C++ runtime"},
+    {"fstat", R_ALLOW, "stdio on the inherited descriptors"},
+    {"newfstatat", R_ALLOW, "same"},
+    {"lseek", R_ALLOW, "same"},
+    {"ioctl", R_ALLOW, "isatty() on inherited descriptors"},
+};
+static const limit compile_limits[] = {
+    {RLIMIT_AS, "RLIMIT_AS", 4ull << 30, "4 GiB: a template bomb ends as oom"},
+    {RLIMIT_CPU, "RLIMIT_CPU", 600, "CPU seconds over the worker's life"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 64, "few descriptors"},
     {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
 };
 
+/* host-compile: the host C++ compiler runs cc1plus, as and ld, so it cannot
+ * live under a no-exec filter. It runs in a private folder of the cache,
+ * in its own user + network namespace where allowed, under these limits and
+ * the supervisor's deadline; the candidate's text has passed the include
+ * allowlist, so it names no host file. */
+static const limit host_compile_limits[] = {
+    {RLIMIT_AS, "RLIMIT_AS", 4ull << 30, "4 GiB per compiler process"},
+    {RLIMIT_CPU, "RLIMIT_CPU", 120, "CPU seconds per compiler process"},
+    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 256ull << 20, "256 MiB per written file"},
+    {RLIMIT_NOFILE, "RLIMIT_NOFILE", 256, "descriptors"},
+    {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
+};
+
+/* run-cpu-emu: the candidate is native code. Until its shared object is
+ * loaded the dynamic loader may read files; then run-cpu-emu-loaded is
+ * stacked on top and no file can be opened at all. The candidate's static
+ * initialisers run during the load, under this profile. */
+static const rule run_cpu_emu_rules[] = {
+    SBX_COMMON_RULES,
+    {"openat", R_READ_ONLY, "the dynamic loader (until the .so is loaded)"},
+    {"open", R_READ_ONLY, "same"},
+    {"fstat", R_ALLOW, "the dynamic loader"},
+    {"newfstatat", R_ALLOW, "the dynamic loader"},
+    {"pread64", R_ALLOW, "the dynamic loader"},
+    {"lseek", R_ALLOW, "the dynamic loader"},
+    {"seccomp", R_ALLOW,
+     "stacking run-cpu-emu-loaded (filters can only add restrictions)"},
+};
+static const rule run_cpu_emu_loaded_rules[] = {
+    {"openat", R_TRAP, "no file may be opened once the candidate is loaded"},
+    {"open", R_TRAP, "same"},
+    {"pread64", R_TRAP, "nothing left to read"},
+};
+static const limit run_cpu_emu_limits[] = {
+    {RLIMIT_AS, "RLIMIT_AS", 8ull << 30, "8 GiB address space"},
+    {RLIMIT_CPU, "RLIMIT_CPU", 600,
+     "CPU seconds (the wall deadline is the supervisor's)"},
+    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
+    {RLIMIT_NOFILE, "RLIMIT_NOFILE", 64, "few descriptors"},
+    {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
+};
+
+/* run-gpu: the starting allowlist of infra-anchors §1.5.2, installed with
+ * TSYNC after CUDA is initialised. Not yet measured on a device: the GPU
+ * issue runs the trap mode there and freezes the list. */
+static const rule run_gpu_rules[] = {
+    SBX_COMMON_RULES,
+    {"ioctl", R_ALLOW, "the driver (/dev/nvidia* descriptors)"},
+    {"poll", R_ALLOW, "driver waits"},
+    {"ppoll", R_ALLOW, "driver waits"},
+    {"epoll_wait", R_ALLOW, "driver waits"},
+    {"epoll_pwait", R_ALLOW, "driver waits"},
+    {"memfd_create", R_ALLOW, "pinned/shared allocations"},
+    {"ftruncate", R_ALLOW, "same"},
+    {"fcntl", R_ALLOW, "seals on those memfds"},
+};
+static const limit run_gpu_limits[] = {
+    {RLIMIT_CPU, "RLIMIT_CPU", 600, "CPU seconds (no RLIMIT_AS: CUDA "
+                                    "reserves huge address ranges)"},
+    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
+    {RLIMIT_NOFILE, "RLIMIT_NOFILE", 256, "the driver opens several"},
+    {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
 static const profile profiles[SBX_PROFILE_COUNT] = {
+    [SBX_COMPILE] = {"compile", "NVRTC compiling untrusted source", 1, 0, 0,
+                     "measured here (CPU machine)", compile_rules,
+                     N(compile_rules), compile_limits, N(compile_limits),
+                     "exec, sockets, every open (files), fork, ptrace, kill"},
+    [SBX_HOST_COMPILE] = {"host-compile",
+                          "the host C++ compiler building a cpu-emu module",
+                          0, 0, 0, "rlimits + namespaces + deadline", NULL, 0,
+                          host_compile_limits, N(host_compile_limits),
+                          "no seccomp: the compiler must exec its passes"},
     [SBX_RUN_CPU_EMU] =
         {"run-cpu-emu",
-         "runs a candidate compiled for the CPU emulator (native code)",
-         run_cpu_emu_rules, sizeof run_cpu_emu_rules / sizeof(rule),
-         run_cpu_emu_limits, sizeof run_cpu_emu_limits / sizeof(limit),
-         "open/openat/creat (files), socket/connect (network), "
-         "execve/execveat, fork/vfork and clone without CLONE_THREAD "
-         "(processes), ptrace/process_vm_* (other processes), kill (signals "
-         "to others), rt_sigaction on SIGSYS (replacing the trap handler), and "
-         "every "
-         "syscall not listed"},
+         "runs a candidate compiled for the CPU emulator (native code)", 1, 0,
+         0, "measured here", run_cpu_emu_rules, N(run_cpu_emu_rules),
+         run_cpu_emu_limits, N(run_cpu_emu_limits),
+         "opening files for write, socket/connect, execve/execveat, fork/vfork "
+         "and clone without CLONE_THREAD, ptrace/process_vm_*, kill (signals "
+         "to others), rt_sigaction on SIGSYS, and every syscall not listed"},
+    [SBX_RUN_CPU_EMU_LOADED] = {"run-cpu-emu-loaded",
+                                "stacked on run-cpu-emu after the candidate's "
+                                ".so is loaded",
+                                1, 1, 0, "measured here",
+                                run_cpu_emu_loaded_rules,
+                                N(run_cpu_emu_loaded_rules), NULL, 0,
+                                "the listed calls; the rest as run-cpu-emu"},
+    [SBX_RUN_GPU] = {"run-gpu", "a GPU run worker after cuInit", 1, 0, 1,
+                     "NOT YET MEASURED on a device (starting list)",
+                     run_gpu_rules, N(run_gpu_rules), run_gpu_limits,
+                     N(run_gpu_limits),
+                     "exec, sockets, fork, ptrace, opening files"},
 };
 
 static volatile int *trap_slot_ptr;
+static int trap_fd = -1;
 
-/* SIGSYS from a trapped syscall: note which, then end the whole process
+/* SIGSYS from a trapped syscall: report which, then end the whole process
  * without running any candidate-reachable code (no atexit, no stdio). */
 static void on_sigsys(int sig, siginfo_t *si, void *uctx) {
   (void)sig;
   (void)uctx;
   if (trap_slot_ptr) *trap_slot_ptr = si->si_syscall;
+  if (trap_fd >= 0) sbx_send_trap(trap_fd, si->si_syscall);
   syscall(SYS_exit_group, SBX_TRAP_EXIT);
 }
 
 static scmp_filter_ctx build_filter(const profile *p, char *why,
                                     size_t whylen) {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
+  scmp_filter_ctx ctx =
+      seccomp_init(p->default_allow ? SCMP_ACT_ALLOW : SCMP_ACT_TRAP);
   if (!ctx) {
     snprintf(why, whylen, "seccomp_init failed");
     return NULL;
   }
+  if (p->tsync) seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  /* A stacked profile: NO_NEW_PRIVS is set already, and prctl may be
+   * forbidden by the filter below it. */
+  if (p->default_allow) seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
   pid_t self = getpid();
   for (size_t i = 0; i < p->n_rules; i++) {
     const rule *r = &p->rules[i];
@@ -151,10 +257,6 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
           ctx, SCMP_ACT_ALLOW, nr, 1,
           SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
       break;
-    case R_NOT_SIGSYS:
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                            SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)SIGSYS));
-      break;
     case R_ENOSYS:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
       break;
@@ -163,6 +265,21 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
        * for the main thread both equal our pid. */
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
+      break;
+    case R_NOT_SIGSYS:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                            SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)SIGSYS));
+      break;
+    case R_READ_ONLY: {
+      /* The flags are argument 1 of open and argument 2 of openat. */
+      unsigned arg = strcmp(r->syscall, "open") ? 2 : 1;
+      scmp_datum_t bad = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
+      struct scmp_arg_cmp cmp = {arg, SCMP_CMP_MASKED_EQ, bad, 0};
+      rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &cmp);
+      break;
+    }
+    case R_TRAP:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 0);
       break;
     default:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
@@ -203,14 +320,15 @@ static int enter_namespaces(void) {
   return 0;
 }
 
-int sbx_confine(sbx_profile_id id, volatile int *trap_slot, char *why,
+int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int fd, char *why,
                 size_t whylen) {
   if ((int)id < 0 || id >= SBX_PROFILE_COUNT) {
     snprintf(why, whylen, "unknown sandbox profile %d", (int)id);
     return -1;
   }
   const profile *p = &profiles[id];
-  int ns = enter_namespaces() == 0;
+  int ns = 1;
+  if (!p->default_allow) ns = enter_namespaces() == 0;
   for (size_t i = 0; i < p->n_limits; i++) {
 #if defined(__SANITIZE_ADDRESS__)
     /* AddressSanitizer reserves terabytes of shadow address space: an ASan
@@ -219,12 +337,19 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, char *why,
 #endif
     struct rlimit rl = {p->limits[i].value, p->limits[i].value};
     if (setrlimit(p->limits[i].resource, &rl) != 0) {
-      snprintf(why, whylen, "%s: setrlimit %s: %s", p->name, p->limits[i].name,
-               strerror(errno));
+      snprintf(why, whylen, "%s: setrlimit %s: %s", p->name,
+               p->limits[i].name, strerror(errno));
       return -1;
     }
   }
+  if (!p->seccomp) return ns ? 2 : 1;
   trap_slot_ptr = trap_slot;
+  trap_fd = fd;
+  /* A stacked profile keeps the handler the first one installed (and could
+   * not install another: rt_sigaction on SIGSYS traps by then). */
+  static int handler_installed;
+  if (handler_installed) goto load;
+  handler_installed = 1;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_sigsys;
@@ -235,6 +360,7 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, char *why,
              strerror(errno));
     return -1;
   }
+load:;
   scmp_filter_ctx ctx = build_filter(p, why, whylen);
   if (!ctx) return -1;
   int rc = seccomp_load(ctx);
@@ -247,7 +373,7 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, char *why,
 }
 
 const char *sbx_syscall_name(int nr) {
-  static char name[64];
+  static _Thread_local char name[64];
   char *s = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
   snprintf(name, sizeof name, "%s", s ? s : "?");
   free(s);
@@ -258,26 +384,37 @@ int sbx_explain(FILE *out, int pfc) {
   int ok = 0;
   for (int i = 0; i < SBX_PROFILE_COUNT; i++) {
     const profile *p = &profiles[i];
-    fprintf(out, "profile %s — %s\n", p->name, p->purpose);
-    fprintf(out, "  default: trap → the process ends, status "
-                 "killed:seccomp:<syscall>\n  allowed:\n");
+    fprintf(out, "profile %s — %s\n  status: %s\n", p->name, p->purpose,
+            p->status);
+    if (!p->seccomp)
+      fprintf(out, "  seccomp: none (%s)\n", p->denied);
+    else if (p->default_allow)
+      fprintf(out, "  stacked filter: these now trap:\n");
+    else
+      fprintf(out, "  default: trap → the process ends, status "
+                   "killed:seccomp:<syscall>%s\n  allowed:\n",
+              p->tsync ? "; synchronised to every thread (TSYNC)" : "");
     for (size_t r = 0; r < p->n_rules; r++) {
       const rule *ru = &p->rules[r];
       const char *cond = ru->kind == R_THREAD_ONLY   ? " [CLONE_THREAD only]"
                          : ru->kind == R_NOT_SIGSYS  ? " [not for SIGSYS]"
                          : ru->kind == R_ENOSYS      ? " [fails: ENOSYS]"
                          : ru->kind == R_SELF_SIGNAL ? " [own process only]"
+                         : ru->kind == R_READ_ONLY   ? " [read-only]"
+                         : ru->kind == R_TRAP        ? " [traps]"
                                                      : "";
       fprintf(out, "    %-18s%-22s %s\n", ru->syscall, cond, ru->why);
     }
-    fprintf(out, "  traps, among others: %s\n  rlimits (soft = hard):\n",
-            p->denied);
+    if (p->seccomp && !p->default_allow)
+      fprintf(out, "  traps, among others: %s\n", p->denied);
+    if (p->n_limits) fprintf(out, "  rlimits (soft = hard):\n");
     for (size_t l = 0; l < p->n_limits; l++)
       fprintf(out, "    %-14s %-12llu %s\n", p->limits[l].name,
               (unsigned long long)p->limits[l].value, p->limits[l].why);
-    fprintf(out, "  namespaces: user + network where the kernel allows; "
-                 "otherwise seccomp + rlimits alone\n");
-    if (pfc) {
+    if (!p->default_allow)
+      fprintf(out, "  namespaces: user + network where the kernel allows; "
+                   "otherwise the rest alone (said once)\n");
+    if (pfc && p->seccomp) {
       char why[256];
       scmp_filter_ctx ctx = build_filter(p, why, sizeof why);
       if (!ctx) {

@@ -20,8 +20,14 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "kernels/kernels.h"
+
 typedef enum sbx_profile_id {
-  SBX_RUN_CPU_EMU = 0,
+  SBX_COMPILE = 0,   /* NVRTC on untrusted text, after a warm-up */
+  SBX_HOST_COMPILE,  /* the host C++ compiler for cpu-emu: rlimits only */
+  SBX_RUN_CPU_EMU,   /* native candidate code; the dynamic loader allowed */
+  SBX_RUN_CPU_EMU_LOADED, /* added after dlopen: no more opening files */
+  SBX_RUN_GPU,       /* CUDA initialised first; not yet measured on a device */
   SBX_PROFILE_COUNT
 } sbx_profile_id;
 
@@ -30,11 +36,12 @@ typedef enum sbx_profile_id {
 
 /* Confines the calling process (and threads it starts later): namespaces
  * where the kernel allows (user + net), rlimits, then the seccomp filter.
- * trap_slot, if not NULL, is where the SIGSYS handler writes the number of
- * a forbidden syscall (shared memory the supervisor reads). Returns 0, or -1
- * with why filled. Call it in the child after fork, before candidate code. */
-int sbx_confine(sbx_profile_id id, volatile int *trap_slot, char *why,
-                size_t whylen);
+ * A forbidden syscall is reported through trap_slot (shared memory) if not
+ * NULL and as a TRAP frame on trap_fd if >= 0, then the process exits with
+ * SBX_TRAP_EXIT. Returns 2 (with namespaces), 1 (seccomp + rlimits only)
+ * or -1 with why filled. Profiles stack: a second call only adds limits. */
+int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int trap_fd,
+                char *why, size_t whylen);
 
 /* Name of syscall number nr on this architecture ("openat"), or "?". */
 const char *sbx_syscall_name(int nr);
@@ -44,5 +51,30 @@ const char *sbx_syscall_name(int nr);
  * pseudo-filter-code form. Returns 0, or -1 if a filter could not be
  * built. */
 int sbx_explain(FILE *out, int pfc);
+
+/* Entry of `kernlab __worker MODE ...` (modes: compile, run-cpu-emu,
+ * host-compile). Never returns for host-compile (it execs the compiler). */
+int sbx_worker_main(int argc, char **argv);
+
+/* ---- the supervisor side ---- */
+
+typedef struct sbx_limits {
+  double compile_deadline_s; /* NVRTC per candidate (default 60) */
+  double host_compile_deadline_s; /* g++ per candidate (default 60) */
+} sbx_limits;
+
+/* One evaluation slot: a warm compile worker and a pre-spawned run worker,
+ * used by one thread at a time. A worker a candidate kills is respawned. */
+typedef struct sbx_slot sbx_slot;
+sbx_slot *sbx_slot_new(const sbx_limits *limits);
+void sbx_slot_free(sbx_slot *s);
+/* Fills ex so that kl_eval_source compiles and runs through this slot. */
+void sbx_slot_executor(sbx_slot *s, kl_executor *ex);
+/* Workers started by this process so far (for the respawn bench/tests). */
+int sbx_spawn_count(void);
+
+/* argv prefix that runs the host compiler under the host-compile profile
+ * (for kl_emu_set_launcher). */
+const char *const *sbx_host_compile_launcher(void);
 
 #endif

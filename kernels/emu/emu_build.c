@@ -263,12 +263,19 @@ static void first_errors(const char *log, char *why, size_t whylen) {
 
 /* Runs the host compiler in dir. Returns KL_OK, KL_ECOMPILE (why holds the
  * first error lines) or KL_EENV (the compiler could not be started). */
+static const char *const *launcher; /* argv prefix, see kl_emu_set_launcher */
+
+void kl_emu_set_launcher(const char *const *prefix) { launcher = prefix; }
+
 static int run_compiler(const char *dir, char *why, size_t whylen) {
-  const char *argv[N_CXX_FLAGS + 2];
-  argv[0] = KL_HOST_CXX;
+  const char *argv[N_CXX_FLAGS + 16];
+  int n = 0;
+  for (int i = 0; launcher && launcher[i] && i < 12; i++)
+    argv[n++] = launcher[i];
+  argv[n++] = KL_HOST_CXX;
   for (size_t i = 0; i < N_CXX_FLAGS; i++)
-    argv[i + 1] = cxx_flags[i];
-  argv[N_CXX_FLAGS + 1] = NULL;
+    argv[n++] = cxx_flags[i];
+  argv[n] = NULL;
   char log_path[1024];
   snprintf(log_path, sizeof log_path, "%s/compile.log", dir);
   posix_spawn_file_actions_t fa;
@@ -306,7 +313,7 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KL_OK;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-    snprintf(why, whylen, "host compiler %s not found", argv[0]);
+    snprintf(why, whylen, "host compiler %s not found", KL_HOST_CXX);
     return KL_EENV;
   }
   uint8_t *log = NULL;
@@ -362,10 +369,15 @@ static int host_compile(const char *text, const char *so_path, char *why,
 
 /* ---- the public entry points ---- */
 
-int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
-                 double *build_ms, int *cache_hit, char *why, size_t whylen) {
+int kl_emu_needs_fibers(const char *src) {
+  return strstr(src, "sync") || strstr(src, "__shfl") ||
+         strstr(src, "__activemask");
+}
+
+int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
+                   double *build_ms, int *cache_hit, char *why,
+                   size_t whylen) {
   double start = now_ms();
-  *out = NULL;
   (void)len;
   char *text = rewrite_source(src);
   kl_sha256_ctx h;
@@ -382,22 +394,25 @@ int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
   char key[65];
   for (int i = 0; i < 32; i++)
     snprintf(key + 2 * i, 3, "%02x", digest[i]);
+  kl_cache_path(key, ".emu.so", so_path, pathlen);
+  struct stat st;
+  int hit = stat(so_path, &st) == 0 && st.st_size > 0;
+  int rc = hit ? KL_OK : host_compile(text, so_path, why, whylen);
+  free(text);
+  if (build_ms) *build_ms = now_ms() - start;
+  if (cache_hit) *cache_hit = hit;
+  return rc;
+}
 
+int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
+                char *why, size_t whylen) {
+  *out = NULL;
   kl_emu_module *m = calloc(1, sizeof *m);
   if (!m) {
-    free(text);
     snprintf(why, whylen, "out of memory");
     return KL_EENV;
   }
-  kl_cache_path(key, ".emu.so", m->so_path, sizeof m->so_path);
-  struct stat st;
-  int hit = stat(m->so_path, &st) == 0 && st.st_size > 0;
-  int rc = hit ? KL_OK : host_compile(text, m->so_path, why, whylen);
-  free(text);
-  if (rc != KL_OK) {
-    free(m);
-    return rc;
-  }
+  snprintf(m->so_path, sizeof m->so_path, "%s", so_path);
   m->so = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
   if (!m->so) {
     snprintf(why, whylen, "cannot load emulated kernel %s: %s", m->so_path,
@@ -432,12 +447,19 @@ int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
   }
   bind(&kl_emu_runtime_hooks);
   m->launch = *g;
-  m->needs_fibers = strstr(src, "sync") || strstr(src, "__shfl") ||
-                    strstr(src, "__activemask");
-  if (build_ms) *build_ms = now_ms() - start;
-  if (cache_hit) *cache_hit = hit;
+  m->needs_fibers = needs_fibers;
   *out = m;
   return KL_OK;
+}
+
+int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
+                 double *build_ms, int *cache_hit, char *why, size_t whylen) {
+  char so_path[512];
+  *out = NULL;
+  int rc = kl_emu_compile(src, len, so_path, sizeof so_path, build_ms,
+                          cache_hit, why, whylen);
+  if (rc != KL_OK) return rc;
+  return kl_emu_load(so_path, kl_emu_needs_fibers(src), out, why, whylen);
 }
 
 const kl_launch *kl_emu_geometry(const kl_emu_module *m) {

@@ -63,7 +63,7 @@ static int run_confined(action act, int *slot) {
   pid_t pid = fork();
   if (pid == 0) {
     char why[256];
-    if (sbx_confine(SBX_RUN_CPU_EMU, shared, why, sizeof why) < 0) {
+    if (sbx_confine(SBX_RUN_CPU_EMU, shared, -1, why, sizeof why) < 0) {
       fprintf(stderr, "confine: %s\n", why);
       _exit(2);
     }

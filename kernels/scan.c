@@ -1,0 +1,1054 @@
+/*
+ * kernels/scan.c — the static anti-cheat scanner: reads a candidate's text
+ * and raises the static flags of kernels/flags.c (banned constructs,
+ * host-path escapes, disallowed includes, file-scope mutable state, low
+ * precision, size).
+ *
+ * How it reads the text: line splices are joined (each character keeps its
+ * original line number), then one lexer pass turns it into tokens
+ * (identifiers, numbers, string and character literals including raw
+ * strings, punctuators) and drops comments. Every check works on tokens, so
+ * a banned word in a comment or a string literal raises nothing. The one
+ * exception is inline asm: when a file uses asm, its string literals are PTX
+ * and are searched for %clock, %globaltimer and low-precision types.
+ *
+ * The checks:
+ *  - names: a table of identifiers (exact, prefix or substring matches,
+ *    some only when called: `write(` but not `int write = 0;`);
+ *  - punctuators: `<<<` (a device-side launch);
+ *  - directives: #include targets, #if/#ifdef/#elif on any macro the file
+ *    itself never #defines (that can only be the compiler's: a branch on the
+ *    compilation pass), and `##` pasting in #define bodies (literal pastes
+ *    such as cl ## ock64, and parameter pastes resolved at each invocation
+ *    of the macro with its literal arguments);
+ *  - declarations: a small scope tracker (file, namespace, class, function
+ *    body, initializer) finds file-scope __device__/__managed__ variables
+ *    that are not const, static locals and static members that are not
+ *    const, file-scope variables without any CUDA qualifier (host memory on
+ *    cpu-emu), functions without __device__/__global__ (host code), and
+ *    extern declarations other than extern __shared__.
+ *
+ * Limits, on purpose (the dynamic checks and the sandbox are the backstop):
+ * this is not a preprocessor. A macro whose body is an ordinary banned name
+ * is caught (the body is scanned), a paste is resolved one level deep with
+ * literal arguments, but a paste whose argument is itself a macro, names
+ * built by templates, or constant data reinterpreted as code are not. The
+ * declaration tracker is a heuristic for the C++ that kernels use, not a
+ * C++ parser: unusual declarators (function pointers, attributes it does
+ * not know) may be misread; it errs towards raising a flag.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- tokens -------------------------------------------------------------
+ */
+
+enum { T_IDENT, T_NUM, T_STR, T_PUNCT };
+
+typedef struct token {
+  int kind;
+  int start, len; /* in the joined text */
+  int line;       /* 1-based line in the original source */
+  int dir;        /* index of the directive it belongs to, or -1 */
+} token;
+
+typedef struct directive {
+  int first; /* index of the token after '#' (the directive name), or -1 */
+  int end;   /* one past its last token */
+  int line;
+  int start, stop; /* text span after the name, to the end of the line */
+} directive;
+
+typedef struct scanner {
+  char *text;   /* joined text (splices removed), NUL-terminated */
+  int *line_of; /* original line of each character of text */
+  int n;        /* length of text */
+  token *tok;   /* tokens */
+  int ntok;
+  directive *dir; /* preprocessor directives */
+  int ndir;
+  int *device_fn; /* token index of each __device__/__global__ function name */
+  int ndevice_fn;
+  kl_flags flags;
+  char note[64][96]; /* first finding per bit */
+  int note_line[64];
+} scanner;
+
+static int is_ident_start(int c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         c == '$' || c >= 0x80;
+}
+static int is_ident_char(int c) {
+  return is_ident_start(c) || (c >= '0' && c <= '9');
+}
+
+static void raise_flag(scanner *s, int bit, int line, const char *fmt,
+                       const char *what, int whatlen) {
+  /* keep the earliest finding: checks do not run in line order */
+  if ((s->flags & KL_FLAG(bit)) && s->note_line[bit] <= line) return;
+  s->flags |= KL_FLAG(bit);
+  s->note_line[bit] = line;
+  char w[64];
+  if (whatlen > (int)sizeof w - 1) whatlen = (int)sizeof w - 1;
+  memcpy(w, what, (size_t)whatlen);
+  w[whatlen] = 0;
+  char body[80];
+  snprintf(body, sizeof body, fmt, w);
+  snprintf(s->note[bit], sizeof s->note[bit], "line %d: %s", line, body);
+}
+
+static int tok_is(const scanner *s, int i, const char *word) {
+  if (i < 0 || i >= s->ntok) return 0;
+  const token *t = &s->tok[i];
+  size_t n = strlen(word);
+  return (size_t)t->len == n && !memcmp(s->text + t->start, word, n);
+}
+
+static int tok_punct(const scanner *s, int i, const char *p) {
+  return i >= 0 && i < s->ntok && s->tok[i].kind == T_PUNCT && tok_is(s, i, p);
+}
+
+/* Joins line splices; line_of keeps each character's original line. */
+static int join_splices(scanner *s, const char *src, size_t len) {
+  s->text = malloc(len + 1);
+  s->line_of = malloc((len + 1) * sizeof(int));
+  if (!s->text || !s->line_of) return -1;
+  int line = 1, j = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (src[i] == '\\' && i + 1 < len && src[i + 1] == '\n') {
+      i++, line++;
+      continue;
+    }
+    if (src[i] == '\\' && i + 2 < len && src[i + 1] == '\r' &&
+        src[i + 2] == '\n') {
+      i += 2, line++;
+      continue;
+    }
+    s->text[j] = src[i];
+    s->line_of[j++] = line;
+    if (src[i] == '\n') line++;
+  }
+  s->text[j] = 0;
+  s->line_of[j] = line;
+  s->n = j;
+  return 0;
+}
+
+/* Multi-character punctuators the checks care about, longest first. */
+static const char *const puncts[] = {"<<<", "##", "%:%:", "::", "->", "<<",
+                                     ">>",  "%:", "==",   "!=", "<=", ">="};
+
+/* Splits text into tokens and directives; drops comments. */
+static int lex(scanner *s) {
+  s->tok = malloc(((size_t)s->n + 1) * sizeof(token));
+  s->dir = malloc(((size_t)s->n / 2 + 2) * sizeof(directive));
+  if (!s->tok || !s->dir) return -1;
+  const char *t = s->text;
+  int n = s->n, i = 0, line_start = 1, cur_dir = -1;
+  while (i < n) {
+    int c = (unsigned char)t[i];
+    if (c == '\n') {
+      if (cur_dir >= 0) {
+        s->dir[cur_dir].end = s->ntok;
+        s->dir[cur_dir].stop = i;
+      }
+      cur_dir = -1;
+      line_start = 1;
+      i++;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      i++;
+      continue;
+    }
+    if (c == '/' && i + 1 < n && t[i + 1] == '/') {
+      while (i < n && t[i] != '\n')
+        i++;
+      continue;
+    }
+    if (c == '/' && i + 1 < n && t[i + 1] == '*') {
+      i += 2;
+      while (i < n && !(t[i] == '*' && i + 1 < n && t[i + 1] == '/')) {
+        if (t[i] == '\n' && cur_dir >= 0) {
+          /* a directive ends at the first newline, even inside a comment */
+          s->dir[cur_dir].end = s->ntok;
+          s->dir[cur_dir].stop = i;
+          cur_dir = -1;
+        }
+        if (t[i] == '\n') line_start = 1;
+        i++;
+      }
+      i = i < n ? i + 2 : n;
+      continue;
+    }
+    token tk = {T_PUNCT, i, 1, s->line_of[i], cur_dir};
+    if (is_ident_start(c)) {
+      int j = i;
+      while (j < n && is_ident_char((unsigned char)t[j]))
+        j++;
+      /* string prefixes: u8"", L"", R"delim(...)delim" */
+      int plen = j - i;
+      int raw = plen >= 1 && t[j - 1] == 'R' &&
+                (plen == 1 || (plen == 2 && strchr("uUL", t[i])) ||
+                 (plen == 3 && !strncmp(t + i, "u8", 2)));
+      int prefix = (plen == 1 && strchr("uUL", t[i])) ||
+                   (plen == 2 && !strncmp(t + i, "u8", 2));
+      if (j < n && t[j] == '"' && raw) {
+        int d = j + 1;
+        while (d < n && t[d] != '(' && d - j <= 17)
+          d++;
+        int dlen = d - j - 1;
+        int k = d + 1;
+        while (k < n && !(t[k] == ')' && k + 1 + dlen < n &&
+                          !memcmp(t + k + 1, t + j + 1, (size_t)dlen) &&
+                          t[k + 1 + dlen] == '"'))
+          k++;
+        k = k < n ? k + dlen + 2 : n;
+        tk.kind = T_STR, tk.len = k - i;
+        s->tok[s->ntok++] = tk;
+        i = k;
+        line_start = 0;
+        continue;
+      }
+      if (j < n && (t[j] == '"' || t[j] == '\'') && prefix) {
+        i = j; /* lex the literal below, keeping the prefix in the token */
+        c = t[i];
+      } else {
+        tk.kind = T_IDENT, tk.len = j - i;
+        s->tok[s->ntok++] = tk;
+        i = j;
+        line_start = 0;
+        continue;
+      }
+    }
+    if (c == '"' || c == '\'') {
+      int q = c, j = i + 1;
+      while (j < n && t[j] != q && t[j] != '\n') {
+        if (t[j] == '\\' && j + 1 < n) j++;
+        j++;
+      }
+      if (j < n && t[j] == q) j++;
+      tk.kind = T_STR, tk.len = j - tk.start;
+      s->tok[s->ntok++] = tk;
+      i = j;
+      line_start = 0;
+      continue;
+    }
+    if ((c >= '0' && c <= '9') ||
+        (c == '.' && i + 1 < n && t[i + 1] >= '0' && t[i + 1] <= '9')) {
+      int j = i + 1;
+      while (j < n) {
+        int d = (unsigned char)t[j];
+        if (is_ident_char(d) || d == '.')
+          j++;
+        else if ((d == '+' || d == '-') && strchr("eEpP", t[j - 1]))
+          j++;
+        else if (d == '\'' && j + 1 < n &&
+                 is_ident_char((unsigned char)t[j + 1]))
+          j++; /* digit separator */
+        else
+          break;
+      }
+      tk.kind = T_NUM, tk.len = j - i;
+      s->tok[s->ntok++] = tk;
+      i = j;
+      line_start = 0;
+      continue;
+    }
+    for (size_t p = 0; p < sizeof puncts / sizeof puncts[0]; p++) {
+      size_t pl = strlen(puncts[p]);
+      if ((size_t)(n - i) >= pl && !memcmp(t + i, puncts[p], pl)) {
+        tk.len = (int)pl;
+        break;
+      }
+    }
+    int hash = (tk.len == 1 && c == '#') || (tk.len == 2 && c == '%');
+    if (hash && line_start) {
+      /* a directive: '#' first on its line; record the name that follows */
+      directive *d = &s->dir[s->ndir];
+      d->first = s->ntok;
+      d->end = s->ntok;
+      d->line = tk.line;
+      d->start = i + tk.len;
+      d->stop = n;
+      cur_dir = s->ndir++;
+      i += tk.len;
+      line_start = 0;
+      continue; /* the '#' itself is not a token */
+    }
+    s->tok[s->ntok++] = tk;
+    i += tk.len;
+    line_start = 0;
+  }
+  if (cur_dir >= 0) {
+    s->dir[cur_dir].end = s->ntok;
+    s->dir[cur_dir].stop = n;
+  }
+  /* The directive's name is its first token; its text starts after it. */
+  for (int d = 0; d < s->ndir; d++) {
+    directive *dr = &s->dir[d];
+    if (dr->first < dr->end && s->tok[dr->first].kind == T_IDENT)
+      dr->start = s->tok[dr->first].start + s->tok[dr->first].len;
+    else
+      dr->first = -1;
+  }
+  return 0;
+}
+
+static int dir_is(const scanner *s, int d, const char *name) {
+  return s->dir[d].first >= 0 && tok_is(s, s->dir[d].first, name);
+}
+
+/* ---- the name table -----------------------------------------------------
+ */
+
+enum {
+  M_EXACT,   /* the whole identifier */
+  M_PREFIX,  /* starts with */
+  M_CONTAIN, /* contains */
+  M_CALL,    /* the whole identifier, called: followed by '(' */
+  M_TYPE,    /* the whole identifier, used as a type (see half_as_type) */
+};
+
+typedef struct name_rule {
+  const char *word;
+  int mode;
+  int bit;
+} name_rule;
+
+#define R_(w, m, b)                                                            \
+  { w, m, KL_FLAG_##b }
+static const name_rule name_rules[] = {
+    R_("asm", M_EXACT, INLINE_ASM),
+    R_("__asm__", M_EXACT, INLINE_ASM),
+    R_("__asm", M_EXACT, INLINE_ASM),
+
+    R_("clock", M_EXACT, TIMER_READ),
+    R_("clock64", M_EXACT, TIMER_READ),
+    R_("__clock", M_PREFIX, TIMER_READ),
+    R_("globaltimer", M_CONTAIN, TIMER_READ),
+    R_("clock_gettime", M_EXACT, TIMER_READ),
+    R_("gettimeofday", M_EXACT, TIMER_READ),
+    R_("timespec_get", M_EXACT, TIMER_READ),
+    R_("rdtsc", M_CONTAIN, TIMER_READ),
+    R_("chrono", M_EXACT, TIMER_READ),
+    R_("steady_clock", M_EXACT, TIMER_READ),
+    R_("system_clock", M_EXACT, TIMER_READ),
+    R_("high_resolution_clock", M_EXACT, TIMER_READ),
+    R_("__builtin_readcyclecounter", M_EXACT, TIMER_READ),
+    R_("__builtin_readsteadycounter", M_EXACT, TIMER_READ),
+    R_("time", M_CALL, TIMER_READ),
+
+    R_("printf", M_EXACT, PRINTF),
+    R_("vprintf", M_EXACT, PRINTF),
+    R_("fprintf", M_EXACT, PRINTF),
+    R_("puts", M_EXACT, PRINTF),
+    R_("putchar", M_EXACT, PRINTF),
+    R_("fputs", M_EXACT, PRINTF),
+    R_("fwrite", M_EXACT, PRINTF),
+    R_("cout", M_EXACT, PRINTF),
+    R_("cerr", M_EXACT, PRINTF),
+    R_("__assertfail", M_EXACT, PRINTF),
+    R_("__assert_fail", M_EXACT, PRINTF),
+
+    R_("malloc", M_EXACT, DEVICE_MALLOC),
+    R_("calloc", M_EXACT, DEVICE_MALLOC),
+    R_("realloc", M_EXACT, DEVICE_MALLOC),
+    R_("free", M_EXACT, DEVICE_MALLOC),
+    R_("aligned_alloc", M_EXACT, DEVICE_MALLOC),
+    R_("posix_memalign", M_EXACT, DEVICE_MALLOC),
+    R_("memalign", M_EXACT, DEVICE_MALLOC),
+    R_("alloca", M_EXACT, DEVICE_MALLOC),
+    R_("__builtin_alloca", M_PREFIX, DEVICE_MALLOC),
+    R_("__nv_aligned_device_malloc", M_EXACT, DEVICE_MALLOC),
+    R_("cudaMalloc", M_PREFIX, DEVICE_MALLOC),
+    R_("cudaFree", M_PREFIX, DEVICE_MALLOC),
+    R_("cuMemAlloc", M_PREFIX, DEVICE_MALLOC),
+    R_("new", M_EXACT, DEVICE_MALLOC),
+    R_("delete", M_EXACT, DEVICE_MALLOC), /* not `= delete` (see below) */
+
+    R_("cudaStream", M_PREFIX, STREAM_OR_EVENT),
+    R_("cudaEvent", M_PREFIX, STREAM_OR_EVENT),
+    R_("cuStream", M_PREFIX, STREAM_OR_EVENT),
+    R_("cuEvent", M_PREFIX, STREAM_OR_EVENT),
+    R_("cudaMemcpyAsync", M_EXACT, STREAM_OR_EVENT),
+    R_("cudaMemsetAsync", M_EXACT, STREAM_OR_EVENT),
+
+    R_("cudaLaunch", M_PREFIX, GRAPH_OR_DYNPAR),
+    R_("cuLaunch", M_PREFIX, GRAPH_OR_DYNPAR),
+    R_("cudaGraph", M_PREFIX, GRAPH_OR_DYNPAR),
+    R_("cuGraph", M_PREFIX, GRAPH_OR_DYNPAR),
+    R_("cudaDeviceSynchronize", M_EXACT, GRAPH_OR_DYNPAR),
+    R_("cudaGetParameterBuffer", M_PREFIX, GRAPH_OR_DYNPAR),
+
+    R_("this_grid", M_EXACT, COOP_GRID_SYNC),
+    R_("grid_group", M_EXACT, COOP_GRID_SYNC),
+    R_("this_multi_grid", M_EXACT, COOP_GRID_SYNC),
+    R_("multi_grid_group", M_EXACT, COOP_GRID_SYNC),
+    R_("sync_grids", M_EXACT, COOP_GRID_SYNC),
+    R_("cudaLaunchCooperativeKernel", M_PREFIX, COOP_GRID_SYNC),
+    R_("cudaCG", M_PREFIX, COOP_GRID_SYNC),
+
+    /* compiler and platform macros: only a branch on the pass needs them */
+    R_("__CUDA_ARCH", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__CUDACC", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__NVCC", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__NVCOMPILER", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("NV_IF_TARGET", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("NV_IF_ELSE_TARGET", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("NV_IS_HOST", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("NV_IS_DEVICE", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("NV_PROVIDES_SM", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__GNUC", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__GNUG__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__clang", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__x86_64", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__aarch64__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__linux", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__unix", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("_WIN32", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__STDC_HOSTED__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__has_include", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("KL_EMU", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__TIME__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__DATE__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__TIMESTAMP__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__FILE__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__BASE_FILE__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__FILE_NAME__", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__builtin_frame_address", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__builtin_return_address", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__builtin_extract_return_addr", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__builtin_dwarf_cfa", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__builtin_ia32_", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("__builtin_cpu_", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("environ", M_EXACT, COMPILE_PASS_BRANCH),
+    R_("__environ", M_EXACT, COMPILE_PASS_BRANCH),
+    /* host functions: only when called (a variable may be named `read`) */
+    R_("open", M_CALL, COMPILE_PASS_BRANCH),
+    R_("open64", M_CALL, COMPILE_PASS_BRANCH),
+    R_("openat", M_CALL, COMPILE_PASS_BRANCH),
+    R_("creat", M_CALL, COMPILE_PASS_BRANCH),
+    R_("fopen", M_CALL, COMPILE_PASS_BRANCH),
+    R_("freopen", M_CALL, COMPILE_PASS_BRANCH),
+    R_("popen", M_CALL, COMPILE_PASS_BRANCH),
+    R_("system", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execl", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execle", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execlp", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execve", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execvp", M_CALL, COMPILE_PASS_BRANCH),
+    R_("execvpe", M_CALL, COMPILE_PASS_BRANCH),
+    R_("fexecve", M_CALL, COMPILE_PASS_BRANCH),
+    R_("posix_spawn", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("fork", M_CALL, COMPILE_PASS_BRANCH),
+    R_("vfork", M_CALL, COMPILE_PASS_BRANCH),
+    R_("clone", M_CALL, COMPILE_PASS_BRANCH),
+    R_("clone3", M_CALL, COMPILE_PASS_BRANCH),
+    R_("socket", M_CALL, COMPILE_PASS_BRANCH),
+    R_("socketpair", M_CALL, COMPILE_PASS_BRANCH),
+    R_("connect", M_CALL, COMPILE_PASS_BRANCH),
+    R_("bind", M_CALL, COMPILE_PASS_BRANCH),
+    R_("listen", M_CALL, COMPILE_PASS_BRANCH),
+    R_("accept", M_CALL, COMPILE_PASS_BRANCH),
+    R_("send", M_CALL, COMPILE_PASS_BRANCH),
+    R_("sendto", M_CALL, COMPILE_PASS_BRANCH),
+    R_("recv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("recvfrom", M_CALL, COMPILE_PASS_BRANCH),
+    R_("kill", M_CALL, COMPILE_PASS_BRANCH),
+    R_("tgkill", M_CALL, COMPILE_PASS_BRANCH),
+    R_("raise", M_CALL, COMPILE_PASS_BRANCH),
+    R_("getpid", M_CALL, COMPILE_PASS_BRANCH),
+    R_("getppid", M_CALL, COMPILE_PASS_BRANCH),
+    R_("gettid", M_CALL, COMPILE_PASS_BRANCH),
+    R_("syscall", M_CALL, COMPILE_PASS_BRANCH),
+    R_("dlopen", M_CALL, COMPILE_PASS_BRANCH),
+    R_("dlsym", M_CALL, COMPILE_PASS_BRANCH),
+    R_("mmap", M_CALL, COMPILE_PASS_BRANCH),
+    R_("munmap", M_CALL, COMPILE_PASS_BRANCH),
+    R_("mprotect", M_CALL, COMPILE_PASS_BRANCH),
+    R_("ptrace", M_CALL, COMPILE_PASS_BRANCH),
+    R_("prctl", M_CALL, COMPILE_PASS_BRANCH),
+    R_("pthread_", M_PREFIX, COMPILE_PASS_BRANCH),
+    R_("signal", M_CALL, COMPILE_PASS_BRANCH),
+    R_("sigaction", M_CALL, COMPILE_PASS_BRANCH),
+    R_("read", M_CALL, COMPILE_PASS_BRANCH),
+    R_("write", M_CALL, COMPILE_PASS_BRANCH),
+    R_("pread", M_CALL, COMPILE_PASS_BRANCH),
+    R_("pwrite", M_CALL, COMPILE_PASS_BRANCH),
+    R_("close", M_CALL, COMPILE_PASS_BRANCH),
+    R_("unlink", M_CALL, COMPILE_PASS_BRANCH),
+    R_("remove", M_CALL, COMPILE_PASS_BRANCH),
+    R_("rename", M_CALL, COMPILE_PASS_BRANCH),
+    R_("mkdir", M_CALL, COMPILE_PASS_BRANCH),
+    R_("getenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("setenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("putenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("atexit", M_CALL, COMPILE_PASS_BRANCH),
+    R_("exit", M_CALL, COMPILE_PASS_BRANCH),
+    R_("_exit", M_CALL, COMPILE_PASS_BRANCH),
+    R_("_Exit", M_CALL, COMPILE_PASS_BRANCH),
+    R_("quick_exit", M_CALL, COMPILE_PASS_BRANCH),
+    R_("abort", M_CALL, COMPILE_PASS_BRANCH),
+    R_("sleep", M_CALL, COMPILE_PASS_BRANCH),
+    R_("usleep", M_CALL, COMPILE_PASS_BRANCH),
+    R_("nanosleep", M_CALL, COMPILE_PASS_BRANCH),
+    R_("ioctl", M_CALL, COMPILE_PASS_BRANCH),
+    R_("fcntl", M_CALL, COMPILE_PASS_BRANCH),
+    R_("pipe", M_CALL, COMPILE_PASS_BRANCH),
+    R_("dup2", M_CALL, COMPILE_PASS_BRANCH),
+    R_("setjmp", M_CALL, COMPILE_PASS_BRANCH),
+    R_("longjmp", M_CALL, COMPILE_PASS_BRANCH),
+
+    R_("half", M_TYPE, PRECISION_DOWNGRADE),
+    R_("half2", M_EXACT, PRECISION_DOWNGRADE),
+    R_("__half", M_PREFIX, PRECISION_DOWNGRADE), /* __half, __half2, ... */
+    R_("bfloat16", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("bfloat162", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("bf16", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("2half", M_CONTAIN, PRECISION_DOWNGRADE), /* __float2half_rn ... */
+    R_("half2float", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("half_as", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("as_half", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("tf32", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("fp8", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("e4m3", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("e5m2", M_CONTAIN, PRECISION_DOWNGRADE),
+    R_("__nv_cvt", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("wmma", M_EXACT, PRECISION_DOWNGRADE),
+    R_("nvcuda", M_EXACT, PRECISION_DOWNGRADE),
+    R_("__hadd", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hsub", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hmul", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hdiv", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hfma", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hneg", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hmax", M_PREFIX, PRECISION_DOWNGRADE),
+    R_("__hmin", M_PREFIX, PRECISION_DOWNGRADE),
+};
+#undef R_
+
+/* `half` is a type when followed by a declarator or used in a cast or a
+ * template argument: `half x`, `half*`, `half(`, `<half>`, `(half)`. A
+ * variable named half (`k < half;`) is not. */
+static int half_as_type(const scanner *s, int i) {
+  int nx = i + 1;
+  if (nx < s->ntok) {
+    const token *t = &s->tok[nx];
+    if (t->kind == T_IDENT) return 1;
+    if (tok_punct(s, nx, "*") || tok_punct(s, nx, "&") ||
+        tok_punct(s, nx, ">") || tok_punct(s, nx, "::") ||
+        tok_punct(s, nx, "("))
+      return 1;
+    if (tok_punct(s, nx, ")") && tok_punct(s, i - 1, "(")) return 1;
+  }
+  return 0;
+}
+
+static int is_device_fn_name(const scanner *s, const char *w, int len) {
+  for (int k = 0; k < s->ndevice_fn; k++) {
+    const token *t = &s->tok[s->device_fn[k]];
+    if (t->len == len && !memcmp(s->text + t->start, w, (size_t)len)) return 1;
+  }
+  return 0;
+}
+
+/* Applies the name table to w[0..len). i: its token (context for M_CALL and
+ * M_TYPE), or -1 for a name built by pasting (counted as called). */
+static void check_name(scanner *s, const char *w, int len, int line, int i) {
+  for (size_t r = 0; r < sizeof name_rules / sizeof name_rules[0]; r++) {
+    const name_rule *nr = &name_rules[r];
+    int wl = (int)strlen(nr->word), hit = 0;
+    switch (nr->mode) {
+    case M_EXACT:
+      hit = wl == len && !memcmp(w, nr->word, (size_t)len);
+      break;
+    case M_PREFIX:
+      hit = len >= wl && !memcmp(w, nr->word, (size_t)wl);
+      break;
+    case M_CONTAIN:
+      for (int k = 0; k + wl <= len && !hit; k++)
+        hit = !memcmp(w + k, nr->word, (size_t)wl);
+      break;
+    case M_CALL:
+      hit = wl == len && !memcmp(w, nr->word, (size_t)len);
+      if (hit && i >= 0)
+        hit = tok_punct(s, i + 1, "(") && !tok_punct(s, i - 1, ".") &&
+              !tok_punct(s, i - 1, "->") && !is_device_fn_name(s, w, len);
+      break;
+    case M_TYPE:
+      hit = wl == len && !memcmp(w, nr->word, (size_t)len);
+      if (hit && i >= 0) hit = half_as_type(s, i);
+      break;
+    }
+    if (hit && nr->bit == KL_FLAG_DEVICE_MALLOC && i >= 0 &&
+        tok_is(s, i, "delete") && tok_punct(s, i - 1, "="))
+      hit = 0; /* a deleted function, not a delete expression */
+    if (hit) raise_flag(s, nr->bit, line, "%s", w, len);
+  }
+  /* cuda*/ /*cu* runtime and driver API (cudaMemcpy, cuModuleGetGlobal) */
+  if ((len > 4 && !memcmp(w, "cuda", 4) && w[4] >= 'A' && w[4] <= 'Z') ||
+      (len > 3 && w[0] == 'c' && w[1] == 'u' && w[2] >= 'A' && w[2] <= 'Z' &&
+       w[3] >= 'a' && w[3] <= 'z'))
+    raise_flag(s, KL_FLAG_RUNTIME_API, line, "%s", w, len);
+}
+
+/* ---- directives ---------------------------------------------------------
+ */
+
+static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
+                                                "mma.h"};
+
+/* 1 if the file #defines this name anywhere. */
+static int file_defines(const scanner *s, const char *w, int len) {
+  for (int d = 0; d < s->ndir; d++) {
+    if (!dir_is(s, d, "define")) continue;
+    int nt = s->dir[d].first + 1;
+    if (nt < s->dir[d].end && s->tok[nt].len == len &&
+        !memcmp(s->text + s->tok[nt].start, w, (size_t)len))
+      return 1;
+  }
+  return 0;
+}
+
+static void check_include(scanner *s, int d) {
+  const directive *dr = &s->dir[d];
+  const char *p = s->text + dr->start, *end = s->text + dr->stop;
+  while (p < end && (*p == ' ' || *p == '\t'))
+    p++;
+  char close = *p == '<' ? '>' : (*p == '"' ? '"' : 0);
+  const char *q = close ? memchr(p + 1, close, (size_t)(end - p - 1)) : NULL;
+  int ok = 0;
+  if (q && dir_is(s, d, "include")) {
+    size_t hl = (size_t)(q - p - 1);
+    for (size_t k = 0; k < sizeof include_allowlist / sizeof(char *); k++)
+      if (strlen(include_allowlist[k]) == hl &&
+          !memcmp(include_allowlist[k], p + 1, hl))
+        ok = 1;
+  }
+  if (!ok) {
+    int wl = (int)(end - p);
+    raise_flag(s, KL_FLAG_DISALLOWED_INCLUDE, dr->line, "#include %s", p,
+               wl > 40 ? 40 : wl);
+  }
+}
+
+/* #if/#ifdef/#ifndef/#elif...: a macro the file never defines can only be
+ * the compiler's or the platform's, so the branch depends on the pass. */
+static void check_conditional(scanner *s, int d) {
+  const directive *dr = &s->dir[d];
+  for (int i = dr->first + 1; i < dr->end; i++) {
+    const token *t = &s->tok[i];
+    if (t->kind != T_IDENT) continue;
+    const char *w = s->text + t->start;
+    if (tok_is(s, i, "defined") || tok_is(s, i, "true") ||
+        tok_is(s, i, "false"))
+      continue;
+    if (!file_defines(s, w, t->len))
+      raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, t->line,
+                 "#if on %s (never #defined here)", w, t->len);
+  }
+}
+
+/* Token pasting: `a ## b ## c` in a #define body. Literal pieces are joined
+ * and checked at once; chains with parameters are joined again at each
+ * invocation of the macro with its (literal) arguments. */
+static void check_paste(scanner *s, int d) {
+  const directive *dr = &s->dir[d];
+  int name = dr->first + 1, body = name + 1;
+  if (name >= dr->end || s->tok[name].kind != T_IDENT) return;
+  const token *nt = &s->tok[name];
+  int params[32], np = 0;
+  if (body < dr->end && tok_punct(s, body, "(") &&
+      s->tok[body].start == nt->start + nt->len) {
+    int i = body + 1;
+    for (; i < dr->end && !tok_punct(s, i, ")"); i++)
+      if (s->tok[i].kind == T_IDENT && np < 32) params[np++] = i;
+    body = i + 1;
+  }
+  for (int i = body; i < dr->end; i++) {
+    if (!(tok_punct(s, i, "##") || tok_punct(s, i, "%:%:"))) continue;
+    /* the chain around this ##: back to its first piece, forward to its
+     * last; handled once, from its first ## */
+    int a = i - 1;
+    if (a - 1 >= body &&
+        (tok_punct(s, a - 1, "##") || tok_punct(s, a - 1, "%:%:")))
+      continue;
+    int pieces[16], npc = 0;
+    for (int k = a; k < dr->end && npc < 16; k += 2) {
+      pieces[npc++] = k;
+      if (!(k + 1 < dr->end &&
+            (tok_punct(s, k + 1, "##") || tok_punct(s, k + 1, "%:%:"))))
+        break;
+    }
+    /* which pieces are parameters (argument index), -1 for literal text */
+    int argi[16], any_param = 0;
+    for (int k = 0; k < npc; k++) {
+      argi[k] = -1;
+      for (int p = 0; p < np; p++)
+        if (s->tok[pieces[k]].len == s->tok[params[p]].len &&
+            !memcmp(s->text + s->tok[pieces[k]].start,
+                    s->text + s->tok[params[p]].start,
+                    (size_t)s->tok[params[p]].len))
+          argi[k] = p, any_param = 1;
+    }
+    char buf[256];
+    if (!any_param) {
+      int bl = 0;
+      for (int k = 0; k < npc; k++) {
+        const token *t = &s->tok[pieces[k]];
+        if (bl + t->len < (int)sizeof buf)
+          memcpy(buf + bl, s->text + t->start, (size_t)t->len), bl += t->len;
+      }
+      check_name(s, buf, bl, s->tok[a].line, -1);
+      continue;
+    }
+    /* every invocation NAME( args ) outside this directive */
+    for (int j = 0; j + 1 < s->ntok; j++) {
+      if (s->tok[j].dir == d || s->tok[j].kind != T_IDENT ||
+          s->tok[j].len != nt->len ||
+          memcmp(s->text + s->tok[j].start, s->text + nt->start,
+                 (size_t)nt->len) ||
+          !tok_punct(s, j + 1, "("))
+        continue;
+      int argstart[32], argend[32], na = 0, depth = 0, k = j + 2;
+      argstart[0] = k;
+      for (; k < s->ntok; k++) {
+        if (tok_punct(s, k, "(")) depth++;
+        if (tok_punct(s, k, ")") && depth-- == 0) break;
+        if (tok_punct(s, k, ",") && depth == 0 && na < 31) {
+          argend[na++] = k;
+          argstart[na] = k + 1;
+        }
+      }
+      argend[na++] = k;
+      int bl = 0;
+      for (int q = 0; q < npc; q++) {
+        int from = pieces[q], to = pieces[q] + 1;
+        if (argi[q] >= 0) {
+          if (argi[q] >= na) continue;
+          from = argstart[argi[q]], to = argend[argi[q]];
+        }
+        for (int m = from; m < to; m++) {
+          const token *t = &s->tok[m];
+          if (bl + t->len < (int)sizeof buf)
+            memcpy(buf + bl, s->text + t->start, (size_t)t->len), bl += t->len;
+        }
+      }
+      check_name(s, buf, bl, s->tok[j].line, -1);
+    }
+  }
+}
+
+static void check_directives(scanner *s) {
+  for (int d = 0; d < s->ndir; d++) {
+    if (s->dir[d].first < 0) continue;
+    if (dir_is(s, d, "include") || dir_is(s, d, "include_next") ||
+        dir_is(s, d, "import") || dir_is(s, d, "embed"))
+      check_include(s, d);
+    else if (dir_is(s, d, "if") || dir_is(s, d, "ifdef") ||
+             dir_is(s, d, "ifndef") || dir_is(s, d, "elif") ||
+             dir_is(s, d, "elifdef") || dir_is(s, d, "elifndef"))
+      check_conditional(s, d);
+    else if (dir_is(s, d, "define"))
+      check_paste(s, d);
+    else if (dir_is(s, d, "pragma")) {
+      const directive *dr = &s->dir[d];
+      if (memmem(s->text + dr->start, (size_t)(dr->stop - dr->start),
+                 "dependency", 10))
+        raise_flag(s, KL_FLAG_DISALLOWED_INCLUDE, dr->line, "%s",
+                   "#pragma dependency", 18);
+    }
+  }
+}
+
+/* ---- declarations -------------------------------------------------------
+ */
+
+enum { SC_FILE, SC_CLASS, SC_CODE, SC_INIT };
+
+/* Identifiers whose parentheses are attributes, not a declarator. */
+static int is_attribute_word(const scanner *s, int i) {
+  static const char *const words[] = {
+      "__align__",  "__launch_bounds__", "__attribute__", "alignas",
+      "__declspec", "decltype",          "__maxnreg__",   "__cluster_dims__",
+      "sizeof",     "alignof",           "noexcept",      "static_assert",
+      "operator"};
+  for (size_t k = 0; k < sizeof words / sizeof words[0]; k++)
+    if (tok_is(s, i, words[k])) return 1;
+  return 0;
+}
+
+typedef struct decl {
+  int device, managed, global, host, shared, constant, is_static, is_extern;
+  int is_const; /* the declared object itself is const/constexpr */
+  int constexpr_;
+  int skip;     /* typedef, using, static_assert, template instantiation */
+  int record;   /* struct, class, union or enum keyword */
+  int eq;       /* index of the first '=' at paren depth 0, or -1 */
+  int fn_paren; /* index of the declarator's '(', or -1 */
+  int name;     /* token of the declared name (best guess), or -1 */
+  int nparen;   /* '(' outside attributes */
+} decl;
+
+static void read_decl(const scanner *s, int a, int b, decl *dc) {
+  memset(dc, 0, sizeof *dc);
+  dc->eq = dc->fn_paren = dc->name = -1;
+  int depth = 0, last_star = -1, last_const = -1, first_const = -1;
+  for (int i = a; i < b; i++) {
+    const token *t = &s->tok[i];
+    if (t->kind == T_PUNCT) {
+      if (tok_punct(s, i, "(")) {
+        int attr = i > a && is_attribute_word(s, i - 1);
+        if (depth == 0 && !attr) {
+          dc->nparen++;
+          if (dc->fn_paren < 0 && dc->eq < 0 && i - 1 > a &&
+              s->tok[i - 1].kind == T_IDENT)
+            dc->fn_paren = i, dc->name = i - 1;
+        }
+        depth++;
+      } else if (tok_punct(s, i, ")")) {
+        depth--;
+      } else if (depth == 0 && tok_punct(s, i, "=") && dc->eq < 0) {
+        dc->eq = i;
+      } else if (depth == 0 && tok_punct(s, i, "*") && dc->eq < 0) {
+        last_star = i;
+      }
+      continue;
+    }
+    if (t->kind != T_IDENT) continue;
+    if (depth == 0 && dc->eq < 0 && dc->fn_paren < 0) dc->name = i;
+    if (tok_is(s, i, "__device__")) dc->device = 1;
+    if (tok_is(s, i, "__managed__")) dc->managed = 1;
+    if (tok_is(s, i, "__global__")) dc->global = 1;
+    if (tok_is(s, i, "__host__")) dc->host = 1;
+    if (tok_is(s, i, "__shared__")) dc->shared = 1;
+    if (tok_is(s, i, "__constant__")) dc->constant = 1;
+    if (tok_is(s, i, "static")) dc->is_static = 1;
+    if (tok_is(s, i, "extern")) dc->is_extern = 1;
+    if (tok_is(s, i, "constexpr") || tok_is(s, i, "consteval") ||
+        tok_is(s, i, "constinit"))
+      dc->constexpr_ = 1;
+    if (dc->eq < 0 && depth == 0 && tok_is(s, i, "const")) {
+      last_const = i;
+      if (first_const < 0) first_const = i;
+    }
+    if (i == a && (tok_is(s, i, "typedef") || tok_is(s, i, "using") ||
+                   tok_is(s, i, "static_assert") || tok_is(s, i, "friend") ||
+                   tok_is(s, i, "namespace") || tok_is(s, i, "return")))
+      dc->skip = 1;
+    if (i == a && tok_is(s, i, "template") && !tok_punct(s, i + 1, "<"))
+      dc->skip = 1; /* explicit instantiation */
+    if (tok_is(s, i, "struct") || tok_is(s, i, "class") ||
+        tok_is(s, i, "union") || tok_is(s, i, "enum"))
+      dc->record = 1;
+  }
+  dc->is_const = dc->constexpr_ || (last_const >= 0 && last_const > last_star);
+}
+
+static void declaration(scanner *s, int scope, int a, int b) {
+  if (a >= b) return;
+  decl dc;
+  read_decl(s, a, b, &dc);
+  if (dc.skip) return;
+  int line = s->tok[a].line;
+  const char *nm = dc.name >= 0 ? s->text + s->tok[dc.name].start : "?";
+  int nl = dc.name >= 0 ? s->tok[dc.name].len : 1;
+  int is_fn = dc.fn_paren >= 0;
+
+  if (is_fn && (dc.device || dc.global))
+    s->device_fn[s->ndevice_fn++] = dc.name;
+
+  if (scope == SC_FILE) {
+    if (is_fn) {
+      if (dc.host && !dc.device)
+        raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line, "__host__ function %s",
+                   nm, nl);
+      else if (!dc.device && !dc.global && !dc.constexpr_)
+        raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+                   "host function %s (no __device__)", nm, nl);
+      return;
+    }
+    if (dc.record && dc.eq < 0) return; /* struct S; enum E : int; */
+    if (dc.is_extern && !dc.shared && dc.eq < 0)
+      raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+                 "extern declaration of %s", nm, nl);
+    if (dc.shared || dc.constant || dc.is_const) return;
+    if (dc.device || dc.managed)
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line,
+                 "mutable __device__ variable %s", nm, nl);
+    else if (b - a >= 2 && dc.nparen == 0 && !dc.record)
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line,
+                 "file-scope variable %s (host memory on cpu-emu)", nm, nl);
+    return;
+  }
+  if (scope == SC_CLASS) {
+    if (dc.is_static && !is_fn && !dc.is_const)
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line, "static member %s", nm,
+                 nl);
+    return;
+  }
+  if (scope == SC_CODE) {
+    if (dc.is_static && !dc.shared && !dc.is_const)
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line, "static local %s", nm,
+                 nl);
+    if (dc.is_extern && !dc.shared)
+      raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+                 "extern declaration of %s", nm, nl);
+  }
+}
+
+/* Walks the tokens outside directives, tracking scopes, and hands every
+ * declaration-shaped statement to declaration(). */
+static int check_declarations(scanner *s) {
+  int cap = s->ntok + 1;
+  int *stack = malloc((size_t)cap * sizeof(int));
+  int *idx = malloc((size_t)cap * sizeof(int));
+  s->device_fn = malloc((size_t)cap * sizeof(int));
+  if (!stack || !idx || !s->device_fn) {
+    free(stack);
+    free(idx);
+    return -1;
+  }
+  /* the tokens that are code, in order */
+  int nc = 0;
+  for (int i = 0; i < s->ntok; i++)
+    if (s->tok[i].dir < 0) idx[nc++] = i;
+  int sp = 0, start = 0;
+  stack[0] = SC_FILE;
+#define TK(k) idx[k]
+  for (int k = 0; k < nc; k++) {
+    int i = TK(k), scope = stack[sp];
+    if (tok_punct(s, i, ";")) {
+      if (scope != SC_INIT && start < k)
+        declaration(s, scope, TK(start), TK(k - 1) + 1);
+      start = k + 1;
+    } else if (tok_punct(s, i, "{")) {
+      int next = SC_CODE;
+      if (scope == SC_INIT) {
+        next = SC_INIT;
+      } else if (start < k) {
+        int a = TK(start), b = i; /* the statement before the brace */
+        decl dc;
+        read_decl(s, a, b, &dc);
+        int ns = 0, ext_block = 0;
+        for (int q = a; q < b; q++)
+          if (tok_is(s, q, "namespace")) ns = 1;
+        if (tok_is(s, a, "extern") && b - a == 2 && s->tok[a + 1].kind == T_STR)
+          ext_block = 1;
+        if ((ns || ext_block) && scope == SC_FILE) {
+          next = SC_FILE;
+        } else if (dc.eq >= 0) {
+          declaration(s, scope, a, b);
+          next = SC_INIT;
+        } else if (dc.fn_paren >= 0) {
+          declaration(s, scope, a, b);
+          next = SC_CODE;
+        } else if (dc.record) {
+          next = SC_CLASS;
+        } else if (scope == SC_CODE) {
+          next = SC_CODE; /* else {, do {, a nested block */
+        } else {
+          declaration(s, scope, a, b); /* braced initializer: T x{...} */
+          next = SC_INIT;
+        }
+      }
+      if (sp + 1 < cap) stack[++sp] = next;
+      start = k + 1;
+    } else if (tok_punct(s, i, "}")) {
+      if (sp > 0) sp--;
+      start = k + 1;
+    }
+  }
+#undef TK
+  free(stack);
+  free(idx);
+  return 0;
+}
+
+/* ---- inline asm text ----------------------------------------------------
+ */
+
+/* In a file that uses asm, string literals are PTX: look for clocks and
+ * low-precision instructions there too. */
+static void check_asm_strings(scanner *s) {
+  static const struct {
+    const char *pat;
+    int bit;
+  } pats[] = {
+      {"globaltimer", KL_FLAG_TIMER_READ},
+      {"%clock", KL_FLAG_TIMER_READ},
+      {".f16", KL_FLAG_PRECISION_DOWNGRADE},
+      {".bf16", KL_FLAG_PRECISION_DOWNGRADE},
+      {".tf32", KL_FLAG_PRECISION_DOWNGRADE},
+      {".e4m3", KL_FLAG_PRECISION_DOWNGRADE},
+      {".e5m2", KL_FLAG_PRECISION_DOWNGRADE},
+      {"mma", KL_FLAG_PRECISION_DOWNGRADE},
+  };
+  for (int i = 0; i < s->ntok; i++) {
+    const token *t = &s->tok[i];
+    if (t->kind != T_STR) continue;
+    for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
+      const char *hit = memmem(s->text + t->start, (size_t)t->len, pats[p].pat,
+                               strlen(pats[p].pat));
+      if (hit)
+        raise_flag(s, pats[p].bit, t->line, "asm \"...%s...\"", pats[p].pat,
+                   (int)strlen(pats[p].pat));
+    }
+  }
+}
+
+/* ---- entry point --------------------------------------------------------
+ */
+
+kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
+  scanner s;
+  memset(&s, 0, sizeof s);
+  if (detail && detail_len) detail[0] = 0;
+  if (len > KL_SCAN_OVERSIZE_BYTES) {
+    char w[48];
+    int wl =
+        snprintf(w, sizeof w, "%zu bytes > %d", len, KL_SCAN_OVERSIZE_BYTES);
+    raise_flag(&s, KL_FLAG_OVERSIZE_SOURCE, 1, "%s", w, wl);
+  }
+  if (join_splices(&s, src, len) == 0 && lex(&s) == 0 &&
+      check_declarations(&s) == 0) {
+    for (int i = 0; i < s.ntok; i++) {
+      const token *t = &s.tok[i];
+      int d = t->dir;
+      if (d >= 0 && !(dir_is(&s, d, "define") || dir_is(&s, d, "if") ||
+                      dir_is(&s, d, "ifdef") || dir_is(&s, d, "ifndef") ||
+                      dir_is(&s, d, "elif") || dir_is(&s, d, "elifdef") ||
+                      dir_is(&s, d, "elifndef") || dir_is(&s, d, "undef")))
+        continue; /* include targets, pragmas, #error text */
+      if (t->kind == T_IDENT)
+        check_name(&s, s.text + t->start, t->len, t->line, i);
+      else if (tok_punct(&s, i, "<<<"))
+        raise_flag(&s, KL_FLAG_GRAPH_OR_DYNPAR, t->line, "%s", "<<<", 3);
+    }
+    check_directives(&s);
+    if (s.flags & KL_FLAG(KL_FLAG_INLINE_ASM)) check_asm_strings(&s);
+  }
+  if (detail && detail_len) {
+    size_t o = 0;
+    for (int bit = 0; bit < 64; bit++) {
+      if (!(s.flags & KL_FLAG(bit))) continue;
+      const char *name = kl_flag_name(bit);
+      int w = snprintf(detail + o, detail_len - o, "%s%s: %s", o ? "; " : "",
+                       name ? name : "?", s.note[bit]);
+      if (w < 0 || (size_t)w >= detail_len - o) break;
+      o += (size_t)w;
+    }
+  }
+  free(s.text);
+  free(s.line_of);
+  free(s.tok);
+  free(s.dir);
+  free(s.device_fn);
+  return s.flags;
+}

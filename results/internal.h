@@ -1,0 +1,116 @@
+/*
+ * results/internal.h — shared by the files of results/ only (not a public
+ * header): the field lists of the two record types, from which both the
+ * HDF5 compound types and the crc32 are generated, so they cannot drift;
+ * the dataset names; and small HDF5 helpers.
+ */
+#ifndef RESULTS_INTERNAL_H
+#define RESULTS_INTERNAL_H
+
+#include "results/results.h"
+
+#include <hdf5.h>
+
+/* Field kinds: I64, I32, U64, U32, F64, BOOL (HDF5 enum FALSE/TRUE on int8,
+ * which h5py reads as numpy bool), STR (fixed-length NUL-padded string the
+ * size of the C array), SHA (uint8[32]). The crc field comes last and is
+ * not listed. */
+#define RES_CANDIDATE_FIELDS(X)                                                \
+  X(id, I64)                                                                   \
+  X(step, I64)                                                                 \
+  X(group, I32)                                                                \
+  X(sample, I32)                                                               \
+  X(task, STR)                                                                 \
+  X(label, STR)                                                                \
+  X(backend, STR)                                                              \
+  X(status, STR)                                                               \
+  X(compiled, BOOL)                                                            \
+  X(correct, BOOL)                                                             \
+  X(max_rel_err, F64)                                                          \
+  X(max_abs_err, F64)                                                          \
+  X(time_us, F64)                                                              \
+  X(time_min_us, F64)                                                          \
+  X(time_max_us, F64)                                                          \
+  X(baseline_us, F64)                                                          \
+  X(gflops, F64)                                                               \
+  X(reward, F64)                                                               \
+  X(regs, I32)                                                                 \
+  X(smem_bytes, I32)                                                           \
+  X(spill_bytes, I32)                                                          \
+  X(stack_bytes, I32)                                                          \
+  X(block_x, I32)                                                              \
+  X(block_y, I32)                                                              \
+  X(tile_rows, I32)                                                            \
+  X(tile_cols, I32)                                                            \
+  X(dyn_smem_bytes, I32)                                                       \
+  X(shape_m, I32)                                                              \
+  X(shape_n, I32)                                                              \
+  X(shape_k, I32)                                                              \
+  X(flags, U64)                                                                \
+  X(seed, U64)                                                                 \
+  X(compile_ms, F64)                                                           \
+  X(wall_unix, F64)                                                            \
+  X(reward_sha256, STR)                                                        \
+  X(src_off, U64)                                                              \
+  X(src_len, U32)                                                              \
+  X(src_sha256, SHA)                                                           \
+  X(timing_off, U64)                                                           \
+  X(timing_count, U32)
+
+#define RES_STEP_FIELDS(X)                                                     \
+  X(step, I64)                                                                 \
+  X(n_candidates, I32)                                                         \
+  X(reward_mean, F64)                                                          \
+  X(reward_std, F64)                                                           \
+  X(reward_max, F64)                                                           \
+  X(reward_min, F64)                                                           \
+  X(correct_frac, F64)                                                         \
+  X(kl, F64)                                                                   \
+  X(loss, F64)                                                                 \
+  X(entropy, F64)                                                              \
+  X(clip_frac, F64)                                                            \
+  X(len_mean, F64)                                                             \
+  X(best_time_us, F64)                                                         \
+  X(lr, F64)                                                                   \
+  X(grad_norm, F64)                                                            \
+  X(wall_s, F64)
+
+#define RES_DS_CANDIDATES "candidates"
+#define RES_DS_SOURCE "source_bytes"
+#define RES_DS_TIMINGS "timings"
+#define RES_DS_COMPONENTS "reward_components"
+#define RES_DS_COMPONENT_NAMES "reward_component_names"
+#define RES_DS_STEPS "steps"
+#define RES_KIND "kernlab-results"
+
+/* Memory (= file) compound types; the caller closes them with H5Tclose. */
+hid_t res__candidate_type(void);
+hid_t res__step_type(void);
+
+/* Checks the 8-byte HDF5 signature at offset 0 (kernlab files always put the
+ * superblock there). Returns RES_OK or RES_EINPUT with a reason. */
+int res__check_signature(const char *path, char *why, size_t whylen);
+
+/* Checks that fid is a kernlab results file this code can read (kind and
+ * schema_version attributes). Returns RES_OK or RES_EINPUT with a reason. */
+int res__validate(hid_t fid, const char *path, char *why, size_t whylen);
+
+/* The number of leading records that are complete: crc matches, id is the
+ * row index, and source and samples lie inside the heaps' extents. The
+ * rest is work that was in flight when a writer died. */
+int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
+                          int64_t src_bytes, int64_t n_samples);
+
+/* Current extent of a 1-D (or the first axis of a 2-D) dataset; -1 on
+ * error. */
+int64_t res__extent(hid_t ds, int axis);
+
+/* Reads [start, start + count) of a 1-D dataset (or rows of a 2-D one,
+ * cols wide) with memory type mt into buf. Returns 0 or -1. */
+int res__read_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,
+                   int64_t cols, void *buf);
+
+/* Formats the innermost HDF5 error message into why (after prefix). */
+void res__h5_error(char *why, size_t whylen, const char *prefix);
+
+#endif

@@ -1,0 +1,396 @@
+/*
+ * results/reader.c — opens a results file read-only and loads its records
+ * for the inspection commands: every valid candidate, the reward component
+ * matrix, the steps, the flag and component names. Sources and timing
+ * samples are read on demand.
+ *
+ * Opening is SWMR read first (a file being written, or left by a killed
+ * writer, still carries the "open for write" mark and only opens this way),
+ * then plain read-only (for files that are not in the latest format). The
+ * reader holds everything small in memory: a campaign of 100k candidates
+ * is ~60 MB of records, which is fine for a command-line tool.
+ */
+#include "results/internal.h"
+
+#include "kernels/kernels.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct attr_cache {
+  char name[64];
+  char *value;
+} attr_cache;
+
+struct res_reader {
+  hid_t fid, src, tim;
+  char path[4096];
+  res_candidate *recs;
+  int64_t n;
+  res_step *steps;
+  int64_t n_steps;
+  double *comp; /* (n, k) */
+  int k;
+  char (*comp_names)[RES_NAME_LEN];
+  char (*flag_names)[RES_NAME_LEN];
+  int n_flags;
+  int schema;
+  uint64_t seed;
+  attr_cache attrs[32];
+  int n_attrs;
+};
+
+/* Reads a string attribute of the root (fixed or variable length) into a
+ * malloc'd string; NULL when absent or not a string. */
+static char *read_str_attr(hid_t fid, const char *name) {
+  if (H5Aexists(fid, name) <= 0) return NULL;
+  hid_t a = H5Aopen(fid, name, H5P_DEFAULT);
+  if (a < 0) return NULL;
+  hid_t t = H5Aget_type(a);
+  char *out = NULL;
+  if (H5Tget_class(t) == H5T_STRING) {
+    if (H5Tis_variable_str(t) > 0) {
+      char *v = NULL;
+      hid_t mt = H5Tcopy(H5T_C_S1);
+      H5Tset_size(mt, H5T_VARIABLE);
+      if (H5Aread(a, mt, &v) >= 0 && v) {
+        out = strdup(v);
+        H5free_memory(v);
+      }
+      H5Tclose(mt);
+    } else {
+      size_t size = H5Tget_size(t);
+      out = calloc(1, size + 1);
+      if (out && H5Aread(a, t, out) < 0) {
+        free(out);
+        out = NULL;
+      }
+    }
+  }
+  H5Tclose(t);
+  H5Aclose(a);
+  return out;
+}
+
+static int read_int_attr(hid_t fid, const char *name, hid_t mt, void *v) {
+  if (H5Aexists(fid, name) <= 0) return -1;
+  hid_t a = H5Aopen(fid, name, H5P_DEFAULT);
+  if (a < 0) return -1;
+  herr_t e = H5Aread(a, mt, v);
+  H5Aclose(a);
+  return e < 0 ? -1 : 0;
+}
+
+int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
+  char *kind = read_str_attr(fid, "kind");
+  int ok = kind && !strcmp(kind, RES_KIND);
+  free(kind);
+  int32_t schema = 0;
+  if (!ok || read_int_attr(fid, "schema_version", H5T_NATIVE_INT32, &schema)) {
+    snprintf(why, whylen,
+             "%s: an HDF5 file but not a kernlab results file (no kind = "
+             "\"%s\" attribute)",
+             path, RES_KIND);
+    return RES_EINPUT;
+  }
+  if (schema > RES_SCHEMA_VERSION || schema < 1) {
+    snprintf(why, whylen,
+             "%s: results schema version %d; this kernlab reads versions 1 "
+             "to %d (a newer kernlab wrote it)",
+             path, (int)schema, RES_SCHEMA_VERSION);
+    return RES_EINPUT;
+  }
+  return RES_OK;
+}
+
+static int load_names(hid_t loc, const char *attr, char (**out)[RES_NAME_LEN],
+                      int *n) {
+  *out = NULL;
+  *n = 0;
+  if (H5Aexists(loc, attr) <= 0) return 0;
+  hid_t a = H5Aopen(loc, attr, H5P_DEFAULT);
+  hid_t sp = H5Aget_space(a);
+  hssize_t count = H5Sget_simple_extent_npoints(sp);
+  int rc = 0;
+  if (H5Sget_simple_extent_type(sp) == H5S_SIMPLE && count > 0) {
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, RES_NAME_LEN);
+    H5Tset_strpad(mt, H5T_STR_NULLTERM);
+    *out = calloc((size_t)count, RES_NAME_LEN);
+    if (!*out || H5Aread(a, mt, *out) < 0)
+      rc = -1;
+    else
+      *n = (int)count;
+    H5Tclose(mt);
+  }
+  H5Sclose(sp);
+  H5Aclose(a);
+  return rc;
+}
+
+void res_reader_close(res_reader *r) {
+  if (!r) return;
+  if (r->src > 0) H5Dclose(r->src);
+  if (r->tim > 0) H5Dclose(r->tim);
+  if (r->fid > 0) H5Fclose(r->fid);
+  free(r->recs);
+  free(r->steps);
+  free(r->comp);
+  free(r->comp_names);
+  free(r->flag_names);
+  for (int i = 0; i < r->n_attrs; i++) free(r->attrs[i].value);
+  free(r);
+}
+
+static int damaged(res_reader *r, const char *what, char *why,
+                   size_t whylen) {
+  char prefix[4200];
+  snprintf(prefix, sizeof prefix, "%s: truncated or damaged results file: %s",
+           r->path, what);
+  res__h5_error(why, whylen, prefix);
+  return RES_EINPUT;
+}
+
+static int load(res_reader *r, char *why, size_t whylen) {
+  hid_t cand = H5Dopen2(r->fid, RES_DS_CANDIDATES, H5P_DEFAULT);
+  hid_t steps = H5Dopen2(r->fid, RES_DS_STEPS, H5P_DEFAULT);
+  hid_t comp = H5Dopen2(r->fid, RES_DS_COMPONENTS, H5P_DEFAULT);
+  hid_t cname = H5Dopen2(r->fid, RES_DS_COMPONENT_NAMES, H5P_DEFAULT);
+  r->src = H5Dopen2(r->fid, RES_DS_SOURCE, H5P_DEFAULT);
+  r->tim = H5Dopen2(r->fid, RES_DS_TIMINGS, H5P_DEFAULT);
+  int rc = RES_OK;
+  hid_t ct = res__candidate_type(), st = res__step_type();
+  if (cand < 0 || steps < 0 || comp < 0 || cname < 0 || r->src < 0 ||
+      r->tim < 0) {
+    rc = damaged(r, "a dataset of the schema is missing", why, whylen);
+    goto done;
+  }
+  int64_t n = res__extent(cand, 0);
+  r->recs = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->recs);
+  if (n < 0 || !r->recs || res__read_rows(cand, ct, 0, n, 0, r->recs)) {
+    rc = damaged(r, "cannot read /candidates", why, whylen);
+    goto done;
+  }
+  r->n = res__valid_prefix(r->recs, n, res__extent(r->src, 0),
+                           res__extent(r->tim, 0));
+  int64_t ns = res__extent(steps, 0);
+  r->steps = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *r->steps);
+  if (ns < 0 || !r->steps || res__read_rows(steps, st, 0, ns, 0, r->steps)) {
+    rc = damaged(r, "cannot read /steps", why, whylen);
+    goto done;
+  }
+  while (r->n_steps < ns &&
+         r->steps[r->n_steps].crc == res_step_crc(&r->steps[r->n_steps]))
+    r->n_steps++;
+  int64_t k = res__extent(cname, 0);
+  if (k > 0) {
+    r->comp_names = malloc((size_t)k * RES_NAME_LEN);
+    if (!r->comp_names ||
+        res__read_rows(cname, H5T_NATIVE_UINT8, 0, k, RES_NAME_LEN,
+                       r->comp_names)) {
+      rc = damaged(r, "cannot read /reward_component_names", why, whylen);
+      goto done;
+    }
+    for (int64_t j = 0; j < k; j++) r->comp_names[j][RES_NAME_LEN - 1] = 0;
+    r->k = (int)k;
+  }
+  r->comp = malloc((size_t)(r->n > 0 ? r->n : 1) * (size_t)(k > 0 ? k : 1) *
+                   sizeof(double));
+  if (!r->comp) {
+    rc = damaged(r, "out of memory", why, whylen);
+    goto done;
+  }
+  for (int64_t i = 0; i < r->n * r->k; i++) r->comp[i] = NAN;
+  /* The matrix may be narrower than the name list if a kill came between
+   * adding a name and widening the matrix: read what is there. */
+  int64_t rows = res__extent(comp, 0), cols = res__extent(comp, 1);
+  if (rows > r->n) rows = r->n;
+  if (cols > r->k) cols = r->k;
+  if (rows > 0 && cols > 0) {
+    double *tmp = malloc((size_t)rows * (size_t)cols * sizeof *tmp);
+    if (!tmp || res__read_rows(comp, H5T_NATIVE_DOUBLE, 0, rows, cols, tmp)) {
+      free(tmp);
+      rc = damaged(r, "cannot read /reward_components", why, whylen);
+      goto done;
+    }
+    for (int64_t i = 0; i < rows; i++)
+      memcpy(r->comp + i * r->k, tmp + i * cols, (size_t)cols * sizeof *tmp);
+    free(tmp);
+  }
+  if (load_names(r->fid, "flag_names", &r->flag_names, &r->n_flags) < 0)
+    rc = damaged(r, "cannot read the flag_names attribute", why, whylen);
+  int32_t schema = 0;
+  read_int_attr(r->fid, "schema_version", H5T_NATIVE_INT32, &schema);
+  r->schema = schema;
+  read_int_attr(r->fid, "seed", H5T_NATIVE_UINT64, &r->seed);
+done:
+  H5Tclose(ct);
+  H5Tclose(st);
+  if (cand >= 0) H5Dclose(cand);
+  if (steps >= 0) H5Dclose(steps);
+  if (comp >= 0) H5Dclose(comp);
+  if (cname >= 0) H5Dclose(cname);
+  return rc;
+}
+
+res_reader *res_open_read(const char *path, int *code, char *why,
+                          size_t whylen) {
+  int dummy;
+  if (!code) code = &dummy;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    snprintf(why, whylen, "%s: %s", path, strerror(errno));
+    *code = RES_EINPUT;
+    return NULL;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "%s: is a directory, expected a results file", path);
+    *code = RES_EINPUT;
+    return NULL;
+  }
+  if ((*code = res__check_signature(path, why, whylen)) != RES_OK) return NULL;
+  res_reader *r = calloc(1, sizeof *r);
+  if (!r) {
+    snprintf(why, whylen, "%s: out of memory", path);
+    *code = RES_EENV;
+    return NULL;
+  }
+  r->fid = r->src = r->tim = -1;
+  snprintf(r->path, sizeof r->path, "%s", path);
+  r->fid = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+  if (r->fid < 0) r->fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (r->fid < 0) {
+    *code = damaged(r, "HDF5 cannot open it", why, whylen);
+    res_reader_close(r);
+    return NULL;
+  }
+  if ((*code = res__validate(r->fid, path, why, whylen)) != RES_OK ||
+      (*code = load(r, why, whylen)) != RES_OK) {
+    res_reader_close(r);
+    return NULL;
+  }
+  return r;
+}
+
+int64_t res_count(const res_reader *r) {
+  return r->n;
+}
+
+const res_candidate *res_get(const res_reader *r, int64_t id) {
+  return id >= 0 && id < r->n ? &r->recs[id] : NULL;
+}
+
+const char *res_attr(const res_reader *r, const char *name) {
+  res_reader *w = (res_reader *)r; /* the cache is not observable state */
+  for (int i = 0; i < w->n_attrs; i++)
+    if (!strcmp(w->attrs[i].name, name))
+      return w->attrs[i].value ? w->attrs[i].value : "";
+  if (w->n_attrs == (int)(sizeof w->attrs / sizeof w->attrs[0])) return "";
+  attr_cache *a = &w->attrs[w->n_attrs++];
+  snprintf(a->name, sizeof a->name, "%s", name);
+  a->value = read_str_attr(w->fid, name);
+  return a->value ? a->value : "";
+}
+
+int res_schema_version(const res_reader *r) {
+  return r->schema;
+}
+
+uint64_t res_seed(const res_reader *r) {
+  return r->seed;
+}
+
+int res_flag_count(const res_reader *r) {
+  return r->n_flags;
+}
+
+const char *res_flag_name(const res_reader *r, int bit) {
+  return bit >= 0 && bit < r->n_flags ? r->flag_names[bit] : NULL;
+}
+
+int res_component_count(const res_reader *r) {
+  return r->k;
+}
+
+const char *res_component_name(const res_reader *r, int j) {
+  return j >= 0 && j < r->k ? r->comp_names[j] : NULL;
+}
+
+const double *res_components(const res_reader *r, int64_t id) {
+  return id >= 0 && id < r->n && r->k > 0 ? r->comp + id * r->k : NULL;
+}
+
+int res_source(const res_reader *r, int64_t id, char **src, size_t *len,
+               char *why, size_t whylen) {
+  *src = NULL;
+  *len = 0;
+  const res_candidate *c = res_get(r, id);
+  if (!c) {
+    snprintf(why, whylen, "%s: no candidate with id %lld (ids 0 to %lld)",
+             r->path, (long long)id, (long long)r->n - 1);
+    return RES_EINPUT;
+  }
+  char *buf = malloc((size_t)c->src_len + 1);
+  if (!buf) {
+    snprintf(why, whylen, "out of memory");
+    return RES_EENV;
+  }
+  if (c->src_len &&
+      res__read_rows(r->src, H5T_NATIVE_UINT8, (int64_t)c->src_off,
+                     (int64_t)c->src_len, 0, buf)) {
+    free(buf);
+    return damaged((res_reader *)r, "cannot read /source_bytes", why, whylen);
+  }
+  buf[c->src_len] = 0;
+  kl_sha256_ctx ctx;
+  uint8_t sha[32];
+  kl_sha256_init(&ctx);
+  kl_sha256_update(&ctx, buf, c->src_len);
+  kl_sha256_final(&ctx, sha);
+  if (memcmp(sha, c->src_sha256, 32)) {
+    free(buf);
+    snprintf(why, whylen,
+             "%s: candidate %lld: source bytes do not match src_sha256",
+             r->path, (long long)id);
+    return RES_EINPUT;
+  }
+  *src = buf;
+  *len = c->src_len;
+  return RES_OK;
+}
+
+int res_timings(const res_reader *r, int64_t id, double **samples, int *n,
+                char *why, size_t whylen) {
+  *samples = NULL;
+  *n = 0;
+  const res_candidate *c = res_get(r, id);
+  if (!c) {
+    snprintf(why, whylen, "%s: no candidate with id %lld", r->path,
+             (long long)id);
+    return RES_EINPUT;
+  }
+  if (!c->timing_count) return RES_OK;
+  double *buf = malloc(c->timing_count * sizeof *buf);
+  if (!buf ||
+      res__read_rows(r->tim, H5T_NATIVE_DOUBLE, (int64_t)c->timing_off,
+                     c->timing_count, 0, buf)) {
+    free(buf);
+    return damaged((res_reader *)r, "cannot read /timings", why, whylen);
+  }
+  *samples = buf;
+  *n = (int)c->timing_count;
+  return RES_OK;
+}
+
+int64_t res_step_count(const res_reader *r) {
+  return r->n_steps;
+}
+
+const res_step *res_get_step(const res_reader *r, int64_t i) {
+  return i >= 0 && i < r->n_steps ? &r->steps[i] : NULL;
+}

@@ -1,0 +1,241 @@
+/*
+ * results/results.h — the one public header of the results module: the HDF5
+ * campaign store (schema, writer, reader).
+ *
+ * One HDF5 file per campaign (or one per user leaderboard for `kernlab eval
+ * --out`). h5py reads it without kernlab. Prefix: res_. Errors are values:
+ * functions return a RES_* status and write a one-line reason into a
+ * caller-supplied buffer (`why`, `whylen`). RES_EINPUT and RES_EENV match the
+ * CLI exit codes 2 and 3.
+ *
+ * Schema (version RES_SCHEMA_VERSION; every dataset is chunked and extendable
+ * along its unlimited dimensions, every record is plain fixed-size data):
+ *
+ *   /                      attributes: kind = "kernlab-results",
+ *                          schema_version, created, config (the campaign's
+ *                          config text), reward_script, reward_sha256,
+ *                          device, backend, kernlab_version, hdf5_version,
+ *                          nvrtc_version, driver_version, seed, flag_names
+ *                          (bit i of a candidate's `flags` is flag_names[i])
+ *   /candidates            compound res_candidate records, [n]; the row index
+ *                          is the candidate's id
+ *   /source_bytes          uint8 byte heap, [bytes]; a candidate's source is
+ *                          [src_off, src_off + src_len), sha256 src_sha256.
+ *                          Identical sources are stored once.
+ *   /timings               float64 raw timing samples in microseconds, [m];
+ *                          a candidate's are [timing_off, +timing_count)
+ *   /reward_components     float64 [n, k]: candidate i's value of component
+ *                          j; NaN where a candidate has no such component.
+ *                          Grows along both axes: a reward script may add a
+ *                          component mid-campaign (hot reload).
+ *   /reward_component_names  uint8 [k, RES_NAME_LEN]: NUL-padded name of
+ *                          column j. The authoritative list; the attribute
+ *                          `names` on /reward_components holds the names
+ *                          known when the file was created (SWMR forbids
+ *                          changing attributes later).
+ *   /steps                 compound res_step records, one per policy step
+ *
+ * Crash safety: SWMR. The writer creates every object up front, switches to
+ * single-writer/multiple-reader mode (H5Fstart_swmr_write, libver latest)
+ * and only ever appends along unlimited dimensions; after each candidate it
+ * flushes the file. SWMR orders metadata flushes so the on-disk file is
+ * coherent at every instant, which is what a kill -9 sees (the page cache
+ * survives the process). Chosen over a checksummed log rebuilt into HDF5
+ * because it keeps one file that live readers (`kernlab top` during a
+ * campaign, h5py with swmr=True) can follow, with no second format and no
+ * rebuild step; the cost is that no new objects or attributes can appear
+ * after creation (hence the pre-created datasets above) and that files are
+ * not compressed (a compressed partial chunk is rewritten to fresh space on
+ * every flush and SWMR never recycles space). Two extra guards:
+ *   - an append writes the source, samples and components, flushes, and
+ *     only then writes the record (SWMR keeps each dataset coherent but
+ *     does not order flushes across datasets);
+ *   - each record carries a crc32 of its fields, so a record whose row
+ *     became visible before all its bytes is recognised as the work in
+ *     flight and ignored (readers stop at the first bad crc or the first
+ *     record pointing outside the heaps; the writer overwrites it);
+ *   - a new file is built under a temporary name and renamed into place once
+ *     complete, so a kill during creation leaves no half-made file.
+ * After a crash the superblock still says "open for SWMR write": readers open
+ * with H5F_ACC_SWMR_READ (h5py: swmr=True), which works for finished, live
+ * and crashed files alike; the next writer clears the mark (it holds an OFD
+ * lock on the file, so it knows no other kernlab writer is alive). A
+ * cleanly closed file opens with plain h5py.File(path).
+ *
+ * The store knows nothing about CUDA or Lua: the lab fills res_candidate from
+ * kernels' kl_result and reward's components.
+ */
+#ifndef RESULTS_RESULTS_H
+#define RESULTS_RESULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+  RES_OK = 0,
+  RES_EINPUT = 2, /* not a results file, newer schema, truncated, bad id */
+  RES_EENV = 3,   /* HDF5 failure, disk full, file busy */
+};
+
+#define RES_SCHEMA_VERSION 1
+#define RES_NAME_LEN 64 /* component and flag names, NUL included */
+#define RES_MAX_FLAGS 64
+
+/* One evaluated candidate, as stored in /candidates. The caller fills the
+ * measurement fields; the fields marked (store) are assigned by
+ * res_append_candidate and are ignored on input. Strings are NUL-padded
+ * fixed arrays (HDF5 fixed-length strings; h5py reads them as bytes). */
+typedef struct res_candidate {
+  int64_t id;      /* (store) row index in /candidates */
+  int64_t step;    /* campaign step; -1 outside a campaign (eval --out) */
+  int32_t group;   /* GRPO group within the step; -1 if none */
+  int32_t sample;  /* index within the group; -1 if none */
+  char task[32];   /* task name, e.g. "fp32_256" */
+  char label[128]; /* file name for eval, or a sample tag */
+  char backend[16];
+  char status[48]; /* ok, wrong, compile_error, timeout, crashed:<sig>, ... */
+  uint8_t compiled, correct;
+  double max_rel_err, max_abs_err;
+  double time_us, time_min_us, time_max_us; /* median, min, max; -1 none */
+  double baseline_us; /* baseline at the same shape; -1 if none */
+  double gflops;      /* -1 if not timed */
+  double reward;      /* total (sum of components); NaN if not scored */
+  int32_t regs, smem_bytes, spill_bytes, stack_bytes; /* -1 unknown */
+  int32_t block_x, block_y, tile_rows, tile_cols, dyn_smem_bytes;
+  int32_t shape_m, shape_n, shape_k; /* the timed target shape */
+  uint64_t flags;                    /* anti-cheat bits; see flag_names */
+  uint64_t seed;
+  double compile_ms;
+  double wall_unix;       /* when it was evaluated (seconds since epoch) */
+  char reward_sha256[65]; /* hash of the reward script that scored it */
+  uint64_t src_off;       /* (store) */
+  uint32_t src_len;       /* (store) */
+  uint8_t src_sha256[32]; /* (store) */
+  uint64_t timing_off;    /* (store) */
+  uint32_t timing_count;  /* (store) */
+  uint32_t crc;           /* (store) crc32 of every other field */
+} res_candidate;
+
+/* Per-step policy statistics, one record per step in /steps. */
+typedef struct res_step {
+  int64_t step;
+  int32_t n_candidates;
+  double reward_mean, reward_std, reward_max, reward_min;
+  double correct_frac;
+  double kl, loss, entropy, clip_frac, len_mean;
+  double best_time_us; /* best correct time so far; -1 if none */
+  double lr, grad_norm;
+  double wall_s; /* seconds since the campaign started */
+  uint32_t crc;  /* (store) */
+} res_step;
+
+/* Campaign attributes, written once when the file is created. NULL strings
+ * are stored as "". */
+typedef struct res_campaign_meta {
+  const char *config; /* the campaign's config text (any size) */
+  const char *reward_script, *reward_sha256;
+  const char *device, *backend;
+  const char *kernlab_version, *nvrtc_version, *driver_version;
+  uint64_t seed;
+  const char *const *flag_names; /* bit i -> name; may be NULL */
+  int n_flags;
+  const char *const *component_names; /* initial reward components */
+  int n_components;
+} res_campaign_meta;
+
+/* ---- writer (results/store.c) -------------------------------------------- */
+
+typedef struct res_file res_file;
+
+/* Opens path for appending, creating it (with meta's attributes) if it does
+ * not exist; an existing file keeps its attributes and meta is ignored.
+ * Clears a crashed writer's mark. Returns NULL with a reason in why (and
+ * *code = RES_EINPUT for a file that is not a kernlab results file or has a
+ * newer schema, RES_EENV for I/O trouble or a file another process is
+ * writing) when it cannot. The caller closes the result with res_close. */
+res_file *res_open_append(const char *path, const res_campaign_meta *meta,
+                          int *code, char *why, size_t whylen);
+
+/* Appends one candidate: its source (stored once per distinct sha256), its
+ * raw timing samples, its reward components (names mapped to columns; new
+ * names add columns), then the record; flushes. c->id and the other (store)
+ * fields are assigned; the new id is returned through *id (may be NULL).
+ * Returns RES_OK or RES_EENV with a reason; on error the file still holds
+ * every earlier candidate. */
+int res_append_candidate(res_file *f, const res_candidate *c,
+                         const char *source, size_t source_len,
+                         const double *samples, int n_samples,
+                         const char *const *comp_names,
+                         const double *comp_values, int n_comp, int64_t *id,
+                         char *why, size_t whylen);
+
+/* Appends one /steps record and flushes. Returns RES_OK or RES_EENV. */
+int res_append_step(res_file *f, const res_step *s, char *why, size_t whylen);
+
+/* Number of candidates and of steps the file holds (valid records): where
+ * a resumed campaign continues. */
+int64_t res_file_count(const res_file *f);
+int64_t res_file_step_count(const res_file *f);
+
+/* Flushes and closes; clears the SWMR mark. Returns RES_OK or RES_EENV.
+ * f is freed in every case; NULL is a no-op. */
+int res_close(res_file *f, char *why, size_t whylen);
+
+/* ---- reader (results/reader.c) ------------------------------------------- */
+
+typedef struct res_reader res_reader;
+
+/* Opens a results file read-only (SWMR read: works while a writer appends
+ * and after a crash). Returns NULL with *code = RES_EINPUT and a reason for
+ * a missing file, a file that is not HDF5, not a kernlab results file, a
+ * newer schema or a truncated file; RES_EENV for other HDF5 failures. */
+res_reader *res_open_read(const char *path, int *code, char *why,
+                          size_t whylen);
+void res_reader_close(res_reader *r);
+
+/* Valid candidates: records up to (not including) the first bad crc. */
+int64_t res_count(const res_reader *r);
+/* Pointer to candidate id's record, owned by the reader; NULL when out of
+ * range. */
+const res_candidate *res_get(const res_reader *r, int64_t id);
+
+/* A string attribute of the root group ("" when absent), owned by r. */
+const char *res_attr(const res_reader *r, const char *name);
+int res_schema_version(const res_reader *r);
+uint64_t res_seed(const res_reader *r);
+
+/* Flag names (bit i -> names[i]); owned by r. */
+int res_flag_count(const res_reader *r);
+const char *res_flag_name(const res_reader *r, int bit);
+
+/* Reward components: column names, and candidate id's values (NaN where the
+ * candidate has none); both owned by r. */
+int res_component_count(const res_reader *r);
+const char *res_component_name(const res_reader *r, int j);
+const double *res_components(const res_reader *r, int64_t id);
+
+/* Reads candidate id's source into a malloc'd NUL-terminated buffer owned
+ * by the caller and checks it against src_sha256. Returns RES_OK, or
+ * RES_EINPUT for an unknown id or a hash mismatch. */
+int res_source(const res_reader *r, int64_t id, char **src, size_t *len,
+               char *why, size_t whylen);
+
+/* Reads candidate id's raw timing samples into a malloc'd array owned by the
+ * caller (*samples is NULL when there are none). */
+int res_timings(const res_reader *r, int64_t id, double **samples, int *n,
+                char *why, size_t whylen);
+
+/* Policy steps, owned by r. */
+int64_t res_step_count(const res_reader *r);
+const res_step *res_get_step(const res_reader *r, int64_t i);
+
+/* ---- helpers (results/schema.c) ------------------------------------------ */
+
+/* crc32 (IEEE, as zlib) of a candidate's or step's fields, excluding crc. */
+uint32_t res_candidate_crc(const res_candidate *c);
+uint32_t res_step_crc(const res_step *s);
+
+/* Copies s into a fixed array of n bytes, NUL-padding the rest. */
+void res_strset(char *dst, size_t n, const char *s);
+
+#endif

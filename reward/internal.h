@@ -1,0 +1,60 @@
+/*
+ * reward/internal.h — what the reward module's files share and nobody else
+ * sees: the rw_script struct and the protected-call helper. Include only
+ * from reward/*.c.
+ */
+#ifndef REWARD_INTERNAL_H
+#define REWARD_INTERNAL_H
+
+#include "reward/reward.h"
+
+#include <lua.h>
+
+/* The count hook runs every RW_HOOK_EVERY VM instructions; a call hook
+ * runs before every function call (Lua or C) and checks the clock, so one
+ * expensive C call (a 60 MiB string.upper) is the most that can run past
+ * the deadline. */
+#define RW_HOOK_EVERY 1000
+
+struct rw_script {
+  lua_State *L;
+  rw_limits lim;
+  size_t mem_used; /* bytes held by L, kept by the allocator */
+  char path[1024];
+  char short_src[LUA_IDSIZE]; /* as Lua names the chunk in messages */
+  char sha256[65];
+  int score_ref;     /* registry: the score function */
+  int cand_mt_ref;   /* registry: metatable of candidate tables */
+  int ctx_mt_ref;    /* registry: metatable of ctx tables */
+  int score_line;    /* line where score was defined */
+  int print_lines;   /* lines printed so far (print is capped) */
+  /* per call, reset by rw__pcall */
+  long long hook_events; /* count-hook events in this call */
+  double deadline_ms;    /* monotonic clock */
+  int stop;              /* 0 running, 1 instruction budget, 2 deadline */
+  int mem_error;         /* a memory error was caught by pcall/xpcall */
+  char stop_msg[256];
+  char traceback[4096];
+};
+
+/* Runs the function below the nargs arguments on top of L's stack under the
+ * budget, deadline and message handler. On RW_OK leaves nresults results on
+ * the stack (the caller restores the top); otherwise the stack is as it was
+ * below the function, why holds one line and s->traceback the traceback. */
+int rw__pcall(rw_script *s, int nargs, int nresults, char *why,
+              size_t whylen);
+
+/* Clock in milliseconds (CLOCK_MONOTONIC). */
+double rw__now_ms(void);
+
+/* Builds the sandboxed state, the metatables and reads nothing from disk.
+ * Returns RW_OK or RW_EENV. Defined in sandbox.c. */
+int rw__sandbox_open(rw_script *s, char *why, size_t whylen);
+
+/* Builds the metatables of c and ctx (score.c). RW_OK or an error. */
+int rw__metrics_setup(rw_script *s, char *why, size_t whylen);
+
+/* Copies src into dst as one line (newlines and tabs become spaces). */
+void rw__one_line(char *dst, size_t len, const char *src);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * sandbox/ipc.c — framed messages over pipes between the lab (supervisor)
+ * and its workers.
+ *
+ * A frame is a 24-byte header — magic "KLF1", protocol version, message
+ * type, payload length, CRC-32 of the payload — followed by the payload.
+ * The receiver checks all of it and a caller-given size limit before it
+ * allocates, so a confused or hostile worker can make the supervisor reject
+ * a message but never make it allocate without bound or misread a frame.
+ * Reads wait with a deadline (poll), so a silent worker cannot hang the lab.
+ */
+#define _GNU_SOURCE
+#include "sandbox/sandbox_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SBX_MAGIC 0x31464c4bu /* "KLF1" little-endian */
+
+typedef struct frame_header {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint64_t len;
+  uint32_t crc;
+  uint32_t reserved;
+} frame_header;
+
+uint32_t sbx_crc32(uint32_t crc, const void *data, size_t len) {
+  /* Bitwise CRC-32 (IEEE, reflected): no table, so it is also safe to call
+   * from the SIGSYS handler. */
+  const uint8_t *p = data;
+  crc = ~crc;
+  for (size_t i = 0; i < len; i++) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
+  }
+  return ~crc;
+}
+
+double sbx_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
+             size_t blen) {
+  frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, (uint16_t)type,
+                    alen + blen, 0, 0};
+  h.crc = sbx_crc32(sbx_crc32(0, a, alen), b, blen);
+  if (write_all(fd, &h, sizeof h) != 0) return -1;
+  if (alen && write_all(fd, a, alen) != 0) return -1;
+  if (blen && write_all(fd, b, blen) != 0) return -1;
+  return 0;
+}
+
+/* Reads exactly n bytes before deadline_ms (absolute, sbx_now_ms clock).
+ * Returns 0, SBX_EOF, SBX_TIMEOUT or SBX_EBAD. */
+static int read_all(int fd, void *p, size_t n, double deadline_ms) {
+  uint8_t *b = p;
+  while (n > 0) {
+    double left = deadline_ms - sbx_now_ms();
+    if (left <= 0) return SBX_TIMEOUT;
+    struct pollfd pf = {fd, POLLIN, 0};
+    int r = poll(&pf, 1, left > 1e9 ? -1 : (int)left + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return SBX_EBAD;
+    if (r == 0) continue;
+    ssize_t got = read(fd, b, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got == 0) return SBX_EOF;
+    if (got < 0) return SBX_EBAD;
+    b += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len,
+             size_t max_len, double deadline_ms) {
+  *payload = NULL;
+  *len = 0;
+  frame_header h;
+  int rc = read_all(fd, &h, sizeof h, deadline_ms);
+  if (rc != 0) return rc;
+  if (h.magic != SBX_MAGIC || h.version != SBX_PROTOCOL_VERSION ||
+      h.len > max_len)
+    return SBX_EBAD;
+  uint8_t *p = malloc(h.len ? h.len : 1);
+  if (!p) return SBX_EBAD;
+  rc = read_all(fd, p, h.len, deadline_ms);
+  if (rc == 0 && sbx_crc32(0, p, h.len) != h.crc) rc = SBX_EBAD;
+  if (rc != 0) {
+    free(p);
+    return rc;
+  }
+  *type = h.type;
+  *payload = p;
+  *len = h.len;
+  return 0;
+}
+
+/* The trap report, written from the SIGSYS handler: only async-signal-safe
+ * work (no allocation, no stdio). */
+void sbx_send_trap(int fd, int syscall_nr) {
+  int32_t nr = syscall_nr;
+  frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, SBX_MSG_TRAP,
+                    sizeof nr, 0, 0};
+  h.crc = sbx_crc32(0, &nr, sizeof nr);
+  uint8_t buf[sizeof h + sizeof nr];
+  memcpy(buf, &h, sizeof h);
+  memcpy(buf + sizeof h, &nr, sizeof nr);
+  (void)!write(fd, buf, sizeof buf);
+}

@@ -1,0 +1,77 @@
+/*
+ * sandbox/sandbox_internal.h — what the sandbox's own files share: the frame
+ * protocol, worker spawning, and the worker side. Not for other modules.
+ */
+#ifndef SANDBOX_SANDBOX_INTERNAL_H
+#define SANDBOX_SANDBOX_INTERNAL_H
+
+#include "sandbox/sandbox.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SBX_PROTOCOL_VERSION 1
+
+/* Message types. */
+enum {
+  SBX_MSG_READY = 1,   /* worker -> lab: initialised and confined */
+  SBX_MSG_COMPILE = 2, /* lab -> compile worker: arch NUL source */
+  SBX_MSG_COMPILED = 3, /* reply: sbx_compile_reply, cubin, log */
+  SBX_MSG_RUN = 4,     /* lab -> run worker: kl_run_job */
+  SBX_MSG_RAN = 5,     /* reply: sbx_run_reply, outputs */
+  SBX_MSG_TRAP = 6,    /* worker -> lab: int32 syscall number, then death */
+};
+
+/* sbx_recv results besides 0. */
+enum { SBX_EOF = -1, SBX_TIMEOUT = -2, SBX_EBAD = -3 };
+
+/* The worker's end of the pipes. */
+#define SBX_FD_IN 3
+#define SBX_FD_OUT 4
+
+typedef struct sbx_compile_reply {
+  int32_t rc;          /* KL_OK, KL_ECOMPILE, KL_EINPUT, KL_EENV */
+  char why[512];
+  char key[65];
+  uint64_t cubin_size; /* bytes of cubin after this struct, then the log */
+  double compile_ms;
+} sbx_compile_reply;
+
+typedef struct sbx_run_reply {
+  int32_t confinement; /* 2 seccomp+rlimits+namespaces, 1 without ns */
+  uint64_t n_outs;     /* floats after this struct */
+} sbx_run_reply;
+
+uint32_t sbx_crc32(uint32_t crc, const void *data, size_t len);
+double sbx_now_ms(void);
+/* Sends one frame whose payload is a then b. Returns 0 or -1. */
+int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
+             size_t blen);
+/* Receives one frame of at most max_len payload bytes before deadline_ms
+ * (absolute, sbx_now_ms). Returns 0 (payload malloc'd, caller frees),
+ * SBX_EOF, SBX_TIMEOUT or SBX_EBAD. */
+int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len,
+             size_t max_len, double deadline_ms);
+/* Async-signal-safe: a TRAP frame with the syscall number. */
+void sbx_send_trap(int fd, int syscall_nr);
+
+/* A worker process as the supervisor sees it. */
+typedef struct sbx_worker {
+  pid_t pid;
+  int pidfd; /* -1 where pidfd_open is unavailable */
+  int to;    /* lab -> worker */
+  int from;  /* worker -> lab */
+  int up;
+} sbx_worker;
+
+/* Starts `kernlab __worker MODE` (this executable, re-exec'd). */
+int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen);
+/* SIGKILL to the worker's process group (through the pidfd where there is
+ * one), reap it, close its pipes. Returns its wait status. */
+int sbx_kill(sbx_worker *w);
+/* Reaps a worker that is exiting by itself, waiting at most timeout_ms, then
+ * kills it. Returns its wait status. */
+int sbx_reap(sbx_worker *w, double timeout_ms);
+
+#endif

@@ -1,0 +1,405 @@
+/*
+ * sandbox/supervisor.c — the lab's side of the sandbox: starting workers
+ * (fork+exec of this executable), holding the clock, killing, respawning,
+ * and the kl_executor that kl_eval_source uses.
+ *
+ * A slot owns one warm compile worker (persistent: NVRTC stays loaded) and
+ * one pre-started run worker (one job each, so a fresh one is started as
+ * soon as the previous is taken). Waits use poll with the deadline; kills go
+ * through a pidfd (no pid-reuse race) and to the worker's process group.
+ * Statuses come from what the worker said (a TRAP frame names the syscall)
+ * or how it ended (signal, exit) — never from the candidate's word alone.
+ */
+#define _GNU_SOURCE
+#include "sandbox/sandbox_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+static char self_exe[PATH_MAX];
+static int spawned_count; /* atomic */
+
+static const char *self_path(void) {
+  if (!self_exe[0]) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) snprintf(self_exe, sizeof self_exe, "/proc/self/exe");
+    else self_exe[n] = 0;
+  }
+  return self_exe;
+}
+
+int sbx_spawn_count(void) {
+  return __atomic_load_n(&spawned_count, __ATOMIC_RELAXED);
+}
+
+int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
+  int to[2], from[2];
+  memset(w, 0, sizeof *w);
+  w->pidfd = w->to = w->from = -1;
+  if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) {
+    snprintf(why, whylen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  char ppid[32];
+  snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
+  const char *argv[] = {self_path(), "__worker", mode, ppid, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, to[0], SBX_FD_IN);
+  posix_spawn_file_actions_adddup2(&fa, from[1], SBX_FD_OUT);
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                    POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&at, 0);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &all);
+  int err = posix_spawn(&w->pid, argv[0], &fa, &at, (char *const *)argv,
+                        environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(to[0]);
+  close(from[1]);
+  if (err != 0) {
+    close(to[1]);
+    close(from[0]);
+    snprintf(why, whylen, "cannot start worker %s: %s", argv[0],
+             strerror(err));
+    return -1;
+  }
+  __atomic_fetch_add(&spawned_count, 1, __ATOMIC_RELAXED);
+  w->to = to[1];
+  w->from = from[0];
+  w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+  if (w->pidfd >= 0) fcntl(w->pidfd, F_SETFD, FD_CLOEXEC);
+  w->up = 1;
+  return 0;
+}
+
+static void close_worker(sbx_worker *w) {
+  if (w->to >= 0) close(w->to);
+  if (w->from >= 0) close(w->from);
+  if (w->pidfd >= 0) close(w->pidfd);
+  w->to = w->from = w->pidfd = -1;
+  w->up = 0;
+}
+
+int sbx_kill(sbx_worker *w) {
+  int status = 0;
+  if (!w->up) return 0;
+  if (w->pidfd >= 0) syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+  else kill(w->pid, SIGKILL);
+  kill(-w->pid, SIGKILL); /* anything it started in its group */
+  while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  close_worker(w);
+  return status;
+}
+
+int sbx_reap(sbx_worker *w, double timeout_ms) {
+  int status = 0;
+  if (!w->up) return 0;
+  double deadline = sbx_now_ms() + timeout_ms;
+  for (;;) {
+    pid_t r = waitpid(w->pid, &status, WNOHANG);
+    if (r == w->pid) {
+      kill(-w->pid, SIGKILL);
+      close_worker(w);
+      return status;
+    }
+    if (r < 0 && errno != EINTR) break;
+    if (sbx_now_ms() > deadline) return sbx_kill(w);
+    if (w->pidfd >= 0) {
+      struct pollfd pf = {w->pidfd, POLLIN, 0};
+      poll(&pf, 1, 5);
+    } else {
+      usleep(1000);
+    }
+  }
+  close_worker(w);
+  return status;
+}
+
+/* Waits for READY (or what went wrong instead). */
+static int await_ready(sbx_worker *w, double timeout_ms, char *why,
+                       size_t whylen) {
+  int type;
+  uint8_t *msg;
+  size_t len;
+  int rc = sbx_recv(w->from, &type, &msg, &len, 64, sbx_now_ms() + timeout_ms);
+  if (rc == 0 && type == SBX_MSG_READY) {
+    free(msg);
+    return 0;
+  }
+  free(msg);
+  int st = sbx_kill(w);
+  snprintf(why, whylen,
+           "worker did not start (%s; exit status %d%s%s)",
+           rc == SBX_TIMEOUT ? "timeout" : "no READY", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+           WIFSIGNALED(st) ? ", signal " : "",
+           WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "");
+  return -1;
+}
+
+/* ---- the slot and its executor ---- */
+
+struct sbx_slot {
+  sbx_limits limits;
+  sbx_worker compile;
+  sbx_worker run; /* pre-started, waiting for its one job */
+};
+
+sbx_slot *sbx_slot_new(const sbx_limits *limits) {
+  sbx_slot *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->limits.compile_deadline_s = 60;
+  s->limits.host_compile_deadline_s = 60;
+  if (limits) s->limits = *limits;
+  s->compile.to = s->compile.from = s->compile.pidfd = -1;
+  s->run.to = s->run.from = s->run.pidfd = -1;
+  return s;
+}
+
+void sbx_slot_free(sbx_slot *s) {
+  if (!s) return;
+  if (s->compile.up) {
+    close(s->compile.to); /* EOF: the compile worker exits by itself */
+    s->compile.to = -1;
+    sbx_reap(&s->compile, 200);
+  }
+  sbx_kill(&s->run);
+  free(s);
+}
+
+static void status_from_wait(int st, const char *what, kl_result *out) {
+  if (WIFSIGNALED(st)) {
+    const char *name = sigabbrev_np(WTERMSIG(st));
+    snprintf(out->status, sizeof out->status, "crashed:SIG%s",
+             name ? name : "?");
+    snprintf(out->error, sizeof out->error, "%s crashed (%s)", what,
+             strsignal(WTERMSIG(st)));
+  } else {
+    snprintf(out->status, sizeof out->status, "crashed:exit");
+    snprintf(out->error, sizeof out->error,
+             "%s ended the process (exit status %d)", what,
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+}
+
+static int exec_compile(void *ctx, const char *src, size_t len,
+                        const char *arch, kl_compiled *out, char *why,
+                        size_t whylen) {
+  sbx_slot *s = ctx;
+  double t0 = sbx_now_ms();
+  if (kl_nvrtc_cached(src, len, arch, out)) return KL_OK;
+  kl_compiled_free(out);
+  if (!s->compile.up) {
+    if (sbx_spawn(&s->compile, "compile", why, whylen) != 0) return KL_EENV;
+    if (await_ready(&s->compile, 30000, why, whylen) != 0) return KL_EENV;
+  }
+  size_t alen = strlen(arch) + 1;
+  if (sbx_send(s->compile.to, SBX_MSG_COMPILE, arch, alen, src, len) != 0) {
+    sbx_kill(&s->compile);
+    snprintf(why, whylen, "compile worker went away");
+    return KL_EENV;
+  }
+  int type;
+  uint8_t *msg;
+  size_t mlen;
+  int rc = sbx_recv(s->compile.from, &type, &msg, &mlen, 512u << 20,
+                    t0 + s->limits.compile_deadline_s * 1e3);
+  if (rc == SBX_TIMEOUT) {
+    sbx_kill(&s->compile);
+    snprintf(why, whylen, "NVRTC did not finish within %.0f s (compile worker "
+                          "killed)",
+             s->limits.compile_deadline_s);
+    return KL_ETIMEOUT;
+  }
+  if (rc == 0 && type == SBX_MSG_TRAP && mlen == 4) {
+    int32_t nr;
+    memcpy(&nr, msg, 4);
+    free(msg);
+    sbx_reap(&s->compile, 1000);
+    snprintf(why, whylen,
+             "the compile worker was stopped by the sandbox at %s: NVRTC "
+             "needs a syscall the compile profile does not allow",
+             sbx_syscall_name(nr));
+    return KL_EENV;
+  }
+  if (rc != 0 || type != SBX_MSG_COMPILED || mlen < sizeof(sbx_compile_reply)) {
+    free(msg);
+    int st = sbx_reap(&s->compile, 1000);
+    if (WIFSIGNALED(st) &&
+        (WTERMSIG(st) == SIGABRT || WTERMSIG(st) == SIGKILL ||
+         WTERMSIG(st) == SIGSEGV)) {
+      snprintf(why, whylen,
+               "the compile worker died (%s): most likely out of memory under "
+               "the compile profile's 4 GiB limit",
+               strsignal(WTERMSIG(st)));
+      return KL_EOOM;
+    }
+    snprintf(why, whylen, "the compile worker failed (exit status %d)",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return KL_EENV;
+  }
+  sbx_compile_reply r;
+  memcpy(&r, msg, sizeof r);
+  size_t body = mlen - sizeof r;
+  if (r.cubin_size > body) {
+    free(msg);
+    snprintf(why, whylen, "malformed reply from the compile worker");
+    return KL_EENV;
+  }
+  r.why[sizeof r.why - 1] = 0;
+  r.key[64] = 0;
+  memset(out, 0, sizeof *out);
+  out->res = (kl_resources){-1, -1, -1, -1, -1, -1};
+  memcpy(out->key, r.key, sizeof out->key);
+  out->cubin_size = r.cubin_size;
+  out->cubin = malloc(r.cubin_size ? r.cubin_size : 1);
+  out->log = malloc(body - r.cubin_size + 1);
+  if (!out->cubin || !out->log) {
+    free(msg);
+    snprintf(why, whylen, "out of memory");
+    return KL_EENV;
+  }
+  memcpy(out->cubin, msg + sizeof r, r.cubin_size);
+  memcpy(out->log, msg + sizeof r + r.cubin_size, body - r.cubin_size);
+  out->log[body - r.cubin_size] = 0;
+  free(msg);
+  snprintf(why, whylen, "%s", r.why);
+  if (r.rc == KL_OK) {
+    kl_compiled_finish(out);
+    kl_nvrtc_store(out);
+  }
+  out->compile_ms = sbx_now_ms() - t0;
+  return r.rc;
+}
+
+static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
+                    float *outs, size_t n_outs, kl_result *out) {
+  sbx_slot *s = ctx;
+  char why[512];
+  double t0 = sbx_now_ms();
+  /* A pre-started worker has said READY by now, or says it shortly. */
+  if ((!s->run.up && sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) ||
+      await_ready(&s->run, 30000, why, sizeof why) != 0) {
+    snprintf(out->status, sizeof out->status, "sandbox_error");
+    snprintf(out->error, sizeof out->error, "%s", why);
+    return 0;
+  }
+  sbx_worker w = s->run;
+  s->run.up = 0;
+  int complete = 0;
+  if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, NULL, 0) != 0) {
+    int st = sbx_kill(&w);
+    status_from_wait(st, "the run worker", out);
+    goto respawn;
+  }
+  int type;
+  uint8_t *msg;
+  size_t len;
+  size_t want = sizeof(sbx_run_reply) + sizeof(kl_run_report) +
+                n_outs * sizeof(float);
+  int rc = sbx_recv(w.from, &type, &msg, &len, want,
+                    t0 + job->deadline_s * 1e3);
+  if (rc == SBX_TIMEOUT) {
+    sbx_kill(&w);
+    snprintf(out->status, sizeof out->status, "timeout");
+    snprintf(out->error, sizeof out->error,
+             "runs did not finish within the %.0f s deadline (worker killed)",
+             job->deadline_s);
+    goto respawn;
+  }
+  if (rc == 0 && type == SBX_MSG_TRAP && len == 4) {
+    int32_t nr;
+    memcpy(&nr, msg, 4);
+    free(msg);
+    sbx_reap(&w, 1000);
+    const char *name = sbx_syscall_name(nr);
+    snprintf(out->status, sizeof out->status, "killed:seccomp:%s", name);
+    snprintf(out->error, sizeof out->error,
+             "the sandbox stopped the kernel at a forbidden system call: %s "
+             "(number %d)",
+             name, nr);
+    goto respawn;
+  }
+  if (rc != 0 || type != SBX_MSG_RAN || len != want) {
+    free(msg);
+    int st = sbx_reap(&w, 1000);
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) {
+      snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
+      snprintf(out->error, sizeof out->error,
+               "the sandbox stopped the kernel at a forbidden system call made "
+               "with signals blocked (which call was not recorded)");
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT) {
+      snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
+      snprintf(out->error, sizeof out->error,
+               "the sandbox stopped the kernel (report lost)");
+    } else if (rc == 0 || rc == SBX_EBAD) {
+      snprintf(out->status, sizeof out->status, "run_error");
+      snprintf(out->error, sizeof out->error,
+               "the run worker sent a malformed reply (%s)",
+               WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
+    } else {
+      status_from_wait(st, "the kernel", out);
+    }
+    goto respawn;
+  }
+  sbx_run_reply reply;
+  memcpy(&reply, msg, sizeof reply);
+  memcpy(rep, msg + sizeof reply, sizeof *rep);
+  rep->why[sizeof rep->why - 1] = 0;
+  if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
+    rep->samples = 0;
+  memcpy(outs, msg + sizeof reply + sizeof *rep, n_outs * sizeof(float));
+  free(msg);
+  out->confinement = reply.confinement;
+  sbx_reap(&w, 1000);
+  complete = 1;
+respawn:
+  /* The next job's worker starts now, while this result is checked. */
+  if (sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) s->run.up = 0;
+  return complete;
+}
+
+void sbx_slot_executor(sbx_slot *s, kl_executor *ex) {
+  ex->ctx = s;
+  ex->compile = exec_compile;
+  ex->run = exec_run;
+}
+
+const char *const *sbx_host_compile_launcher(void) {
+  static char ppid[32];
+  static const char *argv[6];
+  snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
+  argv[0] = self_path();
+  argv[1] = "__worker";
+  argv[2] = "host-compile";
+  argv[3] = ppid;
+  argv[4] = "--";
+  argv[5] = NULL;
+  return argv;
+}

@@ -1,0 +1,201 @@
+/*
+ * tests/unit/test_results.c — the HDF5 results store: a round trip of every
+ * dataset and attribute, source dedup, reward components that grow, reopen
+ * and append, the writer lock, and each kind of bad input (missing, not
+ * HDF5, HDF5 but not ours, newer schema, truncated, unknown id).
+ */
+#include "kltest.h"
+#include "results_gen.h"
+
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/kl_test_results_XXXXXX";
+
+static void path_in(char *out, size_t n, const char *name) {
+  snprintf(out, n, "%s/%s", dir, name);
+}
+
+static const res_campaign_meta meta = {
+    .config = "return { task = 'fp32_256', steps = 3 }\n",
+    .reward_script = "lua/reward/default.lua",
+    .reward_sha256 = "0000000000000000000000000000000000000000000000000000000000000007",
+    .device = "cpu-emu (test)",
+    .backend = "cpu-emu",
+    .kernlab_version = "0.1",
+    .nvrtc_version = "13.0",
+    .seed = 42,
+    .flag_names = gen_flag_names,
+    .n_flags = 4,
+    .component_names = (const char *const[]){"correctness", "speed"},
+    .n_components = 2,
+};
+
+static void test_round_trip(void) {
+  char path[512], why[512] = "";
+  path_in(path, sizeof path, "rt.h5");
+  int code = -1;
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f != NULL, "create: %s", why);
+  if (!f) return;
+  for (int64_t i = 0; i < 20; i++) {
+    int rc = gen_append(f, i, why, sizeof why);
+    CHECK(rc == RES_OK, "append %lld: %s", (long long)i, why);
+  }
+  CHECK(res_file_count(f) == 20, "count %lld", (long long)res_file_count(f));
+  /* A second writer is refused while this one holds the file. */
+  res_file *g = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(g == NULL && code == RES_EENV && strstr(why, "another process"),
+        "second writer refused: %s", why);
+  res_close(g, why, sizeof why);
+  CHECK(res_close(f, why, sizeof why) == RES_OK, "close: %s", why);
+
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r != NULL, "open read: %s", why);
+  if (!r) return;
+  CHECK(res_count(r) == 20, "20 candidates, got %lld", (long long)res_count(r));
+  for (int64_t i = 0; i < res_count(r); i++)
+    CHECK(gen_verify(r, i, why, sizeof why), "%s", why);
+  CHECK(res_schema_version(r) == RES_SCHEMA_VERSION, "schema version");
+  CHECK(res_seed(r) == 42, "seed");
+  CHECK(!strcmp(res_attr(r, "kind"), "kernlab-results"), "kind");
+  CHECK(!strcmp(res_attr(r, "config"), meta.config), "config text");
+  CHECK(!strcmp(res_attr(r, "device"), "cpu-emu (test)"), "device");
+  CHECK(!strcmp(res_attr(r, "nvrtc_version"), "13.0"), "nvrtc version");
+  CHECK(!strcmp(res_attr(r, "driver_version"), ""), "absent meta is empty");
+  CHECK(!strncmp(res_attr(r, "hdf5_version"), "1.", 2), "hdf5 version");
+  CHECK(!strcmp(res_attr(r, "no_such_attribute"), ""), "missing attribute");
+  CHECK(res_flag_count(r) == 4 && !strcmp(res_flag_name(r, 1), "canary_touched"),
+        "flag names");
+  CHECK(res_component_count(r) == 3, "3 components, got %d",
+        res_component_count(r));
+  CHECK(!strcmp(res_component_name(r, 2), "speed_bonus"), "grown component");
+  /* Dedup: candidate 3 shares candidate 2's bytes. */
+  const res_candidate *c2 = res_get(r, 2), *c3 = res_get(r, 3);
+  CHECK(c2->src_off == c3->src_off && c2->src_len == c3->src_len,
+        "identical sources stored once");
+  CHECK(!memcmp(c2->src_sha256, c3->src_sha256, 32), "same hash");
+  CHECK(res_step_count(r) == 2, "2 steps, got %lld",
+        (long long)res_step_count(r));
+  const res_step *s1 = res_get_step(r, 1);
+  CHECK(s1 && s1->step == 1 && s1->best_time_us == 101.0, "step record");
+  char *src = NULL;
+  size_t len = 0;
+  CHECK(res_source(r, 20, &src, &len, why, sizeof why) == RES_EINPUT &&
+            strstr(why, "no candidate with id 20"),
+        "unknown id: %s", why);
+  CHECK(res_get(r, -1) == NULL && res_get(r, 20) == NULL, "out of range");
+  res_reader_close(r);
+
+  /* Reopen, append more: ids continue, attributes stay, dedup spans
+   * sessions (candidate 23 reuses 22's source, written in this session; 
+   * candidate 20's source is new). */
+  f = res_open_append(path, NULL, &code, why, sizeof why);
+  CHECK(f != NULL, "reopen: %s", why);
+  if (!f) return;
+  CHECK(res_file_count(f) == 20, "reopened count");
+  for (int64_t i = 20; i < 24; i++)
+    CHECK(gen_append(f, i, why, sizeof why) == RES_OK, "append: %s", why);
+  CHECK(res_close(f, why, sizeof why) == RES_OK, "close: %s", why);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 24, "24 after reopen");
+  if (r) {
+    for (int64_t i = 0; i < res_count(r); i++)
+      CHECK(gen_verify(r, i, why, sizeof why), "%s", why);
+    CHECK(!strcmp(res_attr(r, "config"), meta.config), "config kept");
+    res_reader_close(r);
+  }
+}
+
+static void write_file(const char *path, const void *data, size_t len) {
+  FILE *fp = fopen(path, "wb");
+  fwrite(data, 1, len, fp);
+  fclose(fp);
+}
+
+static void expect_input_error(const char *path, const char *needle) {
+  char why[512] = "";
+  int code = -1;
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r == NULL && code == RES_EINPUT, "%s: rejected as input, got %d",
+        path, code);
+  CHECK(strstr(why, needle) != NULL, "%s: message '%s' names '%s'", path, why,
+        needle);
+  CHECK(!strchr(why, '\n'), "one line: %s", why);
+  res_reader_close(r);
+  /* The writer refuses the same files. */
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f == NULL && code == RES_EINPUT, "%s: writer refuses it (%d): %s",
+        path, code, why);
+  res_close(f, why, sizeof why);
+}
+
+static void test_bad_input(void) {
+  char path[512];
+  path_in(path, sizeof path, "missing.h5");
+  char why[512];
+  int code = -1;
+  CHECK(res_open_read(path, &code, why, sizeof why) == NULL &&
+            code == RES_EINPUT && strstr(why, "No such file"),
+        "missing file: %s", why);
+
+  path_in(path, sizeof path, "text.h5");
+  write_file(path, "hello, not hdf5\n", 16);
+  expect_input_error(path, "not an HDF5 file");
+
+  path_in(path, sizeof path, "empty.h5");
+  write_file(path, "", 0);
+  expect_input_error(path, "not an HDF5 file");
+
+  /* HDF5, but someone else's. */
+  path_in(path, sizeof path, "other.h5");
+  hid_t fid = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(fid);
+  expect_input_error(path, "not a kernlab results file");
+
+  /* A newer schema: rewrite the attribute of a valid file. */
+  path_in(path, sizeof path, "newer.h5");
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  gen_append(f, 0, why, sizeof why);
+  res_close(f, why, sizeof why);
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  fid = H5Fopen(path, H5F_ACC_RDWR, fapl);
+  hid_t a = H5Aopen(fid, "schema_version", H5P_DEFAULT);
+  int32_t v = RES_SCHEMA_VERSION + 98;
+  H5Awrite(a, H5T_NATIVE_INT32, &v);
+  H5Aclose(a);
+  H5Fclose(fid);
+  H5Pclose(fapl);
+  expect_input_error(path, "schema version 99");
+
+  /* Truncated: a valid file cut in half. */
+  char good[512];
+  path_in(good, sizeof good, "good.h5");
+  f = res_open_append(good, &meta, &code, why, sizeof why);
+  for (int i = 0; i < 30; i++) gen_append(f, i, why, sizeof why);
+  res_close(f, why, sizeof why);
+  FILE *fp = fopen(good, "rb");
+  fseek(fp, 0, SEEK_END);
+  long size = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  char *buf = malloc((size_t)size);
+  CHECK(fread(buf, 1, (size_t)size, fp) == (size_t)size, "read good file");
+  fclose(fp);
+  path_in(path, sizeof path, "truncated.h5");
+  write_file(path, buf, (size_t)size / 2);
+  free(buf);
+  expect_input_error(path, "truncated");
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) return 1;
+  test_round_trip();
+  test_bad_input();
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
+  return kl_test_done("test_results");
+}
