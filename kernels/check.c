@@ -223,7 +223,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
   snprintf(csrc, clen, "%s\n%s", src, kl_contract_check);
   kl_compiled cc;
   memset(&cc, 0, sizeof cc);
-  if (kl_nvrtc_load(why, sizeof why) != KL_OK) {
+  int have_nvrtc = kl_nvrtc_load(why, sizeof why) == KL_OK;
+  if (!have_nvrtc) {
     rc = KL_EENV;
   } else if (opts->exec && opts->exec->compile) {
     rc = opts->exec->compile(opts->exec->ctx, csrc, strlen(csrc), "sm_90", &cc,
@@ -254,9 +255,12 @@ static int eval_impl(const char *label, const char *src, size_t len,
       out->launch = cc.launch;
       out->has_launch = 1;
     }
-  } else if (!strcmp(out->backend, "gpu")) {
+  } else if (!strcmp(out->backend, "gpu") || have_nvrtc) {
+    /* NVRTC is installed but the compile could not happen (a worker that
+     * failed to start or was stopped): an environment problem, not the
+     * candidate's. Without NVRTC at all, cpu-emu carries on. */
     kl_compiled_free(&cc);
-    set_status(out, "error", "%s", why);
+    set_status(out, "sandbox_error", "%s", why);
     return KL_EENV;
   }
   kl_compiled_free(&cc);
@@ -334,12 +338,15 @@ static int eval_impl(const char *label, const char *src, size_t len,
         opts->exec && opts->exec->run
             ? opts->exec->run(opts->exec->ctx, job, rep, outs, n_outs, out)
             : kl_run_forked(NULL, job, rep, outs, n_outs, out);
-    if (rep->has_launch) {
+    /* The report comes from a process the candidate ran in: its geometry
+     * is used only when NVRTC's (read here from the cubin) is missing. */
+    int from_report = !out->has_launch && rep->has_launch;
+    if (from_report) {
       out->launch = rep->launch;
       out->has_launch = 1;
     }
     if (finished && rep->failed) {
-      int geom = rep->has_launch &&
+      int geom = from_report &&
                  kl_launch_validate(&rep->launch, why, sizeof why) != KL_OK;
       set_status(out,
                  geom            ? "bad_geometry"

@@ -184,6 +184,10 @@ int kl_emu_needs_fibers(const char *src);
  * host-compile worker, which sets limits and then execs the compiler).
  * NULL-terminated; NULL for none. The array must outlive the calls. */
 void kl_emu_set_launcher(const char *const *prefix);
+/* Starts the emulator's OS threads now (they are reused by every launch).
+ * Returns how many exist. A sandboxed runner calls it before loading the
+ * candidate, then forbids creating threads. */
+int kl_emu_pool_start(int n);
 /* Runs the grid on `threads` OS threads (0 = all cores). Returns KL_OK or
  * KL_ERUN (deadlocked barrier, geometry). */
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,

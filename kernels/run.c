@@ -58,6 +58,9 @@ static int make_inputs(const kl_run_job *job, kl_shape sh, int s, float **A,
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
                     void (*after_load)(void *), void *ctx) {
   kl_emu_module *m = NULL;
+  /* Threads first: once the candidate is loaded, the sandbox may forbid
+   * starting any. */
+  kl_emu_pool_start(job->threads);
   if (kl_emu_load(job->so_path, job->needs_fibers, &m, rep->why,
                   sizeof rep->why) != KL_OK) {
     rep->failed = 1;

@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -161,7 +162,7 @@ static int usage_error(const char *msg, const char *arg) {
       stderr,
       "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
       "[--shape MxNxK]... [--seed S] [--threads N] [--jobs N] [--timeout S] "
-      "[--json]\n");
+      "[--compile-timeout S] [--json]\n");
   return LAB_EXIT_USAGE;
 }
 
@@ -243,6 +244,7 @@ int lab_eval(int argc, char **argv) {
   kl_eval_options opts;
   kl_eval_defaults(&opts);
   int json = 0, nfiles = 0, jobs = 0;
+  double compile_timeout = 60;
   const char **files = calloc((size_t)argc, sizeof(char *));
   if (!files) return LAB_EXIT_ENV;
   for (int i = 1; i < argc; i++) {
@@ -281,6 +283,11 @@ int lab_eval(int argc, char **argv) {
       if (!val || atoi(val) < 1)
         return usage_error("--jobs expects a count >= 1", val);
       jobs = atoi(val);
+      i++;
+    } else if (!strcmp(a, "--compile-timeout")) {
+      if (!val || atof(val) <= 0)
+        return usage_error("--compile-timeout expects seconds > 0", val);
+      compile_timeout = atof(val);
       i++;
     } else if (!strcmp(a, "--timeout")) {
       if (!val || atof(val) <= 0)
@@ -336,7 +343,8 @@ int lab_eval(int argc, char **argv) {
   kl_shape target = opts.n_shapes ? opts.shapes[0] : (kl_shape){256, 256, 256};
   double baseline = -1;
   {
-    sbx_slot *slot = sbx_slot_new(NULL);
+    sbx_limits bl = {compile_timeout, 60};
+    sbx_slot *slot = sbx_slot_new(&bl);
     kl_executor ex;
     kl_eval_options bopts = opts;
     if (slot) {
@@ -366,7 +374,7 @@ int lab_eval(int argc, char **argv) {
   pool.n = nfiles;
   pool.opts = &opts;
   pool.backend = backend;
-  pool.limits = (sbx_limits){60, 60};
+  pool.limits = (sbx_limits){compile_timeout, 60};
   pthread_mutex_init(&pool.mu, NULL);
   pthread_cond_init(&pool.cv, NULL);
   pthread_t *tids = calloc((size_t)jobs, sizeof(pthread_t));
@@ -412,5 +420,14 @@ int lab_eval(int argc, char **argv) {
   pthread_cond_destroy(&pool.cv);
   free(pool.items);
   free(files);
+  if (getenv("KERNLAB_REPORT_FDS")) {
+    /* For the sandbox tests: descriptors still open at the end. */
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+      n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    fprintf(stderr, "kernlab: open descriptors at exit: %d\n", n - 1);
+  }
   return exit_code;
 }

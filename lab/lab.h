@@ -24,6 +24,17 @@ int lab_sandbox(int argc, char **argv);
 /* kernlab flags [--json] | --scan FILE.cu... (lab/flags_cmd.c) */
 int lab_flags(int argc, char **argv);
 
+/* Results files (lab/results_cmd.c); each reads RUN.h5 and exits 2 for a
+ * bad file or an unknown id:
+ *   kernlab top RUN.h5 [-n N] [--by time|reward]
+ *   kernlab show RUN.h5 ID [--source|--ptx|--stats]
+ *   kernlab diff RUN.h5 ID1 ID2
+ *   kernlab export RUN.h5 --format csv|jsonl [-o FILE] [--source] */
+int lab_top(int argc, char **argv);
+int lab_show(int argc, char **argv);
+int lab_diff(int argc, char **argv);
+int lab_export(int argc, char **argv);
+
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);
 

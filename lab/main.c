@@ -17,11 +17,14 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...\n"
-    "                  [--seed S] [--threads N] [--timeout S] [--json]\n"
+    "                  [--seed S] [--threads N] [--jobs N] [--timeout S]\n"
+    "                  [--compile-timeout S] [--json]\n"
     "      compile, check and time candidate kernels; prints a table, or one\n"
     "      JSON object per candidate with --json. The first --shape is the\n"
     "      timed target (default 256x256x256); every kernel is also checked\n"
     "      on 1x1x1, 127x129x65, 64x64x64, 33x17x200 and 200x5x33.\n"
+    "      Every compile and run happens in sandboxed workers (kernlab\n"
+    "      sandbox --explain); --jobs candidates at a time (default: cores).\n"
     "  sandbox --explain [--pfc]\n"
     "      print every sandbox profile: allowed syscalls and why, what traps,\n"
     "      rlimits; --pfc adds the compiled seccomp filter\n"
@@ -29,10 +32,19 @@ static const char usage[] =
     "      print the anti-cheat flag table (name, static/dynamic, what raises\n"
     "      it, the hack it answers); --scan prints the static flags a file\n"
     "      raises, one per line\n"
+    "  top RUN.h5 [-n N] [--by time|reward]\n"
+    "      the best candidates of a results file: fastest correct kernels\n"
+    "      (default) or highest reward\n"
+    "  show RUN.h5 ID [--source|--ptx|--stats]\n"
+    "      one candidate: metrics, flags, reward components, resources and\n"
+    "      source; --source the source only, --stats its timing samples\n"
+    "  diff RUN.h5 ID1 ID2\n"
+    "      metric deltas and a line diff of two candidates' sources\n"
+    "  export RUN.h5 --format csv|jsonl [-o FILE] [--source]\n"
+    "      every candidate as CSV or JSON lines (--source: with its text)\n"
     "  help            this text\n"
     "\n"
-    "planned (later issues): run, search, prime, tokenizer, top, show, diff,\n"
-    "  rescore, report, export\n"
+    "planned (later issues): run, search, prime, tokenizer, rescore, report\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -54,6 +66,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
   if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
+  if (!strcmp(cmd, "top")) return lab_top(argc - 1, argv + 1);
+  if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);
+  if (!strcmp(cmd, "diff")) return lab_diff(argc - 1, argv + 1);
+  if (!strcmp(cmd, "export")) return lab_export(argc - 1, argv + 1);
   if (!strcmp(cmd, "flags")) return lab_flags(argc - 1, argv + 1);
   fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
   return LAB_EXIT_USAGE;

@@ -110,6 +110,16 @@ int64_t res__extent(hid_t ds, int axis);
 int res__read_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,
                    int64_t cols, void *buf);
 
+/* Recovery after a killed writer (results/recover.c): rewrites path's valid
+ * content into a fresh file and renames it over path. */
+int res__rebuild(const char *path, char *why, size_t whylen);
+
+/* Writer internals used by the rebuild: skip the per-append flushes (the
+ * rebuilt file only counts once renamed into place), and the value of the
+ * `created` attribute for the next file created (NULL: now). */
+void res__set_noflush(res_file *f, int on);
+extern const char *res__created_override;
+
 /* Formats the innermost HDF5 error message into why (after prefix). */
 void res__h5_error(char *why, size_t whylen, const char *prefix);
 

@@ -142,12 +142,12 @@ void res_reader_close(res_reader *r) {
   free(r->comp);
   free(r->comp_names);
   free(r->flag_names);
-  for (int i = 0; i < r->n_attrs; i++) free(r->attrs[i].value);
+  for (int i = 0; i < r->n_attrs; i++)
+    free(r->attrs[i].value);
   free(r);
 }
 
-static int damaged(res_reader *r, const char *what, char *why,
-                   size_t whylen) {
+static int damaged(res_reader *r, const char *what, char *why, size_t whylen) {
   char prefix[4200];
   snprintf(prefix, sizeof prefix, "%s: truncated or damaged results file: %s",
            r->path, what);
@@ -189,13 +189,13 @@ static int load(res_reader *r, char *why, size_t whylen) {
   int64_t k = res__extent(cname, 0);
   if (k > 0) {
     r->comp_names = malloc((size_t)k * RES_NAME_LEN);
-    if (!r->comp_names ||
-        res__read_rows(cname, H5T_NATIVE_UINT8, 0, k, RES_NAME_LEN,
-                       r->comp_names)) {
+    if (!r->comp_names || res__read_rows(cname, H5T_NATIVE_UINT8, 0, k,
+                                         RES_NAME_LEN, r->comp_names)) {
       rc = damaged(r, "cannot read /reward_component_names", why, whylen);
       goto done;
     }
-    for (int64_t j = 0; j < k; j++) r->comp_names[j][RES_NAME_LEN - 1] = 0;
+    for (int64_t j = 0; j < k; j++)
+      r->comp_names[j][RES_NAME_LEN - 1] = 0;
     r->k = (int)k;
   }
   r->comp = malloc((size_t)(r->n > 0 ? r->n : 1) * (size_t)(k > 0 ? k : 1) *
@@ -204,7 +204,8 @@ static int load(res_reader *r, char *why, size_t whylen) {
     rc = damaged(r, "out of memory", why, whylen);
     goto done;
   }
-  for (int64_t i = 0; i < r->n * r->k; i++) r->comp[i] = NAN;
+  for (int64_t i = 0; i < r->n * r->k; i++)
+    r->comp[i] = NAN;
   /* The matrix may be narrower than the name list if a kill came between
    * adding a name and widening the matrix: read what is there. */
   int64_t rows = res__extent(comp, 0), cols = res__extent(comp, 1);
@@ -376,9 +377,8 @@ int res_timings(const res_reader *r, int64_t id, double **samples, int *n,
   }
   if (!c->timing_count) return RES_OK;
   double *buf = malloc(c->timing_count * sizeof *buf);
-  if (!buf ||
-      res__read_rows(r->tim, H5T_NATIVE_DOUBLE, (int64_t)c->timing_off,
-                     c->timing_count, 0, buf)) {
+  if (!buf || res__read_rows(r->tim, H5T_NATIVE_DOUBLE, (int64_t)c->timing_off,
+                             c->timing_count, 0, buf)) {
     free(buf);
     return damaged((res_reader *)r, "cannot read /timings", why, whylen);
   }

@@ -58,9 +58,14 @@
  *     complete, so a kill during creation leaves no half-made file.
  * After a crash the superblock still says "open for SWMR write": readers open
  * with H5F_ACC_SWMR_READ (h5py: swmr=True), which works for finished, live
- * and crashed files alike; the next writer clears the mark (it holds an OFD
- * lock on the file, so it knows no other kernlab writer is alive). A
- * cleanly closed file opens with plain h5py.File(path).
+ * and crashed files alike (HDF5 1.10 refuses a plain read-only open of such
+ * a file). The next writer (it holds an OFD lock on the file, so it knows
+ * no other kernlab writer is alive) does not clear the mark in place: the
+ * crash test showed that reopening a killed file read-write lets HDF5 cut
+ * it at a stale end-of-allocation on close, losing records. It rebuilds
+ * instead (results/recover.c): valid content into a fresh file, renamed
+ * over the old one. A cleanly closed file opens with plain
+ * h5py.File(path) and is reopened in place.
  *
  * The store knows nothing about CUDA or Lua: the lab fills res_candidate from
  * kernels' kl_result and reward's components.

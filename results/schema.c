@@ -22,7 +22,8 @@ static void crc_init(void) {
   if (crc_table[1]) return;
   for (uint32_t i = 0; i < 256; i++) {
     uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    for (int k = 0; k < 8; k++)
+      c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
     crc_table[i] = c;
   }
 }
@@ -30,7 +31,8 @@ static void crc_init(void) {
 static uint32_t crc_update(uint32_t crc, const void *data, size_t len) {
   const uint8_t *p = data;
   crc = ~crc;
-  while (len--) crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  while (len--)
+    crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
   return ~crc;
 }
 
@@ -88,12 +90,24 @@ static void insert(hid_t t, const char *name, size_t off, size_t size,
   hid_t ft = -1;
   int owned = 1;
   switch (kind) {
-  case 'q': ft = H5T_NATIVE_INT64, owned = 0; break;
-  case 'i': ft = H5T_NATIVE_INT32, owned = 0; break;
-  case 'Q': ft = H5T_NATIVE_UINT64, owned = 0; break;
-  case 'I': ft = H5T_NATIVE_UINT32, owned = 0; break;
-  case 'd': ft = H5T_NATIVE_DOUBLE, owned = 0; break;
-  case 'b': ft = bool_type(); break;
+  case 'q':
+    ft = H5T_NATIVE_INT64, owned = 0;
+    break;
+  case 'i':
+    ft = H5T_NATIVE_INT32, owned = 0;
+    break;
+  case 'Q':
+    ft = H5T_NATIVE_UINT64, owned = 0;
+    break;
+  case 'I':
+    ft = H5T_NATIVE_UINT32, owned = 0;
+    break;
+  case 'd':
+    ft = H5T_NATIVE_DOUBLE, owned = 0;
+    break;
+  case 'b':
+    ft = bool_type();
+    break;
   case 's':
     ft = H5Tcopy(H5T_C_S1);
     H5Tset_size(ft, size);
@@ -141,8 +155,8 @@ hid_t res__step_type(void) {
 /* ---- helpers ------------------------------------------------------------- */
 
 int res__check_signature(const char *path, char *why, size_t whylen) {
-  static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a,
-                                       '\n'};
+  static const unsigned char sig[8] = {0x89, 'H',  'D',  'F',
+                                       '\r', '\n', 0x1a, '\n'};
   FILE *fp = fopen(path, "rb");
   if (!fp) {
     snprintf(why, whylen, "%s: cannot open: %s", path, strerror(errno));
@@ -197,6 +211,5 @@ static herr_t innermost(unsigned n, const H5E_error2_t *err, void *data) {
 void res__h5_error(char *why, size_t whylen, const char *prefix) {
   const char *desc = NULL;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &desc);
-  snprintf(why, whylen, "%s%s%s", prefix, desc ? ": " : "",
-           desc ? desc : "");
+  snprintf(why, whylen, "%s%s%s", prefix, desc ? ": " : "", desc ? desc : "");
 }

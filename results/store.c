@@ -4,8 +4,8 @@
  *
  * Order of one append (what a kill -9 in the middle leaves behind): source
  * bytes, timing samples, reward components, a flush, and last the candidate
- * record with its crc and a second flush. Bytes written before the record and not
- * referenced by any valid record are orphans: harmless, never reused. The
+ * record with its crc and a second flush. Bytes written before the record and
+ * not referenced by any valid record are orphans: harmless, never reused. The
  * reader and a reopening writer count records up to the first bad crc.
  *
  * Not here: reading for inspection (results/reader.c), the crc and types
@@ -45,6 +45,7 @@ struct res_file {
   hid_t cand, src, tim, comp, cname, steps; /* datasets */
   hid_t cand_t, step_t;
   int lock_fd;
+  int noflush; /* rebuild: no per-append flush */
   int64_t n_cand, n_steps;
   int64_t src_end, tim_end; /* current extents of the heaps */
   int n_comp;
@@ -53,7 +54,10 @@ struct res_file {
   size_t dedup_cap, dedup_n;
 };
 
-/* ---- small helpers -------------------------------------------------------- */
+const char *res__created_override;
+
+/* ---- small helpers --------------------------------------------------------
+ */
 
 static int fail(char *why, size_t whylen, const char *what) {
   res__h5_error(why, whylen, what);
@@ -95,7 +99,8 @@ static int dedup_add(res_file *f, const uint8_t sha[32], uint64_t off,
     free(old);
   }
   size_t i = sha_key(sha) & (f->dedup_cap - 1);
-  while (f->dedup[i].used) i = (i + 1) & (f->dedup_cap - 1);
+  while (f->dedup[i].used)
+    i = (i + 1) & (f->dedup_cap - 1);
   memcpy(f->dedup[i].sha, sha, 32);
   f->dedup[i].off = off;
   f->dedup[i].len = len;
@@ -170,8 +175,7 @@ static hid_t create_ds(hid_t fid, const char *name, hid_t type, int rank,
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   H5Pset_chunk(dcpl, rank, chunk);
   if (fill) H5Pset_fill_value(dcpl, type, fill);
-  hid_t ds =
-      H5Dcreate2(fid, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(fid, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   H5Pclose(dcpl);
   H5Sclose(sp);
   return ds;
@@ -215,8 +219,7 @@ static hid_t swmr_fapl(void) {
 
 /* An open-file-description lock (does not interact with the flock HDF5
  * takes, and is released when the process dies). */
-static int take_lock(const char *path, int *fd_out, char *why,
-                     size_t whylen) {
+static int take_lock(const char *path, int *fd_out, char *why, size_t whylen) {
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     snprintf(why, whylen, "%s: cannot open for writing: %s", path,
@@ -228,8 +231,8 @@ static int take_lock(const char *path, int *fd_out, char *why,
     int err = errno;
     close(fd);
     if (err == EAGAIN || err == EACCES)
-      snprintf(why, whylen,
-               "%s: another process is writing this results file", path);
+      snprintf(why, whylen, "%s: another process is writing this results file",
+               path);
     else
       snprintf(why, whylen, "%s: cannot lock: %s", path, strerror(err));
     return RES_EENV;
@@ -239,8 +242,7 @@ static int take_lock(const char *path, int *fd_out, char *why,
 }
 
 static void free_file(res_file *f) {
-  hid_t *ids[] = {&f->cand, &f->src,   &f->tim,    &f->comp,
-                  &f->cname, &f->steps};
+  hid_t *ids[] = {&f->cand, &f->src, &f->tim, &f->comp, &f->cname, &f->steps};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
     if (*ids[i] > 0) H5Dclose(*ids[i]);
   if (f->cand_t > 0) H5Tclose(f->cand_t);
@@ -276,13 +278,16 @@ static int add_component_name(res_file *f, const char *name) {
   return 0;
 }
 
-/* ---- create --------------------------------------------------------------- */
+/* ---- create ---------------------------------------------------------------
+ */
 
 static int create_objects(res_file *f, const res_campaign_meta *m) {
   hid_t root = f->fid;
   char created[32];
   time_t now = time(NULL);
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  if (res__created_override && res__created_override[0])
+    snprintf(created, sizeof created, "%s", res__created_override);
   unsigned maj, min, rel;
   H5get_libversion(&maj, &min, &rel);
   char h5ver[32];
@@ -306,20 +311,20 @@ static int create_objects(res_file *f, const res_campaign_meta *m) {
                        m->flag_names ? n_flags : 0) < 0)
     return -1;
   double nan = NAN;
-  f->cand = create_ds(f->fid, RES_DS_CANDIDATES, f->cand_t, 1,
-                      CHUNK_CANDIDATES, 0, 0, NULL);
+  f->cand = create_ds(f->fid, RES_DS_CANDIDATES, f->cand_t, 1, CHUNK_CANDIDATES,
+                      0, 0, NULL);
   f->src = create_ds(f->fid, RES_DS_SOURCE, H5T_NATIVE_UINT8, 1, CHUNK_SOURCE,
                      0, 0, NULL);
   f->tim = create_ds(f->fid, RES_DS_TIMINGS, H5T_NATIVE_DOUBLE, 1,
                      CHUNK_TIMINGS, 0, 0, NULL);
   f->comp = create_ds(f->fid, RES_DS_COMPONENTS, H5T_NATIVE_DOUBLE, 2,
                       CHUNK_COMP_ROWS, CHUNK_COMP_COLS, 0, &nan);
-  f->cname = create_ds(f->fid, RES_DS_COMPONENT_NAMES, H5T_NATIVE_UINT8, 2,
-                       16, RES_NAME_LEN, RES_NAME_LEN, NULL);
+  f->cname = create_ds(f->fid, RES_DS_COMPONENT_NAMES, H5T_NATIVE_UINT8, 2, 16,
+                       RES_NAME_LEN, RES_NAME_LEN, NULL);
   f->steps =
       create_ds(f->fid, RES_DS_STEPS, f->step_t, 1, CHUNK_STEPS, 0, 0, NULL);
-  if (f->cand < 0 || f->src < 0 || f->tim < 0 || f->comp < 0 ||
-      f->cname < 0 || f->steps < 0)
+  if (f->cand < 0 || f->src < 0 || f->tim < 0 || f->comp < 0 || f->cname < 0 ||
+      f->steps < 0)
     return -1;
   int n_comp = m->component_names ? m->n_components : 0;
   if (write_names_attr(f->comp, "names", m->component_names, n_comp) < 0)
@@ -376,20 +381,20 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
   return f;
 }
 
-/* ---- reopen --------------------------------------------------------------- */
+/* ---- reopen ---------------------------------------------------------------
+ */
 
 /* Rebuilds the writer's state from an existing file: valid record count,
  * heap ends, component names, the dedup table. */
-static int load_state(res_file *f, const char *path, char *why,
-                      size_t whylen) {
+static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   f->cand = H5Dopen2(f->fid, RES_DS_CANDIDATES, H5P_DEFAULT);
   f->src = H5Dopen2(f->fid, RES_DS_SOURCE, H5P_DEFAULT);
   f->tim = H5Dopen2(f->fid, RES_DS_TIMINGS, H5P_DEFAULT);
   f->comp = H5Dopen2(f->fid, RES_DS_COMPONENTS, H5P_DEFAULT);
   f->cname = H5Dopen2(f->fid, RES_DS_COMPONENT_NAMES, H5P_DEFAULT);
   f->steps = H5Dopen2(f->fid, RES_DS_STEPS, H5P_DEFAULT);
-  if (f->cand < 0 || f->src < 0 || f->tim < 0 || f->comp < 0 ||
-      f->cname < 0 || f->steps < 0) {
+  if (f->cand < 0 || f->src < 0 || f->tim < 0 || f->comp < 0 || f->cname < 0 ||
+      f->steps < 0) {
     snprintf(why, whylen, "%s: a dataset of the results schema is missing",
              path);
     return RES_EINPUT;
@@ -410,28 +415,30 @@ static int load_state(res_file *f, const char *path, char *why,
   int64_t k = res__extent(f->cname, 0);
   if (k > 0) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
-    if (!f->comp_names ||
-        res__read_rows(f->cname, H5T_NATIVE_UINT8, 0, k, RES_NAME_LEN,
-                       f->comp_names))
+    if (!f->comp_names || res__read_rows(f->cname, H5T_NATIVE_UINT8, 0, k,
+                                         RES_NAME_LEN, f->comp_names))
       return fail(why, whylen, "cannot read /reward_component_names");
-    for (int64_t j = 0; j < k; j++) f->comp_names[j][RES_NAME_LEN - 1] = 0;
+    for (int64_t j = 0; j < k; j++)
+      f->comp_names[j][RES_NAME_LEN - 1] = 0;
     f->n_comp = (int)k;
   }
   int64_t ns = res__extent(f->steps, 0);
   res_step *steps = ns > 0 ? malloc((size_t)ns * sizeof *steps) : NULL;
-  if (ns > 0 && (!steps || res__read_rows(f->steps, f->step_t, 0, ns, 0, steps))) {
+  if (ns > 0 &&
+      (!steps || res__read_rows(f->steps, f->step_t, 0, ns, 0, steps))) {
     free(steps);
     return fail(why, whylen, "cannot read /steps");
   }
   f->n_steps = 0;
-  while (f->n_steps < ns && steps[f->n_steps].crc == res_step_crc(&steps[f->n_steps]))
+  while (f->n_steps < ns &&
+         steps[f->n_steps].crc == res_step_crc(&steps[f->n_steps]))
     f->n_steps++;
   free(steps);
   return RES_OK;
 }
 
-static res_file *reopen_file(const char *path, int *code, char *why,
-                             size_t whylen) {
+static res_file *reopen_file(const char *path, int rebuild_ok, int *code,
+                             char *why, size_t whylen) {
   res_file *f = new_file();
   if (!f) {
     snprintf(why, whylen, "%s: out of memory", path);
@@ -443,13 +450,21 @@ static res_file *reopen_file(const char *path, int *code, char *why,
     free_file(f);
     return NULL;
   }
-  /* We hold the writer lock, so a "being written" mark in the superblock
-   * is a crashed writer's: clear it (what `h5clear -s` does). */
   hid_t fapl = swmr_fapl();
-  hbool_t clear = 1;
-  H5Pset(fapl, "clear_status_flags", &clear);
   f->fid = H5Fopen(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
   H5Pclose(fapl);
+  if (f->fid < 0 && rebuild_ok) {
+    /* We hold the writer lock, so a file that will not open for writing
+     * but reads is a killed writer's: rebuild it (results/recover.c), then
+     * open the clean copy. */
+    int rc = res__rebuild(path, why, whylen);
+    free_file(f); /* the lock was on the replaced file */
+    if (rc != RES_OK) {
+      *code = rc;
+      return NULL;
+    }
+    return reopen_file(path, 0, code, why, whylen);
+  }
   if (f->fid < 0) {
     char what[4200];
     snprintf(what, sizeof what, "%s: cannot open for appending", path);
@@ -473,11 +488,12 @@ res_file *res_open_append(const char *path, const res_campaign_meta *meta,
   *code = RES_OK;
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   struct stat st;
-  if (stat(path, &st) == 0) return reopen_file(path, code, why, whylen);
+  if (stat(path, &st) == 0) return reopen_file(path, 1, code, why, whylen);
   return create_file(path, meta, code, why, whylen);
 }
 
-/* ---- append --------------------------------------------------------------- */
+/* ---- append ---------------------------------------------------------------
+ */
 
 /* Strings are NUL-padded to their full width so the crc (and the bytes a
  * reader sees) do not depend on what the caller left after the NUL. */
@@ -527,8 +543,8 @@ int res_append_candidate(res_file *f, const res_candidate *c,
   } else {
     rec.src_off = (uint64_t)f->src_end;
     if (source_len) {
-      if (write_rows(f->src, H5T_NATIVE_UINT8, f->src_end,
-                     (int64_t)source_len, 0, source) < 0)
+      if (write_rows(f->src, H5T_NATIVE_UINT8, f->src_end, (int64_t)source_len,
+                     0, source) < 0)
         return fail(why, whylen, "cannot append to /source_bytes");
       f->src_end += (int64_t)source_len;
       dedup_add(f, rec.src_sha256, rec.src_off, rec.src_len);
@@ -560,8 +576,10 @@ int res_append_candidate(res_file *f, const res_candidate *c,
       snprintf(why, whylen, "out of memory");
       return RES_EENV;
     }
-    for (int j = 0; j < f->n_comp; j++) row[j] = NAN;
-    for (int i = 0; i < n_comp; i++) row[cols[i]] = comp_values[i];
+    for (int j = 0; j < f->n_comp; j++)
+      row[j] = NAN;
+    for (int i = 0; i < n_comp; i++)
+      row[cols[i]] = comp_values[i];
     int e = write_rows(f->comp, H5T_NATIVE_DOUBLE, rec.id, 1, f->n_comp, row);
     free(row);
     if (e < 0) return fail(why, whylen, "cannot append to /reward_components");
@@ -570,14 +588,14 @@ int res_append_candidate(res_file *f, const res_candidate *c,
    * dataset coherent but does not order flushes across datasets, so without
    * this the record (and its crc) could reach the file before the /timings
    * extent that covers its samples. */
-  if (H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
+  if (!f->noflush && H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
     return fail(why, whylen, "cannot flush the results file");
   /* 5. the record, crc last; then one flush makes it durable against a
    * kill of this process. */
   rec.crc = res_candidate_crc(&rec);
   if (write_rows(f->cand, f->cand_t, rec.id, 1, 0, &rec) < 0)
     return fail(why, whylen, "cannot append to /candidates");
-  if (H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
+  if (!f->noflush && H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
     return fail(why, whylen, "cannot flush the results file");
   f->n_cand++;
   if (id) *id = rec.id;
@@ -589,10 +607,14 @@ int res_append_step(res_file *f, const res_step *s, char *why, size_t whylen) {
   rec.crc = res_step_crc(&rec);
   if (write_rows(f->steps, f->step_t, f->n_steps, 1, 0, &rec) < 0)
     return fail(why, whylen, "cannot append to /steps");
-  if (H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
+  if (!f->noflush && H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
     return fail(why, whylen, "cannot flush the results file");
   f->n_steps++;
   return RES_OK;
+}
+
+void res__set_noflush(res_file *f, int on) {
+  f->noflush = on;
 }
 
 int64_t res_file_count(const res_file *f) {

@@ -1,7 +1,7 @@
 /*
  * reward/internal.h — what the reward module's files share and nobody else
  * sees: the rw_script struct and the protected-call helper. Include only
- * from reward/*.c.
+ * from reward/ files.
  */
 #ifndef REWARD_INTERNAL_H
 #define REWARD_INTERNAL_H
@@ -23,11 +23,11 @@ struct rw_script {
   char path[1024];
   char short_src[LUA_IDSIZE]; /* as Lua names the chunk in messages */
   char sha256[65];
-  int score_ref;     /* registry: the score function */
-  int cand_mt_ref;   /* registry: metatable of candidate tables */
-  int ctx_mt_ref;    /* registry: metatable of ctx tables */
-  int score_line;    /* line where score was defined */
-  int print_lines;   /* lines printed so far (print is capped) */
+  int score_ref;   /* registry: the score function */
+  int cand_mt_ref; /* registry: metatable of candidate tables */
+  int ctx_mt_ref;  /* registry: metatable of ctx tables */
+  int score_line;  /* line where score was defined */
+  int print_lines; /* lines printed so far (print is capped) */
   /* per call, reset by rw__pcall */
   long long hook_events; /* count-hook events in this call */
   double deadline_ms;    /* monotonic clock */
@@ -41,8 +41,7 @@ struct rw_script {
  * budget, deadline and message handler. On RW_OK leaves nresults results on
  * the stack (the caller restores the top); otherwise the stack is as it was
  * below the function, why holds one line and s->traceback the traceback. */
-int rw__pcall(rw_script *s, int nargs, int nresults, char *why,
-              size_t whylen);
+int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen);
 
 /* Clock in milliseconds (CLOCK_MONOTONIC). */
 double rw__now_ms(void);

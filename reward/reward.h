@@ -3,7 +3,7 @@
  * Lua 5.4 engine that turns a candidate's metrics into named reward
  * components.
  *
- * A reward script (lua/reward/*.lua) returns a table with a function
+ * A reward script (lua/reward/ scripts) returns a table with a function
  * `score(c, ctx)`. `c` holds one candidate's metrics (fields of
  * rw_candidate; values that were not measured are nil), `ctx` the task and
  * the whole group for relative scoring. `score` returns a table of named
@@ -35,7 +35,8 @@
  * `why` naming the script file and line ("lua/reward/x.lua:12: ...").
  * The Lua traceback of the last failure is kept apart (rw_traceback,
  * rw_load_traceback). A hostile or broken script never crashes the caller
- * and never runs longer than its wall deadline (250 ms by default).
+ * and is stopped at its wall deadline (250 ms by default; the one C call in
+ * flight, such as a 60 MiB string.upper, may overrun it by some ms).
  *
  * Not here: reading candidates from the results store (rescoring lives in
  * lab/ on top of this API), CUDA, flags (names come from kernels/flags.c;
@@ -95,10 +96,10 @@ void rw_limits_default(rw_limits *l);
  * (or NaN) mean "not measured" and become nil in Lua; NULL strings become
  * nil. Call rw_candidate_init first so unset fields read as unmeasured. */
 typedef struct rw_candidate {
-  int compiled; /* bool: it compiled (NVRTC and, for cpu-emu, the host) */
-  int correct;  /* bool: it passed every checked shape */
-  const char *status;  /* "ok", "wrong", "compile_error", "timeout", ... */
-  const char *errors;  /* the error line ("" or NULL when none) */
+  int compiled;       /* bool: it compiled (NVRTC and, for cpu-emu, the host) */
+  int correct;        /* bool: it passed every checked shape */
+  const char *status; /* "ok", "wrong", "compile_error", "timeout", ... */
+  const char *errors; /* the error line ("" or NULL when none) */
   const char *backend; /* "gpu" or "cpu-emu": what time_us means */
   double max_rel_err, max_abs_err;
   double time_us;     /* median time at the target shape */
@@ -117,9 +118,9 @@ void rw_candidate_init(rw_candidate *c);
 
 /* The task and the group a candidate belongs to. */
 typedef struct rw_context {
-  const char *task;  /* task name, e.g. "matmul_fp32" */
-  const char *dtype; /* "fp32" */
-  int M, N, K;       /* the target shape */
+  const char *task;          /* task name, e.g. "matmul_fp32" */
+  const char *dtype;         /* "fp32" */
+  int M, N, K;               /* the target shape */
   const rw_candidate *group; /* the group (GRPO generations of one prompt); */
   int n_group;               /* may be empty */
 } rw_context;
@@ -133,8 +134,8 @@ typedef struct rw_component {
 typedef struct rw_components {
   rw_component *items; /* owned (malloc'd); free with rw_components_free */
   int n;
-  double total;             /* sum of the values, in name order */
-  char script_sha256[65];   /* the script that produced them */
+  double total;           /* sum of the values, in name order */
+  char script_sha256[65]; /* the script that produced them */
 } rw_components;
 
 typedef struct rw_script rw_script;
@@ -144,7 +145,8 @@ typedef struct rw_script rw_script;
  * the chunk under the budget, and checks it returned a table with a
  * function `score`. Does not call score (see rw_validate). Returns the
  * script, owned by the caller (free with rw_free), or NULL with why filled
- * (the traceback, if any, in rw_load_traceback()). */
+ * (the code in rw_load_error(), the traceback if any in
+ * rw_load_traceback()). */
 rw_script *rw_load(const char *path, const rw_limits *limits, char *why,
                    size_t whylen);
 
@@ -188,8 +190,7 @@ void rw_fixture_context(rw_context *ctx);
  * returns RW_KEPT_OLD with why naming the problem and leaves *current as
  * it was. RW_UNCHANGED when the bytes are the same. A file caught half
  * written fails to load and is retried on the next call. */
-int rw_reload(rw_script **current, const char *path, char *why,
-              size_t whylen);
+int rw_reload(rw_script **current, const char *path, char *why, size_t whylen);
 
 /* Hex sha256 of the script file's bytes (64 characters). */
 const char *rw_sha256(const rw_script *s);
@@ -198,8 +199,10 @@ const char *rw_path(const rw_script *s);
 /* Traceback of the last failed call on s ("" if none or not available:
  * Lua runs no message handler for memory errors). */
 const char *rw_traceback(const rw_script *s);
-/* Traceback of the last failed rw_load in this thread ("" if none). */
+/* Traceback and RW_* code of the last failed rw_load in this thread ("" and
+ * RW_OK if none). */
 const char *rw_load_traceback(void);
+int rw_load_error(void);
 /* Bytes the state currently holds (for reports and tests). */
 size_t rw_memory_used(const rw_script *s);
 

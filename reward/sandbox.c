@@ -40,8 +40,8 @@ void rw__one_line(char *dst, size_t len, const char *src) {
   if (!len) return;
   size_t i = 0;
   for (; src && src[i] && i + 1 < len; i++)
-    dst[i] = (src[i] == '\n' || src[i] == '\r' || src[i] == '\t') ? ' '
-                                                                   : src[i];
+    dst[i] =
+        (src[i] == '\n' || src[i] == '\r' || src[i] == '\t') ? ' ' : src[i];
   dst[i] = 0;
 }
 
@@ -143,9 +143,25 @@ static int safe_pcall(lua_State *L) {
   return finish_pcall(L, lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 0), 0);
 }
 
+/* The message handler xpcall really installs. The script's handler
+ * (upvalue 1) runs only for the script's own errors: when the hook raised
+ * (a budget stop), Lua leaves hooks off until the error has unwound to a
+ * pcall, so a script handler run then could loop forever unchecked. */
+static int xpcall_handler(lua_State *L) {
+  rw_script *s = owner(L);
+  if (s->stop) return 1; /* the error object, as is */
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 static int safe_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, xpcall_handler, 1);
+  lua_replace(L, 2);
   lua_pushboolean(L, 1);
   lua_pushvalue(L, 1);
   lua_rotate(L, 3, 2); /* f, msgh, true, f, args... */
@@ -161,7 +177,9 @@ static int message_handler(lua_State *L) {
   rw_script *s = owner(L);
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+    /* __tostring is Lua code: not after a stop, when hooks are off */
+    if (!s->stop && luaL_callmeta(L, 1, "__tostring") &&
+        lua_type(L, -1) == LUA_TSTRING)
       msg = lua_tostring(L, -1);
     else
       msg = lua_pushfstring(L, "(error object is a %s value)",
@@ -183,8 +201,7 @@ static int message_handler(lua_State *L) {
   return 1;
 }
 
-int rw__pcall(rw_script *s, int nargs, int nresults, char *why,
-              size_t whylen) {
+int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   lua_State *L = s->L;
   int fn = lua_gettop(L) - nargs;
   lua_pushcfunction(L, message_handler);
@@ -253,10 +270,10 @@ static int capped_print(lua_State *L) {
  * rather than "attempt to call a nil value". Other absent globals stay nil,
  * as in plain Lua. */
 static const char *const removed_globals[] = {
-    "io",       "os",      "debug",          "package", "require",
-    "load",     "loadstring", "dofile",      "loadfile", "collectgarbage",
-    "rawset",   "coroutine", "utf8",         "module",   "setfenv",
-    "getfenv",  "newproxy", NULL};
+    "io",      "os",         "debug",  "package",  "require",
+    "load",    "loadstring", "dofile", "loadfile", "collectgarbage",
+    "rawset",  "coroutine",  "utf8",   "module",   "setfenv",
+    "getfenv", "newproxy",   NULL};
 
 static int global_index(lua_State *L) {
   const char *k = lua_tostring(L, 2);
@@ -335,7 +352,8 @@ static int pattern_quantifiers(const char *p, size_t len) {
       i++;
       if (i < len && p[i] == '^') i++;
       if (i < len && p[i] == ']') i++;
-      while (i < len && p[i] != ']') i += p[i] == '%' ? 2 : 1;
+      while (i < len && p[i] != ']')
+        i += p[i] == '%' ? 2 : 1;
       q += pending, pending = 0;
     } else if (ch == '*' || ch == '+' || ch == '-' || ch == '?') {
       pending++;
@@ -358,13 +376,15 @@ static int guarded_pattern(lua_State *L) {
     int q = pattern_quantifiers(p, plen);
     int anchored = kind != PAT_GMATCH && plen > 0 && p[0] == '^';
     double steps = pow((double)n + 1, q + (anchored ? 0 : 1));
-    if (q > 0 && steps > RW_PATTERN_STEPS)
-      return luaL_error(L,
-                        "%s: pattern too expensive for a reward script (%d "
-                        "quantifiers on %d bytes: worst case ~%.0e steps); "
-                        "use a plain find or a shorter subject",
-                        lua_tostring(L, lua_upvalueindex(2)), q, (int)n,
-                        steps);
+    if (q > 0 && steps > RW_PATTERN_STEPS) {
+      char msg[200];
+      snprintf(msg, sizeof msg,
+               "pattern too expensive for a reward script (%d quantifiers "
+               "on %zu bytes: worst case ~%.0e steps); use a plain find or a "
+               "shorter subject",
+               q, n, steps);
+      return luaL_error(L, "%s: %s", lua_tostring(L, lua_upvalueindex(2)), msg);
+    }
   }
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);

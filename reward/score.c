@@ -19,16 +19,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const candidate_fields[] = {
-    "compiled",    "correct",     "status",
-    "errors",      "backend",     "max_rel_err",
-    "max_abs_err", "time_us",     "baseline_us",
-    "gflops",      "percent_of_baseline", "regs",
-    "smem_bytes",  "spill_bytes", "flags",
-    "source_len",  "completion_len", NULL};
+static const char *const candidate_fields[] = {"compiled",
+                                               "correct",
+                                               "status",
+                                               "errors",
+                                               "backend",
+                                               "max_rel_err",
+                                               "max_abs_err",
+                                               "time_us",
+                                               "baseline_us",
+                                               "gflops",
+                                               "percent_of_baseline",
+                                               "regs",
+                                               "smem_bytes",
+                                               "spill_bytes",
+                                               "flags",
+                                               "source_len",
+                                               "completion_len",
+                                               NULL};
 
-static const char *const context_fields[] = {
-    "task", "dtype", "M", "N", "K", "group", "index", NULL};
+static const char *const context_fields[] = {"task", "dtype", "M",     "N",
+                                             "K",    "group", "index", NULL};
 
 void rw_candidate_init(rw_candidate *c) {
   memset(c, 0, sizeof *c);
@@ -46,12 +57,10 @@ static int strict_index(lua_State *L) {
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 0;
   if (lua_type(L, 2) == LUA_TSTRING)
     return luaL_error(L, "%s.%s: no such field (fields: %s)",
-                      lua_tostring(L, lua_upvalueindex(2)),
-                      lua_tostring(L, 2),
+                      lua_tostring(L, lua_upvalueindex(2)), lua_tostring(L, 2),
                       lua_tostring(L, lua_upvalueindex(3)));
   return luaL_error(L, "%s[%s]: no such field",
-                    lua_tostring(L, lua_upvalueindex(2)),
-                    luaL_typename(L, 2));
+                    lua_tostring(L, lua_upvalueindex(2)), luaL_typename(L, 2));
 }
 
 /* Builds the two metatables and keeps them in the registry. Runs
@@ -306,7 +315,8 @@ static int read_components(rw_script *s, rw_components *out, char *why,
   if (n) memcpy(out->items, items, (size_t)n * sizeof items[0]);
   out->n = n;
   out->total = 0;
-  for (int i = 0; i < n; i++) out->total += items[i].value;
+  for (int i = 0; i < n; i++)
+    out->total += items[i].value;
   memcpy(out->script_sha256, s->sha256, sizeof out->script_sha256);
   return RW_OK;
 }
@@ -335,7 +345,8 @@ int rw_score(rw_script *s, const rw_candidate *c, const rw_context *ctx,
 
 int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
                    char *why, size_t whylen) {
-  for (int i = 0; i < ctx->n_group; i++) components_empty(&out[i]);
+  for (int i = 0; i < ctx->n_group; i++)
+    components_empty(&out[i]);
   if (whylen) why[0] = 0;
   lua_State *L = s->L;
   int top = lua_gettop(L);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 static _Thread_local char load_traceback[4096];
+static _Thread_local int load_error;
 
 void rw_limits_default(rw_limits *l) {
   l->mem_bytes = RW_DEFAULT_MEM_BYTES;
@@ -83,6 +84,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
   rw_script *s = calloc(1, sizeof *s);
   if (!s) {
     snprintf(why, whylen, "%s: out of memory", path);
+    load_error = RW_EENV;
     return NULL;
   }
   rw_limits_default(&s->lim);
@@ -96,6 +98,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
   s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = LUA_NOREF;
   if (rw__sandbox_open(s, why, whylen) != RW_OK) {
     free(s);
+    load_error = RW_EENV;
     return NULL;
   }
   lua_State *L = s->L;
@@ -113,6 +116,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
       rw__one_line(why, whylen, msg); /* already "path:line: ..." */
     else
       snprintf(why, whylen, "%s: %s", path, msg ? msg : "cannot load");
+    load_error = st == LUA_ERRMEM ? RW_EMEM : RW_ESYNTAX;
     rw_free(s);
     return NULL;
   }
@@ -121,7 +125,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
   lua_getinfo(L, ">S", &ar);
   snprintf(s->short_src, sizeof s->short_src, "%s", ar.short_src);
 
-  if (rw__pcall(s, 0, 1, why, whylen) != RW_OK) {
+  if ((load_error = rw__pcall(s, 0, 1, why, whylen)) != RW_OK) {
     snprintf(load_traceback, sizeof load_traceback, "%s", s->traceback);
     rw_free(s);
     return NULL;
@@ -131,6 +135,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
              "%s: the script returned %s; it must end with `return M` where "
              "M is a table with a function M.score(c, ctx)",
              s->short_src, lua_isnil(L, -1) ? "nothing" : luaL_typename(L, -1));
+    load_error = RW_ERETURN;
     rw_free(s);
     return NULL;
   }
@@ -141,6 +146,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
              "%s: the returned table has no function 'score' (found %s); "
              "define function M.score(c, ctx)",
              s->short_src, luaL_typename(L, -1));
+    load_error = RW_ERETURN;
     rw_free(s);
     return NULL;
   }
@@ -152,6 +158,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
   if (s->score_ref == LUA_REFNIL || s->score_ref == LUA_NOREF ||
       rw__metrics_setup(s, why, whylen) != RW_OK) {
     if (!why[0]) snprintf(why, whylen, "%s: out of memory", path);
+    load_error = RW_EMEM;
     rw_free(s);
     return NULL;
   }
@@ -163,9 +170,11 @@ rw_script *rw_load(const char *path, const rw_limits *limits, char *why,
   if (whylen) why[0] = 0;
   char *buf;
   size_t len;
-  if (read_file(path, &buf, &len, why, whylen) != RW_OK) return NULL;
+  if ((load_error = read_file(path, &buf, &len, why, whylen)) != RW_OK)
+    return NULL;
   char sha[65];
   kl_sha256_hex(buf, len, sha);
+  load_error = RW_OK;
   rw_script *s = load_bytes(path, buf, len, sha, limits, why, whylen);
   free(buf);
   return s;
@@ -177,28 +186,40 @@ void rw_free(rw_script *s) {
   free(s);
 }
 
-const char *rw_sha256(const rw_script *s) { return s->sha256; }
-const char *rw_path(const rw_script *s) { return s->path; }
-const char *rw_traceback(const rw_script *s) { return s->traceback; }
-const char *rw_load_traceback(void) { return load_traceback; }
-size_t rw_memory_used(const rw_script *s) { return s->mem_used; }
+const char *rw_sha256(const rw_script *s) {
+  return s->sha256;
+}
+const char *rw_path(const rw_script *s) {
+  return s->path;
+}
+const char *rw_traceback(const rw_script *s) {
+  return s->traceback;
+}
+const char *rw_load_traceback(void) {
+  return load_traceback;
+}
+int rw_load_error(void) {
+  return load_error;
+}
+size_t rw_memory_used(const rw_script *s) {
+  return s->mem_used;
+}
 
 /* ---- the fixture ---------------------------------------------------------
  * One of each kind of candidate a formula must handle: most bugs in a new
  * formula are arithmetic on a field that is nil for some kinds (no time for
  * a compile error), and this group has them all. */
-static const char *const flags_cheat[] = {"input_mutated",
-                                          "implausible_speed"};
+static const char *const flags_cheat[] = {"input_mutated", "implausible_speed"};
 static const char *const flags_unknown[] = {"a_flag_from_the_future"};
 
 #define UNTIMED -1, -1, -1, -1
 static const rw_candidate fixture[] = {
     /* correct and fast */
-    {1, 1, "ok", "", "gpu", 2e-7, 1e-5, 80, 1000, 419.4, -1, 64, 8192, 0,
-     NULL, 0, 2100, 2600},
+    {1, 1, "ok", "", "gpu", 2e-7, 1e-5, 80, 1000, 419.4, -1, 64, 8192, 0, NULL,
+     0, 2100, 2600},
     /* correct and slow */
-    {1, 1, "ok", "", "gpu", 1e-7, 1e-5, 1500, 1000, 22.4, -1, 32, 0, 0, NULL,
-     0, 900, 1300},
+    {1, 1, "ok", "", "gpu", 1e-7, 1e-5, 1500, 1000, 22.4, -1, 32, 0, 0, NULL, 0,
+     900, 1300},
     /* wrong, but timed (and fast): speed must not pay */
     {1, 0, "wrong", "max rel err 0.31 at 256x256x256", "gpu", 0.31, 4.2, 40,
      1000, 838.9, -1, 40, 4096, 0, NULL, 0, 1500, 1900},
@@ -206,8 +227,10 @@ static const rw_candidate fixture[] = {
     {1, 0, "timeout", "run exceeded 10 s", "gpu", UNTIMED, -1, -1, 48, 0, 0,
      NULL, 0, 1200, 1500},
     /* did not compile: almost nothing measured */
-    {0, 0, "compile_error", "kernel.cu(12): error: identifier \"tid\" is "
-     "undefined", "gpu", UNTIMED, -1, -1, -1, -1, -1, NULL, 0, 700, 1000},
+    {0, 0, "compile_error",
+     "kernel.cu(12): error: identifier \"tid\" is "
+     "undefined",
+     "gpu", UNTIMED, -1, -1, -1, -1, -1, NULL, 0, 700, 1000},
     /* correct and fast, but flagged */
     {1, 1, "ok", "", "gpu", 1e-7, 1e-5, 20, 1000, 1677.7, -1, 32, 0, 0,
      flags_cheat, 2, 1000, 1300},
@@ -215,6 +238,11 @@ static const rw_candidate fixture[] = {
     {1, 1, "ok", "", "gpu", 1e-7, 1e-5, 500, 1000, 67.1, -1, 32, 0, 0,
      flags_unknown, 1, 1000, 1300},
 };
+
+static const char *const fixture_kinds[] = {
+    "correct fast", "correct slow",  "wrong",
+    "timeout",      "compile error", "flagged (input_mutated)",
+    "unknown-flag"};
 
 const rw_candidate *rw_fixture_group(int *n) {
   *n = (int)(sizeof fixture / sizeof fixture[0]);
@@ -234,10 +262,14 @@ int rw_validate(rw_script *s, char *why, size_t whylen) {
   rw_components out[sizeof fixture / sizeof fixture[0]];
   char inner[512];
   int code = rw_score_group(s, &ctx, out, inner, sizeof inner);
-  for (int i = 0; i < ctx.n_group; i++) rw_components_free(&out[i]);
-  if (code != RW_OK)
-    snprintf(why, whylen, "fixture %s (%s candidate)", inner,
-             "see rw_fixture_group");
+  for (int i = 0; i < ctx.n_group; i++)
+    rw_components_free(&out[i]);
+  if (code != RW_OK) {
+    int i = 0;
+    if (sscanf(inner, "group[%d]", &i) != 1 || i < 1 || i > ctx.n_group) i = 0;
+    snprintf(why, whylen, "on the fixture's %s candidate: %s",
+             i ? fixture_kinds[i - 1] : "first", inner);
+  }
   return code;
 }
 
@@ -252,8 +284,7 @@ static _Thread_local struct {
   char why[512];
 } rejected;
 
-int rw_reload(rw_script **current, const char *path, char *why,
-              size_t whylen) {
+int rw_reload(rw_script **current, const char *path, char *why, size_t whylen) {
   if (whylen) why[0] = 0;
   char *buf;
   size_t len;

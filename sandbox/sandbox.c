@@ -37,6 +37,7 @@ enum rule_kind {
   R_NOT_SIGSYS,  /* rt_sigaction: any signal but SIGSYS */
   R_READ_ONLY,   /* open/openat: only without write, create or truncate */
   R_TRAP,        /* in a default-allow profile: this one traps */
+  R_QUERY_ONLY,  /* prlimit64: on this process only (pid 0) */
 };
 
 typedef struct rule {
@@ -79,6 +80,7 @@ typedef struct profile {
       {"mremap", R_ALLOW, "realloc of large blocks"},                          \
       {"brk", R_ALLOW, "heap"},                                                \
       {"futex", R_ALLOW, "thread join, locks"},                                \
+      {"poll", R_ALLOW, "waiting on the inherited pipes"},                     \
       {"clone", R_THREAD_ONLY, "threads, never new processes"},                \
       {"clone3", R_ENOSYS, "not inspectable: glibc then uses clone"},          \
       {"set_robust_list", R_ALLOW, "thread start"},                            \
@@ -114,6 +116,15 @@ static const rule compile_rules[] = {
     {"newfstatat", R_ALLOW, "same"},
     {"lseek", R_ALLOW, "same"},
     {"ioctl", R_ALLOW, "isatty() on inherited descriptors"},
+    {"getcwd", R_ALLOW, "NVRTC resolves the program's folder"},
+    {"openat", R_READ_ONLY,
+     "NVRTC reads the allowlisted CUDA headers (cuda_fp16.h, cuda_bf16.h, "
+     "mma.h) from the toolkit; the allowlist is checked before NVRTC sees "
+     "the text"},
+    {"open", R_READ_ONLY, "same"},
+    {"prlimit64", R_QUERY_ONLY,
+     "NVRTC adjusts its own stack limit (within the hard limits set here)"},
+    {"stat", R_ALLOW, "NVRTC looks at its include folder (no open)"},
 };
 static const limit compile_limits[] = {
     {RLIMIT_AS, "RLIMIT_AS", 4ull << 30, "4 GiB: a template bomb ends as oom"},
@@ -152,12 +163,15 @@ static const rule run_cpu_emu_rules[] = {
      "stacking run-cpu-emu-loaded (filters can only add restrictions)"},
 };
 static const rule run_cpu_emu_loaded_rules[] = {
+    {"clone", R_TRAP,
+     "the emulator's threads exist already: the candidate starts none"},
     {"openat", R_TRAP, "no file may be opened once the candidate is loaded"},
     {"open", R_TRAP, "same"},
     {"pread64", R_TRAP, "nothing left to read"},
 };
 static const limit run_cpu_emu_limits[] = {
-    {RLIMIT_AS, "RLIMIT_AS", 8ull << 30, "8 GiB address space"},
+    {RLIMIT_AS, "RLIMIT_AS", SBX_RUN_MEMORY_LIMIT,
+     "2 GiB address space (dying near it reads as oom)"},
     {RLIMIT_CPU, "RLIMIT_CPU", 600,
      "CPU seconds (the wall deadline is the supervisor's)"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
@@ -192,7 +206,8 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
     [SBX_COMPILE] = {"compile", "NVRTC compiling untrusted source", 1, 0, 0,
                      "measured here (CPU machine)", compile_rules,
                      N(compile_rules), compile_limits, N(compile_limits),
-                     "exec, sockets, every open (files), fork, ptrace, kill"},
+                     "exec, sockets, opening files for write, fork, ptrace, "
+                     "kill"},
     [SBX_HOST_COMPILE] = {"host-compile",
                           "the host C++ compiler building a cpu-emu module",
                           0, 0, 0, "rlimits + namespaces + deadline", NULL, 0,
@@ -208,8 +223,9 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
          "to others), rt_sigaction on SIGSYS, and every syscall not listed"},
     [SBX_RUN_CPU_EMU_LOADED] = {"run-cpu-emu-loaded",
                                 "stacked on run-cpu-emu after the candidate's "
-                                ".so is loaded",
-                                1, 1, 0, "measured here",
+                                ".so is loaded (TSYNC: the emulator's threads "
+                                "exist already)",
+                                1, 1, 1, "measured here",
                                 run_cpu_emu_loaded_rules,
                                 N(run_cpu_emu_loaded_rules), NULL, 0,
                                 "the listed calls; the rest as run-cpu-emu"},
@@ -280,6 +296,10 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     }
     case R_TRAP:
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 0);
+      break;
+    case R_QUERY_ONLY:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                            SCMP_A0(SCMP_CMP_EQ, 0));
       break;
     default:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
@@ -402,6 +422,7 @@ int sbx_explain(FILE *out, int pfc) {
                          : ru->kind == R_SELF_SIGNAL ? " [own process only]"
                          : ru->kind == R_READ_ONLY   ? " [read-only]"
                          : ru->kind == R_TRAP        ? " [traps]"
+                         : ru->kind == R_QUERY_ONLY  ? " [own process only]"
                                                      : "";
       fprintf(out, "    %-18s%-22s %s\n", ru->syscall, cond, ru->why);
     }

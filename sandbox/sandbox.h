@@ -31,6 +31,9 @@ typedef enum sbx_profile_id {
   SBX_PROFILE_COUNT
 } sbx_profile_id;
 
+/* RLIMIT_AS of the run-cpu-emu profile. */
+#define SBX_RUN_MEMORY_LIMIT (2ull << 30)
+
 /* Exit status a confined process ends with after a trapped syscall. */
 #define SBX_TRAP_EXIT 97
 

@@ -63,6 +63,7 @@ typedef struct sbx_worker {
   int to;    /* lab -> worker */
   int from;  /* worker -> lab */
   int up;
+  long maxrss_kb; /* peak resident memory, once reaped */
 } sbx_worker;
 
 /* Starts `kernlab __worker MODE` (this executable, re-exec'd). */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,8 +113,11 @@ int sbx_kill(sbx_worker *w) {
   if (w->pidfd >= 0) syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
   else kill(w->pid, SIGKILL);
   kill(-w->pid, SIGKILL); /* anything it started in its group */
-  while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  while (wait4(w->pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
+  w->maxrss_kb = ru.ru_maxrss;
   close_worker(w);
   return status;
 }
@@ -123,8 +127,11 @@ int sbx_reap(sbx_worker *w, double timeout_ms) {
   if (!w->up) return 0;
   double deadline = sbx_now_ms() + timeout_ms;
   for (;;) {
-    pid_t r = waitpid(w->pid, &status, WNOHANG);
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    pid_t r = wait4(w->pid, &status, WNOHANG, &ru);
     if (r == w->pid) {
+      w->maxrss_kb = ru.ru_maxrss;
       kill(-w->pid, SIGKILL);
       close_worker(w);
       return status;
@@ -363,6 +370,15 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
       snprintf(out->error, sizeof out->error,
                "the run worker sent a malformed reply (%s)",
                WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
+    } else if (w.maxrss_kb > (long)(SBX_RUN_MEMORY_LIMIT >> 10) / 2) {
+      /* It died having used most of its address-space limit: the usual end
+       * of a memory bomb is a failed allocation dereferenced. */
+      snprintf(out->status, sizeof out->status, "oom");
+      snprintf(out->error, sizeof out->error,
+               "the kernel ran out of memory (peak %ld MiB under the sandbox's "
+               "%llu MiB limit)",
+               w.maxrss_kb >> 10,
+               (unsigned long long)(SBX_RUN_MEMORY_LIMIT >> 20));
     } else {
       status_from_wait(st, "the kernel", out);
     }

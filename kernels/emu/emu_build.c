@@ -249,7 +249,7 @@ static void first_errors(const char *log, char *why, size_t whylen) {
   for (const char *l = log; *l && found < 3;) {
     const char *e = strchr(l, '\n');
     size_t n = e ? (size_t)(e - l) : strlen(l);
-    if (memmem(l, n, "error", 5)) {
+    if (memmem(l, n, "error", 5) || memmem(l, n, "Error", 5)) {
       int w = snprintf(why + used, whylen - used, "%s%.*s", found ? " | " : "",
                        (int)n, l);
       if (w < 0 || (size_t)w >= whylen - used) break;
@@ -259,6 +259,9 @@ static void first_errors(const char *log, char *why, size_t whylen) {
     l = e ? e + 1 : l + n;
   }
   if (!found) snprintf(why, whylen, "host compiler failed: %.200s", log);
+  /* One line, whatever the compiler printed. */
+  for (char *c = why; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
 }
 
 /* Runs the host compiler in dir. Returns KL_OK, KL_ECOMPILE (why holds the

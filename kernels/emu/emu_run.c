@@ -25,6 +25,7 @@
 #include "kernels/emu/emu_internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -294,6 +295,103 @@ static void worker_free(worker *w) {
   if (w->stacks) munmap(w->stacks, w->stack_size * (size_t)w->nthreads);
 }
 
+/* ---- the OS-thread pool ----
+ * Block workers are started once per process and reused by every launch,
+ * so a sandboxed run worker can start them before it loads the candidate
+ * and then forbid creating threads at all. */
+
+#define KL_EMU_MAX_OS_THREADS 64
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  pthread_mutex_t launch_mu; /* one launch at a time */
+  int n;                     /* threads started */
+  uint64_t generation;
+  int remaining;
+  worker *ws;
+  int nworkers;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL,
+          0};
+
+typedef struct pool_arg {
+  int idx;
+  uint64_t generation; /* the last launch before this thread existed */
+} pool_arg;
+
+static void *pool_main(void *arg) {
+  pool_arg a = *(pool_arg *)arg;
+  free(arg);
+  int idx = a.idx;
+  uint64_t seen = a.generation;
+  pthread_mutex_lock(&pool.mu);
+  for (;;) {
+    while (pool.generation == seen)
+      pthread_cond_wait(&pool.go, &pool.mu);
+    seen = pool.generation;
+    worker *w = idx < pool.nworkers ? &pool.ws[idx] : NULL;
+    pthread_mutex_unlock(&pool.mu);
+    if (w) worker_main(w);
+    pthread_mutex_lock(&pool.mu);
+    if (--pool.remaining == 0) pthread_cond_signal(&pool.done);
+  }
+  return NULL;
+}
+
+int kl_emu_pool_start(int n) {
+  if (n > KL_EMU_MAX_OS_THREADS) n = KL_EMU_MAX_OS_THREADS;
+  pthread_mutex_lock(&pool.launch_mu);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  /* Big stacks: fiber-less kernels run on these threads. */
+  pthread_attr_setstacksize(&attr, 16u << 20);
+  while (pool.n < n) {
+    pthread_t t;
+    pool_arg *a = malloc(sizeof *a);
+    if (!a) break;
+    pthread_mutex_lock(&pool.mu);
+    a->idx = pool.n;
+    a->generation = pool.generation; /* stable: no launch runs meanwhile */
+    pthread_mutex_unlock(&pool.mu);
+    if (pthread_create(&t, &attr, pool_main, a) != 0) {
+      free(a);
+      break;
+    }
+    pthread_detach(t);
+    pthread_mutex_lock(&pool.mu);
+    pool.n++;
+    pthread_mutex_unlock(&pool.mu);
+  }
+  pthread_attr_destroy(&attr);
+  int have = pool.n;
+  pthread_mutex_unlock(&pool.launch_mu);
+  return have;
+}
+
+/* Runs ws[0..nworkers) on the pool and waits for all of them. */
+static int pool_run(worker *ws, int nworkers, char *why, size_t whylen) {
+  if (kl_emu_pool_start(nworkers) < nworkers && pool.n == 0) {
+    snprintf(why, whylen, "cannot start emulator threads: %s",
+             strerror(errno));
+    return -1;
+  }
+  pthread_mutex_lock(&pool.launch_mu);
+  pthread_mutex_lock(&pool.mu);
+  pool.ws = ws;
+  /* With fewer threads than asked (a limit), the same blocks are shared
+   * among fewer workers: the block counter hands them all out. */
+  pool.nworkers = nworkers < pool.n ? nworkers : pool.n;
+  pool.remaining = pool.n;
+  pool.generation++;
+  pthread_cond_broadcast(&pool.go);
+  while (pool.remaining > 0) pthread_cond_wait(&pool.done, &pool.mu);
+  pool.ws = NULL;
+  pthread_mutex_unlock(&pool.mu);
+  pthread_mutex_unlock(&pool.launch_mu);
+  return 0;
+}
+
 /* One attempt at the whole grid. Returns KL_OK, KL_ERUN, or 1 when a
  * fiber-less launch met a barrier and must be repeated with fibers. */
 static int launch_grid(kl_emu_module *m, const float *A, const float *B,
@@ -306,12 +404,9 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
   l.total_blocks = (int)(grid.x * grid.y);
   if (nworkers > l.total_blocks) nworkers = l.total_blocks;
   worker *ws = calloc((size_t)nworkers, sizeof(worker));
-  pthread_t *tids = calloc((size_t)nworkers, sizeof(pthread_t));
-  int rc = KL_OK, started = 0;
-  if (!ws || !tids) {
+  int rc = KL_OK;
+  if (!ws) {
     snprintf(why, whylen, "out of memory for %d emulator workers", nworkers);
-    free(ws);
-    free(tids);
     return KL_ERUN;
   }
   for (int i = 0; i < nworkers; i++) {
@@ -335,23 +430,7 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
       break;
     }
   }
-  /* Worker threads get big stacks: fiber-less kernels run on them. */
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 16u << 20);
-  for (int i = 0; rc == KL_OK && i < nworkers; i++) {
-    if (pthread_create(&tids[i], &attr, worker_main, &ws[i]) != 0) {
-      snprintf(why, whylen, "cannot start emulator thread: %s",
-               strerror(errno));
-      __atomic_store_n(&l.stop, 1, __ATOMIC_RELAXED);
-      rc = KL_ERUN;
-      break;
-    }
-    started++;
-  }
-  pthread_attr_destroy(&attr);
-  for (int i = 0; i < started; i++)
-    pthread_join(tids[i], NULL);
+  if (rc == KL_OK && pool_run(ws, nworkers, why, whylen) != 0) rc = KL_ERUN;
   for (int i = 0; i < nworkers; i++) {
     if (rc == KL_OK && ws[i].failed) {
       snprintf(why, whylen, "%s", ws[i].why);
@@ -361,7 +440,6 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
     worker_free(&ws[i]);
   }
   free(ws);
-  free(tids);
   return rc;
 }
 

@@ -15,10 +15,17 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const gen_flag_names[] = {"nan_output", "canary_touched",
                                              "input_modified", "timer_read"};
+
+#if defined(__GNUC__)
+#define GEN_MAYBE_UNUSED __attribute__((unused))
+#else
+#define GEN_MAYBE_UNUSED
+#endif
 
 static int64_t gen_source_index(int64_t i) {
   return (i % 4 == 3) ? i - 1 : i;
@@ -48,7 +55,8 @@ static size_t gen_source(int64_t i, char *buf, size_t cap) {
 
 static int gen_samples(int64_t i, double *out) {
   int n = (int)(i % 6); /* 0..5 samples; candidates with 0 were not timed */
-  for (int k = 0; k < n; k++) out[k] = 100.0 + (double)i + 0.25 * k;
+  for (int k = 0; k < n; k++)
+    out[k] = 100.0 + (double)i + 0.25 * k;
   return n;
 }
 
@@ -73,7 +81,9 @@ static void gen_candidate(int64_t i, res_candidate *c) {
   c->compiled = i % 7 != 5;
   c->correct = c->compiled && i % 5 != 4;
   snprintf(c->status, sizeof c->status, "%s",
-           !c->compiled ? "compile_error" : c->correct ? "ok" : "wrong");
+           !c->compiled ? "compile_error"
+           : c->correct ? "ok"
+                        : "wrong");
   c->max_rel_err = c->correct ? 1e-7 * (double)(i % 3) : 0.5;
   c->max_abs_err = c->max_rel_err * 2;
   c->time_us = c->compiled ? 100.0 + (double)i : -1;
@@ -127,8 +137,8 @@ static int gen_append(res_file *f, int64_t i, char *why, size_t whylen) {
   int ns = gen_samples(i, samples);
   int nc = gen_components(i, names, values);
   int64_t id = -1;
-  int rc = res_append_candidate(f, &c, src, len, samples, ns, names, values,
-                                nc, &id, why, whylen);
+  int rc = res_append_candidate(f, &c, src, len, samples, ns, names, values, nc,
+                                &id, why, whylen);
   if (rc != RES_OK) return rc;
   if (id != i) {
     snprintf(why, whylen, "append gave id %lld, expected %lld", (long long)id,
@@ -145,8 +155,8 @@ static int gen_append(res_file *f, int64_t i, char *why, size_t whylen) {
 
 /* Checks candidate i as read back. Returns a description of the first
  * mismatch in why and 0, or 1 when everything matches. */
-static int gen_verify(const res_reader *r, int64_t i, char *why,
-                      size_t whylen) {
+GEN_MAYBE_UNUSED static int gen_verify(const res_reader *r, int64_t i,
+                                       char *why, size_t whylen) {
   res_candidate want;
   gen_candidate(i, &want);
   const res_candidate *got = res_get(r, i);
@@ -154,12 +164,16 @@ static int gen_verify(const res_reader *r, int64_t i, char *why,
 #define SAME(f)                                                                \
   if (memcmp(&got->f, &want.f, sizeof want.f))                                 \
     return snprintf(why, whylen, "%lld: field " #f " differs", (long long)i), 0;
-  SAME(step) SAME(group) SAME(sample) SAME(task) SAME(label) SAME(backend)
-  SAME(status) SAME(compiled) SAME(correct) SAME(max_rel_err) SAME(time_us)
-  SAME(baseline_us) SAME(gflops) SAME(reward) SAME(regs) SAME(smem_bytes)
-  SAME(flags) SAME(seed) SAME(wall_unix) SAME(reward_sha256)
+  SAME(step)
+  SAME(group) SAME(sample) SAME(task) SAME(label) SAME(backend) SAME(status)
+      SAME(compiled) SAME(correct) SAME(max_rel_err) SAME(time_us)
+          SAME(baseline_us) SAME(gflops) SAME(reward) SAME(regs)
+              SAME(smem_bytes) SAME(flags) SAME(seed) SAME(wall_unix)
+                  SAME(reward_sha256)
 #undef SAME
-  if (got->id != i) return snprintf(why, whylen, "%lld: id", (long long)i), 0;
+                      if (got->id != i) return snprintf(why, whylen, "%lld: id",
+                                                        (long long)i),
+      0;
   char want_src[2048], *src = NULL;
   size_t want_len = gen_source(i, want_src, sizeof want_src), len = 0;
   if (res_source(r, i, &src, &len, why, whylen) != RES_OK) return 0;

@@ -21,7 +21,8 @@ static void path_in(char *out, size_t n, const char *name) {
 static const res_campaign_meta meta = {
     .config = "return { task = 'fp32_256', steps = 3 }\n",
     .reward_script = "lua/reward/default.lua",
-    .reward_sha256 = "0000000000000000000000000000000000000000000000000000000000000007",
+    .reward_sha256 =
+        "0000000000000000000000000000000000000000000000000000000000000007",
     .device = "cpu-emu (test)",
     .backend = "cpu-emu",
     .kernlab_version = "0.1",
@@ -67,7 +68,8 @@ static void test_round_trip(void) {
   CHECK(!strcmp(res_attr(r, "driver_version"), ""), "absent meta is empty");
   CHECK(!strncmp(res_attr(r, "hdf5_version"), "1.", 2), "hdf5 version");
   CHECK(!strcmp(res_attr(r, "no_such_attribute"), ""), "missing attribute");
-  CHECK(res_flag_count(r) == 4 && !strcmp(res_flag_name(r, 1), "canary_touched"),
+  CHECK(res_flag_count(r) == 4 &&
+            !strcmp(res_flag_name(r, 1), "canary_touched"),
         "flag names");
   CHECK(res_component_count(r) == 3, "3 components, got %d",
         res_component_count(r));
@@ -90,7 +92,7 @@ static void test_round_trip(void) {
   res_reader_close(r);
 
   /* Reopen, append more: ids continue, attributes stay, dedup spans
-   * sessions (candidate 23 reuses 22's source, written in this session; 
+   * sessions (candidate 23 reuses 22's source, written in this session;
    * candidate 20's source is new). */
   f = res_open_append(path, NULL, &code, why, sizeof why);
   CHECK(f != NULL, "reopen: %s", why);
@@ -119,16 +121,16 @@ static void expect_input_error(const char *path, const char *needle) {
   char why[512] = "";
   int code = -1;
   res_reader *r = res_open_read(path, &code, why, sizeof why);
-  CHECK(r == NULL && code == RES_EINPUT, "%s: rejected as input, got %d",
-        path, code);
+  CHECK(r == NULL && code == RES_EINPUT, "%s: rejected as input, got %d", path,
+        code);
   CHECK(strstr(why, needle) != NULL, "%s: message '%s' names '%s'", path, why,
         needle);
   CHECK(!strchr(why, '\n'), "one line: %s", why);
   res_reader_close(r);
   /* The writer refuses the same files. */
   res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
-  CHECK(f == NULL && code == RES_EINPUT, "%s: writer refuses it (%d): %s",
-        path, code, why);
+  CHECK(f == NULL && code == RES_EINPUT, "%s: writer refuses it (%d): %s", path,
+        code, why);
   res_close(f, why, sizeof why);
 }
 
@@ -175,7 +177,8 @@ static void test_bad_input(void) {
   char good[512];
   path_in(good, sizeof good, "good.h5");
   f = res_open_append(good, &meta, &code, why, sizeof why);
-  for (int i = 0; i < 30; i++) gen_append(f, i, why, sizeof why);
+  for (int i = 0; i < 30; i++)
+    gen_append(f, i, why, sizeof why);
   res_close(f, why, sizeof why);
   FILE *fp = fopen(good, "rb");
   fseek(fp, 0, SEEK_END);

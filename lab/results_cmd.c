@@ -1,0 +1,831 @@
+/*
+ * lab/results_cmd.c — the commands that read a results file: top, show,
+ * diff, export. They only read (SWMR read: safe while a campaign is still
+ * writing the file, and after a crash). Exit codes as DESIGN.md: 2 for bad
+ * usage or a bad file (not HDF5, newer schema, truncated, unknown id), 3
+ * for environment problems.
+ *
+ * Times are labelled with their backend: cpu-emu times are CPU times and are
+ * never presented as GPU speed.
+ */
+#include "lab/lab.h"
+
+#include "results/results.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shared helpers -------------------------------------------------------
+ */
+
+static int usage(const char *cmd, const char *msg, const char *arg,
+                 const char *synopsis) {
+  fprintf(stderr, "kernlab %s: %s%s%s\nusage: kernlab %s\n", cmd, msg,
+          arg ? " " : "", arg ? arg : "", synopsis);
+  return LAB_EXIT_USAGE;
+}
+
+static res_reader *open_run(const char *cmd, const char *path, int *exit) {
+  char why[1024];
+  int code = RES_EINPUT;
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  if (!r) {
+    fprintf(stderr, "kernlab %s: %s\n", cmd, why);
+    *exit = code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  }
+  return r;
+}
+
+/* Parses a candidate id; prints the problem and returns -1 when it is not
+ * one of the file's. */
+static int64_t parse_id(const char *cmd, const res_reader *r, const char *path,
+                        const char *s) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno || v < 0) {
+    fprintf(stderr,
+            "kernlab %s: '%s' is not a candidate id (expected a number)\n", cmd,
+            s);
+    return -1;
+  }
+  if (v >= res_count(r)) {
+    if (res_count(r))
+      fprintf(stderr,
+              "kernlab %s: %s: no candidate with id %lld (ids are 0 to "
+              "%lld)\n",
+              cmd, path, v, (long long)res_count(r) - 1);
+    else
+      fprintf(stderr,
+              "kernlab %s: %s: no candidate with id %lld (the file "
+              "holds no candidates)\n",
+              cmd, path, v);
+    return -1;
+  }
+  return v;
+}
+
+/* Names of the set flag bits, joined by sep; "-" when none. */
+static void flag_list(const res_reader *r, uint64_t flags, const char *sep,
+                      char *out, size_t len) {
+  out[0] = 0;
+  size_t used = 0;
+  for (int b = 0; b < 64; b++) {
+    if (!(flags >> b & 1)) continue;
+    const char *name = res_flag_name(r, b);
+    char tmp[32];
+    if (!name) snprintf(tmp, sizeof tmp, "bit%d", b), name = tmp;
+    int n = snprintf(out + used, len - used, "%s%s", used ? sep : "", name);
+    if (n < 0 || (size_t)n >= len - used) break;
+    used += (size_t)n;
+  }
+  if (!used) snprintf(out, len, "-");
+}
+
+static const char *fmt_num(char *buf, size_t len, const char *fmt, double v) {
+  if (isnan(v) || v < 0)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, fmt, v);
+  return buf;
+}
+
+static int any_cpu_emu(const res_reader *r) {
+  for (int64_t i = 0; i < res_count(r); i++)
+    if (!strcmp(res_get(r, i)->backend, "cpu-emu")) return 1;
+  return 0;
+}
+
+/* ---- top ------------------------------------------------------------------
+ */
+
+static const char top_synopsis[] = "top RUN.h5 [-n N] [--by time|reward]";
+
+static int by_time(const void *a, const void *b) {
+  const res_candidate *x = *(const res_candidate *const *)a,
+                      *y = *(const res_candidate *const *)b;
+  if (x->time_us != y->time_us) return x->time_us < y->time_us ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+static int by_reward(const void *a, const void *b) {
+  const res_candidate *x = *(const res_candidate *const *)a,
+                      *y = *(const res_candidate *const *)b;
+  if (x->reward != y->reward) return x->reward > y->reward ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+int lab_top(int argc, char **argv) {
+  const char *path = NULL, *by = "time";
+  long n = 10;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+      char *end;
+      n = strtol(argv[++i], &end, 10);
+      if (*end || n <= 0)
+        return usage("top", "-n wants a positive count, got", argv[i],
+                     top_synopsis);
+    } else if (!strcmp(argv[i], "--by") && i + 1 < argc) {
+      by = argv[++i];
+      if (strcmp(by, "time") && strcmp(by, "reward"))
+        return usage("top", "--by wants time or reward, got", by, top_synopsis);
+    } else if (argv[i][0] == '-') {
+      return usage("top", "unknown option", argv[i], top_synopsis);
+    } else if (!path) {
+      path = argv[i];
+    } else {
+      return usage("top", "unexpected argument", argv[i], top_synopsis);
+    }
+  }
+  if (!path) return usage("top", "no results file given", NULL, top_synopsis);
+  int exit = 0;
+  res_reader *r = open_run("top", path, &exit);
+  if (!r) return exit;
+  int64_t total = res_count(r), correct = 0, m = 0;
+  const res_candidate **rows =
+      malloc((size_t)(total ? total : 1) * sizeof *rows);
+  if (!rows) {
+    res_reader_close(r);
+    return LAB_EXIT_ENV;
+  }
+  int rank_time = !strcmp(by, "time");
+  for (int64_t i = 0; i < total; i++) {
+    const res_candidate *c = res_get(r, i);
+    correct += c->correct;
+    if (rank_time ? c->correct && c->time_us > 0 : !isnan(c->reward))
+      rows[m++] = c;
+  }
+  qsort(rows, (size_t)m, sizeof *rows, rank_time ? by_time : by_reward);
+  printf("%s: %lld candidates, %lld correct; ranked by %s%s\n", path,
+         (long long)total, (long long)correct,
+         rank_time ? "median time (correct kernels only)" : "reward",
+         any_cpu_emu(r) ? "; cpu-emu times are CPU times, not GPU speed" : "");
+  printf("%4s %5s %5s %-14s %-8s %10s %8s %7s %9s %4s %6s %-16s %s\n", "rank",
+         "id", "step", "status", "backend", "time_us", "GFLOP/s", "x base",
+         "reward", "regs", "smem", "flags", "label");
+  for (int64_t k = 0; k < m && k < n; k++) {
+    const res_candidate *c = rows[k];
+    char t[24], g[24], x[24], rw[24], fl[256];
+    fmt_num(t, sizeof t, "%.2f", c->time_us);
+    fmt_num(g, sizeof g, "%.1f", c->gflops);
+    if (c->time_us > 0 && c->baseline_us > 0)
+      snprintf(x, sizeof x, "%.2f", c->baseline_us / c->time_us);
+    else
+      snprintf(x, sizeof x, "-");
+    if (isnan(c->reward))
+      snprintf(rw, sizeof rw, "-");
+    else
+      snprintf(rw, sizeof rw, "%.3f", c->reward);
+    flag_list(r, c->flags, ",", fl, sizeof fl);
+    printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6d "
+           "%-16.16s %s\n",
+           (long long)k + 1, (long long)c->id, (long long)c->step, c->status,
+           c->backend, t, g, x, rw, c->regs, c->smem_bytes, fl, c->label);
+  }
+  if (!m)
+    printf("(no %s)\n",
+           rank_time ? "correct, timed candidates" : "scored candidates");
+  free(rows);
+  res_reader_close(r);
+  return LAB_EXIT_OK;
+}
+
+/* ---- show -----------------------------------------------------------------
+ */
+
+static const char show_synopsis[] = "show RUN.h5 ID [--source|--ptx|--stats]";
+
+static void sha_hex(const uint8_t sha[32], char out[65]) {
+  for (int i = 0; i < 32; i++)
+    snprintf(out + 2 * i, 3, "%02x", sha[i]);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Linear-interpolated quantile of sorted v[0..n). */
+static double quantile(const double *v, int n, double q) {
+  double pos = q * (n - 1);
+  int lo = (int)pos;
+  if (lo >= n - 1) return v[n - 1];
+  return v[lo] + (pos - lo) * (v[lo + 1] - v[lo]);
+}
+
+static int show_stats(const res_reader *r, int64_t id) {
+  const res_candidate *c = res_get(r, id);
+  double *s = NULL;
+  int n = 0;
+  char why[512];
+  if (res_timings(r, id, &s, &n, why, sizeof why) != RES_OK) {
+    fprintf(stderr, "kernlab show: %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
+  printf("candidate %lld: %d timing samples (%s, microseconds)\n",
+         (long long)id, n, c->backend);
+  if (n) {
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++)
+      sum += s[i];
+    double mean = sum / n;
+    for (int i = 0; i < n; i++)
+      sq += (s[i] - mean) * (s[i] - mean);
+    double sd = n > 1 ? sqrt(sq / (n - 1)) : 0;
+    printf("  samples  ");
+    for (int i = 0; i < n; i++)
+      printf("%s%.3f", i ? " " : "", s[i]);
+    printf("\n");
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    printf("  min %.3f  p20 %.3f  median %.3f  p80 %.3f  max %.3f\n", s[0],
+           quantile(s, n, 0.2), quantile(s, n, 0.5), quantile(s, n, 0.8),
+           s[n - 1]);
+    printf("  mean %.3f  stddev %.3f  (%.2f%% of the mean)\n", mean, sd,
+           mean > 0 ? 100 * sd / mean : 0);
+  }
+  free(s);
+  return LAB_EXIT_OK;
+}
+
+static void show_metrics(const res_reader *r, const res_candidate *c,
+                         size_t src_len) {
+  char a[32], b[32], d[32], fl[512], sha[65];
+  printf("candidate %lld  %s\n", (long long)c->id, c->label);
+  printf("  task        %s  (target %dx%dx%d)  step %lld  group %d  sample "
+         "%d\n",
+         c->task, c->shape_m, c->shape_n, c->shape_k, (long long)c->step,
+         c->group, c->sample);
+  printf("  status      %s  compiled %s  correct %s\n", c->status,
+         c->compiled ? "yes" : "no", c->correct ? "yes" : "no");
+  printf("  error       max rel %.3g  max abs %.3g\n", c->max_rel_err,
+         c->max_abs_err);
+  printf("  time        median %s us  min %s  max %s  samples %u  (%s)\n",
+         fmt_num(a, sizeof a, "%.3f", c->time_us),
+         fmt_num(b, sizeof b, "%.3f", c->time_min_us),
+         fmt_num(d, sizeof d, "%.3f", c->time_max_us), c->timing_count,
+         c->backend);
+  printf("  baseline    %s us", fmt_num(a, sizeof a, "%.3f", c->baseline_us));
+  if (c->time_us > 0 && c->baseline_us > 0)
+    printf("  speedup %.2fx", c->baseline_us / c->time_us);
+  printf("  GFLOP/s %s\n", fmt_num(a, sizeof a, "%.2f", c->gflops));
+  char rg[16], sm[16], sp[16], st[16];
+  printf("  resources   regs %s  smem %s B  spill %s B  stack %s B\n",
+         fmt_num(rg, sizeof rg, "%.0f", c->regs),
+         fmt_num(sm, sizeof sm, "%.0f", c->smem_bytes),
+         fmt_num(sp, sizeof sp, "%.0f", c->spill_bytes),
+         fmt_num(st, sizeof st, "%.0f", c->stack_bytes));
+  printf("  launch      block %dx%d  tile %dx%d  dynamic smem %d B\n",
+         c->block_x, c->block_y, c->tile_rows, c->tile_cols, c->dyn_smem_bytes);
+  flag_list(r, c->flags, ", ", fl, sizeof fl);
+  printf("  flags       %s\n", fl);
+  if (isnan(c->reward))
+    printf("  reward      - (not scored)\n");
+  else
+    printf("  reward      %.4f  (script sha256 %.16s)\n", c->reward,
+           c->reward_sha256[0] ? c->reward_sha256 : "-");
+  const double *comp = res_components(r, c->id);
+  for (int j = 0; j < res_component_count(r); j++)
+    if (comp && !isnan(comp[j]))
+      printf("    %-24s %+.4f\n", res_component_name(r, j), comp[j]);
+  printf("  seed        %llu  compile %.1f ms\n", (unsigned long long)c->seed,
+         c->compile_ms);
+  sha_hex(c->src_sha256, sha);
+  printf("  source      %zu bytes  sha256 %s\n", src_len, sha);
+}
+
+int lab_show(int argc, char **argv) {
+  const char *path = NULL, *ids = NULL, *mode = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--source") || !strcmp(argv[i], "--ptx") ||
+        !strcmp(argv[i], "--stats")) {
+      if (mode && strcmp(mode, argv[i]))
+        return usage("show", "choose one of --source, --ptx, --stats; got",
+                     argv[i], show_synopsis);
+      mode = argv[i];
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return usage("show", "unknown option", argv[i], show_synopsis);
+    } else if (!path) {
+      path = argv[i];
+    } else if (!ids) {
+      ids = argv[i];
+    } else {
+      return usage("show", "unexpected argument", argv[i], show_synopsis);
+    }
+  }
+  if (!path || !ids)
+    return usage("show", "needs a results file and a candidate id", NULL,
+                 show_synopsis);
+  int exit = 0;
+  res_reader *r = open_run("show", path, &exit);
+  if (!r) return exit;
+  int64_t id = parse_id("show", r, path, ids);
+  if (id < 0) {
+    res_reader_close(r);
+    return LAB_EXIT_USAGE;
+  }
+  int rc = LAB_EXIT_OK;
+  if (mode && !strcmp(mode, "--ptx")) {
+    fprintf(stderr,
+            "kernlab show: %s: candidate %lld: PTX is not stored in results "
+            "files (schema %d keeps the source); `kernlab show %s %lld "
+            "--source > k.cu` and compile it again\n",
+            path, (long long)id, res_schema_version(r), path, (long long)id);
+    rc = LAB_EXIT_USAGE;
+  } else if (mode && !strcmp(mode, "--stats")) {
+    rc = show_stats(r, id);
+  } else {
+    char *src = NULL, why[1024];
+    size_t len = 0;
+    if (res_source(r, id, &src, &len, why, sizeof why) != RES_OK) {
+      fprintf(stderr, "kernlab show: %s\n", why);
+      rc = LAB_EXIT_USAGE;
+    } else if (mode) {
+      fwrite(src, 1, len, stdout);
+    } else {
+      show_metrics(r, res_get(r, id), len);
+      printf("\n");
+      fwrite(src, 1, len, stdout);
+      if (len && src[len - 1] != '\n') printf("\n");
+    }
+    free(src);
+  }
+  res_reader_close(r);
+  return rc;
+}
+
+/* ---- diff -----------------------------------------------------------------
+ */
+
+static const char diff_synopsis[] = "diff RUN.h5 ID1 ID2";
+
+typedef struct lines {
+  const char **at; /* start of each line */
+  int *len;        /* without the newline */
+  int n;
+} lines;
+
+static int split_lines(const char *s, size_t len, lines *out) {
+  int cap = 1;
+  for (size_t i = 0; i < len; i++)
+    cap += s[i] == '\n';
+  out->at = malloc((size_t)cap * sizeof *out->at);
+  out->len = malloc((size_t)cap * sizeof *out->len);
+  out->n = 0;
+  if (!out->at || !out->len) return -1;
+  size_t start = 0;
+  for (size_t i = 0; i <= len; i++) {
+    if (i == len || s[i] == '\n') {
+      if (i == len && i == start) break; /* no empty last line after \n */
+      out->at[out->n] = s + start;
+      out->len[out->n++] = (int)(i - start);
+      start = i + 1;
+    }
+  }
+  return 0;
+}
+
+static int same_line(const lines *a, int i, const lines *b, int j) {
+  return a->len[i] == b->len[j] &&
+         !memcmp(a->at[i], b->at[j], (size_t)a->len[i]);
+}
+
+/* An edit script: ' ' keep, '-' only in a, '+' only in b. */
+typedef struct edit {
+  char op;
+  int a, b; /* line indices (the one that applies) */
+} edit;
+
+#define DIFF_MAX_CELLS (32L * 1024 * 1024)
+
+/* LCS by dynamic programming after trimming the common prefix and suffix
+ * (candidate sources differ in a few places, so the table stays small).
+ * Returns the number of edits, or -1 when the table would be too big. */
+static int line_diff(const lines *a, const lines *b, edit *out) {
+  int pre = 0, suf = 0;
+  while (pre < a->n && pre < b->n && same_line(a, pre, b, pre))
+    pre++;
+  while (suf < a->n - pre && suf < b->n - pre &&
+         same_line(a, a->n - 1 - suf, b, b->n - 1 - suf))
+    suf++;
+  int n = a->n - pre - suf, m = b->n - pre - suf;
+  if ((long)(n + 1) * (m + 1) > DIFF_MAX_CELLS) return -1;
+  /* L[i][j] = LCS length of a[pre+i..pre+n) and b[pre+j..pre+m). */
+  int *L = calloc((size_t)(n + 1) * (size_t)(m + 1), sizeof *L);
+  if (!L) return -1;
+#define AT(i, j) L[(size_t)(i) * (size_t)(m + 1) + (size_t)(j)]
+  for (int i = n - 1; i >= 0; i--)
+    for (int j = m - 1; j >= 0; j--)
+      AT(i, j) =
+          same_line(a, pre + i, b, pre + j)
+              ? AT(i + 1, j + 1) + 1
+              : (AT(i + 1, j) > AT(i, j + 1) ? AT(i + 1, j) : AT(i, j + 1));
+  int k = 0;
+  for (int i = 0; i < pre; i++)
+    out[k++] = (edit){' ', i, i};
+  int i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && same_line(a, pre + i, b, pre + j)) {
+      out[k++] = (edit){' ', pre + i, pre + j};
+      i++, j++;
+    } else if (i < n && (j == m || AT(i + 1, j) >= AT(i, j + 1))) {
+      out[k++] = (edit){'-', pre + i, pre + j}; /* deletions first */
+      i++;
+    } else {
+      out[k++] = (edit){'+', pre + i, pre + j};
+      j++;
+    }
+  }
+#undef AT
+  free(L);
+  for (int s = 0; s < suf; s++)
+    out[k++] = (edit){' ', pre + n + s, pre + m + s};
+  return k;
+}
+
+/* Prints the edits as unified-diff hunks with 3 lines of context. */
+static void print_hunks(const lines *a, const lines *b, const edit *e, int n) {
+  const int ctx = 3;
+  int i = 0;
+  while (i < n) {
+    while (i < n && e[i].op == ' ')
+      i++;
+    if (i >= n) break;
+    int start = i - ctx < 0 ? 0 : i - ctx, end = i;
+    /* extend over changes separated by at most 2*ctx unchanged lines */
+    for (;;) {
+      while (end < n && e[end].op != ' ')
+        end++;
+      int next = end;
+      while (next < n && e[next].op == ' ')
+        next++;
+      if (next < n && next - end <= 2 * ctx)
+        end = next;
+      else {
+        end = end + ctx > n ? n : end + ctx;
+        break;
+      }
+    }
+    int a0 = -1, b0 = -1, an = 0, bn = 0;
+    for (int k = start; k < end; k++) {
+      if (e[k].op != '+') {
+        if (a0 < 0) a0 = e[k].a;
+        an++;
+      }
+      if (e[k].op != '-') {
+        if (b0 < 0) b0 = e[k].b;
+        bn++;
+      }
+    }
+    if (a0 < 0) a0 = e[start].a;
+    if (b0 < 0) b0 = e[start].b;
+    printf("@@ -%d,%d +%d,%d @@\n", an ? a0 + 1 : a0, an, bn ? b0 + 1 : b0, bn);
+    for (int k = start; k < end; k++) {
+      const lines *l = e[k].op == '+' ? b : a;
+      int idx = e[k].op == '+' ? e[k].b : e[k].a;
+      printf("%c%.*s\n", e[k].op, l->len[idx], l->at[idx]);
+    }
+    i = end;
+  }
+}
+
+static void delta_row(const char *name, double x, double y, const char *fmt) {
+  char a[32], b[32];
+  fmt_num(a, sizeof a, fmt, x);
+  fmt_num(b, sizeof b, fmt, y);
+  printf("  %-16s %14s %14s", name, a, b);
+  if (!isnan(x) && !isnan(y) && x >= 0 && y >= 0 && x != y) {
+    printf("  %+.4g", y - x);
+    if (x != 0) printf(" (%+.1f%%)", 100 * (y - x) / fabs(x));
+  }
+  printf("\n");
+}
+
+static void signed_row(const char *name, double x, double y) {
+  printf("  %-16s %14.4f %14.4f", name, x, y);
+  if (!isnan(x) && !isnan(y) && x != y) printf("  %+.4g", y - x);
+  printf("\n");
+}
+
+int lab_diff(int argc, char **argv) {
+  const char *args[3];
+  int na = 0;
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-' && argv[i][1] &&
+        (argv[i][1] < '0' || argv[i][1] > '9'))
+      return usage("diff", "unknown option", argv[i], diff_synopsis);
+    if (na == 3)
+      return usage("diff", "unexpected argument", argv[i], diff_synopsis);
+    args[na++] = argv[i];
+  }
+  if (na != 3)
+    return usage("diff", "needs a results file and two candidate ids", NULL,
+                 diff_synopsis);
+  int exit = 0;
+  res_reader *r = open_run("diff", args[0], &exit);
+  if (!r) return exit;
+  int64_t id1 = parse_id("diff", r, args[0], args[1]);
+  int64_t id2 = id1 < 0 ? -1 : parse_id("diff", r, args[0], args[2]);
+  if (id1 < 0 || id2 < 0) {
+    res_reader_close(r);
+    return LAB_EXIT_USAGE;
+  }
+  const res_candidate *x = res_get(r, id1), *y = res_get(r, id2);
+  char *sa = NULL, *sb = NULL, why[1024];
+  size_t la = 0, lb = 0;
+  if (res_source(r, id1, &sa, &la, why, sizeof why) != RES_OK ||
+      res_source(r, id2, &sb, &lb, why, sizeof why) != RES_OK) {
+    fprintf(stderr, "kernlab diff: %s\n", why);
+    free(sa);
+    res_reader_close(r);
+    return LAB_EXIT_USAGE;
+  }
+  printf("%s: candidate %lld -> %lld\n", args[0], (long long)id1,
+         (long long)id2);
+  printf("  %-16s %14lld %14lld\n", "id", (long long)id1, (long long)id2);
+  printf("  %-16s %14.14s %14.14s\n", "status", x->status, y->status);
+  printf("  %-16s %14.14s %14.14s\n", "backend", x->backend, y->backend);
+  delta_row("time_us", x->time_us, y->time_us, "%.3f");
+  delta_row("gflops", x->gflops, y->gflops, "%.2f");
+  delta_row("baseline_us", x->baseline_us, y->baseline_us, "%.3f");
+  delta_row("max_rel_err", x->max_rel_err, y->max_rel_err, "%.3g");
+  signed_row("reward", x->reward, y->reward);
+  const double *cx = res_components(r, id1), *cy = res_components(r, id2);
+  for (int j = 0; j < res_component_count(r); j++) {
+    char name[80];
+    snprintf(name, sizeof name, "  %s", res_component_name(r, j));
+    if (cx && cy && !(isnan(cx[j]) && isnan(cy[j])))
+      signed_row(name, cx[j], cy[j]);
+  }
+  delta_row("regs", x->regs, y->regs, "%.0f");
+  delta_row("smem_bytes", x->smem_bytes, y->smem_bytes, "%.0f");
+  delta_row("spill_bytes", x->spill_bytes, y->spill_bytes, "%.0f");
+  char fx[256], fy[256];
+  flag_list(r, x->flags, ",", fx, sizeof fx);
+  flag_list(r, y->flags, ",", fy, sizeof fy);
+  printf("  %-16s %14.14s %14.14s\n", "flags", fx, fy);
+
+  printf("--- %lld %s\n+++ %lld %s\n", (long long)id1, x->label, (long long)id2,
+         y->label);
+  int rc = LAB_EXIT_OK;
+  lines a = {0}, b = {0};
+  edit *e = NULL;
+  if (split_lines(sa, la, &a) || split_lines(sb, lb, &b) ||
+      !(e = malloc((size_t)(a.n + b.n + 1) * sizeof *e))) {
+    fprintf(stderr, "kernlab diff: out of memory\n");
+    rc = LAB_EXIT_ENV;
+  } else if (!memcmp(x->src_sha256, y->src_sha256, 32)) {
+    printf("(identical sources)\n");
+  } else {
+    int n = line_diff(&a, &b, e);
+    if (n < 0)
+      printf("(sources too different to diff line by line: %d and %d lines)\n",
+             a.n, b.n);
+    else
+      print_hunks(&a, &b, e, n);
+  }
+  free(e);
+  free(a.at), free(a.len), free(b.at), free(b.len);
+  free(sa), free(sb);
+  res_reader_close(r);
+  return rc;
+}
+
+/* ---- export ---------------------------------------------------------------
+ */
+
+static const char export_synopsis[] =
+    "export RUN.h5 --format csv|jsonl [-o FILE] [--source]";
+
+static void csv_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\n\r")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+/* A double for export: NaN (and -1 for "not measured" times) as missing. */
+static void put_num(FILE *f, int json, double v, int none_if_negative) {
+  if (isnan(v) || isinf(v) || (none_if_negative && v < 0))
+    fputs(json ? "null" : "", f);
+  else
+    fprintf(f, "%.17g", v);
+}
+
+typedef struct col {
+  const char *name;
+  char kind; /* s string, i integer, d double, t time (negative = none), b
+                bool */
+  size_t off;
+} col;
+
+#define COL(name, kind)                                                        \
+  { #name, kind, offsetof(res_candidate, name) }
+static const col cols[] = {
+    COL(id, 'q'),
+    COL(step, 'q'),
+    COL(group, 'i'),
+    COL(sample, 'i'),
+    COL(task, 's'),
+    COL(label, 's'),
+    COL(backend, 's'),
+    COL(status, 's'),
+    COL(compiled, 'b'),
+    COL(correct, 'b'),
+    COL(max_rel_err, 'd'),
+    COL(max_abs_err, 'd'),
+    COL(time_us, 't'),
+    COL(time_min_us, 't'),
+    COL(time_max_us, 't'),
+    COL(baseline_us, 't'),
+    COL(gflops, 't'),
+    COL(reward, 'd'),
+    COL(regs, 'i'),
+    COL(smem_bytes, 'i'),
+    COL(spill_bytes, 'i'),
+    COL(stack_bytes, 'i'),
+    COL(block_x, 'i'),
+    COL(block_y, 'i'),
+    COL(tile_rows, 'i'),
+    COL(tile_cols, 'i'),
+    COL(dyn_smem_bytes, 'i'),
+    COL(shape_m, 'i'),
+    COL(shape_n, 'i'),
+    COL(shape_k, 'i'),
+    COL(seed, 'Q'),
+    COL(compile_ms, 'd'),
+    COL(wall_unix, 'd'),
+    COL(reward_sha256, 's'),
+    COL(src_len, 'I'),
+    COL(timing_count, 'I'),
+};
+#undef COL
+
+static void put_col(FILE *f, int json, const res_candidate *c, const col *k) {
+  const char *p = (const char *)c + k->off;
+  switch (k->kind) {
+  case 's':
+    if (json)
+      lab_json_string(f, p);
+    else
+      csv_field(f, p);
+    break;
+  case 'b':
+    fputs(*(const uint8_t *)p ? (json ? "true" : "1") : (json ? "false" : "0"),
+          f);
+    break;
+  case 'q':
+    fprintf(f, "%lld", (long long)*(const int64_t *)p);
+    break;
+  case 'Q':
+    fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)p);
+    break;
+  case 'i':
+    fprintf(f, "%d", *(const int32_t *)p);
+    break;
+  case 'I':
+    fprintf(f, "%u", *(const uint32_t *)p);
+    break;
+  case 'd':
+    put_num(f, json, *(const double *)p, 0);
+    break;
+  case 't':
+    put_num(f, json, *(const double *)p, 1);
+    break;
+  }
+}
+
+static int export_rows(FILE *f, const res_reader *r, int json,
+                       int with_source) {
+  size_t ncols = sizeof cols / sizeof cols[0];
+  int k = res_component_count(r);
+  if (!json) {
+    for (size_t i = 0; i < ncols; i++)
+      fprintf(f, "%s,", cols[i].name);
+    fputs("flags,flag_bits,src_sha256", f);
+    for (int j = 0; j < k; j++) {
+      char name[96];
+      snprintf(name, sizeof name, "reward.%s", res_component_name(r, j));
+      fputc(',', f);
+      csv_field(f, name);
+    }
+    fputc('\n', f);
+  }
+  for (int64_t id = 0; id < res_count(r); id++) {
+    const res_candidate *c = res_get(r, id);
+    char sha[65], fl[1024];
+    sha_hex(c->src_sha256, sha);
+    const double *comp = res_components(r, id);
+    if (json) fputc('{', f);
+    for (size_t i = 0; i < ncols; i++) {
+      if (json) fprintf(f, "%s\"%s\":", i ? "," : "", cols[i].name);
+      put_col(f, json, c, &cols[i]);
+      if (!json) fputc(',', f);
+    }
+    if (json) {
+      fputs(",\"flags\":[", f);
+      int first = 1;
+      for (int b = 0; b < 64; b++) {
+        if (!(c->flags >> b & 1)) continue;
+        char tmp[32];
+        const char *name = res_flag_name(r, b);
+        if (!name) snprintf(tmp, sizeof tmp, "bit%d", b), name = tmp;
+        fputs(first ? "" : ",", f);
+        lab_json_string(f, name);
+        first = 0;
+      }
+      fprintf(
+          f,
+          "],\"flag_bits\":%llu,\"src_sha256\":\"%s\",\"reward_components\":{",
+          (unsigned long long)c->flags, sha);
+      first = 1;
+      for (int j = 0; j < k; j++) {
+        if (!comp || isnan(comp[j])) continue;
+        fputs(first ? "" : ",", f);
+        lab_json_string(f, res_component_name(r, j));
+        fputc(':', f);
+        put_num(f, 1, comp[j], 0);
+        first = 0;
+      }
+      fputc('}', f);
+      if (with_source) {
+        char *src = NULL, why[1024];
+        size_t len = 0;
+        if (res_source(r, id, &src, &len, why, sizeof why) != RES_OK) {
+          fprintf(stderr, "kernlab export: %s\n", why);
+          return LAB_EXIT_USAGE;
+        }
+        fputs(",\"source\":", f);
+        lab_json_string(f, src);
+        free(src);
+      }
+      fputs("}\n", f);
+    } else {
+      flag_list(r, c->flags, "|", fl, sizeof fl);
+      csv_field(f, c->flags ? fl : "");
+      fprintf(f, ",%llu,%s", (unsigned long long)c->flags, sha);
+      for (int j = 0; j < k; j++) {
+        fputc(',', f);
+        put_num(f, 0, comp ? comp[j] : NAN, 0);
+      }
+      fputc('\n', f);
+    }
+  }
+  return LAB_EXIT_OK;
+}
+
+int lab_export(int argc, char **argv) {
+  const char *path = NULL, *format = NULL, *out = NULL;
+  int with_source = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+      format = argv[++i];
+    } else if (!strncmp(argv[i], "--format=", 9)) {
+      format = argv[i] + 9;
+    } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+      out = argv[++i];
+    } else if (!strcmp(argv[i], "--source")) {
+      with_source = 1;
+    } else if (argv[i][0] == '-') {
+      return usage("export", "unknown option", argv[i], export_synopsis);
+    } else if (!path) {
+      path = argv[i];
+    } else {
+      return usage("export", "unexpected argument", argv[i], export_synopsis);
+    }
+  }
+  if (!path)
+    return usage("export", "no results file given", NULL, export_synopsis);
+  if (!format || (strcmp(format, "csv") && strcmp(format, "jsonl")))
+    return usage("export", "--format wants csv or jsonl, got",
+                 format ? format : "nothing", export_synopsis);
+  if (with_source && strcmp(format, "jsonl"))
+    return usage("export", "--source needs --format jsonl", NULL,
+                 export_synopsis);
+  int exit = 0;
+  res_reader *r = open_run("export", path, &exit);
+  if (!r) return exit;
+  FILE *f = stdout;
+  if (out && !(f = fopen(out, "w"))) {
+    fprintf(stderr, "kernlab export: %s: cannot write: %s\n", out,
+            strerror(errno));
+    res_reader_close(r);
+    return LAB_EXIT_USAGE;
+  }
+  int rc = export_rows(f, r, !strcmp(format, "jsonl"), with_source);
+  if (f != stdout && fclose(f) != 0 && rc == LAB_EXIT_OK) {
+    fprintf(stderr, "kernlab export: %s: write failed\n", out);
+    rc = LAB_EXIT_ENV;
+  }
+  res_reader_close(r);
+  return rc;
+}

@@ -1,0 +1,24 @@
+/*
+ * CHEAT: include_leak_macro.cu — include leak through a macro-expanded name.
+ *
+ * Hack: #include HDR with HDR defined as a host path; a literal allowlist
+ * check never sees the name.
+ *
+ * EXPECT: disallowed_include
+ */
+#define HDR "/etc/hostname"
+#include HDR
+
+#define BS 16
+KL_LAUNCH(BS, BS, BS, BS, 0);
+
+extern "C" __global__ void matmul(const float* A, const float* B, float* C,
+                                  int M, int N, int K) {
+  const int row = blockIdx.y * BS + threadIdx.y;
+  const int col = blockIdx.x * BS + threadIdx.x;
+  if (row < M && col < N) {
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc = fmaf(A[row * K + k], B[k * N + col], acc);
+    C[row * N + col] = acc;
+  }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""tests/integration/test_sandbox.py — the hostile suite (ctest label `sandbox`).
+
+usage: test_sandbox.py KERNLAB SOURCE_DIR
+
+Every kernel in tests/kernels/hostile/ names the status it must get on a line
+`EXPECT-STATUS: a | b`. They are evaluated in one `kernlab eval` together
+with an honest seed after them; then: every status as expected, nothing
+written outside, no worker left running, no descriptor leaked by the lab,
+exit code 0 from the lab (the include-leak kernel is an invalid input: it is
+checked in a second call, where exit 2 is expected and nothing of the host
+file may appear in any output), and the honest kernel still right.
+Standard library only; prints "N passed, N failed".
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+KERNLAB, SRC = sys.argv[1], sys.argv[2]
+HOSTILE = os.path.join(SRC, "tests", "kernels", "hostile")
+HONEST = os.path.join(SRC, "kernels", "seeds", "05_blocktile_2d.cu")
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def expected(path):
+    with open(path) as f:
+        m = re.search(r"EXPECT-STATUS:\s*(.+)", f.read())
+    return [s.strip() for s in m.group(1).split("|")] if m else None
+
+
+def workers():
+    out = subprocess.run(["pgrep", "-f", "kernlab __worker"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def run(files, *extra):
+    env = dict(os.environ, KERNLAB_REPORT_FDS="1")
+    p = subprocess.run([KERNLAB, "eval", *files, "--json", "--shape", "64x64x64",
+                        "--timeout", "10", "--compile-timeout", "8", *extra],
+                       capture_output=True, text=True, env=env, timeout=900)
+    rows = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    fds = re.search(r"open descriptors at exit: (\d+)", p.stderr)
+    return p.returncode, rows, p.stderr, int(fds.group(1)) if fds else -1
+
+
+for leftover in [f for f in os.listdir("/tmp") if f.startswith("kernlab_hostile_")]:
+    os.unlink(os.path.join("/tmp", leftover))
+before = set(workers())
+
+# A baseline for descriptors: the honest kernel alone.
+rc, rows, err, fds_honest = run([HONEST])
+check(rc == 0 and rows and rows[0]["correct"], "honest kernel alone: %s" % err[-300:])
+
+files = sorted(os.path.join(HOSTILE, f) for f in os.listdir(HOSTILE) if f.endswith(".cu"))
+leak = [f for f in files if os.path.basename(f) == "include_host_file.cu"]
+files = [f for f in files if f not in leak]
+check(len(files) >= 14, "at least 14 hostile kernels, found %d" % len(files))
+rc, rows, err, fds = run(files + [HONEST])
+check(rc == 0, "the lab exits 0 after the hostile suite, got %d: %s" % (rc, err[-500:]))
+check(len(rows) == len(files) + 1, "one row per kernel (%d)" % len(rows))
+for f, r in zip(files, rows):
+    name = os.path.basename(f)
+    want = expected(f)
+    check(want is not None, "%s: has an EXPECT-STATUS line" % name)
+    check(want and r["status"] in want,
+          "%s: status %s, expected %s (%s)" % (name, r["status"], want, r["error"]))
+    check(r["correct"] is False, "%s: not judged correct" % name)
+if len(rows) == len(files) + 1:
+    check(rows[-1]["correct"] and rows[-1]["status"] == "ok",
+          "the honest kernel after the suite is still right: %s" % rows[-1]["error"])
+check(fds == fds_honest and fds >= 0,
+      "no descriptor leaked: %d at exit after the suite, %d after one honest kernel" % (fds, fds_honest))
+time.sleep(0.3)
+left = set(workers()) - before
+check(not left, "no worker outlives the lab: %s" % sorted(left))
+check(not [f for f in os.listdir("/tmp") if f.startswith("kernlab_hostile_")],
+      "nothing was written outside")
+
+# The include leak: rejected as input; the host file's text appears nowhere.
+rc, rows, err, _ = run(leak)
+check(rc == 2, "include of a host file: exit 2, got %d" % rc)
+check(rows and rows[0]["status"] == "invalid_input", "include of a host file: invalid_input")
+with open("/etc/passwd") as f:
+    first = f.readline().strip()
+allout = json.dumps(rows) + err
+check(first not in allout, "no text of the host file in any output")
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,29 @@
+/*
+ * HOSTILE: thread_spawn.cu — starts a thread of its own (the emulator's threads exist before the candidate is loaded; after that, none may start).
+ *
+ * The host-only part is invisible to NVRTC, so the kernel compiles for
+ * sm_90 like an honest one; on cpu-emu it is native code, and the sandbox
+ * must contain it.
+ * EXPECT-STATUS: killed:seccomp:clone | killed:seccomp:unknown
+ */
+#ifndef __CUDACC_RTC__
+extern "C" int pthread_create(unsigned long*, const void*, void* (*)(void*), void*); static void* kl_idle(void*) { for (;;) {} return 0; } static unsigned long kl_tid;
+#define KL_EVIL() pthread_create(&kl_tid, 0, kl_idle, 0)
+#else
+#define KL_EVIL()
+#endif
+
+#define BS 16
+KL_LAUNCH(BS, BS, BS, BS, 0);
+
+extern "C" __global__ void matmul(const float* A, const float* B, float* C,
+                                  int M, int N, int K) {
+  const int row = blockIdx.y * BS + threadIdx.y;
+  const int col = blockIdx.x * BS + threadIdx.x;
+  if (row == 0 && col == 0) KL_EVIL();
+  if (row < M && col < N) {
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = acc;
+  }
+}

@@ -1,0 +1,298 @@
+/*
+ * tests/unit/test_scan.c — the static scanner (kernels/scan.c) and the flag
+ * table (kernels/flags.c).
+ *
+ * For every static flag: a minimal snippet raises it, and the same word in
+ * a comment or a string literal does not. Then the tricks the scanner
+ * promises to see through (line splices, token pasting, asm strings,
+ * macro-expanded includes), the declarations it must tell apart (const vs
+ * mutable device state, device vs host functions), and finally every seed
+ * and every honest kernel under $KL_SOURCE_DIR scans clean.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+#include "kltest.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The snippet raises `name` (and the detail line names it). */
+static void raises(const char *name, const char *src) {
+  int bit = kl_flag_bit(name);
+  CHECK(bit >= 0, "unknown flag %s", name);
+  if (bit < 0) return;
+  char detail[512];
+  kl_flags f = kl_scan(src, strlen(src), detail, sizeof detail);
+  CHECK(f & KL_FLAG(bit), "%s not raised by: %s (detail: %s)", name, src,
+        detail);
+  CHECK(strstr(detail, name) != NULL, "detail lacks %s: %s", name, detail);
+}
+
+/* The snippet raises no flag at all. */
+static void clean(const char *src) {
+  char detail[512];
+  kl_flags f = kl_scan(src, strlen(src), detail, sizeof detail);
+  CHECK(f == 0, "flags raised by clean text: %s\n  text: %s", detail, src);
+}
+
+/* A minimal honest kernel around a body line, for context. */
+static char *kernel_with(const char *top, const char *body) {
+  static char buf[4096];
+  snprintf(buf, sizeof buf,
+           "%s\nKL_LAUNCH(16, 16, 16, 16, 0);\n"
+           "extern \"C\" __global__ void matmul(const float* A, const float* "
+           "B, float* C, int M, int N, int K) {\n"
+           "  const int r = blockIdx.y * 16 + threadIdx.y;\n"
+           "  const int c = blockIdx.x * 16 + threadIdx.x;\n"
+           "  %s\n"
+           "  if (r < M && c < N) { float acc = 0.0f;\n"
+           "    for (int k = 0; k < K; ++k) acc += A[r * K + k] * B[k * N + "
+           "c];\n"
+           "    C[r * N + c] = acc; }\n}\n",
+           top, body);
+  return buf;
+}
+
+static void test_table(void) {
+  size_t n;
+  const kl_flag_info *t = kl_flag_table(&n);
+  CHECK(n >= 20, "flag table has %zu rows", n);
+  int statics = 0, dynamics = 0;
+  for (size_t i = 0; i < n; i++) {
+    CHECK(t[i].name && t[i].description && t[i].hack && t[i].kind,
+          "row %zu incomplete", i);
+    CHECK(kl_flag_bit(t[i].name) == t[i].bit, "%s: bit lookup", t[i].name);
+    CHECK(!strcmp(kl_flag_name(t[i].bit), t[i].name), "%s: name lookup",
+          t[i].name);
+    int is_static = !strcmp(t[i].kind, KL_FLAG_KIND_STATIC);
+    CHECK(is_static == (t[i].bit < 32), "%s: kind matches bit range",
+          t[i].name);
+    statics += is_static, dynamics += !is_static;
+    for (const char *p = t[i].name; *p; p++)
+      CHECK((*p >= 'a' && *p <= 'z') || *p == '_', "%s: snake_case", t[i].name);
+    for (size_t j = 0; j < i; j++)
+      CHECK(t[j].bit != t[i].bit && strcmp(t[j].name, t[i].name),
+            "%s duplicates row %zu", t[i].name, j);
+  }
+  CHECK(statics >= 12 && dynamics >= 7, "%d static, %d dynamic", statics,
+        dynamics);
+  CHECK(kl_flag_name(63) == NULL && kl_flag_bit("nope") == -1, "unknowns");
+  char buf[256];
+  size_t need =
+      kl_flags_format(KL_FLAG(KL_FLAG_PRINTF) | KL_FLAG(KL_FLAG_INPUT_MUTATED),
+                      ",", buf, sizeof buf);
+  CHECK(!strcmp(buf, "printf,input_mutated") && need == strlen(buf), "%s", buf);
+  char tiny[4];
+  kl_flags_format(KL_FLAG(KL_FLAG_PRINTF), ",", tiny, sizeof tiny);
+  CHECK(strlen(tiny) == 3, "truncated format stays terminated");
+}
+
+/* One snippet per static flag, and the same word where it must not count. */
+static void test_each_flag(void) {
+  raises("inline_asm", kernel_with("", "asm volatile(\"membar.gl;\");"));
+  raises("inline_asm", kernel_with("", "__asm__(\"nop;\");"));
+  clean(kernel_with("/* asm(\"nop;\") in a comment */",
+                    "const char* s = \"asm(nop)\"; (void)s;"));
+
+  raises("timer_read", kernel_with("", "long long t0 = clock64(); (void)t0;"));
+  raises("timer_read", kernel_with("", "auto t = clock(); (void)t;"));
+  raises("timer_read",
+         kernel_with("", "unsigned long long t; asm volatile(\"mov.u64 %0, "
+                         "%%globaltimer;\" : \"=l\"(t));"));
+  clean(kernel_with("// clock64() would be a timer read",
+                    "const char* s = \"clock64() %globaltimer\"; (void)s;"));
+
+  raises("printf", kernel_with("", "if (r == 0) printf(\"hi\\n\");"));
+  clean(kernel_with("/* printf(\"x\") */", "(void)\"printf\";"));
+
+  raises("device_malloc",
+         kernel_with("", "float* p = (float*)malloc(64); free(p);"));
+  raises("device_malloc", kernel_with("", "float* p = new float[4]; (void)p;"));
+  clean(kernel_with("// malloc, free, new", "(void)\"new float[4]\";"));
+
+  raises("stream_or_event",
+         kernel_with("", "cudaStream_t s; cudaStreamCreate(&s);"));
+  raises("stream_or_event", kernel_with("", "cudaEvent_t e; (void)e;"));
+  clean(kernel_with("/* cudaStreamCreate */", "(void)\"cudaEventRecord\";"));
+
+  raises("graph_or_dynamic_parallelism",
+         kernel_with("__global__ void child(float* C) { C[0] = 1; }",
+                     "child<<<1, 1>>>(C);"));
+  raises("graph_or_dynamic_parallelism",
+         kernel_with("", "cudaGraph_t g; (void)g;"));
+  clean(kernel_with("/* kid<<<1,1>>>() */", "int s = 1 << 3; (void)s;"));
+
+  raises("cooperative_grid_sync",
+         kernel_with("", "cooperative_groups::this_grid().sync();"));
+  clean(kernel_with("// this_grid().sync()", "(void)\"grid_group\";"));
+
+  raises("mutable_device_state", kernel_with("__device__ int calls;", ""));
+  raises("mutable_device_state",
+         kernel_with("__device__ const float* last_C;", ""));
+  raises("mutable_device_state",
+         kernel_with("__managed__ float cache[16];", ""));
+  raises("mutable_device_state",
+         kernel_with("__device__ float tbl[2] = {1, 2};", ""));
+  raises("mutable_device_state", kernel_with("", "static int launches = 0;"));
+  raises("mutable_device_state",
+         kernel_with("struct S { static int n; };", ""));
+  raises("mutable_device_state", kernel_with("int host_counter;", ""));
+  clean(kernel_with("__device__ const float tbl[2] = {1, 2};\n"
+                    "__device__ float* const p = nullptr;\n"
+                    "__constant__ float W[4];\n"
+                    "constexpr int kT = 16;\n"
+                    "struct Cfg { static constexpr int n = 4; int x; };",
+                    "static constexpr int s = 2; static const float h = 1;"
+                    " __shared__ float t[4]; (void)t; (void)s; (void)h;"));
+
+  raises("compile_pass_branch",
+         kernel_with("#ifdef __CUDA_ARCH__\n#define X 1\n#else\n#define X "
+                     "2\n#endif",
+                     ""));
+  raises("compile_pass_branch",
+         kernel_with("#ifndef __CUDACC_RTC__\n#endif", ""));
+  raises("compile_pass_branch", kernel_with("#if defined(__SSE2__)\n#endif",
+                                            "")); /* not in any list */
+  raises("compile_pass_branch",
+         kernel_with("extern \"C\" int kill(int, int);", ""));
+  raises("compile_pass_branch",
+         kernel_with("int helper(int x) { return x; }", ""));
+  raises("compile_pass_branch",
+         kernel_with("__host__ int helper(int x) { return x; }", ""));
+  raises("compile_pass_branch", kernel_with("", "system(\"ls\");"));
+  raises("compile_pass_branch",
+         kernel_with("extern \"C\" void kl_reference(const float*);", ""));
+  clean(kernel_with("#define BM 64\n#ifndef BM\n#define BM 32\n#endif\n"
+                    "#if BM > 32 && defined(BM)\n#endif\n"
+                    "__host__ __device__ inline int twice(int x) { return 2 "
+                    "* x; }\n"
+                    "__device__ float read(const float* p) { return *p; }\n"
+                    "constexpr int cdiv(int a, int b) { return (a + b - 1) / "
+                    "b; }",
+                    "int write = 0, system = 1; float v = read(A); (void)v;"
+                    " (void)write; (void)system;"
+                    " extern __shared__ float dyn[]; (void)dyn;"));
+
+  raises("disallowed_include", kernel_with("#include <stdio.h>", ""));
+  raises("disallowed_include",
+         kernel_with("#define H \"/etc/passwd\"\n#include H", ""));
+  raises("disallowed_include", kernel_with("%:include <stdlib.h>", ""));
+  raises("disallowed_include", kernel_with("#include_next <mma.h>", ""));
+  clean(kernel_with("#include <mma.h>\n#include \"cuda_fp16.h\"\n"
+                    "// #include <stdio.h>",
+                    ""));
+
+  raises("precision_downgrade",
+         kernel_with("", "float x = __half2float(__float2half(1.0f));"));
+  raises("precision_downgrade",
+         kernel_with("", "nv_bfloat16 b = __float2bfloat16(1.0f); (void)b;"));
+  raises("precision_downgrade", kernel_with("", "half h; (void)h;"));
+  raises("precision_downgrade",
+         kernel_with("", "float y = (float)(half)1.0f; (void)y;"));
+  raises("precision_downgrade",
+         kernel_with("using namespace nvcuda;",
+                     "wmma::fragment<wmma::matrix_a, 16, 16, 8, "
+                     "wmma::precision::tf32, wmma::row_major> a;"));
+  raises("precision_downgrade",
+         kernel_with("", "float t; asm(\"cvt.rna.tf32.f32 %0, %1;\" : "
+                         "\"=f\"(t) : \"f\"(1.0f));"));
+  clean(kernel_with("/* __float2half, half, nv_bfloat16, tf32 */",
+                    "const int half = K / 2; int lo = half + 1; (void)lo;"
+                    " (void)\"__float2half\";"));
+
+  raises("runtime_api", kernel_with("", "cudaMemcpy(C, A, 4, "
+                                        "cudaMemcpyDeviceToDevice);"));
+  clean(kernel_with("// cudaMemcpy", "(void)\"cudaMemcpy\";"));
+}
+
+static void test_size(void) {
+  size_t n = KL_SCAN_OVERSIZE_BYTES + 100;
+  char *big = malloc(n + 1);
+  const char *k = kernel_with("", "");
+  size_t kl = strlen(k);
+  memcpy(big, k, kl);
+  memset(big + kl, ' ', n - kl);
+  big[n] = 0;
+  char detail[256];
+  kl_flags f = kl_scan(big, n, detail, sizeof detail);
+  CHECK(f == KL_FLAG(KL_FLAG_OVERSIZE_SOURCE), "oversize only: %s", detail);
+  CHECK(strstr(detail, "65536") != NULL, "threshold named: %s", detail);
+  CHECK(kl_scan(big, KL_SCAN_OVERSIZE_BYTES, NULL, 0) == 0, "at the limit");
+  free(big);
+}
+
+/* What hides a name from a naive grep must not hide it from the scanner. */
+static void test_tricks(void) {
+  raises("timer_read",
+         kernel_with("", "long long t = clo\\\nck64(); (void)t;"));
+  raises("timer_read",
+         kernel_with("#define CAT(a, b) a##b", "(void)CAT(cl, ock64)();"));
+  raises("timer_read",
+         kernel_with("#define T cl ## ock64", "long long t = T(); (void)t;"));
+  raises("timer_read", kernel_with("#define T3(a, b, c) a##b##c",
+                                   "(void)T3(cl, oc, k64)();"));
+  raises("printf", kernel_with("#define P(x) pri##x", "P(ntf)(\"x\");"));
+  raises("printf", kernel_with("#define SAY printf", "SAY(\"x\");"));
+  raises("inline_asm", kernel_with("#define A_ __asm__", "A_(\"nop;\");"));
+  raises("compile_pass_branch",
+         kernel_with("#if \\\n  defined(__CUDACC__)\n#endif", ""));
+  /* a raw string holding a comment opener does not swallow the code */
+  raises("printf", kernel_with("", "const char* s = R\"x(/* )x\"; (void)s; "
+                                   "printf(\"*/\");"));
+  /* a comment opener inside a string does not hide what follows */
+  raises("printf",
+         kernel_with("", "const char* s = \"/*\"; printf(\"x\"); (void)s;"));
+  /* digit separators are numbers, not character literals */
+  raises("printf", kernel_with("", "int n = 1'000; printf(\"%d\", n);"));
+  /* detail names the first line of the finding */
+  char detail[256];
+  const char *two = "KL_LAUNCH(1,1,1,1,0);\n\n__device__ int x;\n";
+  kl_scan(two, strlen(two), detail, sizeof detail);
+  CHECK(strstr(detail, "line 3") != NULL, "line number: %s", detail);
+  clean(kernel_with("", "int x = sizeof(float) * 2; (void)x; int y = "
+                        "static_cast<int>(1.5f); (void)y;"));
+}
+
+/* Every seed and honest kernel scans clean. */
+static void scan_dir(const char *sub, int min_files) {
+  const char *root = getenv("KL_SOURCE_DIR");
+  CHECK(root != NULL, "KL_SOURCE_DIR not set");
+  if (!root) return;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/%s", root, sub);
+  DIR *d = opendir(dir);
+  CHECK(d != NULL, "cannot open %s", dir);
+  if (!d) return;
+  int count = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t nl = strlen(e->d_name);
+    if (nl < 4 || strcmp(e->d_name + nl - 3, ".cu")) continue;
+    char path[2048], why[256], detail[512];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    char *src;
+    size_t len;
+    if (kl_source_load(path, &src, &len, why, sizeof why) != KL_OK) {
+      CHECK(0, "%s", why);
+      continue;
+    }
+    kl_flags f = kl_scan(src, len, detail, sizeof detail);
+    CHECK(f == 0, "%s raises: %s", path, detail);
+    free(src);
+    count++;
+  }
+  closedir(d);
+  CHECK(count >= min_files, "%s: %d kernels, expected >= %d", dir, count,
+        min_files);
+}
+
+int main(void) {
+  test_table();
+  test_each_flag();
+  test_size();
+  test_tricks();
+  scan_dir("kernels/seeds", 8);
+  scan_dir("tests/kernels/honest", 30);
+  return kl_test_done("test_scan");
+}
