@@ -216,7 +216,7 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
     [SBX_RUN_CPU_EMU] =
         {"run-cpu-emu",
          "runs a candidate compiled for the CPU emulator (native code)", 1, 0,
-         0, "measured here", run_cpu_emu_rules, N(run_cpu_emu_rules),
+         1, "measured here", run_cpu_emu_rules, N(run_cpu_emu_rules),
          run_cpu_emu_limits, N(run_cpu_emu_limits),
          "opening files for write, socket/connect, execve/execveat, fork/vfork "
          "and clone without CLONE_THREAD, ptrace/process_vm_*, kill (signals "

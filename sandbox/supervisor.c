@@ -419,3 +419,14 @@ const char *const *sbx_host_compile_launcher(void) {
   argv[5] = NULL;
   return argv;
 }
+
+double sbx_measure_spawn_ms(const char *mode) {
+  sbx_worker w;
+  char why[256];
+  double t0 = sbx_now_ms();
+  if (sbx_spawn(&w, mode, why, sizeof why) != 0) return -1;
+  if (await_ready(&w, 30000, why, sizeof why) != 0) return -1;
+  double dt = sbx_now_ms() - t0;
+  sbx_kill(&w);
+  return dt;
+}

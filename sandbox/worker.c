@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "sandbox/sandbox_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -112,6 +113,13 @@ static void stack_loaded_profile(void *ctx) {
 }
 
 static int run_worker(void) {
+  /* Work that does not depend on the job happens before READY, while the
+   * previous candidate is still being checked: the C++ runtime every
+   * emulated module links, and the emulator's threads (the filter is
+   * synchronised to them when it comes). */
+  dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  kl_emu_pool_start(cores > 0 ? (int)cores : 1);
   if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
   int type;
   uint8_t *msg;

@@ -330,9 +330,10 @@ static void *pool_main(void *arg) {
     while (pool.generation == seen)
       pthread_cond_wait(&pool.go, &pool.mu);
     seen = pool.generation;
-    worker *w = idx < pool.nworkers ? &pool.ws[idx] : NULL;
+    if (idx >= pool.nworkers) continue; /* not needed for this launch */
+    worker *w = &pool.ws[idx];
     pthread_mutex_unlock(&pool.mu);
-    if (w) worker_main(w);
+    worker_main(w);
     pthread_mutex_lock(&pool.mu);
     if (--pool.remaining == 0) pthread_cond_signal(&pool.done);
   }
@@ -382,7 +383,7 @@ static int pool_run(worker *ws, int nworkers, char *why, size_t whylen) {
   /* With fewer threads than asked (a limit), the same blocks are shared
    * among fewer workers: the block counter hands them all out. */
   pool.nworkers = nworkers < pool.n ? nworkers : pool.n;
-  pool.remaining = pool.n;
+  pool.remaining = pool.nworkers;
   pool.generation++;
   pthread_cond_broadcast(&pool.go);
   while (pool.remaining > 0) pthread_cond_wait(&pool.done, &pool.mu);

@@ -10,7 +10,9 @@ struct Shape {
   static constexpr int kCols = 32;
   static constexpr int kDepth = 8;
 };
-constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ constexpr int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
 }  // namespace cfg
 
 KL_LAUNCH(cfg::Shape::kCols, cfg::Shape::kRows, cfg::Shape::kRows,
