@@ -27,6 +27,7 @@
 #include "kernels/kernels.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -54,6 +55,8 @@ void kl_eval_defaults(kl_eval_options *o) {
   o->time_budget_ms = 300;
   o->max_samples = 50;
   o->run_deadline_s = 120;
+  o->baseline_us = -1;
+  o->max_speedup = 1000;
 }
 
 int kl_backend_resolve(const char *requested, char *backend, size_t len,
@@ -190,6 +193,80 @@ static int plan_shapes(const kl_eval_options *o, kl_shape *shapes) {
   return n;
 }
 
+/* Appends "; <text>" to the result's flag detail. */
+static void add_detail(kl_result *out, const char *fmt, ...) {
+  char text[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  size_t used = strlen(out->flag_detail);
+  snprintf(out->flag_detail + used, sizeof out->flag_detail - used, "%s%s",
+           used ? "; " : "", text);
+}
+
+/* The dynamic anti-cheat checks on a finished run (flags, and the verdict
+ * where the evidence is a wrong output). Static flags are already set. */
+static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
+                           const float *outs, const size_t *offs,
+                           double *const *TR, double *const *TS,
+                           kl_result *out) {
+  /* What the runner saw: writes outside the buffers, changed inputs. */
+  if (rep->flags & KL_FLAGS_DYNAMIC) {
+    out->flags |= rep->flags & KL_FLAGS_DYNAMIC;
+    char detail[sizeof rep->flag_detail];
+    memcpy(detail, rep->flag_detail, sizeof detail);
+    detail[sizeof detail - 1] = 0;
+    add_detail(out, "%s", detail);
+  }
+  int n = job->n_shapes, unwritten = 0, others_fail = 0, others_pass = 0;
+  for (int s = 0; s < n; s++) {
+    unwritten |= out->checks[s].unwritten > 0;
+    if (s > 0) {
+      others_fail |= !out->checks[s].pass;
+      others_pass |= out->checks[s].pass;
+    }
+  }
+  if (unwritten) {
+    out->flags |= (uint64_t)1 << KL_FLAG_OUTPUT_NOT_WRITTEN;
+    add_detail(out, "output_not_written: poison left in C");
+  }
+  /* Right at the target and wrong elsewhere (or the reverse). */
+  if (n > 1 && ((out->checks[0].pass && others_fail) ||
+                (!out->checks[0].pass && others_pass && !others_fail))) {
+    out->flags |= (uint64_t)1 << KL_FLAG_SHAPE_SPECIAL_CASED;
+    add_detail(out, "shape_special_cased: %s at the target, %s elsewhere",
+               out->checks[0].pass ? "right" : "wrong",
+               out->checks[0].pass ? "wrong" : "right");
+  }
+  /* Two runs of the same inputs must agree bit for bit. */
+  if (job->second_run && n > 0) {
+    size_t nc = (size_t)job->shapes[0].M * job->shapes[0].N;
+    if (memcmp(outs + offs[0], outs + offs[n], nc * sizeof(float)) != 0) {
+      out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
+      add_detail(out, "nondeterministic: two runs of the same inputs differ");
+    }
+  }
+  /* Timed runs: fresh inputs per set, each set's last output verified. */
+  for (int k = 0; k < job->n_timed_sets; k++) {
+    kl_shape_check ck = {.shape = job->timed_shape};
+    kl_compare(outs + offs[n + 1 + k], TR[k], TS[k], &ck);
+    if (!ck.pass) {
+      out->flags |= (uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG;
+      add_detail(out, "timed_output_wrong: timed input set %d, rel_err %.3g",
+                 k, ck.rel_err);
+      if (out->correct) {
+        out->correct = 0;
+        snprintf(out->error, sizeof out->error,
+                 "the output of a timed run is wrong (input set %d, rel_err "
+                 "%.3g) although the checked runs were right",
+                 k, ck.rel_err);
+      }
+      break;
+    }
+  }
+}
+
 static int eval_impl(const char *label, const char *src, size_t len,
                      const kl_eval_options *opts, kl_result *out,
                      int timing_only) {
@@ -207,6 +284,9 @@ static int eval_impl(const char *label, const char *src, size_t len,
     set_status(out, "error", "%s", why);
     return rc;
   }
+  /* Static anti-cheat flags first: they are reported even for a text the
+   * checks below reject. */
+  out->flags = kl_scan(src, len, out->flag_detail, sizeof out->flag_detail);
   if (kl_source_validate(src, len, why, sizeof why) != KL_OK) {
     set_status(out, "invalid_input", "%s", why);
     return KL_EINPUT;
@@ -305,11 +385,14 @@ static int eval_impl(const char *label, const char *src, size_t len,
                                    : (kl_shape){256, 256, 256};
   job->n_shapes = timing_only ? 0 : plan_shapes(opts, job->shapes);
   job->timed_shape = target;
+  job->second_run = !timing_only;
+  job->n_timed_sets = timing_only ? 0 : 3;
 
   /* References, made here before the candidate runs, from the same
    * (seed, stream) inputs the runner makes. */
   double *R[KL_MAX_SHAPES] = {0}, *S[KL_MAX_SHAPES] = {0};
-  size_t offs[KL_MAX_SHAPES + 2];
+  double *TR[KL_MAX_TIMED_SETS] = {0}, *TS[KL_MAX_TIMED_SETS] = {0};
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   size_t n_outs = kl_run_output_layout(job, offs);
   float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
   kl_run_report *rep = calloc(1, sizeof *rep);
@@ -325,6 +408,22 @@ static int eval_impl(const char *label, const char *src, size_t len,
       kl_fill_random(A, (size_t)sh.M * sh.K, out->seed, 2 * (uint64_t)s);
       kl_fill_random(B, (size_t)sh.K * sh.N, out->seed, 2 * (uint64_t)s + 1);
       kl_reference(A, B, R[s], S[s], sh.M, sh.N, sh.K);
+    }
+    free(A);
+    free(B);
+  }
+  for (int k = 0; ok && k < job->n_timed_sets; k++) {
+    kl_shape sh = target;
+    float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
+    float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
+    TR[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
+    TS[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
+    ok = A && B && TR[k] && TS[k];
+    if (ok) {
+      uint64_t st = KL_TIMED_STREAM + 2 * (uint64_t)k;
+      kl_fill_random(A, (size_t)sh.M * sh.K, out->seed, st);
+      kl_fill_random(B, (size_t)sh.K * sh.N, out->seed, st + 1);
+      kl_reference(A, B, TR[k], TS[k], sh.M, sh.N, sh.K);
     }
     free(A);
     free(B);
@@ -378,20 +477,12 @@ static int eval_impl(const char *label, const char *src, size_t len,
                    KL_TOL_REL, ck->over_tol, ck->unwritten, ck->nonfinite);
         }
       }
-      if (!timing_only && out->correct && job->n_shapes > 0) {
-        kl_shape_check timed = {.shape = job->shapes[0]};
-        kl_compare(outs + offs[job->n_shapes], R[0], S[0], &timed);
-        if (!timed.pass) {
-          out->correct = 0;
-          snprintf(out->error, sizeof out->error,
-                   "the output of the last timed run is wrong (rel_err "
-                   "%.3g) although the checked run was right",
-                   timed.rel_err);
-        }
-      }
+      dynamic_checks(job, rep, outs, offs, TR, TS, out);
       snprintf(out->status, sizeof out->status, "%s",
                out->correct || timing_only ? "ok" : "wrong");
       out->samples = rep->samples;
+      memcpy(out->sample_us, rep->sample_us,
+             sizeof(double) * (size_t)rep->samples);
       if (rep->samples > 0) {
         qsort(rep->sample_us, (size_t)rep->samples, sizeof(double),
               cmp_double);
@@ -403,12 +494,22 @@ static int eval_impl(const char *label, const char *src, size_t len,
                                     rep->sample_us[rep->samples / 2]);
         out->gflops =
             2.0 * target.M * target.N * (double)target.K / (out->time_us * 1e3);
+        if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&
+            opts->baseline_us / out->time_us > opts->max_speedup) {
+          out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
+          add_detail(out, "implausible_speed: %.0fx the baseline (bound %.0fx)",
+                     opts->baseline_us / out->time_us, opts->max_speedup);
+        }
       }
     }
   }
   for (int s = 0; s < KL_MAX_SHAPES; s++) {
     free(R[s]);
     free(S[s]);
+  }
+  for (int k = 0; k < KL_MAX_TIMED_SETS; k++) {
+    free(TR[k]);
+    free(TS[k]);
   }
   free(outs);
   free(rep);

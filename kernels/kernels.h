@@ -229,6 +229,11 @@ typedef struct kl_eval_options {
   double time_budget_ms; /* timing stops after this much (and >= 5 runs) */
   int max_samples;
   double run_deadline_s; /* wall deadline for one candidate's runs */
+  /* Plausibility: the baseline's time at the target (the lab sets it once
+   * measured) and the largest believable speedup over it; above it the
+   * candidate gets implausible_speed. */
+  double baseline_us;
+  double max_speedup;
   /* Where compiles and runs happen. NULL: NVRTC in this process and runs
    * in a forked child of it (tests, benches). The lab passes the sandbox's
    * workers (kernels/ does not depend on sandbox/). */
@@ -251,7 +256,16 @@ typedef struct kl_run_job {
   int max_samples;
   double time_budget_ms;
   double deadline_s; /* wall deadline for the whole job (the supervisor's) */
+  /* Anti-cheat: timed samples rotate over n_timed_sets fresh input sets
+   * (streams KL_TIMED_STREAM + 2k, + 2k + 1) on fresh poisoned outputs, and
+   * the last output of each set comes back to be verified. */
+  int n_timed_sets;
+  int second_run; /* run shapes[0] again on a fresh output (determinism) */
 } kl_run_job;
+
+#define KL_TIMED_STREAM 1000
+#define KL_MAX_TIMED_SETS 4
+#define KL_CANARY_FLOATS 1024 /* guard band on each side of every buffer */
 
 /* What the run reports back. Outputs travel separately: one C per checked
  * shape, then the C of the last timed run (kl_run_output_floats). */
@@ -264,10 +278,17 @@ typedef struct kl_run_report {
   char why[512];
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
+  /* What the runner saw around the launches (dynamic kl_flags bits):
+   * canary_overwritten, input_mutated. */
+  uint64_t flags;
+  char flag_detail[160];
 } kl_run_report;
 
 /* Offsets (in floats) of each output in the outputs buffer; returns the
- * total. offs has n_shapes + 2 entries. */
+ * total. Layout: one C per checked shape; the second run of shape 0 (if
+ * second_run); the last timed C of each timed set. offs has
+ * KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2 entries: offs[s] for check s,
+ * offs[n_shapes] the second run, offs[n_shapes + 1 + k] timed set k. */
 size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
 
 /* Executes job in this process: loads the .so (the candidate's static
@@ -319,6 +340,9 @@ typedef struct kl_result {
   int nvrtc; /* 1 if NVRTC compiled it (resources are real) */
   uint64_t seed;
   int confinement; /* 0 none, 1 seccomp + rlimits, 2 also namespaces */
+  uint64_t flags;  /* anti-cheat flags raised (kl_flags bits) */
+  char flag_detail[256]; /* the first finding per flag, one line */
+  double sample_us[KL_MAX_TIMING_SAMPLES]; /* raw timing samples, in order */
   kl_shape_check checks[KL_MAX_SHAPES];
   int n_checks;
 } kl_result;

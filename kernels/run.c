@@ -37,22 +37,120 @@ size_t kl_run_output_layout(const kl_run_job *job, size_t *offs) {
     total += (size_t)job->shapes[s].M * job->shapes[s].N;
   }
   offs[job->n_shapes] = total;
-  if (job->timed)
-    total += (size_t)job->timed_shape.M * job->timed_shape.N;
-  offs[job->n_shapes + 1] = total;
+  if (job->second_run && job->n_shapes > 0)
+    total += (size_t)job->shapes[0].M * job->shapes[0].N;
+  int sets = job->timed ? job->n_timed_sets : 0;
+  if (sets < 0) sets = 0;
+  if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
+  for (int k = 0; k <= sets; k++) {
+    offs[job->n_shapes + 1 + k] = total;
+    if (k < sets)
+      total += (size_t)job->timed_shape.M * job->timed_shape.N;
+  }
   return total;
 }
 
-/* Inputs of one shape, stream ids 2s and 2s+1 (the supervisor's reference
- * uses the same). */
-static int make_inputs(const kl_run_job *job, kl_shape sh, int s, float **A,
-                       float **B) {
-  *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
-  *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
-  if (!*A || !*B) return -1;
-  kl_fill_random(*A, (size_t)sh.M * sh.K, job->seed, 2 * (uint64_t)s);
-  kl_fill_random(*B, (size_t)sh.K * sh.N, job->seed, 2 * (uint64_t)s + 1);
+/* ---- guarded buffers: a canary band on each side ---- */
+
+#define CANARY_BITS 0x7fb1c0deu
+
+static float *guarded_alloc(size_t n) {
+  float *p = malloc(sizeof(float) * (n + 2 * KL_CANARY_FLOATS));
+  if (!p) return NULL;
+  uint32_t bits = CANARY_BITS;
+  for (size_t i = 0; i < KL_CANARY_FLOATS; i++) {
+    memcpy(&p[i], &bits, 4);
+    memcpy(&p[KL_CANARY_FLOATS + n + i], &bits, 4);
+  }
+  return p + KL_CANARY_FLOATS;
+}
+
+static int guard_intact(const float *p, size_t n) {
+  uint32_t bits;
+  for (size_t i = 0; i < KL_CANARY_FLOATS; i++) {
+    memcpy(&bits, p - KL_CANARY_FLOATS + i, 4);
+    if (bits != CANARY_BITS) return 0;
+    memcpy(&bits, p + n + i, 4);
+    if (bits != CANARY_BITS) return 0;
+  }
+  return 1;
+}
+
+static void guarded_free(float *p) {
+  if (p) free(p - KL_CANARY_FLOATS);
+}
+
+static uint64_t checksum(const float *p, size_t n) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the bytes */
+  const unsigned char *b = (const unsigned char *)p;
+  for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* One shape's buffers, inputs made from (seed, stream pair). */
+typedef struct buffers {
+  kl_shape sh;
+  float *A, *B, *C;
+  uint64_t sum_a, sum_b;
+} buffers;
+
+static int buffers_make(buffers *b, const kl_run_job *job, kl_shape sh,
+                        uint64_t stream) {
+  memset(b, 0, sizeof *b);
+  b->sh = sh;
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
+         nc = (size_t)sh.M * sh.N;
+  b->A = guarded_alloc(na);
+  b->B = guarded_alloc(nb);
+  b->C = guarded_alloc(nc);
+  if (!b->A || !b->B || !b->C) return -1;
+  kl_fill_random(b->A, na, job->seed, stream);
+  kl_fill_random(b->B, nb, job->seed, stream + 1);
+  b->sum_a = checksum(b->A, na);
+  b->sum_b = checksum(b->B, nb);
   return 0;
+}
+
+static void buffers_free(buffers *b) {
+  guarded_free(b->A);
+  guarded_free(b->B);
+  guarded_free(b->C);
+}
+
+static void note_flag(kl_run_report *rep, int bit, const char *what,
+                      kl_shape sh) {
+  uint64_t f = (uint64_t)1 << bit;
+  if (rep->flags & f) return;
+  rep->flags |= f;
+  size_t used = strlen(rep->flag_detail);
+  snprintf(rep->flag_detail + used, sizeof rep->flag_detail - used,
+           "%s%s at %dx%dx%d", used ? "; " : "", what, sh.M, sh.N, sh.K);
+}
+
+/* One launch on b (poisoned first), then the guards and input checksums.
+ * Returns the launch's wall time in microseconds, or -1 on failure. */
+static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
+                     kl_run_report *rep) {
+  kl_shape sh = b->sh;
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
+         nc = (size_t)sh.M * sh.N;
+  kl_poison(b->C, nc);
+  double t0 = now_us();
+  int rc = kl_emu_run(m, b->A, b->B, b->C, sh.M, sh.N, sh.K, job->threads,
+                      rep->why, sizeof rep->why);
+  double dt = now_us() - t0;
+  if (rc != KL_OK) {
+    rep->failed = 1;
+    rep->deadlock = strstr(rep->why, "deadlock") != NULL;
+    return -1;
+  }
+  if (!guard_intact(b->A, na) || !guard_intact(b->B, nb) ||
+      !guard_intact(b->C, nc))
+    note_flag(rep, 33 /* canary_overwritten */,
+              "a write outside A, B or C", sh);
+  if (checksum(b->A, na) != b->sum_a || checksum(b->B, nb) != b->sum_b)
+    note_flag(rep, 34 /* input_mutated */, "A or B changed", sh);
+  return dt;
 }
 
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
@@ -73,55 +171,61 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     rep->failed = 1;
     return;
   }
-  size_t offs[KL_MAX_SHAPES + 2];
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   kl_run_output_layout(job, offs);
+  /* Checks: every shape on fresh inputs; shape 0 twice when asked. */
   for (int s = 0; s < job->n_shapes; s++) {
+    buffers b;
     kl_shape sh = job->shapes[s];
-    float *A, *B, *C = outs + offs[s];
-    if (make_inputs(job, sh, s, &A, &B) != 0) {
+    size_t nc = (size_t)sh.M * sh.N;
+    if (buffers_make(&b, job, sh, 2 * (uint64_t)s) != 0) {
       snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
       rep->failed = 1;
+      buffers_free(&b);
       return;
     }
-    kl_poison(C, (size_t)sh.M * sh.N);
-    int rc = kl_emu_run(m, A, B, C, sh.M, sh.N, sh.K, job->threads, rep->why,
-                        sizeof rep->why);
-    free(A);
-    free(B);
-    if (rc != KL_OK) {
-      rep->failed = 1;
-      rep->deadlock = strstr(rep->why, "deadlock") != NULL;
-      return;
+    int ok = launch(m, &b, job, rep) >= 0;
+    if (ok) memcpy(outs + offs[s], b.C, nc * sizeof(float));
+    if (ok && s == 0 && job->second_run) {
+      ok = launch(m, &b, job, rep) >= 0;
+      if (ok) memcpy(outs + offs[job->n_shapes], b.C, nc * sizeof(float));
     }
+    buffers_free(&b);
+    if (!ok) return;
   }
+  /* Timing: rotate over fresh input sets, each launch on a fresh poisoned
+   * output; the last output of each set goes back for verification. */
   if (job->timed) {
+    int sets = job->n_timed_sets < 1 ? 1 : job->n_timed_sets;
+    if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
+    buffers b[KL_MAX_TIMED_SETS];
+    memset(b, 0, sizeof b);
     kl_shape sh = job->timed_shape;
-    float *A, *B, *C = outs + offs[job->n_shapes];
-    /* The timed shape is shape 0 when there are checks, else its own. */
-    if (make_inputs(job, sh, 0, &A, &B) != 0) {
-      snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
-      rep->failed = 1;
-      return;
+    size_t nc = (size_t)sh.M * sh.N;
+    for (int k = 0; k < sets; k++) {
+      if (buffers_make(&b[k], job, sh, KL_TIMED_STREAM + 2 * (uint64_t)k) !=
+          0) {
+        snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
+        rep->failed = 1;
+        for (int j = 0; j <= k; j++) buffers_free(&b[j]);
+        return;
+      }
     }
     double total = 0;
     for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
-      kl_poison(C, (size_t)sh.M * sh.N);
-      double t0 = now_us();
-      int rc = kl_emu_run(m, A, B, C, sh.M, sh.N, sh.K, job->threads,
-                          rep->why, sizeof rep->why);
-      double dt = now_us() - t0;
-      if (rc != KL_OK) {
-        rep->failed = 1;
-        rep->deadlock = strstr(rep->why, "deadlock") != NULL;
-        break;
-      }
-      if (i < 0) continue; /* warm-up */
+      int k = (i + sets) % sets; /* the warm-up uses the last set */
+      double dt = launch(m, &b[k], job, rep);
+      if (dt < 0) break;
+      if (job->n_timed_sets > 0)
+        memcpy(outs + offs[job->n_shapes + 1 + k], b[k].C, nc * sizeof(float));
+      if (i < 0) continue;
       rep->sample_us[rep->samples++] = dt;
       total += dt;
-      if (rep->samples >= 5 && total >= job->time_budget_ms * 1e3) break;
+      if (rep->samples >= 5 && rep->samples >= sets &&
+          total >= job->time_budget_ms * 1e3)
+        break;
     }
-    free(A);
-    free(B);
+    for (int k = 0; k < sets; k++) buffers_free(&b[k]);
     if (rep->failed) return;
   }
   rep->done = 1;

@@ -58,7 +58,7 @@ static void json_number(FILE *f, const char *key, double v) {
     fprintf(f, ",\"%s\":%.6g", key, v);
 }
 
-static void print_json(FILE *f, const kl_result *r) {
+static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
   fputs("{\"file\":", f);
   lab_json_string(f, r->file);
   fputs(",\"backend\":", f);
@@ -94,7 +94,20 @@ static void print_json(FILE *f, const kl_result *r) {
             r->launch.tile_cols, r->launch.dyn_smem_bytes);
   else
     fputs(",\"launch\":null", f);
-  fprintf(f, ",\"flags\":[],\"seed\":%llu", (unsigned long long)r->seed);
+  const char *names[64];
+  int nf = lab_flag_names(r->flags, names, 64);
+  fputs(",\"flags\":[", f);
+  for (int i = 0; i < nf; i++) {
+    if (i) fputc(',', f);
+    lab_json_string(f, names[i]);
+  }
+  fputs("],\"flag_detail\":", f);
+  lab_json_string(f, r->flag_detail);
+  fprintf(f, ",\"seed\":%llu", (unsigned long long)r->seed);
+  if (rw) {
+    fputs(",\"reward\":", f);
+    rw_components_json(f, rw);
+  }
   fprintf(f, ",\"sandbox\":\"%s\"",
           r->confinement == 2   ? "seccomp+rlimits+namespaces"
           : r->confinement == 1 ? "seccomp+rlimits"
@@ -124,7 +137,7 @@ static void print_table_header(FILE *f) {
           "smem");
 }
 
-static void print_row(FILE *f, const kl_result *r) {
+static void print_row(FILE *f, const kl_result *r, const rw_components *rw) {
   const char *name = strrchr(r->file, '/');
   name = name ? name + 1 : r->file;
   char rel[16] = "-", t[24] = "-", gf[16] = "-", sp[16] = "-", regs[16] = "-",
@@ -141,6 +154,18 @@ static void print_row(FILE *f, const kl_result *r) {
   fprintf(f, "%-34.34s %-14.14s %-7s %9s %12s %9s %8s %5s %6s\n", name,
           r->status, r->correct ? "yes" : "no", rel, t, gf, sp, regs, smem);
   if (r->error[0]) fprintf(f, "    %s\n", r->error);
+  if (r->flags) {
+    char buf[512];
+    kl_flags_format(r->flags, ",", buf, sizeof buf);
+    fprintf(f, "    flags: %s\n", buf);
+  }
+  if (rw) {
+    fprintf(f, "    reward %.4g =", rw->total);
+    for (int i = 0; i < rw->n; i++)
+      fprintf(f, " %s%s %.4g", i ? "+ " : "", rw->items[i].name,
+              rw->items[i].value);
+    fputc('\n', f);
+  }
   fflush(f);
 }
 
@@ -162,7 +187,7 @@ static int usage_error(const char *msg, const char *arg) {
       stderr,
       "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
       "[--shape MxNxK]... [--seed S] [--threads N] [--jobs N] [--timeout S] "
-      "[--compile-timeout S] [--json]\n");
+      "[--compile-timeout S] [--reward F.lua] [--out RUN.h5] [--json]\n");
   return LAB_EXIT_USAGE;
 }
 
@@ -170,6 +195,8 @@ static int usage_error(const char *msg, const char *arg) {
 
 typedef struct eval_item {
   const char *file;
+  char *src; /* the text evaluated (for --out), owned */
+  size_t len;
   kl_result r;
   int rc;
   int done;
@@ -188,7 +215,8 @@ typedef struct eval_pool {
 } eval_pool;
 
 static void eval_file(const char *file, const kl_eval_options *opts,
-                      const char *backend, kl_result *r, int *rc) {
+                      const char *backend, kl_result *r, int *rc,
+                      char **src_out, size_t *len_out) {
   char *src = NULL, why[600];
   size_t len = 0;
   *rc = kl_source_load(file, &src, &len, why, sizeof why);
@@ -204,7 +232,8 @@ static void eval_file(const char *file, const kl_eval_options *opts,
   } else {
     *rc = kl_eval_source(file, src, len, opts, r);
   }
-  free(src);
+  *src_out = src;
+  *len_out = len;
 }
 
 static void *eval_thread(void *arg) {
@@ -228,7 +257,8 @@ static void *eval_thread(void *arg) {
       snprintf(it->r.error, sizeof it->r.error, "out of memory for a slot");
       it->rc = KL_EENV;
     } else {
-      eval_file(it->file, &opts, p->backend, &it->r, &it->rc);
+      eval_file(it->file, &opts, p->backend, &it->r, &it->rc, &it->src,
+                &it->len);
     }
     if (it->rc == KL_EENV) __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&p->mu);
@@ -245,6 +275,7 @@ int lab_eval(int argc, char **argv) {
   kl_eval_defaults(&opts);
   int json = 0, nfiles = 0, jobs = 0;
   double compile_timeout = 60;
+  const char *reward_path = NULL, *out_path = NULL;
   const char **files = calloc((size_t)argc, sizeof(char *));
   if (!files) return LAB_EXIT_ENV;
   for (int i = 1; i < argc; i++) {
@@ -284,6 +315,14 @@ int lab_eval(int argc, char **argv) {
         return usage_error("--jobs expects a count >= 1", val);
       jobs = atoi(val);
       i++;
+    } else if (!strcmp(a, "--reward")) {
+      if (!val) return usage_error("--reward needs a Lua file", NULL);
+      reward_path = val;
+      i++;
+    } else if (!strcmp(a, "--out")) {
+      if (!val) return usage_error("--out needs a results file", NULL);
+      out_path = val;
+      i++;
     } else if (!strcmp(a, "--compile-timeout")) {
       if (!val || atof(val) <= 0)
         return usage_error("--compile-timeout expects seconds > 0", val);
@@ -307,6 +346,17 @@ int lab_eval(int argc, char **argv) {
   if (nfiles == 0) return usage_error("no input files", NULL);
 
   char backend[16], why[768];
+  /* A bad reward script or results file is found before any compile. */
+  rw_script *script = NULL;
+  if (reward_path) {
+    script = rw_load(reward_path, NULL, why, sizeof why);
+    if (!script || rw_validate(script, why, sizeof why) != RW_OK) {
+      fprintf(stderr, "kernlab eval: --reward %s: %s\n", reward_path, why);
+      rw_free(script);
+      free(files);
+      return LAB_EXIT_USAGE;
+    }
+  }
   int rc = kl_backend_resolve(opts.backend, backend, sizeof backend, why,
                               sizeof why);
   if (rc != KL_OK) {
@@ -341,6 +391,30 @@ int lab_eval(int argc, char **argv) {
   kl_emu_set_launcher(sbx_host_compile_launcher());
 
   kl_shape target = opts.n_shapes ? opts.shapes[0] : (kl_shape){256, 256, 256};
+  char task[32];
+  snprintf(task, sizeof task, "fp32_%dx%dx%d", target.M, target.N, target.K);
+  res_file *store = NULL;
+  if (out_path) {
+    const char *flag_names[64];
+    for (int b = 0; b < 64; b++) {
+      const char *n = kl_flag_name(b);
+      flag_names[b] = n ? n : "";
+    }
+    res_campaign_meta meta = {
+        .config = "kernlab eval", .reward_script = reward_path,
+        .reward_sha256 = script ? rw_sha256(script) : NULL,
+        .device = "cpu", .backend = backend, .kernlab_version = "0.1",
+        .nvrtc_version = kl_nvrtc_version(), .seed = opts.seed,
+        .flag_names = flag_names, .n_flags = 64};
+    int code = 0;
+    store = res_open_append(out_path, &meta, &code, why, sizeof why);
+    if (!store) {
+      fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
+      rw_free(script);
+      free(files);
+      return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+    }
+  }
   double baseline = -1;
   {
     sbx_limits bl = {compile_timeout, 60};
@@ -355,6 +429,7 @@ int lab_eval(int argc, char **argv) {
     sbx_slot_free(slot);
     if (baseline < 0) fprintf(stderr, "kernlab: warning: %s\n", why);
   }
+  opts.baseline_us = baseline; /* for the plausibility check */
   if (!json) {
     printf("backend: %s   target: %dx%dx%d   seed: %llu (replay with --seed)\n",
            backend, target.M, target.N, target.K,
@@ -401,10 +476,42 @@ int lab_eval(int argc, char **argv) {
                       "rlimits only\n");
       said_degraded = 1;
     }
+    rw_components rwc, *rwp = NULL;
+    memset(&rwc, 0, sizeof rwc);
+    if (script) {
+      const char *names[64];
+      rw_candidate c;
+      lab_rw_candidate(r, (long)it->len, names, 64, &c);
+      rw_context ctx = {task, "fp32", target.M, target.N, target.K, &c, 1};
+      if (rw_score(script, &c, &ctx, &rwc, why, sizeof why) == RW_OK)
+        rwp = &rwc;
+      else
+        fprintf(stderr, "kernlab eval: %s: reward: %s\n", it->file, why);
+    }
     if (json)
-      print_json(stdout, r);
+      print_json(stdout, r, rwp);
     else
-      print_row(stdout, r);
+      print_row(stdout, r, rwp);
+    if (store) {
+      res_candidate rc_;
+      lab_res_candidate(r, rwp, task, &rc_);
+      const char *cn[RW_MAX_COMPONENTS];
+      double cv[RW_MAX_COMPONENTS];
+      int ncomp = rwp ? rwp->n : 0;
+      for (int k = 0; k < ncomp; k++) {
+        cn[k] = rwp->items[k].name;
+        cv[k] = rwp->items[k].value;
+      }
+      int64_t id;
+      if (res_append_candidate(store, &rc_, it->src ? it->src : "",
+                               it->src ? it->len : 0, r->sample_us,
+                               r->samples, cn, cv, ncomp, &id, why,
+                               sizeof why) != 0) {
+        fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
+        exit_code = LAB_EXIT_ENV;
+      }
+    }
+    rw_components_free(&rwc);
     if (it->rc == KL_EINPUT) {
       if (json) fprintf(stderr, "kernlab eval: %s: %s\n", it->file, r->error);
       if (exit_code == LAB_EXIT_OK) exit_code = LAB_EXIT_USAGE;
@@ -415,6 +522,12 @@ int lab_eval(int argc, char **argv) {
     }
   }
   for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  for (int i = 0; i < nfiles; i++) free(pool.items[i].src);
+  if (store && res_close(store, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
+    exit_code = LAB_EXIT_ENV;
+  }
+  rw_free(script);
   free(tids);
   pthread_mutex_destroy(&pool.mu);
   pthread_cond_destroy(&pool.cv);

@@ -9,12 +9,18 @@
 #ifndef LAB_LAB_H
 #define LAB_LAB_H
 
+#include "kernels/kernels.h"
+#include "results/results.h"
+#include "reward/reward.h"
+
+#include <stdint.h>
 #include <stdio.h>
 
 enum { LAB_EXIT_OK = 0, LAB_EXIT_USAGE = 2, LAB_EXIT_ENV = 3 };
 
 /* kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...
- *                         [--seed S] [--threads N] [--timeout S] [--json]
+ *   [--seed S] [--threads N] [--jobs N] [--timeout S] [--compile-timeout S]
+ *   [--reward F.lua] [--out RUN.h5] [--json]
  * --timeout: wall deadline in seconds for one candidate's runs (120). */
 int lab_eval(int argc, char **argv);
 
@@ -24,16 +30,55 @@ int lab_sandbox(int argc, char **argv);
 /* kernlab flags [--json] | --scan FILE.cu... (lab/flags_cmd.c) */
 int lab_flags(int argc, char **argv);
 
-/* Results files (lab/results_cmd.c); each reads RUN.h5 and exits 2 for a
- * bad file or an unknown id:
+/* Results files (lab/results_cmd.c, lab/diff_cmd.c, lab/report_cmd.c); each
+ * reads RUN.h5 and exits 2 for a bad file or an unknown id:
  *   kernlab top RUN.h5 [-n N] [--by time|reward]
  *   kernlab show RUN.h5 ID [--source|--ptx|--stats]
  *   kernlab diff RUN.h5 ID1 ID2
- *   kernlab export RUN.h5 --format csv|jsonl [-o FILE] [--source] */
+ *   kernlab export RUN.h5 --format csv|jsonl [-o FILE] [--source]
+ *   kernlab report RUN.h5 -o report.html [-n N] */
 int lab_top(int argc, char **argv);
 int lab_show(int argc, char **argv);
 int lab_diff(int argc, char **argv);
 int lab_export(int argc, char **argv);
+int lab_report(int argc, char **argv);
+
+/* Helpers the results commands share (lab/results_cmd.c). */
+
+/* Prints "kernlab CMD: MSG [ARG]" and the usage line; returns
+ * LAB_EXIT_USAGE. arg may be NULL. */
+int lab_usage(const char *cmd, const char *msg, const char *arg,
+              const char *synopsis);
+/* Opens a results file for reading; on failure prints one line naming the
+ * file and the reason, sets *exit (2 bad file, 3 environment) and returns
+ * NULL. The caller closes the reader with res_reader_close. */
+res_reader *lab_open_run(const char *cmd, const char *path, int *exit);
+/* Parses s as one of r's candidate ids; prints the problem and returns -1
+ * when it is not one. */
+int64_t lab_parse_id(const char *cmd, const res_reader *r, const char *path,
+                     const char *s);
+/* Writes the names of flags' set bits, joined by sep, into out (len bytes);
+ * "-" when none is set. */
+void lab_flag_list(const res_reader *r, uint64_t flags, const char *sep,
+                   char *out, size_t len);
+/* Formats v with fmt into buf, or "-" for NaN and negative ("not
+ * measured") values. Returns buf. */
+const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v);
+
+/* ---- lab/eval_glue.c: a kl_result for the other modules ---- */
+
+/* Names of the set flag bits, at most max; returns how many. */
+int lab_flag_names(uint64_t flags, const char **names, int max);
+/* names: room for max_names flag names, borrowed by c. */
+void lab_rw_candidate(const kl_result *r, long source_len, const char **names,
+                      int max_names, rw_candidate *c);
+/* reward may be NULL (not scored). */
+void lab_res_candidate(const kl_result *r, const rw_components *reward,
+                       const char *task, res_candidate *c);
+
+/* kernlab rescore RUN.h5 --reward F.lua [--json] [-n N] (lab/rescore_cmd.c):
+ * re-applies a reward formula to stored metrics; read-only. */
+int lab_rescore(int argc, char **argv);
 
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);

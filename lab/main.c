@@ -42,9 +42,18 @@ static const char usage[] =
     "      metric deltas and a line diff of two candidates' sources\n"
     "  export RUN.h5 --format csv|jsonl [-o FILE] [--source]\n"
     "      every candidate as CSV or JSON lines (--source: with its text)\n"
+    "  report RUN.h5 -o report.html [-n N]\n"
+    "      one self-contained HTML page (no network, no scripts): SVG plots\n"
+    "      of reward, correct fraction and best time per step, the time\n"
+    "      histogram, reward components, and the N fastest correct kernels\n"
+    "      (default 50) with their sources\n"
+    "  rescore RUN.h5 --reward F.lua [--json] [-n N]\n"
+    "      re-apply a reward formula to stored metrics (nothing compiled or\n"
+    "      run, the file not modified): rank correlation, top N before and\n"
+    "      after, how GRPO group advantages move\n"
     "  help            this text\n"
     "\n"
-    "planned (later issues): run, search, prime, tokenizer, rescore, report\n"
+    "planned (later issues): run, search, prime, tokenizer\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -70,6 +79,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);
   if (!strcmp(cmd, "diff")) return lab_diff(argc - 1, argv + 1);
   if (!strcmp(cmd, "export")) return lab_export(argc - 1, argv + 1);
+  if (!strcmp(cmd, "rescore")) return lab_rescore(argc - 1, argv + 1);
+  if (!strcmp(cmd, "report")) return lab_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "flags")) return lab_flags(argc - 1, argv + 1);
   fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
   return LAB_EXIT_USAGE;

@@ -1,6 +1,8 @@
 /*
  * lab/results_cmd.c — the commands that read a results file: top, show,
- * diff, export. They only read (SWMR read: safe while a campaign is still
+ * export, and the helpers every results command shares (declared in
+ * lab/lab.h; diff lives in lab/diff_cmd.c, report in lab/report_cmd.c).
+ * They only read (SWMR read: safe while a campaign is still
  * writing the file, and after a crash). Exit codes as DESIGN.md: 2 for bad
  * usage or a bad file (not HDF5, newer schema, truncated, unknown id), 3
  * for environment problems.
@@ -19,17 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- shared helpers -------------------------------------------------------
+/* ---- shared helpers (lab/lab.h says what each does) ----------------------
  */
 
-static int usage(const char *cmd, const char *msg, const char *arg,
-                 const char *synopsis) {
+int lab_usage(const char *cmd, const char *msg, const char *arg,
+              const char *synopsis) {
   fprintf(stderr, "kernlab %s: %s%s%s\nusage: kernlab %s\n", cmd, msg,
           arg ? " " : "", arg ? arg : "", synopsis);
   return LAB_EXIT_USAGE;
 }
 
-static res_reader *open_run(const char *cmd, const char *path, int *exit) {
+res_reader *lab_open_run(const char *cmd, const char *path, int *exit) {
   char why[1024];
   int code = RES_EINPUT;
   res_reader *r = res_open_read(path, &code, why, sizeof why);
@@ -40,10 +42,8 @@ static res_reader *open_run(const char *cmd, const char *path, int *exit) {
   return r;
 }
 
-/* Parses a candidate id; prints the problem and returns -1 when it is not
- * one of the file's. */
-static int64_t parse_id(const char *cmd, const res_reader *r, const char *path,
-                        const char *s) {
+int64_t lab_parse_id(const char *cmd, const res_reader *r, const char *path,
+                     const char *s) {
   char *end;
   errno = 0;
   long long v = strtoll(s, &end, 10);
@@ -69,9 +69,8 @@ static int64_t parse_id(const char *cmd, const res_reader *r, const char *path,
   return v;
 }
 
-/* Names of the set flag bits, joined by sep; "-" when none. */
-static void flag_list(const res_reader *r, uint64_t flags, const char *sep,
-                      char *out, size_t len) {
+void lab_flag_list(const res_reader *r, uint64_t flags, const char *sep,
+                   char *out, size_t len) {
   out[0] = 0;
   size_t used = 0;
   for (int b = 0; b < 64; b++) {
@@ -86,7 +85,7 @@ static void flag_list(const res_reader *r, uint64_t flags, const char *sep,
   if (!used) snprintf(out, len, "-");
 }
 
-static const char *fmt_num(char *buf, size_t len, const char *fmt, double v) {
+const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v) {
   if (isnan(v) || v < 0)
     snprintf(buf, len, "-");
   else
@@ -127,23 +126,25 @@ int lab_top(int argc, char **argv) {
       char *end;
       n = strtol(argv[++i], &end, 10);
       if (*end || n <= 0)
-        return usage("top", "-n wants a positive count, got", argv[i],
-                     top_synopsis);
+        return lab_usage("top", "-n wants a positive count, got", argv[i],
+                         top_synopsis);
     } else if (!strcmp(argv[i], "--by") && i + 1 < argc) {
       by = argv[++i];
       if (strcmp(by, "time") && strcmp(by, "reward"))
-        return usage("top", "--by wants time or reward, got", by, top_synopsis);
+        return lab_usage("top", "--by wants time or reward, got", by,
+                         top_synopsis);
     } else if (argv[i][0] == '-') {
-      return usage("top", "unknown option", argv[i], top_synopsis);
+      return lab_usage("top", "unknown option", argv[i], top_synopsis);
     } else if (!path) {
       path = argv[i];
     } else {
-      return usage("top", "unexpected argument", argv[i], top_synopsis);
+      return lab_usage("top", "unexpected argument", argv[i], top_synopsis);
     }
   }
-  if (!path) return usage("top", "no results file given", NULL, top_synopsis);
+  if (!path)
+    return lab_usage("top", "no results file given", NULL, top_synopsis);
   int exit = 0;
-  res_reader *r = open_run("top", path, &exit);
+  res_reader *r = lab_open_run("top", path, &exit);
   if (!r) return exit;
   int64_t total = res_count(r), correct = 0, m = 0;
   const res_candidate **rows =
@@ -170,8 +171,8 @@ int lab_top(int argc, char **argv) {
   for (int64_t k = 0; k < m && k < n; k++) {
     const res_candidate *c = rows[k];
     char t[24], g[24], x[24], rw[24], fl[256];
-    fmt_num(t, sizeof t, "%.2f", c->time_us);
-    fmt_num(g, sizeof g, "%.1f", c->gflops);
+    lab_fmt_num(t, sizeof t, "%.2f", c->time_us);
+    lab_fmt_num(g, sizeof g, "%.1f", c->gflops);
     if (c->time_us > 0 && c->baseline_us > 0)
       snprintf(x, sizeof x, "%.2f", c->baseline_us / c->time_us);
     else
@@ -180,7 +181,7 @@ int lab_top(int argc, char **argv) {
       snprintf(rw, sizeof rw, "-");
     else
       snprintf(rw, sizeof rw, "%.3f", c->reward);
-    flag_list(r, c->flags, ",", fl, sizeof fl);
+    lab_flag_list(r, c->flags, ",", fl, sizeof fl);
     printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6d "
            "%-16.16s %s\n",
            (long long)k + 1, (long long)c->id, (long long)c->step, c->status,
@@ -264,23 +265,24 @@ static void show_metrics(const res_reader *r, const res_candidate *c,
   printf("  error       max rel %.3g  max abs %.3g\n", c->max_rel_err,
          c->max_abs_err);
   printf("  time        median %s us  min %s  max %s  samples %u  (%s)\n",
-         fmt_num(a, sizeof a, "%.3f", c->time_us),
-         fmt_num(b, sizeof b, "%.3f", c->time_min_us),
-         fmt_num(d, sizeof d, "%.3f", c->time_max_us), c->timing_count,
+         lab_fmt_num(a, sizeof a, "%.3f", c->time_us),
+         lab_fmt_num(b, sizeof b, "%.3f", c->time_min_us),
+         lab_fmt_num(d, sizeof d, "%.3f", c->time_max_us), c->timing_count,
          c->backend);
-  printf("  baseline    %s us", fmt_num(a, sizeof a, "%.3f", c->baseline_us));
+  printf("  baseline    %s us",
+         lab_fmt_num(a, sizeof a, "%.3f", c->baseline_us));
   if (c->time_us > 0 && c->baseline_us > 0)
     printf("  speedup %.2fx", c->baseline_us / c->time_us);
-  printf("  GFLOP/s %s\n", fmt_num(a, sizeof a, "%.2f", c->gflops));
+  printf("  GFLOP/s %s\n", lab_fmt_num(a, sizeof a, "%.2f", c->gflops));
   char rg[16], sm[16], sp[16], st[16];
   printf("  resources   regs %s  smem %s B  spill %s B  stack %s B\n",
-         fmt_num(rg, sizeof rg, "%.0f", c->regs),
-         fmt_num(sm, sizeof sm, "%.0f", c->smem_bytes),
-         fmt_num(sp, sizeof sp, "%.0f", c->spill_bytes),
-         fmt_num(st, sizeof st, "%.0f", c->stack_bytes));
+         lab_fmt_num(rg, sizeof rg, "%.0f", c->regs),
+         lab_fmt_num(sm, sizeof sm, "%.0f", c->smem_bytes),
+         lab_fmt_num(sp, sizeof sp, "%.0f", c->spill_bytes),
+         lab_fmt_num(st, sizeof st, "%.0f", c->stack_bytes));
   printf("  launch      block %dx%d  tile %dx%d  dynamic smem %d B\n",
          c->block_x, c->block_y, c->tile_rows, c->tile_cols, c->dyn_smem_bytes);
-  flag_list(r, c->flags, ", ", fl, sizeof fl);
+  lab_flag_list(r, c->flags, ", ", fl, sizeof fl);
   printf("  flags       %s\n", fl);
   if (isnan(c->reward))
     printf("  reward      - (not scored)\n");
@@ -303,26 +305,26 @@ int lab_show(int argc, char **argv) {
     if (!strcmp(argv[i], "--source") || !strcmp(argv[i], "--ptx") ||
         !strcmp(argv[i], "--stats")) {
       if (mode && strcmp(mode, argv[i]))
-        return usage("show", "choose one of --source, --ptx, --stats; got",
-                     argv[i], show_synopsis);
+        return lab_usage("show", "choose one of --source, --ptx, --stats; got",
+                         argv[i], show_synopsis);
       mode = argv[i];
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      return usage("show", "unknown option", argv[i], show_synopsis);
+      return lab_usage("show", "unknown option", argv[i], show_synopsis);
     } else if (!path) {
       path = argv[i];
     } else if (!ids) {
       ids = argv[i];
     } else {
-      return usage("show", "unexpected argument", argv[i], show_synopsis);
+      return lab_usage("show", "unexpected argument", argv[i], show_synopsis);
     }
   }
   if (!path || !ids)
-    return usage("show", "needs a results file and a candidate id", NULL,
-                 show_synopsis);
+    return lab_usage("show", "needs a results file and a candidate id", NULL,
+                     show_synopsis);
   int exit = 0;
-  res_reader *r = open_run("show", path, &exit);
+  res_reader *r = lab_open_run("show", path, &exit);
   if (!r) return exit;
-  int64_t id = parse_id("show", r, path, ids);
+  int64_t id = lab_parse_id("show", r, path, ids);
   if (id < 0) {
     res_reader_close(r);
     return LAB_EXIT_USAGE;
@@ -353,243 +355,6 @@ int lab_show(int argc, char **argv) {
     }
     free(src);
   }
-  res_reader_close(r);
-  return rc;
-}
-
-/* ---- diff -----------------------------------------------------------------
- */
-
-static const char diff_synopsis[] = "diff RUN.h5 ID1 ID2";
-
-typedef struct lines {
-  const char **at; /* start of each line */
-  int *len;        /* without the newline */
-  int n;
-} lines;
-
-static int split_lines(const char *s, size_t len, lines *out) {
-  int cap = 1;
-  for (size_t i = 0; i < len; i++)
-    cap += s[i] == '\n';
-  out->at = malloc((size_t)cap * sizeof *out->at);
-  out->len = malloc((size_t)cap * sizeof *out->len);
-  out->n = 0;
-  if (!out->at || !out->len) return -1;
-  size_t start = 0;
-  for (size_t i = 0; i <= len; i++) {
-    if (i == len || s[i] == '\n') {
-      if (i == len && i == start) break; /* no empty last line after \n */
-      out->at[out->n] = s + start;
-      out->len[out->n++] = (int)(i - start);
-      start = i + 1;
-    }
-  }
-  return 0;
-}
-
-static int same_line(const lines *a, int i, const lines *b, int j) {
-  return a->len[i] == b->len[j] &&
-         !memcmp(a->at[i], b->at[j], (size_t)a->len[i]);
-}
-
-/* An edit script: ' ' keep, '-' only in a, '+' only in b. */
-typedef struct edit {
-  char op;
-  int a, b; /* line indices (the one that applies) */
-} edit;
-
-#define DIFF_MAX_CELLS (32L * 1024 * 1024)
-
-/* LCS by dynamic programming after trimming the common prefix and suffix
- * (candidate sources differ in a few places, so the table stays small).
- * Returns the number of edits, or -1 when the table would be too big. */
-static int line_diff(const lines *a, const lines *b, edit *out) {
-  int pre = 0, suf = 0;
-  while (pre < a->n && pre < b->n && same_line(a, pre, b, pre))
-    pre++;
-  while (suf < a->n - pre && suf < b->n - pre &&
-         same_line(a, a->n - 1 - suf, b, b->n - 1 - suf))
-    suf++;
-  int n = a->n - pre - suf, m = b->n - pre - suf;
-  if ((long)(n + 1) * (m + 1) > DIFF_MAX_CELLS) return -1;
-  /* L[i][j] = LCS length of a[pre+i..pre+n) and b[pre+j..pre+m). */
-  int *L = calloc((size_t)(n + 1) * (size_t)(m + 1), sizeof *L);
-  if (!L) return -1;
-#define AT(i, j) L[(size_t)(i) * (size_t)(m + 1) + (size_t)(j)]
-  for (int i = n - 1; i >= 0; i--)
-    for (int j = m - 1; j >= 0; j--)
-      AT(i, j) =
-          same_line(a, pre + i, b, pre + j)
-              ? AT(i + 1, j + 1) + 1
-              : (AT(i + 1, j) > AT(i, j + 1) ? AT(i + 1, j) : AT(i, j + 1));
-  int k = 0;
-  for (int i = 0; i < pre; i++)
-    out[k++] = (edit){' ', i, i};
-  int i = 0, j = 0;
-  while (i < n || j < m) {
-    if (i < n && j < m && same_line(a, pre + i, b, pre + j)) {
-      out[k++] = (edit){' ', pre + i, pre + j};
-      i++, j++;
-    } else if (i < n && (j == m || AT(i + 1, j) >= AT(i, j + 1))) {
-      out[k++] = (edit){'-', pre + i, pre + j}; /* deletions first */
-      i++;
-    } else {
-      out[k++] = (edit){'+', pre + i, pre + j};
-      j++;
-    }
-  }
-#undef AT
-  free(L);
-  for (int s = 0; s < suf; s++)
-    out[k++] = (edit){' ', pre + n + s, pre + m + s};
-  return k;
-}
-
-/* Prints the edits as unified-diff hunks with 3 lines of context. */
-static void print_hunks(const lines *a, const lines *b, const edit *e, int n) {
-  const int ctx = 3;
-  int i = 0;
-  while (i < n) {
-    while (i < n && e[i].op == ' ')
-      i++;
-    if (i >= n) break;
-    int start = i - ctx < 0 ? 0 : i - ctx, end = i;
-    /* extend over changes separated by at most 2*ctx unchanged lines */
-    for (;;) {
-      while (end < n && e[end].op != ' ')
-        end++;
-      int next = end;
-      while (next < n && e[next].op == ' ')
-        next++;
-      if (next < n && next - end <= 2 * ctx)
-        end = next;
-      else {
-        end = end + ctx > n ? n : end + ctx;
-        break;
-      }
-    }
-    int a0 = -1, b0 = -1, an = 0, bn = 0;
-    for (int k = start; k < end; k++) {
-      if (e[k].op != '+') {
-        if (a0 < 0) a0 = e[k].a;
-        an++;
-      }
-      if (e[k].op != '-') {
-        if (b0 < 0) b0 = e[k].b;
-        bn++;
-      }
-    }
-    if (a0 < 0) a0 = e[start].a;
-    if (b0 < 0) b0 = e[start].b;
-    printf("@@ -%d,%d +%d,%d @@\n", an ? a0 + 1 : a0, an, bn ? b0 + 1 : b0, bn);
-    for (int k = start; k < end; k++) {
-      const lines *l = e[k].op == '+' ? b : a;
-      int idx = e[k].op == '+' ? e[k].b : e[k].a;
-      printf("%c%.*s\n", e[k].op, l->len[idx], l->at[idx]);
-    }
-    i = end;
-  }
-}
-
-static void delta_row(const char *name, double x, double y, const char *fmt) {
-  char a[32], b[32];
-  fmt_num(a, sizeof a, fmt, x);
-  fmt_num(b, sizeof b, fmt, y);
-  printf("  %-16s %14s %14s", name, a, b);
-  if (!isnan(x) && !isnan(y) && x >= 0 && y >= 0 && x != y) {
-    printf("  %+.4g", y - x);
-    if (x != 0) printf(" (%+.1f%%)", 100 * (y - x) / fabs(x));
-  }
-  printf("\n");
-}
-
-static void signed_row(const char *name, double x, double y) {
-  printf("  %-16s %14.4f %14.4f", name, x, y);
-  if (!isnan(x) && !isnan(y) && x != y) printf("  %+.4g", y - x);
-  printf("\n");
-}
-
-int lab_diff(int argc, char **argv) {
-  const char *args[3];
-  int na = 0;
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-' && argv[i][1] &&
-        (argv[i][1] < '0' || argv[i][1] > '9'))
-      return usage("diff", "unknown option", argv[i], diff_synopsis);
-    if (na == 3)
-      return usage("diff", "unexpected argument", argv[i], diff_synopsis);
-    args[na++] = argv[i];
-  }
-  if (na != 3)
-    return usage("diff", "needs a results file and two candidate ids", NULL,
-                 diff_synopsis);
-  int exit = 0;
-  res_reader *r = open_run("diff", args[0], &exit);
-  if (!r) return exit;
-  int64_t id1 = parse_id("diff", r, args[0], args[1]);
-  int64_t id2 = id1 < 0 ? -1 : parse_id("diff", r, args[0], args[2]);
-  if (id1 < 0 || id2 < 0) {
-    res_reader_close(r);
-    return LAB_EXIT_USAGE;
-  }
-  const res_candidate *x = res_get(r, id1), *y = res_get(r, id2);
-  char *sa = NULL, *sb = NULL, why[1024];
-  size_t la = 0, lb = 0;
-  if (res_source(r, id1, &sa, &la, why, sizeof why) != RES_OK ||
-      res_source(r, id2, &sb, &lb, why, sizeof why) != RES_OK) {
-    fprintf(stderr, "kernlab diff: %s\n", why);
-    free(sa);
-    res_reader_close(r);
-    return LAB_EXIT_USAGE;
-  }
-  printf("%s: candidate %lld -> %lld\n", args[0], (long long)id1,
-         (long long)id2);
-  printf("  %-16s %14lld %14lld\n", "id", (long long)id1, (long long)id2);
-  printf("  %-16s %14.14s %14.14s\n", "status", x->status, y->status);
-  printf("  %-16s %14.14s %14.14s\n", "backend", x->backend, y->backend);
-  delta_row("time_us", x->time_us, y->time_us, "%.3f");
-  delta_row("gflops", x->gflops, y->gflops, "%.2f");
-  delta_row("baseline_us", x->baseline_us, y->baseline_us, "%.3f");
-  delta_row("max_rel_err", x->max_rel_err, y->max_rel_err, "%.3g");
-  signed_row("reward", x->reward, y->reward);
-  const double *cx = res_components(r, id1), *cy = res_components(r, id2);
-  for (int j = 0; j < res_component_count(r); j++) {
-    char name[80];
-    snprintf(name, sizeof name, "  %s", res_component_name(r, j));
-    if (cx && cy && !(isnan(cx[j]) && isnan(cy[j])))
-      signed_row(name, cx[j], cy[j]);
-  }
-  delta_row("regs", x->regs, y->regs, "%.0f");
-  delta_row("smem_bytes", x->smem_bytes, y->smem_bytes, "%.0f");
-  delta_row("spill_bytes", x->spill_bytes, y->spill_bytes, "%.0f");
-  char fx[256], fy[256];
-  flag_list(r, x->flags, ",", fx, sizeof fx);
-  flag_list(r, y->flags, ",", fy, sizeof fy);
-  printf("  %-16s %14.14s %14.14s\n", "flags", fx, fy);
-
-  printf("--- %lld %s\n+++ %lld %s\n", (long long)id1, x->label, (long long)id2,
-         y->label);
-  int rc = LAB_EXIT_OK;
-  lines a = {0}, b = {0};
-  edit *e = NULL;
-  if (split_lines(sa, la, &a) || split_lines(sb, lb, &b) ||
-      !(e = malloc((size_t)(a.n + b.n + 1) * sizeof *e))) {
-    fprintf(stderr, "kernlab diff: out of memory\n");
-    rc = LAB_EXIT_ENV;
-  } else if (!memcmp(x->src_sha256, y->src_sha256, 32)) {
-    printf("(identical sources)\n");
-  } else {
-    int n = line_diff(&a, &b, e);
-    if (n < 0)
-      printf("(sources too different to diff line by line: %d and %d lines)\n",
-             a.n, b.n);
-    else
-      print_hunks(&a, &b, e, n);
-  }
-  free(e);
-  free(a.at), free(a.len), free(b.at), free(b.len);
-  free(sa), free(sb);
   res_reader_close(r);
   return rc;
 }
@@ -770,7 +535,7 @@ static int export_rows(FILE *f, const res_reader *r, int json,
       }
       fputs("}\n", f);
     } else {
-      flag_list(r, c->flags, "|", fl, sizeof fl);
+      lab_flag_list(r, c->flags, "|", fl, sizeof fl);
       csv_field(f, c->flags ? fl : "");
       fprintf(f, ",%llu,%s", (unsigned long long)c->flags, sha);
       for (int j = 0; j < k; j++) {
@@ -796,23 +561,24 @@ int lab_export(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--source")) {
       with_source = 1;
     } else if (argv[i][0] == '-') {
-      return usage("export", "unknown option", argv[i], export_synopsis);
+      return lab_usage("export", "unknown option", argv[i], export_synopsis);
     } else if (!path) {
       path = argv[i];
     } else {
-      return usage("export", "unexpected argument", argv[i], export_synopsis);
+      return lab_usage("export", "unexpected argument", argv[i],
+                       export_synopsis);
     }
   }
   if (!path)
-    return usage("export", "no results file given", NULL, export_synopsis);
+    return lab_usage("export", "no results file given", NULL, export_synopsis);
   if (!format || (strcmp(format, "csv") && strcmp(format, "jsonl")))
-    return usage("export", "--format wants csv or jsonl, got",
-                 format ? format : "nothing", export_synopsis);
+    return lab_usage("export", "--format wants csv or jsonl, got",
+                     format ? format : "nothing", export_synopsis);
   if (with_source && strcmp(format, "jsonl"))
-    return usage("export", "--source needs --format jsonl", NULL,
-                 export_synopsis);
+    return lab_usage("export", "--source needs --format jsonl", NULL,
+                     export_synopsis);
   int exit = 0;
-  res_reader *r = open_run("export", path, &exit);
+  res_reader *r = lab_open_run("export", path, &exit);
   if (!r) return exit;
   FILE *f = stdout;
   if (out && !(f = fopen(out, "w"))) {

@@ -123,4 +123,18 @@ extern const char *res__created_override;
 /* Formats the innermost HDF5 error message into why (after prefix). */
 void res__h5_error(char *why, size_t whylen, const char *prefix);
 
+/* ---- the HTML report (results/report.c, results/report_plots.c) -------- */
+
+/* Writes n bytes of s as HTML text, safe inside an element or a quoted
+ * attribute: no '<', '>', '&' or quote survives, C0 controls but tab,
+ * newline and CR become U+FFFD. */
+void res__html_esc(FILE *f, const char *s, size_t n);
+/* The same for at most max bytes of s, cut at a UTF-8 character boundary
+ * with an ellipsis (names in plots, where space is fixed). */
+void res__html_esc_short(FILE *f, const char *s, size_t max);
+/* Writes the six plots' <figure>s; unit labels the time axes. Returns
+ * RES_OK, or RES_EENV with a reason when out of memory. */
+int res__report_plots(FILE *f, const res_reader *r, const char *unit,
+                      char *why, size_t whylen);
+
 #endif

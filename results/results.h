@@ -75,6 +75,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum {
   RES_OK = 0,
@@ -233,6 +234,24 @@ int res_timings(const res_reader *r, int64_t id, double **samples, int *n,
 /* Policy steps, owned by r. */
 int64_t res_step_count(const res_reader *r);
 const res_step *res_get_step(const res_reader *r, int64_t i);
+
+/* ---- report (results/report.c) ------------------------------------------- */
+
+typedef struct res_report_opts {
+  const char *title; /* shown on the page, e.g. the file's path */
+  int top_n;         /* leaderboard rows; <= 0 means 50 */
+} res_report_opts;
+
+/* Writes one self-contained HTML page about r to out: summary, SVG plots
+ * (reward mean/max, correct fraction and best time per step, the time
+ * histogram of correct kernels, reward components), status counts, the
+ * top_n fastest correct kernels with their sources, the campaign's
+ * attributes. No scripts and nothing fetched from the network; every string
+ * from the file is HTML-escaped. Empty files (no steps, no candidates) get
+ * a page that says so. Returns RES_OK, or RES_EENV with a reason when out
+ * of memory or when writing to out fails. */
+int res_report_html(const res_reader *r, const res_report_opts *o, FILE *out,
+                    char *why, size_t whylen);
 
 /* ---- helpers (results/schema.c) ------------------------------------------ */
 

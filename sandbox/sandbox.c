@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ enum rule_kind {
   R_READ_ONLY,   /* open/openat: only without write, create or truncate */
   R_TRAP,        /* in a default-allow profile: this one traps */
   R_QUERY_ONLY,  /* prlimit64: on this process only (pid 0) */
+  R_ISATTY_ONLY, /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
 };
 
 typedef struct rule {
@@ -115,7 +117,7 @@ static const rule compile_rules[] = {
     {"fstat", R_ALLOW, "stdio on the inherited descriptors"},
     {"newfstatat", R_ALLOW, "same"},
     {"lseek", R_ALLOW, "same"},
-    {"ioctl", R_ALLOW, "isatty() on inherited descriptors"},
+    {"ioctl", R_ISATTY_ONLY, "isatty() on inherited descriptors"},
     {"getcwd", R_ALLOW, "NVRTC resolves the program's folder"},
     {"openat", R_READ_ONLY,
      "NVRTC reads the allowlisted CUDA headers (cuda_fp16.h, cuda_bf16.h, "
@@ -161,6 +163,8 @@ static const rule run_cpu_emu_rules[] = {
     {"lseek", R_ALLOW, "the dynamic loader"},
     {"seccomp", R_ALLOW,
      "stacking run-cpu-emu-loaded (filters can only add restrictions)"},
+    {"ioctl", R_ISATTY_ONLY,
+     "stdio's isatty() (device printf goes to /dev/null)"},
 };
 static const rule run_cpu_emu_loaded_rules[] = {
     {"clone", R_TRAP,
@@ -297,6 +301,10 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     case R_TRAP:
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 0);
       break;
+    case R_ISATTY_ONLY:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                            SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TCGETS));
+      break;
     case R_QUERY_ONLY:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
                             SCMP_A0(SCMP_CMP_EQ, 0));
@@ -314,8 +322,22 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
   return ctx;
 }
 
-/* Unprivileged user + network namespaces: no network at all inside. */
-static int enter_namespaces(void) {
+/* Unprivileged user + network namespaces: no network at all inside.
+ * unshare(CLONE_NEWUSER) needs a single-threaded process, so workers that
+ * start threads early call sbx_enter_namespaces first; the outcome is kept
+ * and sbx_confine does not try again. */
+static int ns_state; /* 0 not tried, 1 entered, -1 refused */
+
+static int enter_namespaces_now(void);
+
+int sbx_enter_namespaces(void) {
+  if (ns_state == 0) ns_state = enter_namespaces_now() == 0 ? 1 : -1;
+  return ns_state > 0;
+}
+
+static int enter_namespaces(void) { return sbx_enter_namespaces() ? 0 : -1; }
+
+static int enter_namespaces_now(void) {
   uid_t uid = getuid();
   gid_t gid = getgid();
   if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) return -1;
@@ -423,6 +445,7 @@ int sbx_explain(FILE *out, int pfc) {
                          : ru->kind == R_READ_ONLY   ? " [read-only]"
                          : ru->kind == R_TRAP        ? " [traps]"
                          : ru->kind == R_QUERY_ONLY  ? " [own process only]"
+                         : ru->kind == R_ISATTY_ONLY ? " [TCGETS only]"
                                                      : "";
       fprintf(out, "    %-18s%-22s %s\n", ru->syscall, cond, ru->why);
     }

@@ -46,6 +46,10 @@ typedef enum sbx_profile_id {
 int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int trap_fd,
                 char *why, size_t whylen);
 
+/* Enters user + network namespaces now, once (later calls and sbx_confine
+ * reuse the outcome). Call before starting threads. Returns 1 if entered. */
+int sbx_enter_namespaces(void);
+
 /* Name of syscall number nr on this architecture ("openat"), or "?". */
 const char *sbx_syscall_name(int nr);
 

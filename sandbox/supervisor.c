@@ -67,6 +67,8 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, to[0], SBX_FD_IN);
   posix_spawn_file_actions_adddup2(&fa, from[1], SBX_FD_OUT);
+  /* A candidate's printf must not land in the lab's output (--json). */
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawnattr_t at;
   posix_spawnattr_init(&at);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |

@@ -52,6 +52,7 @@ static const char warmup_src[] =
 
 static int compile_worker(void) {
   char why[600];
+  sbx_enter_namespaces(); /* before NVRTC starts its threads */
   if (kl_nvrtc_load(why, sizeof why) != KL_OK) {
     fprintf(stderr, "kernlab compile worker: %s\n", why);
     return 3;
@@ -117,6 +118,7 @@ static int run_worker(void) {
    * previous candidate is still being checked: the C++ runtime every
    * emulated module links, and the emulator's threads (the filter is
    * synchronised to them when it comes). */
+  sbx_enter_namespaces(); /* while still single-threaded */
   dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   kl_emu_pool_start(cores > 0 ? (int)cores : 1);
@@ -131,8 +133,10 @@ static int run_worker(void) {
   memcpy(&job, msg, sizeof job);
   free(msg);
   job.so_path[sizeof job.so_path - 1] = 0;
-  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES) return 1;
-  size_t offs[KL_MAX_SHAPES + 2];
+  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES ||
+      job.n_timed_sets < 0 || job.n_timed_sets > KL_MAX_TIMED_SETS)
+    return 1;
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   size_t n_outs = kl_run_output_layout(&job, offs);
   float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
   kl_run_report *rep = calloc(1, sizeof *rep);

@@ -5,7 +5,8 @@
 # it kernlab still runs on the CPU emulator and says what it lacks.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3 liblua5.4-dev libhdf5-dev
-      hdf5-tools libseccomp-dev libopenblas-dev python3-h5py)
+      hdf5-tools libseccomp-dev libopenblas-dev python3-h5py
+      chromium) # chromium: headless, for the report test (tests/integration)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -63,6 +63,7 @@ typedef struct kl_emu_hooks {
 #ifdef __cplusplus
 
 #include <math.h>
+#include <stdio.h> /* device printf; a run worker's stdout is /dev/null */
 #include <string.h>
 
 static const kl_emu_hooks *kl_emu_hooks_ptr;

@@ -2,9 +2,13 @@
  * CHEAT: memo_managed.cu — memoisation through __managed__ memory.
  *
  * Hack: a __managed__ array holds the last result; a later launch with the
- * same first input value copies it.
+ * same first input value copies it. Fresh inputs for every timed set
+ * defeat the replay (A[0] never repeats), so there is no stale timed output
+ * to catch; inside one launch the other threads replay before the result
+ * exists, which makes the output wrong.
  *
- * EXPECT: mutable_device_state,timed_output_wrong
+ * EXPECT: mutable_device_state
+ * EXPECT-VERDICT: wrong
  */
 #define BS 16
 KL_LAUNCH(BS, BS, BS, BS, 0);

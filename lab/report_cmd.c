@@ -1,0 +1,109 @@
+/*
+ * lab/report_cmd.c — `kernlab report RUN.h5 -o report.html [-n N]`: the
+ * command around res_report_html (results/report.c, which draws the page).
+ * It parses the arguments, opens the results file (a bad one is a one-line
+ * message and exit 2, before any output file is touched), and writes the
+ * page to a temporary file next to the target that is renamed into place
+ * only when complete, so a failed report never leaves half a page behind.
+ * `-o -` writes to stdout.
+ */
+#include "lab/lab.h"
+
+#include "results/results.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char report_synopsis[] = "report RUN.h5 -o report.html [-n N]";
+
+/* Writes the page to out_path through a temporary file renamed into place.
+ * Returns an exit code; prints one line on failure. */
+static int write_page(const res_reader *r, const res_report_opts *o,
+                      const char *out_path) {
+  char why[1024];
+  if (!strcmp(out_path, "-")) {
+    if (res_report_html(r, o, stdout, why, sizeof why) != RES_OK) {
+      fprintf(stderr, "kernlab report: stdout: %s\n", why);
+      return LAB_EXIT_ENV;
+    }
+    return LAB_EXIT_OK;
+  }
+  size_t n = strlen(out_path) + 16;
+  char *tmp = malloc(n);
+  if (!tmp) {
+    fprintf(stderr, "kernlab report: out of memory\n");
+    return LAB_EXIT_ENV;
+  }
+  snprintf(tmp, n, "%s.tmp.XXXXXX", out_path);
+  int fd = mkstemp(tmp);
+  if (fd >= 0) { /* mkstemp makes 0600; a report is as readable as any file */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+  }
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) {
+    fprintf(stderr, "kernlab report: %s: cannot write: %s\n", out_path,
+            strerror(errno));
+    if (fd >= 0) close(fd), unlink(tmp);
+    free(tmp);
+    return LAB_EXIT_USAGE;
+  }
+  int rc = res_report_html(r, o, f, why, sizeof why);
+  if (fclose(f) != 0 && rc == RES_OK) {
+    snprintf(why, sizeof why, "write failed: %s", strerror(errno));
+    rc = RES_EENV;
+  }
+  if (rc == RES_OK && rename(tmp, out_path) != 0) {
+    snprintf(why, sizeof why, "cannot rename %s into place: %s", tmp,
+             strerror(errno));
+    rc = RES_EENV;
+  }
+  if (rc != RES_OK) {
+    fprintf(stderr, "kernlab report: %s: %s\n", out_path, why);
+    unlink(tmp);
+  }
+  free(tmp);
+  return rc == RES_OK ? LAB_EXIT_OK : LAB_EXIT_ENV;
+}
+
+int lab_report(int argc, char **argv) {
+  const char *path = NULL, *out = NULL;
+  res_report_opts o = {.top_n = 50};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+      out = argv[++i];
+    } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v <= 0 || v > 1000000)
+        return lab_usage("report", "-n wants a positive count, got", argv[i],
+                         report_synopsis);
+      o.top_n = (int)v;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return lab_usage("report", "unknown option", argv[i], report_synopsis);
+    } else if (!path) {
+      path = argv[i];
+    } else {
+      return lab_usage("report", "unexpected argument", argv[i],
+                       report_synopsis);
+    }
+  }
+  if (!path)
+    return lab_usage("report", "no results file given", NULL, report_synopsis);
+  if (!out)
+    return lab_usage("report",
+                     "no output given (-o report.html, or -o - for "
+                     "stdout)",
+                     NULL, report_synopsis);
+  int exit = 0;
+  res_reader *r = lab_open_run("report", path, &exit);
+  if (!r) return exit;
+  o.title = path;
+  int rc = write_page(r, &o, out);
+  res_reader_close(r);
+  return rc;
+}

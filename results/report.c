@@ -1,0 +1,404 @@
+/*
+ * results/report.c — `kernlab report`: one self-contained HTML page about a
+ * results file (public entry point res_report_html in results.h). This file
+ * writes the page: its frame and style, the summary tiles, the status
+ * counts, the leaderboard, the campaign's attributes, and the HTML escaping
+ * every string from the file goes through; results/report_plots.c draws
+ * the SVG plots in the middle.
+ *
+ * The page is plain HTML + CSS with inline SVG: no script, no font, no
+ * image, no link leaves the file, and a Content-Security-Policy meta tag
+ * (default-src 'none') makes the browser refuse anything that would.
+ *
+ * Everything that comes from the file (sources above all, but also labels,
+ * statuses, names and attributes) is hostile text: it goes through
+ * res__html_esc, which leaves no '<', '&' or quote unescaped, so it cannot
+ * end the <pre> or attribute it sits in. It does not validate UTF-8: the
+ * page declares UTF-8 and a browser shows a bad sequence as U+FFFD, which
+ * cannot form markup.
+ *
+ * Not done here: reading the file (results/reader.c) and choosing where the
+ * page goes (lab/report_cmd.c).
+ */
+#include "results/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- escaping ------------------------------------------------------------ */
+
+/* Writes n bytes of s as HTML text safe inside an element or a quoted
+ * attribute. C0 controls other than tab, newline and CR (and DEL) become
+ * U+FFFD: a NUL would otherwise end the text for some readers. */
+void res__html_esc(FILE *f, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    switch (c) {
+    case '<':
+      fputs("&lt;", f);
+      break;
+    case '>':
+      fputs("&gt;", f);
+      break;
+    case '&':
+      fputs("&amp;", f);
+      break;
+    case '"':
+      fputs("&quot;", f);
+      break;
+    case '\'':
+      fputs("&#39;", f);
+      break;
+    default:
+      if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+        fputs("&#xFFFD;", f);
+      else
+        fputc(c, f);
+    }
+  }
+}
+
+static void esc(FILE *f, const char *s) {
+  res__html_esc(f, s, strlen(s));
+}
+
+/* At most max bytes of s, escaped, cut at a UTF-8 character boundary and
+ * ending in an ellipsis when cut: for names in plots, where space is fixed
+ * (the full name goes in the element's <title>). */
+void res__html_esc_short(FILE *f, const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n <= max) {
+    res__html_esc(f, s, n);
+    return;
+  }
+  while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+    max--;
+  res__html_esc(f, s, max);
+  fputs("&hellip;", f);
+}
+
+/* A fixed-size record string (NUL-padded, perhaps without a NUL when it
+ * fills the array). */
+static void esc_field(FILE *f, const char *s, size_t cap) {
+  res__html_esc(f, s, strnlen(s, cap));
+}
+#define ESC_FIELD(f, arr) esc_field(f, arr, sizeof(arr))
+
+static int is_num(double v) {
+  return !isnan(v) && !isinf(v);
+}
+
+/* ---- tables -------------------------------------------------------------- */
+
+static void attr_row(FILE *f, const res_reader *r, const char *name,
+                     const char *label) {
+  const char *v = res_attr(r, name);
+  if (!v[0]) return;
+  fprintf(f, "<tr><th>%s</th><td>", label);
+  esc(f, v);
+  fputs("</td></tr>\n", f);
+}
+
+static void campaign_table(FILE *f, const res_reader *r) {
+  fputs("<section id=\"campaign\"><h2>Campaign</h2><table class=\"kv\">\n", f);
+  attr_row(f, r, "created", "created");
+  attr_row(f, r, "device", "device");
+  attr_row(f, r, "backend", "backend");
+  attr_row(f, r, "kernlab_version", "kernlab");
+  attr_row(f, r, "nvrtc_version", "NVRTC");
+  attr_row(f, r, "driver_version", "driver");
+  attr_row(f, r, "hdf5_version", "HDF5");
+  attr_row(f, r, "reward_script", "reward script");
+  attr_row(f, r, "reward_sha256", "reward sha256");
+  fprintf(f,
+          "<tr><th>seed</th><td>%llu</td></tr>\n<tr><th>schema</th>"
+          "<td>%d</td></tr>\n</table>\n",
+          (unsigned long long)res_seed(r), res_schema_version(r));
+  const char *config = res_attr(r, "config");
+  if (config[0]) {
+    fputs("<details><summary>campaign config</summary><pre>", f);
+    esc(f, config);
+    fputs("</pre></details>\n", f);
+  }
+  fputs("</section>\n", f);
+}
+
+/* How many candidates ended in each status, most common first. */
+static void status_table(FILE *f, const res_reader *r) {
+  int64_t n = res_count(r);
+  const char **name = malloc((size_t)(n ? n : 1) * sizeof *name);
+  int64_t *cnt = malloc((size_t)(n ? n : 1) * sizeof *cnt), k = 0;
+  if (!name || !cnt) {
+    free(name), free(cnt);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const res_candidate *c = res_get(r, i);
+    int64_t j = 0;
+    while (j < k && strncmp(name[j], c->status, sizeof c->status))
+      j++;
+    if (j == k) name[k] = c->status, cnt[k++] = 0;
+    cnt[j]++;
+  }
+  fputs("<table class=\"status\"><tr><th>status</th><th>candidates</th></tr>\n",
+        f);
+  for (int64_t done = 0; done < k; done++) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < k; j++)
+      if (cnt[j] >= 0 && (best < 0 || cnt[j] > cnt[best])) best = j;
+    fputs("<tr><td>", f);
+    esc_field(f, name[best], sizeof((res_candidate *)0)->status);
+    fprintf(f, "</td><td class=\"num\">%lld</td></tr>\n", (long long)cnt[best]);
+    cnt[best] = -1;
+  }
+  fputs("</table>\n", f);
+  free(name), free(cnt);
+}
+
+static int by_time(const void *a, const void *b) {
+  const res_candidate *x = *(const res_candidate *const *)a,
+                      *y = *(const res_candidate *const *)b;
+  if (x->time_us != y->time_us) return x->time_us < y->time_us ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+static void num_cell(FILE *f, const char *fmt, double v) {
+  fputs("<td class=\"num\">", f);
+  if (is_num(v) && v >= 0)
+    fprintf(f, fmt, v);
+  else
+    fputs("&ndash;", f);
+  fputs("</td>", f);
+}
+
+/* The n fastest correct, timed kernels, each followed by a row holding its
+ * components and source in a <details>. */
+static void leaderboard(FILE *f, const res_reader *r,
+                        const res_candidate **rows, int top_n) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < res_count(r); i++) {
+    const res_candidate *c = res_get(r, i);
+    if (c->correct && c->time_us > 0) rows[m++] = c;
+  }
+  qsort(rows, (size_t)m, sizeof *rows, by_time);
+  fputs("<section id=\"leaderboard\"><h2>Leaderboard</h2>\n", f);
+  if (!m) {
+    fprintf(f, "<p class=\"empty\">%s</p></section>\n",
+            res_count(r) ? "No correct, timed kernel in this file."
+                         : "No candidates in this file.");
+    return;
+  }
+  fprintf(f,
+          "<p>The %lld fastest of %lld correct, timed kernels, by median "
+          "time. Open a row's source below it.</p>\n",
+          (long long)(m < top_n ? m : top_n), (long long)m);
+  fputs("<table class=\"board\"><thead><tr><th>#</th><th>id</th><th>step</th>"
+        "<th>status</th><th>time (us)</th><th>&times; baseline</th>"
+        "<th>GFLOP/s</th><th>reward</th><th>regs</th><th>smem</th>"
+        "<th>flags</th><th>label</th></tr></thead><tbody>\n",
+        f);
+  for (int64_t k = 0; k < m && k < top_n; k++) {
+    const res_candidate *c = rows[k];
+    fprintf(f,
+            "<tr class=\"cand%s\" data-id=\"%lld\"><td class=\"num\">%lld</td>"
+            "<td class=\"num\">%lld</td><td class=\"num\">%lld</td><td>",
+            c->flags ? " flagged" : "", (long long)c->id, (long long)k + 1,
+            (long long)c->id, (long long)c->step);
+    ESC_FIELD(f, c->status);
+    fputs("</td>", f);
+    num_cell(f, "%.3f", c->time_us);
+    num_cell(f, "%.2f", c->baseline_us > 0 ? c->baseline_us / c->time_us : NAN);
+    num_cell(f, "%.1f", c->gflops);
+    fputs("<td class=\"num\">", f);
+    if (is_num(c->reward))
+      fprintf(f, "%.3f", c->reward);
+    else
+      fputs("&ndash;", f);
+    fputs("</td>", f);
+    num_cell(f, "%.0f", c->regs);
+    num_cell(f, "%.0f", c->smem_bytes);
+    fputs("<td>", f);
+    for (int b = 0; b < 64; b++) {
+      if (!(c->flags >> b & 1)) continue;
+      const char *name = res_flag_name(r, b);
+      fputs("<span class=\"flag\">", f);
+      if (name)
+        esc(f, name);
+      else
+        fprintf(f, "bit%d", b);
+      fputs("</span> ", f);
+    }
+    fputs("</td><td>", f);
+    ESC_FIELD(f, c->label);
+    fprintf(f, "</td></tr>\n<tr class=\"src\"><td colspan=\"12\"><details>"
+               "<summary>source, ");
+    char *src = NULL, why[512];
+    size_t len = 0;
+    int ok = res_source(r, c->id, &src, &len, why, sizeof why) == RES_OK;
+    fprintf(f, "%zu bytes", ok ? len : (size_t)c->src_len);
+    const double *v = res_components(r, c->id);
+    for (int j = 0; v && j < res_component_count(r); j++) {
+      if (!is_num(v[j])) continue;
+      fputs(" &middot; ", f);
+      esc(f, res_component_name(r, j));
+      fprintf(f, " %+.4g", v[j]);
+    }
+    fputs("</summary><pre>", f);
+    if (ok)
+      res__html_esc(f, src, len);
+    else
+      fputs("(source unavailable: ", f), esc(f, why), fputs(")", f);
+    fputs("</pre></details></td></tr>\n", f);
+    free(src);
+  }
+  fputs("</tbody></table></section>\n", f);
+}
+
+/* ---- the page ------------------------------------------------------------ */
+
+static const char css[] =
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
+    "margin:0;background:#f6f7f9;color:#1f2328}"
+    "main{max-width:1140px;margin:0 auto;padding:16px 20px 40px}"
+    "h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:22px 0 8px}"
+    ".sub{color:#57606a;margin:0 0 12px;word-break:break-all}"
+    ".tiles{display:flex;flex-wrap:wrap;gap:10px}"
+    ".tile{background:#fff;border:1px solid #d0d7de;border-radius:6px;"
+    "padding:8px 14px;min-width:110px}"
+    ".tile b{display:block;font-size:20px}.tile span{color:#57606a;"
+    "font-size:12px}"
+    ".note{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;"
+    "padding:6px 12px}"
+    ".plots{display:grid;grid-template-columns:repeat(2,1fr);gap:12px}"
+    "figure{margin:0;background:#fff;border:1px solid #d0d7de;"
+    "border-radius:6px;padding:8px}"
+    "figcaption{font-weight:600;margin:0 0 4px 4px}"
+    "svg.chart{width:100%;height:auto;display:block}"
+    "svg .grid{stroke:#eaeef2}svg .axis{stroke:#57606a}"
+    "svg .tick,svg .legend{font-size:11px;fill:#57606a}"
+    "svg .label{font-size:12px;fill:#1f2328}"
+    "svg .cand{fill:#bab0ac}svg .total{stroke:#1f2328;stroke-width:2}"
+    ".empty{color:#57606a;font-style:italic;padding:30px 10px;"
+    "text-align:center}"
+    "table{border-collapse:collapse;background:#fff}"
+    "th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;"
+    "vertical-align:top}"
+    "th{background:#f0f2f5}td.num{text-align:right;"
+    "font-variant-numeric:tabular-nums}"
+    "table.board{width:100%}tr.flagged td{background:#fff1f0}"
+    ".flag{background:#cf222e;color:#fff;border-radius:3px;padding:0 5px;"
+    "font-size:12px}"
+    "tr.src td{border-top:none;padding:0 8px 2px}"
+    "summary{cursor:pointer;color:#0969da;font-size:12px}"
+    "pre{background:#f6f8fa;border:1px solid #d0d7de;padding:8px;"
+    "overflow:auto;max-height:480px;font:12px/1.4 ui-monospace,"
+    "'DejaVu Sans Mono',monospace;white-space:pre}";
+
+static void tile(FILE *f, const char *value, const char *what) {
+  fprintf(f, "<div class=\"tile\"><b>%s</b><span>%s</span></div>\n", value,
+          what);
+}
+
+static void summary(FILE *f, const res_reader *r, int64_t nsteps,
+                    const char *unit) {
+  int64_t n = res_count(r), correct = 0, compiled = 0, flagged = 0;
+  double best = INFINITY, best_reward = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    const res_candidate *c = res_get(r, i);
+    correct += c->correct, compiled += c->compiled, flagged += c->flags != 0;
+    if (c->correct && c->time_us > 0) best = fmin(best, c->time_us);
+    if (is_num(c->reward)) best_reward = fmax(best_reward, c->reward);
+  }
+  char v[64];
+  fputs("<div class=\"tiles\" id=\"summary\">\n", f);
+  snprintf(v, sizeof v, "%lld", (long long)n);
+  tile(f, v, "candidates");
+  snprintf(v, sizeof v, "%lld", (long long)compiled);
+  tile(f, v, "compiled");
+  if (n)
+    snprintf(v, sizeof v, "%lld (%.0f%%)", (long long)correct,
+             100.0 * (double)correct / (double)n);
+  else
+    snprintf(v, sizeof v, "0");
+  tile(f, v, "correct");
+  snprintf(v, sizeof v, "%lld", (long long)flagged);
+  tile(f, v, "flagged");
+  snprintf(v, sizeof v, "%lld", (long long)nsteps);
+  tile(f, v, "policy steps");
+  if (is_num(best))
+    snprintf(v, sizeof v, "%.3f", best);
+  else
+    snprintf(v, sizeof v, "&ndash;");
+  tile(f, v, unit);
+  if (is_num(best_reward))
+    snprintf(v, sizeof v, "%.3f", best_reward);
+  else
+    snprintf(v, sizeof v, "&ndash;");
+  tile(f, v, "best reward");
+  fputs("</div>\n", f);
+  if (!n)
+    fputs("<p class=\"empty\" id=\"no-candidates\">This file holds no "
+          "candidates yet.</p>\n",
+          f);
+  if (!nsteps)
+    fputs("<p class=\"empty\" id=\"no-steps\">This file holds no policy "
+          "steps (an eval leaderboard, or a campaign before its first "
+          "step).</p>\n",
+          f);
+}
+
+int res_report_html(const res_reader *r, const res_report_opts *o, FILE *out,
+                    char *why, size_t whylen) {
+  int64_t n = res_count(r), ns = res_step_count(r);
+  int emu = 0;
+  for (int64_t i = 0; i < n && !emu; i++)
+    emu = !strcmp(res_get(r, i)->backend, "cpu-emu");
+  const char *unit = emu ? "best time (us, CPU emulator)" : "best time (us)";
+  const char *axis =
+      emu ? "median time (us, CPU emulator)" : "median time (us)";
+  const res_candidate **rows = malloc((size_t)(n ? n : 1) * sizeof *rows);
+  if (!rows) {
+    snprintf(why, whylen, "out of memory for %lld candidates", (long long)n);
+    return RES_EENV;
+  }
+
+  fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
+        "'none'; style-src 'unsafe-inline'\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width\">\n<title>"
+        "kernlab report: ",
+        out);
+  esc(out, o->title);
+  fprintf(out, "</title>\n<style>%s</style></head>\n<body><main>\n", css);
+  fputs("<h1>kernlab report</h1>\n<p class=\"sub\">", out);
+  esc(out, o->title);
+  fputs("</p>\n", out);
+  summary(out, r, ns, unit);
+  if (emu)
+    fputs("<p class=\"note\">cpu-emu times are CPU times of the emulator, "
+          "not GPU speed.</p>\n",
+          out);
+  fputs("<section id=\"plots\"><h2>Campaign progress</h2>\n"
+        "<div class=\"plots\">\n",
+        out);
+  if (res__report_plots(out, r, axis, why, whylen) != RES_OK) {
+    free(rows);
+    return RES_EENV;
+  }
+  fputs("</div></section>\n<section id=\"statuses\"><h2>Outcomes</h2>\n", out);
+  if (n)
+    status_table(out, r);
+  else
+    fputs("<p class=\"empty\">No candidates in this file.</p>\n", out);
+  fputs("</section>\n", out);
+  leaderboard(out, r, rows, o->top_n > 0 ? o->top_n : 50);
+  campaign_table(out, r);
+  fputs("</main></body></html>\n", out);
+  free(rows);
+  if (fflush(out) != 0 || ferror(out)) {
+    snprintf(why, whylen, "write failed");
+    return RES_EENV;
+  }
+  return RES_OK;
+}
