@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,11 @@ static void kl_cache_init(void) {
              (unsigned long)getuid());
     (void)kl_mkdirs(kl_cache_folder, 0700);
   }
+  /* Absolute, so that artifacts can be loaded by path from a sandboxed
+   * worker that may not ask for its working folder. */
+  char real[PATH_MAX];
+  if (kl_cache_folder[0] != '/' && realpath(kl_cache_folder, real))
+    snprintf(kl_cache_folder, sizeof kl_cache_folder, "%s", real);
 }
 
 /* The cache folder; decided and created on the first call of the process

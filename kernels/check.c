@@ -267,6 +267,47 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
   }
 }
 
+/* A speedup over the baseline beyond belief: flag it and measure again
+ * with a timing-only job on a fresh worker, keeping both numbers in the
+ * detail (the flag stays: a cheat that is fast only sometimes is still
+ * one). */
+static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
+                      kl_result *out) {
+  double first = opts->baseline_us / out->time_us;
+  out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
+  kl_run_job again = *job;
+  again.n_shapes = 0;
+  again.second_run = 0;
+  again.n_timed_sets = 0;
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t n_outs = kl_run_output_layout(&again, offs);
+  kl_run_report *rep = calloc(1, sizeof *rep);
+  kl_result *scratch = calloc(1, sizeof *scratch);
+  float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
+  int ok = rep && scratch && outs &&
+           (opts->exec && opts->exec->run
+                ? opts->exec->run(opts->exec->ctx, &again, rep, outs, n_outs,
+                                  scratch)
+                : kl_run_forked(NULL, &again, rep, outs, n_outs, scratch)) &&
+           rep->done && rep->samples > 0;
+  if (ok) {
+    qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
+    double t = rep->sample_us[rep->samples / 2];
+    add_detail(out,
+               "implausible_speed: %.3gx the baseline (bound %.3gx); "
+               "re-measured %.3gx",
+               first, opts->max_speedup, opts->baseline_us / t);
+  } else {
+    add_detail(out,
+               "implausible_speed: %.3gx the baseline (bound %.3gx); the "
+               "re-measurement failed",
+               first, opts->max_speedup);
+  }
+  free(rep);
+  free(scratch);
+  free(outs);
+}
+
 static int eval_impl(const char *label, const char *src, size_t len,
                      const kl_eval_options *opts, kl_result *out,
                      int timing_only) {
@@ -495,11 +536,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
         out->gflops =
             2.0 * target.M * target.N * (double)target.K / (out->time_us * 1e3);
         if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&
-            opts->baseline_us / out->time_us > opts->max_speedup) {
-          out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
-          add_detail(out, "implausible_speed: %.0fx the baseline (bound %.0fx)",
-                     opts->baseline_us / out->time_us, opts->max_speedup);
-        }
+            opts->baseline_us / out->time_us > opts->max_speedup)
+          remeasure(opts, job, out);
       }
     }
   }

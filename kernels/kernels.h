@@ -467,4 +467,95 @@ size_t kl_flags_format(kl_flags flags, const char *sep, char *buf, size_t len);
  * each raised flag, "name: line N: what; ...", truncated to detail_len. */
 kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len);
 
+/* ---- timing statistics and the stopping rule (kernels/stats.c) -----------
+ *
+ * A streaming sampler both backends feed one timed sample at a time: it
+ * drops throttled samples, says when to stop, and summarises what it kept.
+ * Plain data, no allocation (a fixed array of KL_STATS_MAX_SAMPLES), so it
+ * lives on the stack and can cross a pipe. Definitions and the reasons for
+ * them are in the header comment of kernels/stats.c. */
+
+#define KL_STATS_MAX_SAMPLES 1000
+
+typedef struct kl_stats_rule {
+  int min_samples;         /* kept samples before stopping (default 10) */
+  double min_total_us;     /* kept measured time before stopping (500000) */
+  double target_rel_noise; /* stop when rel_noise < this (0.005); 0: never */
+  int max_samples;         /* cap on samples offered (1000, <= the max) */
+  double max_total_us;     /* cap on measured time offered (10 s) */
+  double throttle_ratio;   /* discard below this x default clock (0.75) */
+} kl_stats_rule;
+
+/* What kl_stats_add did with a sample. */
+enum {
+  KL_STATS_SAMPLE_KEPT = 0,
+  KL_STATS_SAMPLE_THROTTLED = 1, /* clock known and below the ratio */
+  KL_STATS_SAMPLE_INVALID = 2,   /* time not finite or not > 0 */
+  KL_STATS_SAMPLE_FULL = 3,      /* KL_STATS_MAX_SAMPLES kept already */
+};
+
+/* Why sampling stopped (or did not yet). Names: kl_stats_stop_name. */
+enum {
+  KL_STATS_STOP_RUNNING = 0,
+  KL_STATS_STOP_CONVERGED = 1,  /* floors met and rel_noise < target */
+  KL_STATS_STOP_SAMPLE_CAP = 2, /* max_samples offered */
+  KL_STATS_STOP_TIME_CAP = 3,   /* max_total_us offered */
+};
+
+typedef struct kl_sampler {
+  kl_stats_rule rule;
+  int n_kept, n_throttled, n_invalid;
+  int n_offered;       /* every kl_stats_add that was not FULL */
+  int throttled_run;   /* consecutive throttled samples (recovery delay) */
+  int ci_rank;         /* rank l of the median's 95% interval; 0: none */
+  double kept_us;      /* sum of kept samples */
+  double offered_us;   /* sum of kept and throttled samples */
+  double us[KL_STATS_MAX_SAMPLES];     /* kept samples, in arrival order */
+  double sorted[KL_STATS_MAX_SAMPLES]; /* the same, ascending */
+} kl_sampler;
+
+/* The summary. Times are in microseconds; -1 where undefined (no kept
+ * sample; ci_lo, ci_hi and rel_noise also with fewer than 6). */
+typedef struct kl_stats {
+  int n_kept, n_throttled, n_invalid, n_offered;
+  int n_outliers; /* kept samples above outlier_fence; not removed */
+  double median, min, max, p20, p80, p25, p75; /* type-7 quantiles */
+  double mean, stddev, cv; /* Bessel-corrected; stddev 0 and cv 0 if n=1 */
+  double ci_lo, ci_hi;     /* distribution-free 95% interval of the median */
+  double rel_noise;        /* (ci_hi - ci_lo) / 2 / median */
+  double outlier_fence;    /* median + 3 * (p75 - p25) */
+  double kept_us, offered_us;
+  int stop; /* KL_STATS_STOP_* */
+} kl_stats;
+
+/* Fills rule with the defaults above. */
+void kl_stats_rule_defaults(kl_stats_rule *rule);
+/* Checks a rule: min_samples >= 1, max_samples in [min_samples,
+ * KL_STATS_MAX_SAMPLES], times and ratios finite (max_total_us may be
+ * +inf) and >= 0, max_total_us > 0, throttle_ratio <= 1. Returns KL_OK, or
+ * KL_EINPUT with the field and what was expected in why. */
+int kl_stats_rule_check(const kl_stats_rule *rule, char *why, size_t whylen);
+/* Starts an empty sampler under rule (NULL: the defaults). Returns KL_OK,
+ * or KL_EINPUT for a rule kl_stats_rule_check rejects; the sampler then
+ * runs under the defaults, so it is always usable. */
+int kl_stats_init(kl_sampler *s, const kl_stats_rule *rule);
+/* Offers one sample of us microseconds, taken at sm_clock_mhz with the
+ * device's default clock default_clock_mhz (either <= 0: unknown, and the
+ * sample is kept). Returns KL_STATS_SAMPLE_*. */
+int kl_stats_add(kl_sampler *s, double us, double sm_clock_mhz,
+                 double default_clock_mhz);
+/* KL_STATS_STOP_*: converged first, then the sample cap, then the time
+ * cap, when several hold at once. */
+int kl_stats_stop_reason(const kl_sampler *s);
+/* 1 when kl_stats_stop_reason is not KL_STATS_STOP_RUNNING. */
+int kl_stats_done(const kl_sampler *s);
+/* "running", "converged", "sample_cap", "time_cap"; "unknown" otherwise. */
+const char *kl_stats_stop_name(int stop);
+/* Summarises the kept samples (works at any point, also with none). */
+void kl_stats_summary(const kl_sampler *s, kl_stats *out);
+/* Type-7 quantile (numpy's default) of n ascending values, p in [0, 1]:
+ * h = (n - 1) p, x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]).
+ * -1 when n is 0. */
+double kl_stats_quantile(const double *sorted, size_t n, double p);
+
 #endif

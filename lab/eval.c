@@ -187,7 +187,8 @@ static int usage_error(const char *msg, const char *arg) {
       stderr,
       "usage: kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] "
       "[--shape MxNxK]... [--seed S] [--threads N] [--jobs N] [--timeout S] "
-      "[--compile-timeout S] [--reward F.lua] [--out RUN.h5] [--json]\n");
+      "[--compile-timeout S] [--max-speedup X] [--reward F.lua] [--out RUN.h5] "
+      "[--json]\n");
   return LAB_EXIT_USAGE;
 }
 
@@ -322,6 +323,11 @@ int lab_eval(int argc, char **argv) {
     } else if (!strcmp(a, "--out")) {
       if (!val) return usage_error("--out needs a results file", NULL);
       out_path = val;
+      i++;
+    } else if (!strcmp(a, "--max-speedup")) {
+      if (!val || atof(val) <= 1)
+        return usage_error("--max-speedup expects a factor > 1", val);
+      opts.max_speedup = atof(val);
       i++;
     } else if (!strcmp(a, "--compile-timeout")) {
       if (!val || atof(val) <= 0)

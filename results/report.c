@@ -202,9 +202,11 @@ static void leaderboard(FILE *f, const res_reader *r,
     const res_candidate *c = rows[k];
     fprintf(f,
             "<tr class=\"cand%s\" data-id=\"%lld\"><td class=\"num\">%lld</td>"
-            "<td class=\"num\">%lld</td><td class=\"num\">%lld</td><td>",
+            "<td class=\"num\">%lld</td>",
             c->flags ? " flagged" : "", (long long)c->id, (long long)k + 1,
-            (long long)c->id, (long long)c->step);
+            (long long)c->id);
+    num_cell(f, "%.0f", (double)c->step); /* -1: not from a campaign */
+    fputs("<td>", f);
     ESC_FIELD(f, c->status);
     fputs("</td>", f);
     num_cell(f, "%.3f", c->time_us);

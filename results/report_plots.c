@@ -245,7 +245,10 @@ static void plot_correct(FILE *f, const step_cols *sc) {
     return;
   }
   p.xstep = nice_range(&p.x0, &p.x1, 1);
-  p.y0 = 0, p.y1 = 1, p.ystep = 0.2;
+  /* 0% to 100%, unless a (broken) step reports a fraction outside it:
+   * then the axis widens rather than drawing off the plot. */
+  p.y0 = fmin(0, y0), p.y1 = fmax(1, y1), p.ystep = 0.2;
+  if (p.y0 < 0 || p.y1 > 1) p.ystep = nice_range(&p.y0, &p.y1, 0);
   figure_begin(f, "plot-correct", cap);
   plot_begin(&p, "correct", "step", "correct kernels", 1);
   draw_series(&p, &s);

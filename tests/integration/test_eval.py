@@ -251,6 +251,19 @@ def group_cli():
           "--seed %s replays: %s vs %s" % (seed, rows1[0]["max_rel_err"], rows2[0]["max_rel_err"]))
     rc, rows3, _ = eval_json([naive], *FAST, "--seed", str(seed + 1))
     check(rows3[0]["max_rel_err"] != rows1[0]["max_rel_err"], "another seed, other inputs")
+    # plausibility: a speedup over the naive seed beyond --max-speedup is
+    # flagged and measured again; the default bound leaves the seeds alone
+    # (a kernel that does nothing is ~100x the naive seed: robust to noise)
+    nop = os.path.join(SRC, "tests", "cheats", "nop_kernel.cu")
+    rc, rows, _ = eval_json([nop], "--shape", "256x256x128", "--max-speedup", "3")
+    check(rows and "implausible_speed" in rows[0]["flags"]
+          and "re-measured" in rows[0]["flag_detail"],
+          "implausible speedup flagged and re-measured: %s" % (rows and rows[0]["flag_detail"]))
+    rc, rows, _ = eval_json([nop], "--shape", "256x256x128")
+    check(rows and "implausible_speed" not in rows[0]["flags"],
+          "the default bound (1000x) does not flag it")
+    rc, _, err = kernlab("eval", naive, "--max-speedup", "0.5")
+    check(rc == 2, "--max-speedup below 1 is a usage error")
     # the table says cpu-emu and that its times are not GPU times
     rc, out, _ = kernlab("eval", naive, *FAST)
     check(rc == 0 and "cpu-emu" in out and "not GPU" in out, "table labels cpu-emu times")
