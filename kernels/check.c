@@ -66,17 +66,22 @@ int kl_backend_resolve(const char *requested, char *backend, size_t len,
     snprintf(backend, len, "cpu-emu");
     return KL_OK;
   }
-  if (!strcmp(requested, "gpu")) {
-    snprintf(why, whylen,
-             "--backend gpu: no GPU backend in this build yet (the GPU "
-             "issue adds it); use --backend cpu-emu");
-    return KL_EENV;
-  }
-  if (!strcmp(requested, "auto")) {
+  if (!strcmp(requested, "gpu") || !strcmp(requested, "auto")) {
+    char dev[96], probe[400];
+    if (kl_gpu_probe(probe, sizeof probe, dev, sizeof dev) == KL_OK) {
+      snprintf(backend, len, "gpu");
+      snprintf(why, whylen, "backend: gpu (%s)", dev);
+      return KL_OK;
+    }
+    if (!strcmp(requested, "gpu")) {
+      snprintf(why, whylen, "--backend gpu: %s", probe);
+      return KL_EENV;
+    }
     snprintf(backend, len, "cpu-emu");
     snprintf(why, whylen,
-             "backend: cpu-emu (CPU emulator; times are CPU times, not GPU "
-             "times)");
+             "backend: cpu-emu (no GPU: %s; times are CPU times, not GPU "
+             "times)",
+             probe);
     return KL_OK;
   }
   snprintf(why, whylen, "unknown backend '%s': expected auto, cpu-emu or gpu",
@@ -250,7 +255,13 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
   /* Timed runs: fresh inputs per set, each set's last output verified. */
   for (int k = 0; k < job->n_timed_sets; k++) {
     kl_shape_check ck = {.shape = job->timed_shape};
-    kl_compare(outs + offs[n + 1 + k], TR[k], TS[k], &ck);
+    if (TR[k]) {
+      kl_compare(outs + offs[n + 1 + k], TR[k], TS[k], &ck);
+    } else if (rep->gpu.dev_checked[n + 1 + k]) {
+      ck = rep->gpu.dev_checks[n + 1 + k];
+    } else {
+      continue; /* no reference for this set */
+    }
     if (!ck.pass) {
       out->flags |= (uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG;
       add_detail(out, "timed_output_wrong: timed input set %d, rel_err %.3g",
@@ -272,7 +283,7 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
  * detail (the flag stays: a cheat that is fast only sometimes is still
  * one). */
 static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
-                      kl_result *out) {
+                      const kl_compiled *cc, int gpu, kl_result *out) {
   double first = opts->baseline_us / out->time_us;
   out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
   kl_run_job again = *job;
@@ -284,12 +295,22 @@ static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
   kl_run_report *rep = calloc(1, sizeof *rep);
   kl_result *scratch = calloc(1, sizeof *scratch);
   float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
-  int ok = rep && scratch && outs &&
-           (opts->exec && opts->exec->run
+  int ran = 0;
+  if (rep && scratch && outs) {
+    if (gpu)
+      ran = opts->exec && opts->exec->run_gpu
+                ? opts->exec->run_gpu(opts->exec->ctx, &again, cc->cubin,
+                                      cc->cubin_size, rep, outs, n_outs,
+                                      scratch)
+                : kl_gpu_run_forked(NULL, &again, cc->cubin, cc->cubin_size,
+                                    rep, outs, n_outs, scratch);
+    else
+      ran = opts->exec && opts->exec->run
                 ? opts->exec->run(opts->exec->ctx, &again, rep, outs, n_outs,
                                   scratch)
-                : kl_run_forked(NULL, &again, rep, outs, n_outs, scratch)) &&
-           rep->done && rep->samples > 0;
+                : kl_run_forked(NULL, &again, rep, outs, n_outs, scratch);
+  }
+  int ok = ran && rep->done && rep->samples > 0;
   if (ok) {
     qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
     double t = rep->sample_us[rep->samples / 2];
@@ -315,6 +336,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   memset(out, 0, sizeof *out);
   snprintf(out->file, sizeof out->file, "%s", label);
   out->time_us = out->time_min_us = out->time_max_us = -1;
+  out->time_p20_us = out->time_p80_us = out->time_cv = -1;
   out->gflops = out->baseline_us = -1;
   out->res = (kl_resources){-1, -1, -1, -1, -1, -1};
   out->seed = opts->seed ? opts->seed : pick_seed();
@@ -367,6 +389,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
     kl_compiled_free(&cc);
     return KL_OK;
   }
+  int gpu = !strcmp(out->backend, "gpu");
   if (rc == KL_OK) {
     out->nvrtc = 1;
     out->res = cc.res;
@@ -376,7 +399,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
       out->launch = cc.launch;
       out->has_launch = 1;
     }
-  } else if (!strcmp(out->backend, "gpu") || have_nvrtc) {
+  } else if (gpu || have_nvrtc) {
     /* NVRTC is installed but the compile could not happen (a worker that
      * failed to start or was stopped): an environment problem, not the
      * candidate's. Without NVRTC at all, cpu-emu carries on. */
@@ -384,10 +407,11 @@ static int eval_impl(const char *label, const char *src, size_t len,
     set_status(out, "sandbox_error", "%s", why);
     return KL_EENV;
   }
-  kl_compiled_free(&cc);
+  if (!gpu) kl_compiled_free(&cc); /* the GPU run needs the cubin */
   if (out->has_launch &&
       kl_launch_validate(&out->launch, why, sizeof why) != KL_OK) {
     set_status(out, "bad_geometry", "%s", why);
+    kl_compiled_free(&cc);
     return KL_EINPUT;
   }
 
@@ -398,8 +422,9 @@ static int eval_impl(const char *label, const char *src, size_t len,
     set_status(out, "error", "%s", "out of memory");
     return KL_EENV;
   }
-  rc = kl_emu_compile(src, len, job->so_path, sizeof job->so_path, NULL, NULL,
-                      why, sizeof why);
+  rc = gpu ? KL_OK
+           : kl_emu_compile(src, len, job->so_path, sizeof job->so_path, NULL,
+                            NULL, why, sizeof why);
   if (rc == KL_ECOMPILE) {
     int sig = strstr(why, "kl_contract") != NULL;
     set_status(out, sig ? "bad_signature" : "compile_error", "cpu-emu: %s",
@@ -413,7 +438,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
     return rc;
   }
   out->compiled = 1;
-  job->needs_fibers = kl_emu_needs_fibers(src);
+  job->needs_fibers = gpu ? 0 : kl_emu_needs_fibers(src);
   job->seed = out->seed;
   job->threads = opts->threads > 0 ? opts->threads
                                    : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -440,6 +465,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   int ok = outs && rep;
   for (int s = 0; ok && s < job->n_shapes; s++) {
     kl_shape sh = job->shapes[s];
+    if (gpu && kl_gpu_device_ref(sh)) continue; /* checked in the worker */
     float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
     float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
     R[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
@@ -455,6 +481,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   }
   for (int k = 0; ok && k < job->n_timed_sets; k++) {
     kl_shape sh = target;
+    if (gpu && kl_gpu_device_ref(sh)) break; /* checked in the worker */
     float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
     float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
     TR[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
@@ -475,7 +502,12 @@ static int eval_impl(const char *label, const char *src, size_t len,
     rc = KL_EENV;
   } else {
     int finished =
-        opts->exec && opts->exec->run
+        gpu ? (opts->exec && opts->exec->run_gpu
+                   ? opts->exec->run_gpu(opts->exec->ctx, job, cc.cubin,
+                                         cc.cubin_size, rep, outs, n_outs, out)
+                   : kl_gpu_run_forked(NULL, job, cc.cubin, cc.cubin_size, rep,
+                                       outs, n_outs, out))
+        : opts->exec && opts->exec->run
             ? opts->exec->run(opts->exec->ctx, job, rep, outs, n_outs, out)
             : kl_run_forked(NULL, job, rep, outs, n_outs, out);
     /* The report comes from a process the candidate ran in: its geometry
@@ -489,8 +521,9 @@ static int eval_impl(const char *label, const char *src, size_t len,
       int geom = from_report &&
                  kl_launch_validate(&rep->launch, why, sizeof why) != KL_OK;
       set_status(out,
-                 geom            ? "bad_geometry"
-                 : rep->deadlock ? "deadlock"
+                 rep->gpu.status[0] ? rep->gpu.status
+                 : geom             ? "bad_geometry"
+                 : rep->deadlock    ? "deadlock"
                  : strstr(rep->why, "kl_launch") ||
                          strstr(rep->why, "`matmul`")
                      ? "bad_signature"
@@ -503,7 +536,16 @@ static int eval_impl(const char *label, const char *src, size_t len,
       for (int s = 0; s < job->n_shapes; s++) {
         kl_shape_check *ck = &out->checks[s];
         ck->shape = job->shapes[s];
-        kl_compare(outs + offs[s], R[s], S[s], ck);
+        if (R[s]) {
+          kl_compare(outs + offs[s], R[s], S[s], ck);
+        } else if (rep->gpu.dev_checked[s]) {
+          *ck = rep->gpu.dev_checks[s]; /* float64 cuBLAS in the worker */
+          ck->shape = job->shapes[s];
+        } else {
+          memset(ck, 0, sizeof *ck);
+          ck->shape = job->shapes[s];
+          ck->pass = 0; /* no reference: cannot be called right */
+        }
         if (ck->rel_err > out->max_rel_err) out->max_rel_err = ck->rel_err;
         if (ck->max_abs_err > out->max_abs_err)
           out->max_abs_err = ck->max_abs_err;
@@ -533,11 +575,25 @@ static int eval_impl(const char *label, const char *src, size_t len,
                            ? rep->sample_us[rep->samples / 2]
                            : 0.5 * (rep->sample_us[rep->samples / 2 - 1] +
                                     rep->sample_us[rep->samples / 2]);
+        out->time_p20_us =
+            kl_stats_quantile(rep->sample_us, (size_t)rep->samples, 0.2);
+        out->time_p80_us =
+            kl_stats_quantile(rep->sample_us, (size_t)rep->samples, 0.8);
+        double mean = 0, var = 0;
+        for (int i = 0; i < rep->samples; i++) mean += rep->sample_us[i];
+        mean /= rep->samples;
+        for (int i = 0; i < rep->samples; i++)
+          var += (rep->sample_us[i] - mean) * (rep->sample_us[i] - mean);
+        out->time_cv = rep->samples > 1
+                           ? sqrt(var / (rep->samples - 1)) / mean
+                           : 0;
+        snprintf(out->timer, sizeof out->timer, "%s",
+                 gpu && rep->gpu.timer[0] ? rep->gpu.timer : "wall");
         out->gflops =
             2.0 * target.M * target.N * (double)target.K / (out->time_us * 1e3);
         if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&
             opts->baseline_us / out->time_us > opts->max_speedup)
-          remeasure(opts, job, out);
+          remeasure(opts, job, &cc, gpu, out);
       }
     }
   }
@@ -552,6 +608,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   free(outs);
   free(rep);
   free(job);
+  kl_compiled_free(&cc);
   return rc;
 }
 

@@ -267,6 +267,35 @@ typedef struct kl_run_job {
 #define KL_MAX_TIMED_SETS 4
 #define KL_CANARY_FLOATS 1024 /* guard band on each side of every buffer */
 
+/* What a GPU run adds to its report (kernels/gpu.c); all zero on cpu-emu.
+ * Output slots are indexed as kl_run_output_layout's offs. */
+#define KL_GPU_SLOTS (KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2)
+typedef struct kl_gpu_stats {
+  int valid;          /* 1 when a GPU run filled this */
+  char status[48];    /* "cuda:ILLEGAL_ADDRESS" etc. after a CUDA error */
+  char device[96];    /* cuDeviceGetName */
+  int cc_major, cc_minor, sm_count, l2_bytes, driver_version;
+  /* cuFuncGetAttribute on `matmul`, and the occupancy API */
+  int regs, static_smem, local_bytes, const_bytes, max_threads;
+  int dyn_smem_opt_in;  /* 1 if MAX_DYNAMIC_SHARED_SIZE_BYTES was raised */
+  int blocks_per_sm;    /* cuOccupancyMaxActiveBlocksPerMultiprocessor */
+  double occupancy;     /* resident warps / the SM's maximum, 0..1 */
+  /* Timing (rep->sample_us holds the kept samples of `timer`). */
+  char timer[16];       /* "cupti" or "events" (CUPTI unavailable) */
+  char timer_note[96];  /* why CUPTI was not used, if it was not */
+  double median_us, min_us, p20_us, p80_us, cv, rel_noise;
+  int stop;             /* KL_STATS_STOP_* */
+  double event_median_us, host_median_us; /* the two cross-checks */
+  int disagreements;    /* samples where CUPTI and events differ > 5% */
+  int kernels_per_launch; /* CUPTI kernel records in the last sample */
+  double flush_bytes;   /* L2 flush buffer (>= 2x L2) */
+  /* Large shapes are checked in the worker against cuBLAS DGEMM on float64
+   * copies, in fresh allocations, after the candidate ran (see
+   * kl_gpu_device_ref). dev_checked[i] says slot i's check is here. */
+  int dev_checked[KL_GPU_SLOTS];
+  kl_shape_check dev_checks[KL_GPU_SLOTS];
+} kl_gpu_stats;
+
 /* What the run reports back. Outputs travel separately: one C per checked
  * shape, then the C of the last timed run (kl_run_output_floats). */
 typedef struct kl_run_report {
@@ -282,6 +311,7 @@ typedef struct kl_run_report {
    * canary_overwritten, input_mutated. */
   uint64_t flags;
   char flag_detail[160];
+  kl_gpu_stats gpu; /* GPU runs only */
 } kl_run_report;
 
 /* Offsets (in floats) of each output in the outputs buffer; returns the
@@ -310,6 +340,12 @@ typedef struct kl_executor {
    * (timeout, crashed:<signal>, killed:seccomp:<name>, ...). */
   int (*run)(void *ctx, const kl_run_job *job, kl_run_report *rep,
              float *outs, size_t n_outs, struct kl_result *out);
+  /* The GPU backend's run: the same contract, with the NVRTC cubin (NULL
+   * and 0: time cuBLAS SGEMM at job->timed_shape, the baseline). NULL: a
+   * forked child (kl_gpu_run_forked). */
+  int (*run_gpu)(void *ctx, const kl_run_job *job, const uint8_t *cubin,
+                 size_t cubin_size, kl_run_report *rep, float *outs,
+                 size_t n_outs, struct kl_result *out);
 } kl_executor;
 
 /* The default kl_executor.run: a forked child of this process with the
@@ -329,6 +365,9 @@ typedef struct kl_result {
   int compiled, correct;
   double max_rel_err, max_abs_err;
   double time_us, time_min_us, time_max_us; /* median, min, max; -1 if none */
+  double time_p20_us, time_p80_us; /* quantiles (type 7); -1 if none */
+  double time_cv;                  /* stddev / mean of the samples */
+  char timer[16]; /* "cupti", "events" (gpu) or "wall" (cpu-emu) */
   int samples;
   double gflops;      /* at the target shape; -1 if not timed */
   double baseline_us; /* the naive seed at the target shape; -1 if none */
@@ -505,11 +544,11 @@ enum {
 typedef struct kl_sampler {
   kl_stats_rule rule;
   int n_kept, n_throttled, n_invalid;
-  int n_offered;       /* every kl_stats_add that was not FULL */
-  int throttled_run;   /* consecutive throttled samples (recovery delay) */
-  int ci_rank;         /* rank l of the median's 95% interval; 0: none */
-  double kept_us;      /* sum of kept samples */
-  double offered_us;   /* sum of kept and throttled samples */
+  int n_offered;     /* every kl_stats_add that was not FULL */
+  int throttled_run; /* consecutive throttled samples (recovery delay) */
+  int ci_rank;       /* rank l of the median's 95% interval; 0: none */
+  double kept_us;    /* sum of kept samples */
+  double offered_us; /* sum of kept and throttled samples */
   double us[KL_STATS_MAX_SAMPLES];     /* kept samples, in arrival order */
   double sorted[KL_STATS_MAX_SAMPLES]; /* the same, ascending */
 } kl_sampler;
@@ -557,5 +596,58 @@ void kl_stats_summary(const kl_sampler *s, kl_stats *out);
  * h = (n - 1) p, x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]).
  * -1 when n is 0. */
 double kl_stats_quantile(const double *sorted, size_t n, double p);
+
+/* ---- the GPU backend (kernels/gpu.c, kernels/gpu_run.c) -------------------
+ *
+ * libcuda, libcupti and libcublas are loaded with dlopen, so one binary runs
+ * with or without a GPU. The lab process makes no CUDA call: kl_gpu_probe
+ * asks in a forked child; runs happen in `kernlab __worker run-gpu`, which
+ * calls kl_gpu_init, confines itself, then kl_gpu_run_execute. */
+
+/* Shapes with M*N*K above this are checked against a float64 cuBLAS DGEMM
+ * in the run worker (after the candidate ran, in fresh allocations) rather
+ * than kl_reference in the lab: 512^3 takes ~0.2 s on the host, 4096^3
+ * minutes. */
+#define KL_GPU_HOST_REF_MAX_MNK (512.0 * 512.0 * 512.0)
+/* 1 when the GPU backend checks shape s in the worker (dev_checks). */
+int kl_gpu_device_ref(kl_shape s);
+
+/* Does a CUDA device answer? Asks once, in a forked child (the calling
+ * process never initialises CUDA, so it may fork workers afterwards), and
+ * caches the answer. KL_OK with device_name set, else KL_EENV with why:
+ * "no driver (libcuda.so.1 not found)", "driver present but no device
+ * (cuInit: CUDA_ERROR_NO_DEVICE)", ... Call before starting threads. */
+int kl_gpu_probe(char *why, size_t whylen, char *device_name, size_t len);
+
+/* Initialises CUDA in THIS process (a run worker, before its seccomp
+ * filter): driver, device 0's primary context (blocking sync), CUPTI
+ * CONCURRENT_KERNEL activity (optional: without it timing uses events and
+ * says so), cuBLAS (optional: needed for the baseline and the float64
+ * reference), the L2 flush buffer, and a small cuBLAS warm-up. Returns KL_OK
+ * or KL_EENV with why. Idempotent. */
+int kl_gpu_init(char *why, size_t whylen);
+
+/* Runs job on the GPU: loads cubin (NULL: cuBLAS SGEMM, the baseline),
+ * reads kl_launch from the module, records attributes and occupancy, checks
+ * every shape on NaN-poisoned outputs with canary bands, runs shape 0 again,
+ * then times over rotating input sets with an L2 flush before each sample
+ * (CUPTI kernel records; events and host wall time as cross-checks; the
+ * kl_stats stopping rule). Same output contract as kl_run_execute. After a
+ * CUDA error rep->gpu.status is "cuda:<NAME>" and the context is unusable:
+ * the caller must end the process after replying. */
+void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
+                        size_t cubin_size, kl_run_report *rep, float *outs);
+
+/* kl_executor.run_gpu without a sandbox: a forked child of a process that
+ * never touched CUDA (tests, benches). */
+int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
+                      size_t cubin_size, kl_run_report *rep, float *outs,
+                      size_t n_outs, struct kl_result *out);
+
+/* cuBLAS SGEMM (row-major C = A*B) at shape s with the same protocol, in a
+ * worker (opts->exec->run_gpu) or a forked child. Returns the median in
+ * microseconds, or -1 with why. cv (may be NULL) gets the samples' CV. */
+double kl_gpu_cublas_time_us(kl_shape s, const kl_eval_options *opts,
+                             double *cv, char *why, size_t whylen);
 
 #endif

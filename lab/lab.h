@@ -30,6 +30,10 @@ int lab_sandbox(int argc, char **argv);
 /* kernlab flags [--json] | --scan FILE.cu... (lab/flags_cmd.c) */
 int lab_flags(int argc, char **argv);
 
+/* kernlab tokenizer train [--corpus DIR|FILE...] [--vocab N] --out FILE.tok
+ * kernlab tokenizer encode|decode|info --tok FILE.tok (lab/tokenizer_cmd.c) */
+int lab_tokenizer(int argc, char **argv);
+
 /* Results files (lab/results_cmd.c, lab/diff_cmd.c, lab/report_cmd.c); each
  * reads RUN.h5 and exits 2 for a bad file or an unknown id:
  *   kernlab top RUN.h5 [-n N] [--by time|reward]

@@ -52,9 +52,14 @@ static const char usage[] =
     "      re-apply a reward formula to stored metrics (nothing compiled or\n"
     "      run, the file not modified): rank correlation, top N before and\n"
     "      after, how GRPO group advantages move\n"
+    "  tokenizer train [--corpus DIR|FILE...] [--vocab N] --out FILE.tok\n"
+    "      train the policy's byte-level BPE tokenizer (default corpus:\n"
+    "      kernels/seeds/ and tests/kernels/honest/, vocab 1024)\n"
+    "  tokenizer encode|decode|info --tok FILE.tok\n"
+    "      bytes on stdin -> ids, ids on stdin -> bytes, or the vocabulary\n"
     "  help            this text\n"
     "\n"
-    "planned (later issues): run, search, prime, tokenizer\n"
+    "planned (later issues): run, search, prime\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -83,6 +88,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "rescore")) return lab_rescore(argc - 1, argv + 1);
   if (!strcmp(cmd, "report")) return lab_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "flags")) return lab_flags(argc - 1, argv + 1);
+  if (!strcmp(cmd, "tokenizer")) return lab_tokenizer(argc - 1, argv + 1);
   fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
   return LAB_EXIT_USAGE;
 }

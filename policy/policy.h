@@ -26,12 +26,426 @@ enum {
 };
 
 /* ---- tokenizer (policy/tokenizer.c) ---- */
-/* @@tokenizer@@ */
+/* Byte-level BPE (file comment of policy/tokenizer.c has the details).
+ * Ids 0..255 are the bytes, so any byte string round-trips exactly; then
+ * the special tokens; then one id per merge in rank order. Encoding never
+ * produces a special id (the caller adds bos/eos). Merges never cross the
+ * pre-split chunks (identifier, punctuation and whitespace runs, each at
+ * most PL_TOK_MAX_CHUNK bytes). */
+typedef struct pl_tokenizer pl_tokenizer;
+
+enum {
+  PL_TOK_PAD = 256,         /* <|pad|> */
+  PL_TOK_BOS = 257,         /* <|bos|> */
+  PL_TOK_EOS = 258,         /* <|eos|>: end of kernel */
+  PL_TOK_FIRST_MERGE = 259, /* id of merge rank 0 */
+  PL_TOK_MAX_VOCAB = 65536,
+  PL_TOK_MAX_CHUNK = 64, /* bytes; also the longest token */
+  PL_TOK_FORMAT_VERSION = 1,
+};
+
+/* Trains on n_texts byte strings (texts[i], lens[i] bytes; NULs allowed)
+ * up to vocab ids (259..PL_TOK_MAX_VOCAB). Stops early when no pair occurs
+ * twice, so pl_tok_vocab_size may be less than vocab. Deterministic: the
+ * same texts give the same tokenizer whatever their order. On PL_OK *out is
+ * the caller's (pl_tok_free); PL_EINPUT for a bad vocab or empty corpus. */
+int pl_tok_train(pl_tokenizer **out, const char *const *texts,
+                 const size_t *lens, int n_texts, int vocab, char *why,
+                 size_t why_len);
+/* Writes / reads a .tok file. Loading checks magic, version, size,
+ * sha256, header fields and that every merge uses existing ids; the
+ * message names the file. PL_EINPUT bad file, PL_EENV I/O or memory. */
+int pl_tok_save(const pl_tokenizer *t, const char *path, char *why,
+                size_t why_len);
+int pl_tok_load(pl_tokenizer **out, const char *path, char *why,
+                size_t why_len);
+/* The same from memory (a tokenizer embedded in a checkpoint): serialize
+ * allocates *buf (the caller frees it); parse names the buffer `name` in
+ * its messages. */
+int pl_tok_serialize(const pl_tokenizer *t, uint8_t **buf, size_t *len);
+int pl_tok_parse(pl_tokenizer **out, const void *data, size_t len,
+                 const char *name, char *why, size_t why_len);
+void pl_tok_free(pl_tokenizer *t);
+
+/* Number of ids (259 + merges). */
+int pl_tok_vocab_size(const pl_tokenizer *t);
+/* sha256 (64 hex chars) of the file content before its checksum: the
+ * tokenizer's identity, stored by checkpoints. Owned by t. */
+const char *pl_tok_hash(const pl_tokenizer *t);
+/* The bytes of one id (specials: their names, e.g. "<|eos|>"), *len bytes,
+ * not NUL-terminated, owned by t; NULL for an id outside the vocab. */
+const char *pl_tok_piece(const pl_tokenizer *t, int32_t id, size_t *len);
+
+/* Encodes n bytes into *ids (*n_ids <= n of them; malloc'd, the caller
+ * frees it, also when n is 0). Fails only when out of memory. */
+int pl_tok_encode(const pl_tokenizer *t, const void *bytes, size_t n,
+                  int32_t **ids, size_t *n_ids, char *why, size_t why_len);
+/* Decodes n ids into *out (*out_len bytes plus a NUL; malloc'd, the
+ * caller frees it). Specials decode to their names. PL_EINPUT for an id
+ * outside the vocab, naming its position. */
+int pl_tok_decode(const pl_tokenizer *t, const int32_t *ids, size_t n,
+                  char **out, size_t *out_len, char *why, size_t why_len);
 
 /* ---- model and optimiser (policy/model.c, policy/adamw.c) ---- */
-/* @@model@@ */
+/*
+ * The model: a decoder-only transformer in fp32 (llama-style).
+ *
+ *   x = wte[token]                                   token embedding, no
+ *                                                    position embedding
+ *   for each layer:
+ *     x += wo * attn(rope(q), rope(k), v)            q,k,v = wqkv * rms(x)
+ *     x += w2 * (silu(w1 * rms(x)) * (w3 * rms(x)))  SwiGLU; w1,w3 = w13
+ *   logits = wte * rms(x)                            head TIED to wte
+ *
+ * RMSNorm: y = x / sqrt(mean(x^2) + 1e-5) * weight (pre-norm, and a final
+ * one). RoPE: theta 10000, applied to q and k of every head, rotating
+ * INTERLEAVED pairs (2i, 2i+1) of the head dimension by pos * theta^(-2i/hs)
+ * (llama2.c / Meta layout, not the half-split of HF). Attention: causal,
+ * scale 1/sqrt(hs), no biases anywhere, no dropout.
+ *
+ * Init (pl_model_init): every matrix ~ normal(0, 0.02) from our own seeded
+ * generator (splitmix64 + Box-Muller), except the residual projections wo
+ * and w2, whose std is 0.02/sqrt(2*n_layers) (GPT-2's scaling, so the
+ * residual stream does not grow with depth); RMSNorm weights = 1.
+ *
+ * Weights are stored PyTorch-style as (out, in): y = x * W^T. Each tensor is
+ * contiguous and stacked over layers, in the order of pl_params.
+ */
+typedef struct {
+  int32_t vocab;    /* V: tokens */
+  int32_t d_model;  /* C: model width, a multiple of n_heads */
+  int32_t n_layers; /* L */
+  int32_t n_heads;  /* NH; head size hs = C/NH, even (RoPE pairs) */
+  int32_t d_ff;     /* F: SwiGLU hidden size; pl_default_ff(C) = 8C/3 */
+  int32_t max_seq;  /* longest sequence; sizes the RoPE tables */
+} pl_config;
+
+/* 8*d/3 rounded to the nearest multiple of 32 (at least 32). */
+int pl_default_ff(int d_model);
+
+/* Checks that cfg is usable (positive sizes, C % NH == 0, hs even); returns
+ * PL_OK or PL_EINPUT with the offending field named in why. */
+int pl_config_check(const pl_config *cfg, char *why, size_t why_len);
+
+#define PL_NUM_PARAM_TENSORS 8
+typedef struct {
+  float *wte;       /* (V,C)    embedding and (tied) output head */
+  float *rms_att;   /* (L,C)    pre-attention RMSNorm weight */
+  float *wqkv;      /* (L,3C,C) rows [0,C) q, [C,2C) k, [2C,3C) v */
+  float *wo;        /* (L,C,C)  attention output projection */
+  float *rms_ffn;   /* (L,C)    pre-MLP RMSNorm weight */
+  float *w13;       /* (L,2F,C) rows [0,F) gate w1, [F,2F) up w3 */
+  float *w2;        /* (L,C,F)  MLP down projection */
+  float *rms_final; /* (C)      final RMSNorm weight */
+} pl_params;
+
+/* Names and element counts of the parameter tensors, in pl_params order
+ * (the order they lie in memory and in checkpoints). */
+extern const char *const pl_param_names[PL_NUM_PARAM_TENSORS];
+void pl_param_sizes(const pl_config *cfg, size_t sizes[PL_NUM_PARAM_TENSORS]);
+/* 1 for the tensors AdamW decays (wqkv, wo, w13, w2), 0 for norms and wte. */
+int pl_param_decays(int tensor);
+
+/* Forward activations for a (B,T) batch, plus the backward's scratch; all in
+ * one allocation (acts_memory). Stacked tensors are per layer. */
+typedef struct {
+  float *encoded;  /* (B,T,C)      wte[tokens], the residual stream's start */
+  float *ln1;      /* (L,B,T,C)    rms_att(x) */
+  float *ln1_rstd; /* (L,B,T) */
+  float *qkv;      /* (L,B,T,3C)   q,k after RoPE, v */
+  float *att;      /* (L,B,NH,T,T) softmax probabilities (0 above diag) */
+  float *atty;     /* (L,B,T,C)    attention output before wo */
+  float *res_att;  /* (L,B,T,C)    residual after attention */
+  float *ln2;      /* (L,B,T,C) */
+  float *ln2_rstd; /* (L,B,T) */
+  float *h13;      /* (L,B,T,2F)   gate and up pre-activations */
+  float *hmul;     /* (L,B,T,F)    silu(gate) * up */
+  float *res_ffn;  /* (L,B,T,C)    residual after the MLP */
+  float *lnf;      /* (B,T,C) */
+  float *lnf_rstd; /* (B,T) */
+  float *logits;   /* (B,T,V) */
+  float *lse;      /* (B,T)        log-sum-exp of each logits row */
+  float *losses;   /* (B,T)        -log p(target); 0 where target == -1 */
+  /* backward scratch (contents undefined between calls) */
+  float *dlogits;  /* (B,T,V) */
+  float *dres;     /* (B,T,C)      gradient of the residual stream */
+  float *dln;      /* (B,T,C) */
+  float *datty;    /* (B,T,C) */
+  float *dqkv;     /* (B,T,3C) */
+  float *dh13;     /* (B,T,2F) */
+  float *dhmul;    /* (B,T,F) */
+  float *datt;     /* (T,T)        one head's dP / dS at a time */
+} pl_acts;
+
+typedef struct {
+  pl_config cfg;
+  pl_params params;    /* points into params_memory */
+  pl_params grads;     /* points into grads_memory; same layout */
+  float *params_memory;
+  float *grads_memory; /* gradients accumulate (+=) until pl_model_zero_grad */
+  size_t num_params;
+  size_t param_sizes[PL_NUM_PARAM_TENSORS];
+  float *rope_cos, *rope_sin; /* (max_seq, hs/2) */
+  /* activations: allocated by the first forward, grown when (B,T) needs */
+  pl_acts acts;
+  float *acts_memory;
+  size_t acts_capacity; /* floats */
+  int B, T;             /* the last forward's batch */
+  int32_t *tokens;      /* (B,T) copies of the last forward's inputs */
+  int32_t *targets;     /* (B,T) or all -1 when forward had none */
+  int has_targets;
+  float mean_loss;     /* the last forward's, or -1 without targets */
+} pl_model;
+
+/* Allocates params and grads for cfg and fills params deterministically
+ * from seed (see above); grads start at zero. Returns PL_OK, PL_EINPUT (bad
+ * cfg) or PL_EENV (out of memory), with why filled. The model owns its
+ * memory; release it with pl_model_free. */
+int pl_model_init(pl_model *m, const pl_config *cfg, uint64_t seed, char *why,
+                  size_t why_len);
+void pl_model_free(pl_model *m);
+
+/* Uses n threads for the matmuls (OpenBLAS). Default: OpenBLAS's own. */
+void pl_set_num_threads(int n);
+
+/* Runs the model on tokens (B,T), every value in [0,V), T <= max_seq.
+ * Logits land in m->acts.logits (B,T,V). With targets (B,T) (-1 = no loss
+ * at that position) it returns the mean cross-entropy over positions with
+ * target != -1 (0 when there are none) and keeps -log p(target) per
+ * position in m->acts.losses; with targets NULL it returns -1. Returns NAN
+ * when the arguments are out of range or memory runs out (message on
+ * stderr). */
+float pl_model_forward(pl_model *m, const int32_t *tokens,
+                       const int32_t *targets, int B, int T);
+
+/* Sets every gradient to zero. */
+void pl_model_zero_grad(pl_model *m);
+
+/* Adds the gradient of the last forward's mean loss to m->grads. Needs a
+ * forward with targets; returns PL_OK, PL_EINPUT (no such forward) or
+ * PL_EENV (out of memory). */
+int pl_model_backward(pl_model *m);
+
+/* The GRPO hook. Adds to m->grads the gradient of a loss whose derivative
+ * with respect to logp[b,t] = log softmax(logits[b,t])[targets[b,t]] is
+ * dloss_dlogp[b,t] (B,T), for the targets of the last forward (positions
+ * with target -1 contribute nothing). Since d logp / d logits = onehot - p,
+ *   dloss/dlogits[b,t,:] = dloss_dlogp[b,t] * (onehot(target) - softmax)
+ *                        = (softmax - onehot) * (-dloss_dlogp[b,t]).
+ * So the plain mean cross-entropy is dloss_dlogp = -1/N on each of the N
+ * counted positions, and a policy-gradient loss -A*logp is dloss_dlogp = -A.
+ * Logits are taken at temperature 1. Returns as pl_model_backward. */
+int pl_model_backward_weighted(pl_model *m, const float *dloss_dlogp);
+
+/* AdamW (policy/adamw.c): decoupled weight decay on the tensors
+ * pl_param_decays names, bias correction, clipping by the global gradient
+ * norm, and a schedule: linear warm-up over warmup_steps to lr, then
+ * cosine (or linear) decay to lr*final_lr_frac at total_steps, flat after.
+ * The update, torch.optim.AdamW's: p -= lr*(mhat/(sqrt(vhat)+eps) + wd*p). */
+enum { PL_SCHED_COSINE = 0, PL_SCHED_LINEAR = 1 };
+typedef struct {
+  float lr;            /* peak learning rate */
+  float beta1, beta2, eps;
+  float weight_decay;
+  float grad_clip;     /* max global L2 norm; <= 0: no clipping */
+  int warmup_steps;    /* 0: start at lr */
+  int total_steps;     /* end of the decay */
+  float final_lr_frac; /* lr at total_steps, as a fraction of lr */
+  int schedule;        /* PL_SCHED_COSINE or PL_SCHED_LINEAR */
+} pl_adamw_config;
+
+/* Sensible defaults for priming: lr 3e-4, betas (0.9, 0.95), eps 1e-8,
+ * wd 0.1, clip 1.0, warm-up 100 of 1000 steps, cosine to 10%. */
+pl_adamw_config pl_adamw_defaults(void);
+
+typedef struct {
+  pl_adamw_config cfg;
+  float *m, *v;   /* (num_params) each; both in state_memory */
+  float *state_memory;
+  size_t n;
+  int64_t step;   /* updates done so far */
+} pl_adamw;
+
+/* The learning rate of update number step (0-based). */
+float pl_adamw_lr_at(const pl_adamw_config *cfg, int64_t step);
+
+/* Allocates zeroed state for model m. Returns PL_OK, PL_EINPUT (bad cfg) or
+ * PL_EENV. Free with pl_adamw_free. */
+int pl_adamw_init(pl_adamw *opt, const pl_model *m, const pl_adamw_config *cfg,
+                  char *why, size_t why_len);
+void pl_adamw_free(pl_adamw *opt);
+
+/* One update of m->params from m->grads at lr = pl_adamw_lr_at(step), after
+ * clipping; step advances. Returns the global gradient norm before
+ * clipping. Gradients are left as they were (call pl_model_zero_grad). */
+float pl_adamw_step(pl_adamw *opt, pl_model *m);
 
 /* ---- sampler and checkpoints (policy/sampler.c, policy/checkpoint.c) ---- */
-/* @@sampler@@ */
+/* Sampling turns one row of logits into one token (policy/sampler.c).
+ *
+ * Order, as HF transformers' generate: temperature, then top-p, then min-p,
+ * then renormalise and draw. Both filters are measured on the full
+ * temperature-scaled distribution p = softmax(logits / T) and each keeps a
+ * prefix of the tokens sorted by p (descending; ties by lower id), so the
+ * kept set is the shorter prefix:
+ *   top-p: the smallest prefix whose mass is >= top_p (1 = off);
+ *   min-p: every token with p >= min_p * p_max (0 = off).
+ * The argmax always survives. temperature 0 is greedy: the argmax, ties to
+ * the lowest id, and no random number is drawn.
+ *
+ * Log-probabilities (pl_sample_out):
+ *   logprob        log softmax(logits / T)[token], no truncation (T = 1
+ *                  when greedy). This is the policy's log-prob that GRPO's
+ *                  ratio and KL use: TRL divides the logits by the sampling
+ *                  temperature and takes log_softmax, ignoring top-p/min-p.
+ *                  The trainer must recompute the same number from its own
+ *                  forward pass: pl_token_logprob gives it.
+ *   logprob_sample log of the probability the token was actually drawn with
+ *                  (after truncation and renormalisation; 0 when greedy):
+ *                  for importance-sampling corrections and diagnostics.
+ * Logits must be finite (NaN or +-inf is an error naming the index); mask a
+ * token with a large negative finite value such as -1e30. Probabilities are
+ * computed in double with the maximum subtracted. */
+
+/* xoshiro256** state; seed it with pl_rng_seed*, then it is yours to copy. */
+typedef struct pl_rng {
+  uint64_t s[4];
+} pl_rng;
+
+/* Seeds from one 64-bit value through splitmix64 (same as stream 0). */
+void pl_rng_seed(pl_rng *rng, uint64_t seed);
+/* Seeds an independent stream, e.g. one per sequence g of a group, so a
+ * sequence's tokens do not depend on how many others run beside it. */
+void pl_rng_seed_stream(pl_rng *rng, uint64_t seed, uint64_t stream);
+uint64_t pl_rng_next(pl_rng *rng);
+/* A uniform double in [0, 1) from the top 53 bits of pl_rng_next. */
+double pl_rng_uniform(pl_rng *rng);
+
+typedef struct pl_sampling {
+  float temperature; /* >= 0; 0 = greedy */
+  float top_p;       /* (0, 1]; 1 = off */
+  float min_p;       /* [0, 1]; 0 = off */
+} pl_sampling;
+
+/* {temperature 1, top_p 1, min_p 0}: plain sampling from the policy. */
+pl_sampling pl_sampling_default(void);
+/* PL_OK, or PL_EINPUT with the field and the expected range in why. */
+int pl_sampling_validate(const pl_sampling *s, char *why, size_t whylen);
+
+typedef struct pl_sample_out {
+  int token;
+  float logprob;        /* log softmax(logits / T)[token]; see above */
+  float logprob_sample; /* log q(token) under the truncated distribution */
+  int n_kept;           /* tokens left after top-p and min-p */
+} pl_sample_out;
+
+/* Bytes of scratch pl_sample and friends use for this vocab; pass a buffer
+ * of that size (caller-owned, reusable, 8-byte aligned as from malloc) to
+ * avoid an allocation per token, or NULL to let each call allocate. */
+size_t pl_sample_scratch_bytes(int vocab);
+
+/* Draws one token from logits (vocab,) under s, advancing rng by one draw
+ * (none when greedy). Returns PL_OK, PL_EINPUT (bad settings or logits;
+ * why says which) or PL_EENV (no memory). */
+int pl_sample(const float *logits, int vocab, const pl_sampling *s,
+              pl_rng *rng, void *scratch, pl_sample_out *out, char *why,
+              size_t whylen);
+
+/* The same for rows sequences at once: logits (rows, vocab) row-major,
+ * rngs (rows,) one stream per row, out (rows,). Stops at the first bad row
+ * (why starts "row g: "); the rows before it are already drawn. */
+int pl_sample_batch(const float *logits, int rows, int vocab,
+                    const pl_sampling *s, pl_rng *rngs, void *scratch,
+                    pl_sample_out *out, char *why, size_t whylen);
+
+/* The distribution pl_sample draws from, spelled out: the kept token ids in
+ * draw order (probability descending, ties by id) into ids (vocab,), their
+ * renormalised probabilities into probs (vocab,; may be NULL), the count into
+ * *n_kept. For tests and for explaining a setting. */
+int pl_sampling_support(const float *logits, int vocab, const pl_sampling *s,
+                        void *scratch, int *ids, double *probs, int *n_kept,
+                        char *why, size_t whylen);
+
+/* log softmax(logits / temperature)[token] (temperature 0 counts as 1): the
+ * number pl_sample reports as logprob, for the trainer to agree with. */
+int pl_token_logprob(const float *logits, int vocab, float temperature,
+                     int token, float *logprob, char *why, size_t whylen);
+
+/* Checkpoints (policy/checkpoint.c): one file holding the model config, the
+ * tokenizer's identity, the parameters and (optionally) AdamW's state.
+ *
+ * Layout, all little-endian, version 1:
+ *   header, 256 bytes:
+ *     0   char[4] magic "KLCK"       4   u32 version (1)
+ *     8   u32 header_bytes (256)     12  u32 flags (bit 0: optimiser state)
+ *     16  i32 vocab   20 i32 d_model   24 i32 n_layers   28 i32 n_heads
+ *     32  i32 d_ff    36 i32 max_seq   40 f32 rope_theta 44 f32 norm_eps
+ *     48  u64 step (training steps done)
+ *     56  u64 n_params (= pl_config_param_count(config))
+ *     64  u64 opt_step (AdamW's t for bias correction; 0 without state)
+ *     72  char[64] tokenizer sha256, lowercase hex, no NUL
+ *     136 zeros to 256 (reserved; must be zero in version 1)
+ *   params: n_params f32
+ *   if flags bit 0: m (n_params f32), then v (n_params f32)
+ *   trailer: 32 bytes, the sha256 of every byte before it.
+ *
+ * The params array is stored flat, as the model holds it (pl_params order,
+ * see the model section). pl_config_param_count counts that layout from the
+ * config alone, so a loader needs no model code; it must equal the sum of
+ * pl_param_sizes (the head is tied to wte, no biases):
+ *   wte V*C + rms_att L*C + wqkv L*3C*C + wo L*C*C + rms_ffn L*C
+ *   + w13 L*2F*C + w2 L*C*F + rms_final C
+ *   = V*C + L*(2C + 4C^2 + 3*C*F) + C. */
+
+#define PL_CKPT_MAGIC "KLCK"
+#define PL_CKPT_VERSION 1
+#define PL_CKPT_HEADER_BYTES 256
+#define PL_CKPT_FLAG_OPTIMISER 1u
+/* Configs past these caps are typos or corruption, not models: 2^32
+ * parameters would already be 16 GiB of fp32 before optimiser state. */
+#define PL_CKPT_MAX_PARAMS (1ull << 32)
+#define PL_CKPT_MAX_DIM (1 << 24) /* any one of vocab, d_model, d_ff, ... */
+
+typedef struct pl_ckpt_header {
+  pl_config config;
+  float rope_theta;          /* RoPE base the model used (10000) */
+  float norm_eps;            /* RMSNorm epsilon the model used (1e-5) */
+  char tokenizer_sha256[65]; /* 64 lowercase hex characters + NUL */
+  uint64_t step;             /* training steps done */
+  uint64_t n_params;         /* filled in by save; checked by load */
+  uint64_t opt_step;         /* AdamW's t; kept only with m and v */
+  uint32_t flags;            /* filled in by save: m and v given or not */
+} pl_ckpt_header;
+
+/* The parameter count of the layout above, or 0 when the config is not one
+ * a checkpoint may hold (sizes < 1 or past PL_CKPT_MAX_DIM, n_heads not
+ * dividing d_model into an even head size, more than PL_CKPT_MAX_PARAMS). */
+uint64_t pl_config_param_count(const pl_config *c);
+
+/* Writes a checkpoint atomically: to "path.tmp.PID" in the same folder,
+ * fsync'd, renamed over path, folder fsync'd; on any failure the temporary
+ * file is removed and path is untouched. params (n,) with n the config's
+ * count; m and v (n,) both or neither (NULL: no optimiser state). Returns
+ * PL_OK, PL_EINPUT (bad header or sizes) or PL_EENV (I/O), why naming the
+ * file and field. */
+int pl_ckpt_save(const char *path, const pl_ckpt_header *h,
+                 const float *params, size_t n, const float *m, const float *v,
+                 char *why, size_t whylen);
+
+/* Reads and validates a checkpoint: magic, version, flags, exact file size,
+ * the trailer checksum, then every header field and n_params against the
+ * config. On PL_OK fills *out and hands back malloc'd arrays the caller
+ * frees: *params (n_params,), and *m, *v (n_params,) when the file has
+ * optimiser state, else NULL (m and v may be NULL pointers to skip loading
+ * them). On failure nothing is allocated and why names the file and what was
+ * wrong: PL_EINPUT for a bad file, PL_EENV when it cannot be read. */
+int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
+                 float **m, float **v, char *why, size_t whylen);
+
+/* Compares the checkpoint's tokenizer hash with the one of the tokenizer
+ * about to be used (64 hex characters); PL_EINPUT with both hashes and what
+ * it means when they differ. */
+int pl_ckpt_check_tokenizer(const pl_ckpt_header *h, const char *sha256_hex,
+                            char *why, size_t whylen);
 
 #endif

@@ -86,6 +86,16 @@ void sbx_slot_executor(sbx_slot *s, kl_executor *ex);
 /* Workers started by this process so far (for the respawn bench/tests). */
 int sbx_spawn_count(void);
 
+/* kl_executor.run_gpu through the sandbox (sandbox/gpu_exec.c): a fresh
+ * `run-gpu` worker per job (CUDA initialised, then confined), the cubin in
+ * the RUN frame, the job's deadline plus 60 s for CUDA's start. ctx is
+ * unused (a slot, or NULL). Statuses as the cpu-emu run: timeout,
+ * killed:seccomp:<name>, crashed:<signal>; a CUDA fault comes back in
+ * rep->gpu.status with rep->failed. */
+int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
+                size_t cubin_size, kl_run_report *rep, float *outs,
+                size_t n_outs, kl_result *out);
+
 /* argv prefix that runs the host compiler under the host-compile profile
  * (for kl_emu_set_launcher). */
 const char *const *sbx_host_compile_launcher(void);

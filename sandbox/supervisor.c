@@ -407,6 +407,7 @@ void sbx_slot_executor(sbx_slot *s, kl_executor *ex) {
   ex->ctx = s;
   ex->compile = exec_compile;
   ex->run = exec_run;
+  ex->run_gpu = sbx_run_gpu; /* sandbox/gpu_exec.c */
 }
 
 const char *const *sbx_host_compile_launcher(void) {

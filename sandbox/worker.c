@@ -15,6 +15,8 @@
  *                 load the candidate (its static initialisers run confined),
  *                 stack `run-cpu-emu-loaded`, run, reply, exit. One job per
  *                 process: after a candidate ran, the process is its.
+ *   run-gpu       CUDA initialised, confine (`run-gpu`, TSYNC), READY, one
+ *                 RUN job with the cubin appended, reply, exit (below).
  *   host-compile  apply the `host-compile` limits and namespaces, then exec
  *                 the compiler command that follows `--`.
  */
@@ -23,6 +25,10 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +152,7 @@ static int run_worker(void) {
   reply.confinement =
       sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why);
   if (reply.confinement < 0) {
-    snprintf(rep->why, sizeof rep->why, "sandbox: %s", why);
+    snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
     rep->failed = 1;
   } else {
     kl_run_execute(&job, rep, outs, stack_loaded_profile, NULL);
@@ -160,6 +166,164 @@ static int run_worker(void) {
   int rc = sbx_send(SBX_FD_OUT, SBX_MSG_RAN, &reply, sizeof reply, buf, body);
   /* The candidate's threads and state die with the process; exit without
    * running its destructors. */
+  syscall(SYS_exit_group, rc == 0 ? 0 : 1);
+  return 1;
+}
+
+/* ---- run-gpu ----
+ *
+ * CUDA first (driver, context, CUPTI, cuBLAS, flush buffer: kl_gpu_init
+ * opens device files and starts driver threads), then the `run-gpu` filter
+ * with TSYNC, then READY; one job (kl_run_job followed by the cubin in the
+ * same RUN frame; no cubin: the cuBLAS baseline), one reply, exit. A CUDA
+ * error leaves the context unusable, so the process never runs a second
+ * job. If CUDA cannot start, the worker still says READY and answers the
+ * job with the reason, so the lab can print it.
+ *
+ * KERNLAB_GPU_SECCOMP=record (for tests/gpu/check.sh on a device) replaces
+ * the filter by a recording one: every syscall after init except ioctl is
+ * reported to a listener thread (SCMP_ACT_NOTIFY) that counts it and lets it
+ * continue (SECCOMP_USER_NOTIF_FLAG_CONTINUE, Linux 5.5+); the counts go to
+ * stderr as "kernlab run-gpu seccomp-record: NAME COUNT" lines before the
+ * reply. The worker is NOT confined in that mode, and says so. */
+
+#define SBX_MAX_CUBIN_BYTES (64u << 20)
+#define RECORD_MAX_NR 1024
+
+static unsigned record_counts[RECORD_MAX_NR];
+static int record_fd = -1;
+static struct seccomp_notif *record_req;
+static struct seccomp_notif_resp *record_resp;
+
+/* The listener: only ioctl (allowed by the filter) and memory writes, so it
+ * never waits on itself. It exists before the filter (creating a thread
+ * after it would need the listener) and spins, without syscalls, until the
+ * filter's descriptor is published. */
+static int record_listening;
+
+static void *record_listener(void *arg) {
+  (void)arg;
+  __atomic_store_n(&record_listening, 1, __ATOMIC_RELEASE);
+  while (__atomic_load_n(&record_fd, __ATOMIC_ACQUIRE) < 0)
+    __builtin_ia32_pause();
+  for (;;) {
+    memset(record_req, 0, sizeof *record_req);
+    if (seccomp_notify_receive(record_fd, record_req) != 0) continue;
+    int nr = record_req->data.nr;
+    if (nr >= 0 && nr < RECORD_MAX_NR)
+      __atomic_fetch_add(&record_counts[nr], 1, __ATOMIC_RELAXED);
+    memset(record_resp, 0, sizeof *record_resp);
+    record_resp->id = record_req->id;
+    record_resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    seccomp_notify_respond(record_fd, record_resp);
+  }
+  return NULL;
+}
+
+static int record_start(char *why, size_t whylen) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_NOTIFY);
+  if (!ctx) {
+    snprintf(why, whylen, "seccomp_init(SCMP_ACT_NOTIFY) failed");
+    return -1;
+  }
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0);
+  if (rc == 0 && seccomp_notify_alloc(&record_req, &record_resp) != 0) rc = -1;
+  pthread_t th;
+  if (rc == 0 && pthread_create(&th, NULL, record_listener, NULL) != 0)
+    rc = -1;
+  /* The listener's own start (rseq, set_robust_list, sigprocmask) must be
+   * over before the filter lands: nobody else could answer it. */
+  while (rc == 0 && !__atomic_load_n(&record_listening, __ATOMIC_ACQUIRE))
+    sched_yield();
+  /* From here until record_fd is published, this thread must make no
+   * syscall either. */
+  if (rc == 0) rc = seccomp_load(ctx);
+  int fd = rc == 0 ? seccomp_notify_fd(ctx) : -1;
+  if (fd >= 0) __atomic_store_n(&record_fd, fd, __ATOMIC_RELEASE);
+  seccomp_release(ctx);
+  if (rc != 0 || fd < 0) {
+    /* The listener spins on; the worker only replies with the failure. */
+    snprintf(why, whylen,
+             "seccomp record mode unavailable (rc %d, fd %d; needs Linux 5.5+ "
+             "and libseccomp 2.5)",
+             rc, fd);
+    return -1;
+  }
+  return 0;
+}
+
+static void record_print(void) {
+  for (int nr = 0; nr < RECORD_MAX_NR; nr++) {
+    unsigned n = __atomic_load_n(&record_counts[nr], __ATOMIC_RELAXED);
+    if (n)
+      fprintf(stderr, "kernlab run-gpu seccomp-record: %s %u\n",
+              sbx_syscall_name(nr), n);
+  }
+  fprintf(stderr, "kernlab run-gpu seccomp-record: ioctl (allowed, not "
+                  "counted)\n");
+  fflush(stderr);
+}
+
+static int run_gpu_worker(void) {
+  char why[512] = "", init_why[512] = "";
+  kl_run_report *rep = calloc(1, sizeof *rep);
+  if (!rep) return 1;
+  int init_rc = kl_gpu_init(init_why, sizeof init_why);
+  const char *mode = getenv("KERNLAB_GPU_SECCOMP");
+  int record = mode && !strcmp(mode, "record");
+  sbx_run_reply reply = {0, 0};
+  if (record) {
+    if (record_start(why, sizeof why) != 0) {
+      snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
+      rep->failed = 1;
+    } else {
+      fprintf(stderr, "kernlab run-gpu: KERNLAB_GPU_SECCOMP=record: this "
+                      "worker is NOT confined; recording its syscalls\n");
+    }
+  } else if (init_rc == KL_OK) {
+    reply.confinement =
+        sbx_confine(SBX_RUN_GPU, NULL, SBX_FD_OUT, why, sizeof why);
+    if (reply.confinement < 0) {
+      snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
+      rep->failed = 1;
+    }
+  }
+  if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
+  int type;
+  uint8_t *msg;
+  size_t len;
+  if (sbx_recv(SBX_FD_IN, &type, &msg, &len,
+               sizeof(kl_run_job) + SBX_MAX_CUBIN_BYTES, 1e18) != 0)
+    return 1;
+  if (type != SBX_MSG_RUN || len < sizeof(kl_run_job)) return 1;
+  kl_run_job job;
+  memcpy(&job, msg, sizeof job);
+  const uint8_t *cubin = msg + sizeof job;
+  size_t cubin_size = len - sizeof job;
+  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES ||
+      job.n_timed_sets < 0 || job.n_timed_sets > KL_MAX_TIMED_SETS)
+    return 1;
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t n_outs = kl_run_output_layout(&job, offs);
+  float *outs = calloc(n_outs ? n_outs : 1, sizeof(float));
+  if (!outs) return 1;
+  reply.n_outs = n_outs;
+  if (!rep->failed && init_rc != KL_OK) {
+    snprintf(rep->why, sizeof rep->why, "gpu: %.480s", init_why);
+    rep->failed = 1;
+  } else if (!rep->failed) {
+    kl_gpu_run_execute(&job, cubin_size ? cubin : NULL, cubin_size, rep, outs);
+  }
+  free(msg);
+  if (record) record_print();
+  size_t body = sizeof *rep + n_outs * sizeof(float);
+  uint8_t *buf = malloc(body);
+  if (!buf) return 1;
+  memcpy(buf, rep, sizeof *rep);
+  memcpy(buf + sizeof *rep, outs, n_outs * sizeof(float));
+  int rc = sbx_send(SBX_FD_OUT, SBX_MSG_RAN, &reply, sizeof reply, buf, body);
+  /* The context may be poisoned by a fault: exit without tearing it down. */
   syscall(SYS_exit_group, rc == 0 ? 0 : 1);
   return 1;
 }
@@ -199,6 +363,7 @@ int sbx_worker_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (!strcmp(mode, "compile")) return compile_worker();
   if (!strcmp(mode, "run-cpu-emu")) return run_worker();
+  if (!strcmp(mode, "run-gpu")) return run_gpu_worker();
   fprintf(stderr, "kernlab __worker: unknown mode '%s'\n", mode);
   return 2;
 }

@@ -1,0 +1,174 @@
+/*
+ * tests/bench/bench_policy.c — how fast does the policy train on the CPU?
+ *
+ * Training tokens/s (forward + backward + gradient clipping + AdamW update,
+ * a fixed random batch) of kernlab's model against the same model in
+ * PyTorch (tests/bench/bench_policy_torch.py, float32, the same eight
+ * tensors and math as tests/python/policy_torch_model.py), both on 2 cores
+ * with OpenBLAS, measured in the same run. kernlab: OpenBLAS with 2
+ * threads, element-wise loops on the calling thread. Torch has two thread
+ * pools (intra-op OpenMP and OpenBLAS) and is run three ways: its default
+ * (2 and 2, which oversubscribes the cores), 1 and 2, 2 and 1; the fastest
+ * is the named baseline. Prints the split of a kernlab step (forward /
+ * backward / update), each torch run, and
+ *   training: kernlab N tok/s vs torch M tok/s (best: ...): ratio R
+ * (plus the same line against torch's default setup).
+ * Default: the issue's 3.6M-parameter model (vocab 2048, d 256, 4 layers,
+ * 4 heads, d_ff 672) at B=8, T=256, median of 5 timed steps after 1 warm-up.
+ *
+ * usage: bench_policy [--vocab V] [--d C] [--layers L] [--heads NH]
+ *                     [--B B] [--T T] [--steps N] [--threads N (kernlab)]
+ *                     [--no-torch] [SOURCE_DIR]
+ */
+#include "policy/policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  pl_config cfg = {.vocab = 2048,
+                   .d_model = 256,
+                   .n_layers = 4,
+                   .n_heads = 4,
+                   .d_ff = 0,
+                   .max_seq = 256};
+  int B = 8, T = 256, steps = 5, torch = 1, threads = 2;
+  const char *src = KL_DEFAULT_SOURCE_DIR;
+  for (int i = 1; i < argc; i++) {
+    int *dst = !strcmp(argv[i], "--vocab")     ? &cfg.vocab
+               : !strcmp(argv[i], "--d")       ? &cfg.d_model
+               : !strcmp(argv[i], "--layers")  ? &cfg.n_layers
+               : !strcmp(argv[i], "--heads")   ? &cfg.n_heads
+               : !strcmp(argv[i], "--B")       ? &B
+               : !strcmp(argv[i], "--T")       ? &T
+               : !strcmp(argv[i], "--steps")   ? &steps
+               : !strcmp(argv[i], "--threads") ? &threads
+                                               : NULL;
+    if (dst && i + 1 < argc)
+      *dst = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-torch"))
+      torch = 0;
+    else if (argv[i][0] != '-')
+      src = argv[i];
+    else {
+      fprintf(stderr, "bench_policy: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (steps < 1 || steps > 1000) steps = 5;
+  cfg.d_ff = pl_default_ff(cfg.d_model);
+  cfg.max_seq = T;
+
+  char why[256];
+  pl_model m;
+  pl_adamw opt;
+  if (pl_model_init(&m, &cfg, 1, why, sizeof why) != PL_OK) {
+    fprintf(stderr, "bench_policy: %s\n", why);
+    return 2;
+  }
+  pl_adamw_config ac = pl_adamw_defaults();
+  if (pl_adamw_init(&opt, &m, &ac, why, sizeof why) != PL_OK) {
+    fprintf(stderr, "bench_policy: %s\n", why);
+    return 2;
+  }
+  pl_set_num_threads(threads);
+  int32_t *tokens = malloc(sizeof(int32_t) * B * T);
+  int32_t *targets = malloc(sizeof(int32_t) * B * T);
+  uint32_t s = 7;
+  for (int i = 0; i < B * T; i++) {
+    s = s * 1664525u + 1013904223u;
+    tokens[i] = (int32_t)((s >> 8) % (uint32_t)cfg.vocab);
+  }
+  for (int i = 0; i < B * T; i++)
+    targets[i] = i + 1 < B * T ? tokens[i + 1] : -1;
+
+  printf("model: vocab %d, d %d, %d layers, %d heads, d_ff %d: %zu "
+         "parameters; batch B=%d T=%d; %d threads\n",
+         cfg.vocab, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff,
+         m.num_params, B, T, threads);
+  double *total = malloc(sizeof(double) * steps);
+  double fwd = 0, bwd = 0, upd = 0;
+  float loss = 0;
+  for (int i = -1; i < steps; i++) { /* step -1: warm-up, untimed */
+    double t0 = now_s();
+    pl_model_zero_grad(&m);
+    loss = pl_model_forward(&m, tokens, targets, B, T);
+    double t1 = now_s();
+    pl_model_backward(&m);
+    double t2 = now_s();
+    pl_adamw_step(&opt, &m);
+    double t3 = now_s();
+    if (i < 0) continue;
+    total[i] = t3 - t0;
+    fwd += t1 - t0;
+    bwd += t2 - t1;
+    upd += t3 - t2;
+  }
+  qsort(total, steps, sizeof *total, cmp);
+  double kl_tps = (double)B * T / total[steps / 2];
+  printf("kernlab: %.1f ms/step (forward %.1f, backward %.1f, update %.1f "
+         "mean), loss %.4f, %.0f tok/s\n",
+         total[steps / 2] * 1e3, fwd / steps * 1e3, bwd / steps * 1e3,
+         upd / steps * 1e3, loss, kl_tps);
+  if (torch) {
+    /* torch's two thread pools: its intra-op OpenMP threads and OpenBLAS's
+     * own. Three ways to use 2 cores; the fastest is the baseline. */
+    static const struct {
+      int intra, blas;
+      const char *what;
+    } tc[] = {{2, 2, "torch default (intra-op 2, OpenBLAS 2)"},
+              {1, 2, "torch intra-op 1, OpenBLAS 2 (kernlab's split)"},
+              {2, 1, "torch intra-op 2, OpenBLAS 1"}};
+    double best = 0, dflt = 0;
+    const char *best_what = "";
+    for (int k = 0; k < 3; k++) {
+      char cmd[1024], line[512];
+      snprintf(cmd, sizeof cmd,
+               "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d /usr/bin/python3 "
+               "%s/tests/bench/bench_policy_torch.py %d %d %d %d %d %d %d %d "
+               "%d",
+               tc[k].blas, tc[k].intra, src, cfg.vocab, cfg.d_model,
+               cfg.n_layers, cfg.n_heads, cfg.d_ff, B, T, steps, tc[k].intra);
+      FILE *p = popen(cmd, "r");
+      double tps = 0;
+      while (p && fgets(line, sizeof line, p))
+        if (sscanf(line, "torch: %*f ms/step, loss %*f, %lf tok/s", &tps) == 1)
+          printf("%s: %s", tc[k].what, line);
+      int rc = p ? pclose(p) : -1;
+      if (rc != 0 || tps <= 0) {
+        fprintf(stderr, "bench_policy: the torch baseline failed (%s)\n", cmd);
+        return 1;
+      }
+      if (k == 0) dflt = tps;
+      if (tps > best) {
+        best = tps;
+        best_what = tc[k].what;
+      }
+    }
+    printf("training (vs the default torch setup): kernlab %.0f tok/s vs "
+           "torch %.0f tok/s: ratio %.2fx\n",
+           kl_tps, dflt, kl_tps / dflt);
+    printf("training: kernlab %.0f tok/s vs torch %.0f tok/s (best: %s): "
+           "ratio %.2fx\n",
+           kl_tps, best, best_what, kl_tps / best);
+  }
+  free(total);
+  free(tokens);
+  free(targets);
+  pl_adamw_free(&opt);
+  pl_model_free(&m);
+  return 0;
+}

@@ -1,0 +1,48 @@
+#!/bin/sh
+# tests/gpu/bundle.sh — builds kernlab here (the CPU machine) and packs what
+# a device machine lacks into tests/gpu/bundle.tar.gz (git-ignored, < 60 MB):
+#   bin/kernlab, bin/test_gpu_probe   the binaries
+#   lib/*                             every shared library ldd lists except
+#                                     glibc's own and libcuda; plus
+#                                     libcupti.so.13 (small, dlopened)
+# NVRTC (110 MB) and cuBLAS (600 MB with cublasLt) are too large: check.sh
+# finds the device image's own (CUDA 13.0, /usr/local/cuda or the python
+# nvidia-* wheels).
+# Usage: sh tests/gpu/bundle.sh [BUILD_DIR]   (default: build)
+# Then carry it: run(command="sh tests/gpu/check.sh",
+#                    carry=["tests/gpu/bundle.tar.gz"])
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-build}
+cd "$root"
+cmake -S . -B "$build" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target kernlab test_gpu_probe
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+cp "$build/kernlab" "$stage/bin/"
+probe=$(find "$build" -name test_gpu_probe -type f -perm -u+x | head -n1)
+[ -n "$probe" ] && cp "$probe" "$stage/bin/"
+for bin in "$stage"/bin/*; do
+  ldd "$bin" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|\
+    libresolv.so*|libutil.so*|libcuda.so*) ;;
+    *) cp -L "$lib" "$stage/lib/" ;;
+  esac
+done
+for c in /usr/local/cuda/lib64/libcupti.so.13 \
+         /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do
+  if [ -f "$c" ]; then cp -L "$c" "$stage/lib/"; break; fi
+done
+git rev-parse HEAD >"$stage/COMMIT" 2>/dev/null || echo unknown >"$stage/COMMIT"
+date -u +%Y-%m-%dT%H:%MZ >"$stage/BUILT"
+out="$root/tests/gpu/bundle.tar.gz"
+tar -C "$stage" -czf "$out" .
+size=$(du -m "$out" | cut -f1)
+echo "bundle: $out (${size} MB): $(ls "$stage/bin" | tr '\n' ' ')+ $(ls "$stage/lib" | wc -l) libraries"
+if [ "$size" -ge 60 ]; then
+  echo "bundle.sh: the bundle is ${size} MB, over the 60 MB budget" >&2
+  exit 1
+fi

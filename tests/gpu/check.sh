@@ -1,0 +1,202 @@
+#!/bin/bash
+# tests/gpu/check.sh — the one prepared script for a session lent a device
+# (issue 4; /work/.library/device/README.md). One call, under 8 minutes:
+#
+#   run(command="bash tests/gpu/check.sh", carry=["tests/gpu/bundle.tar.gz"],
+#       timeout_s=540)
+#
+# after `sh tests/gpu/bundle.sh` on the CPU machine (the device image lacks
+# our Debian libraries: Lua, HDF5, seccomp, OpenBLAS; the bundle carries
+# them next to the binary). Without a bundle it uses build/kernlab, or
+# builds one if the machine can.
+#
+# Steps (each under its own `timeout`; a failing step is reported and the
+# rest still run):
+#   1. the device, read-only (nvidia-smi query; never changes clocks, power,
+#      persistence, MIG or compute mode, never resets)
+#   2. test_gpu_probe (must find the device) and `kernlab eval --backend gpu`
+#      on every seed at the default shape: correctness incl. ragged shapes
+#   3. a faulting kernel: expects a cuda:* status and a lab that carries on
+#   4. every seed at 4096x4096x4096 against the cuBLAS baseline: the table
+#      (kernel, time_us, TFLOP/s, % of cuBLAS, CV)
+#   5. the run-gpu worker in seccomp record mode: the syscalls it made after
+#      CUDA init, and those the run-gpu profile does not allow
+# Everything goes to $OUT (check.log, summary.md, eval JSON); summary.md is
+# printed last. Append it to tests/gpu/LOG.md (format there) and commit.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+OUT=${OUT:-$root/runs/gpu-check}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/check.log") 2>&1
+t_start=$(date +%s)
+elapsed() { echo $(($(date +%s) - t_start)); }
+note() { echo "== [$(elapsed)s] $*"; }
+summary="$OUT/summary.md"
+: >"$summary"
+sum() { echo "$*" >>"$summary"; }
+
+# ---- the binary ----
+KLLIB=""
+if [ -f tests/gpu/bundle.tar.gz ]; then
+  b=/tmp/kernlab-bundle
+  rm -rf "$b" && mkdir -p "$b" && tar -xzf tests/gpu/bundle.tar.gz -C "$b"
+  KL="$b/bin/kernlab"
+  PROBE="$b/bin/test_gpu_probe"
+  KLLIB="$b/lib"
+  built="bundle built $(cat "$b/BUILT" 2>/dev/null) from $(cat "$b/COMMIT" 2>/dev/null)"
+elif [ -x build/kernlab ]; then
+  KL="$root/build/kernlab"
+  PROBE=$(find build -name test_gpu_probe -type f | head -n1)
+  built="build/kernlab from the working tree"
+else
+  note "no bundle and no build: trying to build here"
+  if timeout 240 cmake -S . -B build >/dev/null && timeout 240 cmake --build build -j16 >/dev/null; then
+    KL="$root/build/kernlab"
+    PROBE=$(find build -name test_gpu_probe -type f | head -n1)
+    built="built on the device"
+  else
+    echo "check.sh: no tests/gpu/bundle.tar.gz and no build possible here;"
+    echo "run 'sh tests/gpu/bundle.sh' on the CPU machine and carry the tarball"
+    exit 3
+  fi
+fi
+
+# CUDA's own libraries from the device image (NVRTC, cuBLAS; CUPTI if the
+# bundle has none): the toolkit, then the python nvidia-* wheels.
+cudalibs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/extras/CUPTI/lib64; do
+  [ -d "$d" ] && cudalibs="$cudalibs:$d"
+done
+for d in $(python3 - 2>/dev/null <<'PY'
+import importlib
+for m in ("nvidia.cublas", "nvidia.cuda_nvrtc", "nvidia.cuda_cupti", "nvidia.cu13"):
+    try:
+        p = importlib.import_module(m)
+        for base in list(getattr(p, "__path__", [])):
+            print(base + "/lib")
+    except Exception:
+        pass
+PY
+); do
+  [ -d "$d" ] && cudalibs="$cudalibs:$d"
+done
+kl() {
+  LD_LIBRARY_PATH="${KLLIB}${cudalibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    KERNLAB_CACHE=/tmp/kernlab-cache "$@"
+}
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+note "kernlab: $built; tree at $commit"
+
+# ---- 1. the device (read-only queries) ----
+device="unknown"
+if command -v nvidia-smi >/dev/null; then
+  device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n1)
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,mig.mode.current --format=csv 2>&1 | tee "$OUT/device.csv"
+fi
+note "device: $device"
+sum "## $(date -u +%Y-%m-%d) · commit $commit · $device"
+sum ""
+sum "kernlab: $built"
+sum ""
+
+# ---- 2. probe and correctness at the default shape ----
+note "probe"
+if [ -n "${PROBE:-}" ] && kl timeout 60 "$PROBE"; then
+  sum "- probe: ok"
+else
+  sum "- probe: FAILED (see check.log)"
+fi
+seeds=(kernels/seeds/*.cu)
+note "correctness: ${#seeds[@]} seeds, --backend gpu, default shapes"
+kl timeout 150 "$KL" eval --backend gpu --json --jobs 1 "${seeds[@]}" \
+  >"$OUT/eval_default.jsonl" 2>"$OUT/eval_default.err"
+rc=$?
+cat "$OUT/eval_default.err"
+python3 - "$OUT/eval_default.jsonl" "$rc" >>"$summary" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+bad = [r for r in rows if not r.get("correct") or r.get("status") != "ok"]
+print(f"- correctness (exit {sys.argv[2]}): {len(rows) - len(bad)}/{len(rows)} seeds ok"
+      + "".join(f"; {r.get('file','?').split('/')[-1]}: {r.get('status')} {r.get('error','')[:120]}" for r in bad))
+for r in rows:
+    if r.get("flags"):
+        print(f"  - {r.get('file','?').split('/')[-1]} flags: {', '.join(r['flags'])}")
+PY
+
+# ---- 3. a faulting kernel ----
+note "fault: tests/gpu/fault_null_write.cu"
+kl timeout 90 "$KL" eval --backend gpu --json tests/gpu/fault_null_write.cu \
+  >"$OUT/eval_fault.jsonl" 2>&1
+rc=$?
+fault=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+print(r[0]["status"] if r else "no JSON")' "$OUT/eval_fault.jsonl" 2>/dev/null)
+case "$fault" in
+  cuda:*) sum "- fault kernel: status $fault (exit $rc): ok" ;;
+  *) sum "- fault kernel: status '${fault:-none}' (exit $rc): EXPECTED cuda:*" ;;
+esac
+
+# ---- 4. the seeds at 4096^3 against cuBLAS ----
+note "timing: ${#seeds[@]} seeds at 4096x4096x4096"
+kl timeout 300 "$KL" eval --backend gpu --json --jobs 1 \
+  --shape 4096x4096x4096 "${seeds[@]}" \
+  >"$OUT/eval_4096.jsonl" 2>"$OUT/eval_4096.err"
+rc=$?
+cat "$OUT/eval_4096.err"
+sum ""
+sum "### 4096x4096x4096, fp32 (exit $rc)"
+sum ""
+python3 - "$OUT/eval_4096.jsonl" >>"$summary" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+flop = 2.0 * 4096 ** 3
+print("| kernel | status | time_us | TFLOP/s | % of cuBLAS | CV | timer |")
+print("|---|---|---:|---:|---:|---:|---|")
+base = None
+for r in rows:
+    t = r.get("time_us", -1)
+    b = r.get("baseline_us", -1)
+    if b and b > 0:
+        base = b
+    cv = r.get("cv", r.get("time_cv", -1))
+    name = r.get("file", "?").split("/")[-1]
+    tf = f"{flop / (t * 1e-6) / 1e12:.2f}" if t and t > 0 else "-"
+    pct = f"{100.0 * b / t:.1f}" if t and t > 0 and b and b > 0 else "-"
+    cvs = f"{100.0 * cv:.2f}%" if cv is not None and cv >= 0 else "n/a"
+    ts = f"{t:.1f}" if t and t > 0 else "-"
+    print(f"| {name} | {r.get('status')} | {ts} | {tf} | {pct} | {cvs} | {r.get('timer', r.get('backend', ''))} |")
+if base:
+    print(f"| **cuBLAS** SGEMM (baseline_us) | ok | {base:.1f} | {flop / (base * 1e-6) / 1e12:.2f} | 100.0 | | |")
+else:
+    print("| **cuBLAS** SGEMM | no baseline_us reported | | | | | |")
+PY
+
+# ---- 5. the run-gpu worker's syscalls (seccomp record mode) ----
+note "seccomp record: run-gpu on one seed"
+KERNLAB_GPU_SECCOMP=record kl timeout 90 "$KL" eval --backend gpu --json \
+  kernels/seeds/05_blocktile_2d.cu >/dev/null 2>"$OUT/record.err"
+grep -h "seccomp-record:" "$OUT/record.err" | sed 's/.*seccomp-record: //' \
+  | sort -u >"$OUT/syscalls_recorded.txt"
+kl "$KL" sandbox --explain 2>/dev/null | awk '
+  /^profile /{inside = ($2 == "run-gpu")}
+  inside && /^    [a-z_0-9]+ /{print $1}' | sort -u >"$OUT/syscalls_allowed.txt"
+sum ""
+sum "### run-gpu syscalls after CUDA init (record mode)"
+sum ""
+if [ -s "$OUT/syscalls_recorded.txt" ]; then
+  sum "recorded (name count): $(tr '\n' ';' <"$OUT/syscalls_recorded.txt")"
+  missing=$(awk '{print $1}' "$OUT/syscalls_recorded.txt" | grep -v '^ioctl$' \
+    | grep -vxFf "$OUT/syscalls_allowed.txt" | tr '\n' ' ')
+  sum ""
+  sum "not in the run-gpu allowlist: ${missing:-none}"
+else
+  sum "no record (see record.err): $(head -c 300 "$OUT/record.err" | tr '\n' ' ')"
+fi
+
+note "done in $(elapsed)s"
+sum ""
+sum "total: $(elapsed) s"
+echo
+cat "$summary"
