@@ -188,6 +188,9 @@ void kl_emu_set_launcher(const char *const *prefix);
  * Returns how many exist. A sandboxed runner calls it before loading the
  * candidate, then forbids creating threads. */
 int kl_emu_pool_start(int n);
+/* Maps and touches the fiber stacks of the first `workers` worker slots
+ * (blocks of up to 1024 threads) ahead of the first launch. */
+void kl_emu_prewarm(int workers);
 /* Runs the grid on `threads` OS threads (0 = all cores). Returns KL_OK or
  * KL_ERUN (deadlocked barrier, geometry). */
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,

@@ -174,11 +174,40 @@ static int await_ready(sbx_worker *w, double timeout_ms, char *why,
 
 /* ---- the slot and its executor ---- */
 
+#define SBX_MAX_EXITING 8
+
 struct sbx_slot {
   sbx_limits limits;
   sbx_worker compile;
   sbx_worker run; /* pre-started, waiting for its one job */
+  /* Run workers that replied and are exiting on their own: reaped later,
+   * so their exit (freeing the candidate's memory) does not hold up the
+   * next candidate. */
+  sbx_worker exiting[SBX_MAX_EXITING];
+  int n_exiting;
 };
+
+/* Reaps exiting workers that are done; with force, waits for all. */
+static void reap_exiting(sbx_slot *s, int force) {
+  int kept = 0;
+  for (int i = 0; i < s->n_exiting; i++) {
+    sbx_worker *w = &s->exiting[i];
+    int status;
+    if (force) {
+      sbx_reap(w, 1000);
+    } else if (waitpid(w->pid, &status, WNOHANG) == w->pid) {
+      kill(-w->pid, SIGKILL);
+      w->pid = -1; /* reaped: only its descriptors remain */
+      if (w->to >= 0) close(w->to);
+      if (w->from >= 0) close(w->from);
+      if (w->pidfd >= 0) close(w->pidfd);
+      w->up = 0;
+    } else {
+      s->exiting[kept++] = *w;
+    }
+  }
+  s->n_exiting = force ? 0 : kept;
+}
 
 sbx_slot *sbx_slot_new(const sbx_limits *limits) {
   sbx_slot *s = calloc(1, sizeof *s);
@@ -193,6 +222,7 @@ sbx_slot *sbx_slot_new(const sbx_limits *limits) {
 
 void sbx_slot_free(sbx_slot *s) {
   if (!s) return;
+  reap_exiting(s, 1);
   if (s->compile.up) {
     close(s->compile.to); /* EOF: the compile worker exits by itself */
     s->compile.to = -1;
@@ -322,11 +352,14 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   sbx_worker w = s->run;
   s->run.up = 0;
   int complete = 0;
+  reap_exiting(s, 0);
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, NULL, 0) != 0) {
     int st = sbx_kill(&w);
     status_from_wait(st, "the run worker", out);
     goto respawn;
   }
+  /* The next candidate's worker starts while this one runs. */
+  if (sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) s->run.up = 0;
   int type;
   uint8_t *msg;
   size_t len;
@@ -395,11 +428,13 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   memcpy(outs, msg + sizeof reply + sizeof *rep, n_outs * sizeof(float));
   free(msg);
   out->confinement = reply.confinement;
-  sbx_reap(&w, 1000);
+  if (s->n_exiting == SBX_MAX_EXITING) reap_exiting(s, 1);
+  s->exiting[s->n_exiting++] = w;
   complete = 1;
 respawn:
-  /* The next job's worker starts now, while this result is checked. */
-  if (sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) s->run.up = 0;
+  if (!s->run.up &&
+      sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
+    s->run.up = 0;
   return complete;
 }
 

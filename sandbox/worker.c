@@ -128,6 +128,12 @@ static int run_worker(void) {
   dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   kl_emu_pool_start(cores > 0 ? (int)cores : 1);
+  kl_emu_prewarm(cores > 0 ? (int)cores : 1);
+  /* Confined before READY too: nothing in the filter depends on the job,
+   * and the job then starts at once. */
+  char why[256];
+  int confinement =
+      sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why);
   if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
   int type;
   uint8_t *msg;
@@ -147,10 +153,7 @@ static int run_worker(void) {
   float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
   kl_run_report *rep = calloc(1, sizeof *rep);
   if (!outs || !rep) return 1;
-  sbx_run_reply reply = {0, n_outs};
-  char why[256];
-  reply.confinement =
-      sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why);
+  sbx_run_reply reply = {confinement, n_outs};
   if (reply.confinement < 0) {
     snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
     rep->failed = 1;

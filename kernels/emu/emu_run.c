@@ -59,6 +59,7 @@ typedef struct worker {
 
   fiber *fibers;
   unsigned char *stacks; /* nthreads stacks, each behind a guard page */
+  int stacks_cached;     /* owned by stack_cache: not unmapped after */
   size_t stack_size;
   void *sched_sp;
   int cur;
@@ -271,7 +272,20 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-static int worker_alloc(worker *w, int use_fibers, int dyn_smem_bytes) {
+/* Fiber stacks are kept between launches, one set per worker index, so a
+ * launch does not map and protect hundreds of stacks again: a run does
+ * dozens of launches. Launches are serialised (grid_mu), so the cache needs
+ * no finer lock. */
+#define KL_EMU_STACK_SLOTS 64
+static struct {
+  unsigned char *base;
+  int n;            /* stacks mapped */
+  size_t stack_size;
+} stack_cache[KL_EMU_STACK_SLOTS];
+static pthread_mutex_t grid_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int worker_alloc(worker *w, int idx, int use_fibers,
+                        int dyn_smem_bytes) {
   w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
   w->dyn_smem =
       aligned_alloc(128, ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128);
@@ -279,6 +293,11 @@ static int worker_alloc(worker *w, int use_fibers, int dyn_smem_bytes) {
   if (!use_fibers) return 0;
   size_t page = (size_t)getpagesize();
   w->stack_size = KL_FIBER_STACK + page; /* guard page at the low end */
+  if (idx < KL_EMU_STACK_SLOTS && stack_cache[idx].n >= w->nthreads) {
+    w->stacks = stack_cache[idx].base;
+    w->stacks_cached = 1;
+    return 0;
+  }
   size_t total = w->stack_size * (size_t)w->nthreads;
   void *p = mmap(NULL, total, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -286,13 +305,51 @@ static int worker_alloc(worker *w, int use_fibers, int dyn_smem_bytes) {
   w->stacks = p;
   for (int i = 0; i < w->nthreads; i++)
     mprotect(w->stacks + (size_t)i * w->stack_size, page, PROT_NONE);
+  if (idx < KL_EMU_STACK_SLOTS) {
+    if (stack_cache[idx].base)
+      munmap(stack_cache[idx].base,
+             stack_cache[idx].stack_size * (size_t)stack_cache[idx].n);
+    stack_cache[idx].base = w->stacks;
+    stack_cache[idx].n = w->nthreads;
+    stack_cache[idx].stack_size = w->stack_size;
+    w->stacks_cached = 1;
+  }
   return 0;
 }
 
 static void worker_free(worker *w) {
   free(w->fibers);
   free(w->dyn_smem);
-  if (w->stacks) munmap(w->stacks, w->stack_size * (size_t)w->nthreads);
+  if (w->stacks && !w->stacks_cached)
+    munmap(w->stacks, w->stack_size * (size_t)w->nthreads);
+}
+
+/* Maps and touches the fiber stacks of the first `workers` worker slots for
+ * blocks of up to 1024 threads, so that the first launch of a fresh
+ * process does not pay for them. */
+void kl_emu_prewarm(int workers) {
+  pthread_mutex_lock(&grid_mu);
+  size_t page = (size_t)getpagesize();
+  size_t stack_size = KL_FIBER_STACK + page;
+  for (int idx = 0; idx < workers && idx < KL_EMU_STACK_SLOTS; idx++) {
+    if (stack_cache[idx].n >= KL_EMU_MAX_THREADS) continue;
+    unsigned char *p = mmap(NULL, stack_size * KL_EMU_MAX_THREADS,
+                            PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) break;
+    for (int i = 0; i < KL_EMU_MAX_THREADS; i++) {
+      unsigned char *lo = p + (size_t)i * stack_size;
+      mprotect(lo, page, PROT_NONE);
+      lo[stack_size - 1] = 0; /* the page a fiber starts on */
+    }
+    if (stack_cache[idx].base)
+      munmap(stack_cache[idx].base,
+             stack_cache[idx].stack_size * (size_t)stack_cache[idx].n);
+    stack_cache[idx].base = p;
+    stack_cache[idx].n = KL_EMU_MAX_THREADS;
+    stack_cache[idx].stack_size = stack_size;
+  }
+  pthread_mutex_unlock(&grid_mu);
 }
 
 /* ---- the OS-thread pool ----
@@ -424,7 +481,7 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
                   .nthreads = g->block_x * g->block_y,
                   .use_fibers = use_fibers,
                   .launch = &l};
-    if (worker_alloc(w, use_fibers, g->dyn_smem_bytes) != 0) {
+    if (worker_alloc(w, i, use_fibers, g->dyn_smem_bytes) != 0) {
       snprintf(why, whylen, "cannot allocate fiber stacks for %d threads",
                w->nthreads);
       rc = KL_ERUN;
@@ -453,6 +510,7 @@ int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
   if (kl_launch_validate(&m->launch, why, whylen) != KL_OK) return KL_ERUN;
   if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads <= 0) threads = 1;
+  pthread_mutex_lock(&grid_mu); /* one launch at a time: shared caches */
   int rc =
       launch_grid(m, A, B, C, M, N, K, threads, m->needs_fibers, why, whylen);
   if (rc == 1) {
@@ -463,5 +521,6 @@ int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
       C[i] = NAN;
     rc = launch_grid(m, A, B, C, M, N, K, threads, 1, why, whylen);
   }
+  pthread_mutex_unlock(&grid_mu);
   return rc;
 }

@@ -12,7 +12,8 @@
  * here) — and the time to start
  * a worker until it says READY (respawn time).
  *
- * usage: bench_sandbox [SOURCE_DIR] [REPEATS]
+ * usage: bench_sandbox [SOURCE_DIR] [REPEATS] [SIZE (default 256, the
+ *        default target)]
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -67,7 +68,9 @@ int main(int argc, char **argv) {
   kl_emu_set_launcher(sbx_host_compile_launcher());
   kl_eval_options opts;
   kl_eval_defaults(&opts);
-  opts.shapes[0] = (kl_shape){128, 128, 128};
+  int n = argc > 3 ? atoi(argv[3]) : 256; /* the default target */
+  if (n < 1 || n > 2048) n = 256;
+  opts.shapes[0] = (kl_shape){n, n, n};
   opts.n_shapes = 1;
   opts.seed = 1;
   opts.threads = 1;
@@ -105,7 +108,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 20; i++) spawn[i] = sbx_measure_spawn_ms("run-cpu-emu");
   double s = median(t_sbx, repeats), l = median(t_local, repeats);
   double hs = median(h_sbx, repeats), hl = median(h_local, repeats);
-  printf("05_blocktile_2d at 128^3, cached, median of %d evaluations\n",
+  printf("05_blocktile_2d at %d^3, cached, median of %d evaluations\n", n,
          repeats);
   printf("  baseline: in-process evaluation       %9.2f ms\n", l);
   printf("  sandboxed (pooled workers)            %9.2f ms\n", s);
