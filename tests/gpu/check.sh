@@ -125,6 +125,14 @@ for r in rows:
         print(f"  - {r.get('file','?').split('/')[-1]} flags: {', '.join(r['flags'])}")
 PY
 
+# ---- 2b. the gpu-labelled test (what `ctest -L gpu` runs on a build) ----
+note "ctest -L gpu equivalent: tests/gpu/test_gpu_eval.py"
+if kl timeout 300 python3 tests/gpu/test_gpu_eval.py "$KL" "$root" >"$OUT/test_gpu_eval.log" 2>&1; then
+  sum "- gpu test (test_gpu_eval.py): $(tail -n1 "$OUT/test_gpu_eval.log")"
+else
+  sum "- gpu test (test_gpu_eval.py): FAILED: $(tail -n3 "$OUT/test_gpu_eval.log" | tr '\n' ' ')"
+fi
+
 # ---- 3. a faulting kernel ----
 note "fault: tests/gpu/fault_null_write.cu"
 kl timeout 90 "$KL" eval --backend gpu --json tests/gpu/fault_null_write.cu \
