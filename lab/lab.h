@@ -84,6 +84,10 @@ void lab_res_candidate(const kl_result *r, const rw_components *reward,
  * re-applies a reward formula to stored metrics; read-only. */
 int lab_rescore(int argc, char **argv);
 
+/* kernlab corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK]
+ * [--jobs N] (lab/corpus_cmd.c) */
+int lab_corpus(int argc, char **argv);
+
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);
 

@@ -57,6 +57,9 @@ static const char usage[] =
     "      kernels/seeds/ and tests/kernels/honest/, vocab 1024)\n"
     "  tokenizer encode|decode|info --tok FILE.tok\n"
     "      bytes on stdin -> ids, ids on stdin -> bytes, or the vocabulary\n"
+    "  corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK]\n"
+    "      build the priming corpus: seed variants from the Lua script,\n"
+    "      each verified on cpu-emu; the fastest configurations held out\n"
     "  help            this text\n"
     "\n"
     "planned (later issues): run, search, prime\n"
@@ -80,6 +83,7 @@ int main(int argc, char **argv) {
     return LAB_EXIT_OK;
   }
   if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
+  if (!strcmp(cmd, "corpus")) return lab_corpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
   if (!strcmp(cmd, "top")) return lab_top(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);

@@ -1,0 +1,375 @@
+/*
+ * lab/corpus_cmd.c — `kernlab corpus [--script lua/corpus.lua] [--out DIR]
+ * [--shape MxNxK] [--jobs N]`: builds the priming corpus.
+ *
+ * The Lua script (lua/corpus.lua documents its contract) returns variants of
+ * the seed kernels; every variant is evaluated like any candidate (NVRTC,
+ * the sandboxed CPU emulator, every check shape), and only the correct ones
+ * are written. The fastest `holdout_fraction` of the distinct configurations
+ * (by emulated time at the target shape) go to DIR/holdout instead of
+ * DIR/train, so that later campaigns can show discovery beyond what the
+ * policy was shown. DIR/MANIFEST.tsv lists every variant with its verdict.
+ *
+ * The script runs in a Lua state with only base, string, table and math,
+ * plus `kl.seed(name)`; it reads seeds, it writes nothing itself.
+ */
+#include "lab/lab.h"
+
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct variant {
+  char name[128];
+  char config[128];
+  char *source;
+  size_t len;
+  kl_result r;
+  int rc;
+  int holdout;
+} variant;
+
+typedef struct corpus_run {
+  variant *v;
+  int n;
+  int next; /* atomic */
+  kl_eval_options opts;
+} corpus_run;
+
+static char seeds_dir[1024];
+
+/* kl.seed(name): the text of kernels/seeds/<name>. */
+static int lua_seed(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  for (const char *p = name; *p; p++)
+    if (!(*p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+          (*p >= 'a' && *p <= 'z')))
+      return luaL_error(L, "kl.seed: '%s' is not a seed file name", name);
+  char path[1200], why[600];
+  snprintf(path, sizeof path, "%s/%s", seeds_dir, name);
+  char *src;
+  size_t len;
+  if (kl_source_load(path, &src, &len, why, sizeof why) != KL_OK)
+    return luaL_error(L, "kl.seed: %s", why);
+  lua_pushlstring(L, src, len);
+  free(src);
+  return 1;
+}
+
+static const char *field_string(lua_State *L, int idx, const char *key) {
+  lua_getfield(L, idx, key);
+  const char *s = lua_isstring(L, -1) ? lua_tostring(L, -1) : NULL;
+  lua_pop(L, 1);
+  return s;
+}
+
+/* Runs the script; fills *out with its variants. Returns 0 or -1 with why
+ * naming the script (and line, for Lua errors). */
+static int run_script(const char *path, variant **out, int *n, double *holdout,
+                      char *why, size_t whylen) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    snprintf(why, whylen, "out of memory for Lua");
+    return -1;
+  }
+  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+  lua_pop(L, 4);
+  int rc = -1;
+  if (luaL_loadfilex(L, path, "t") != LUA_OK ||
+      lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    snprintf(why, whylen, "%s", lua_tostring(L, -1));
+    goto done;
+  }
+  if (!lua_istable(L, -1)) {
+    snprintf(why, whylen, "%s: expected the script to return a table", path);
+    goto done;
+  }
+  lua_getfield(L, -1, "holdout_fraction");
+  *holdout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  lua_pop(L, 1);
+  if (!(*holdout >= 0 && *holdout < 1)) {
+    snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
+    goto done;
+  }
+  lua_getfield(L, -1, "generate");
+  if (!lua_isfunction(L, -1)) {
+    snprintf(why, whylen, "%s: expected a function `generate(kl)`", path);
+    goto done;
+  }
+  lua_newtable(L);
+  lua_pushcfunction(L, lua_seed);
+  lua_setfield(L, -2, "seed");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    snprintf(why, whylen, "%s", lua_tostring(L, -1));
+    goto done;
+  }
+  if (!lua_istable(L, -1)) {
+    snprintf(why, whylen, "%s: generate() must return a list of variants",
+             path);
+    goto done;
+  }
+  int count = (int)luaL_len(L, -1);
+  variant *v = calloc((size_t)(count ? count : 1), sizeof *v);
+  if (!v) {
+    snprintf(why, whylen, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < count; i++) {
+    lua_geti(L, -1, i + 1);
+    const char *name = lua_istable(L, -1) ? field_string(L, -1, "name") : NULL;
+    const char *config =
+        lua_istable(L, -1) ? field_string(L, -1, "config") : NULL;
+    size_t len = 0;
+    const char *src = NULL;
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "source");
+      src = lua_isstring(L, -1) ? lua_tolstring(L, -1, &len) : NULL;
+      if (src) {
+        v[i].source = malloc(len + 1);
+        if (v[i].source) {
+          memcpy(v[i].source, src, len);
+          v[i].source[len] = 0;
+        }
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (!name || !config || !v[i].source) {
+      snprintf(why, whylen,
+               "%s: variant %d: expected {name = string, config = string, "
+               "source = string}",
+               path, i + 1);
+      for (int j = 0; j <= i; j++)
+        free(v[j].source);
+      free(v);
+      goto done;
+    }
+    snprintf(v[i].name, sizeof v[i].name, "%s", name);
+    snprintf(v[i].config, sizeof v[i].config, "%s", config);
+    v[i].len = len;
+  }
+  *out = v;
+  *n = count;
+  rc = 0;
+done:
+  lua_close(L);
+  return rc;
+}
+
+static void *corpus_thread(void *arg) {
+  corpus_run *c = arg;
+  sbx_slot *slot = sbx_slot_new(NULL);
+  kl_executor ex;
+  kl_eval_options opts = c->opts;
+  if (slot) {
+    sbx_slot_executor(slot, &ex);
+    opts.exec = &ex;
+  }
+  for (;;) {
+    int i = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
+    if (i >= c->n) break;
+    variant *v = &c->v[i];
+    v->rc = kl_eval_source(v->name, v->source, v->len, &opts, &v->r);
+  }
+  sbx_slot_free(slot);
+  return NULL;
+}
+
+static int write_file(const char *dir, const char *sub, const char *name,
+                      const char *text, size_t len) {
+  char path[2048];
+  snprintf(path, sizeof path, "%s/%s/%s.cu", dir, sub, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  int ok = fwrite(text, 1, len, f) == len;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static int mkdir_p(const char *path) {
+  char tmp[1024];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+typedef struct config_rank {
+  const char *config;
+  double best_us;
+} config_rank;
+
+static int cmp_rank(const void *a, const void *b) {
+  const config_rank *x = a, *y = b;
+  return x->best_us < y->best_us ? -1 : x->best_us > y->best_us;
+}
+
+int lab_corpus(int argc, char **argv) {
+  const char *script = "lua/corpus.lua", *out_dir = "runs/corpus";
+  int jobs = 0;
+  kl_eval_options opts;
+  kl_eval_defaults(&opts);
+  opts.shapes[0] = (kl_shape){128, 128, 128};
+  opts.n_shapes = 1;
+  opts.max_samples = 8;
+  opts.time_budget_ms = 60;
+  for (int i = 1; i < argc; i++) {
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(argv[i], "--script") && val) {
+      script = val;
+      i++;
+    } else if (!strcmp(argv[i], "--out") && val) {
+      out_dir = val;
+      i++;
+    } else if (!strcmp(argv[i], "--jobs") && val && atoi(val) > 0) {
+      jobs = atoi(val);
+      i++;
+    } else if (!strcmp(argv[i], "--shape") && val &&
+               sscanf(val, "%dx%dx%d", &opts.shapes[0].M, &opts.shapes[0].N,
+                      &opts.shapes[0].K) == 3 &&
+               opts.shapes[0].M > 0 && opts.shapes[0].N > 0 &&
+               opts.shapes[0].K > 0) {
+      i++;
+    } else {
+      fprintf(stderr,
+              "usage: kernlab corpus [--script lua/corpus.lua] [--out DIR] "
+              "[--shape MxNxK] [--jobs N]\n");
+      return LAB_EXIT_USAGE;
+    }
+  }
+  /* Seeds live next to the script's project: kernels/seeds of the source
+   * tree the script is in, else of the current folder. */
+  snprintf(seeds_dir, sizeof seeds_dir, "kernels/seeds");
+  const char *env = getenv("KL_SOURCE_DIR");
+  if (env) snprintf(seeds_dir, sizeof seeds_dir, "%s/kernels/seeds", env);
+
+  char why[1024];
+  variant *v = NULL;
+  int n = 0;
+  double holdout = 0;
+  if (run_script(script, &v, &n, &holdout, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab corpus: %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
+  char backend[16];
+  kl_backend_resolve("cpu-emu", backend, sizeof backend, why, sizeof why);
+  opts.backend = backend;
+  kl_emu_set_launcher(sbx_host_compile_launcher());
+  kl_nvrtc_load(why, sizeof why);
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (jobs <= 0) jobs = cores > 0 ? cores : 1;
+  if (jobs > n) jobs = n > 0 ? n : 1;
+  opts.threads = cores / jobs > 0 ? cores / jobs : 1;
+  opts.seed = 0x5eed;
+  fprintf(stderr,
+          "kernlab corpus: %d variants from %s, evaluated on cpu-emu "
+          "at %dx%dx%d (%d at a time)\n",
+          n, script, opts.shapes[0].M, opts.shapes[0].N, opts.shapes[0].K,
+          jobs);
+  corpus_run run = {v, n, 0, opts};
+  pthread_t tids[64];
+  int started = 0;
+  for (int i = 0; i < jobs && i < 64; i++)
+    if (pthread_create(&tids[i], NULL, corpus_thread, &run) == 0) started++;
+  if (!started) corpus_thread(&run);
+  for (int i = 0; i < started; i++)
+    pthread_join(tids[i], NULL);
+
+  /* Rank the configurations whose variants are all correct; hold out the
+   * fastest fraction. */
+  config_rank *ranks = calloc((size_t)(n ? n : 1), sizeof *ranks);
+  int nr = 0, correct = 0;
+  for (int i = 0; ranks && i < n; i++) {
+    correct += v[i].r.correct;
+    int j = 0;
+    while (j < nr && strcmp(ranks[j].config, v[i].config))
+      j++;
+    if (j == nr) {
+      ranks[nr].config = v[i].config;
+      ranks[nr].best_us = INFINITY;
+      nr++;
+    }
+    if (!v[i].r.correct)
+      ranks[j].best_us = NAN; /* one wrong: not ranked */
+    else if (!isnan(ranks[j].best_us) && v[i].r.time_us < ranks[j].best_us)
+      ranks[j].best_us = v[i].r.time_us;
+  }
+  int ranked = 0;
+  for (int j = 0; j < nr; j++)
+    if (!isnan(ranks[j].best_us)) ranks[ranked++] = ranks[j];
+  qsort(ranks, (size_t)ranked, sizeof *ranks, cmp_rank);
+  int n_hold = (int)ceil(holdout * ranked);
+  if (ranked > 1 && n_hold >= ranked) n_hold = ranked - 1;
+  if (correct == 0) {
+    fprintf(stderr,
+            "kernlab corpus: none of the %d variants from %s is correct; "
+            "nothing written (first error: %s)\n",
+            n, script, n ? v[0].r.error : "no variants");
+    for (int i = 0; i < n; i++)
+      free(v[i].source);
+    free(v);
+    free(ranks);
+    return LAB_EXIT_USAGE;
+  }
+  char sub[1100];
+  snprintf(sub, sizeof sub, "%s/train", out_dir);
+  int mk = mkdir_p(sub);
+  snprintf(sub, sizeof sub, "%s/holdout", out_dir);
+  mk |= mkdir_p(sub);
+  snprintf(sub, sizeof sub, "%s/MANIFEST.tsv", out_dir);
+  FILE *man = mk == 0 ? fopen(sub, "w") : NULL;
+  if (!man) {
+    fprintf(stderr, "kernlab corpus: cannot write to %s: %s\n", out_dir,
+            strerror(errno));
+    return LAB_EXIT_ENV;
+  }
+  fprintf(man, "name\tconfig\tsplit\tstatus\ttime_us_cpu_emu\n");
+  int n_train = 0, n_held = 0;
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < n_hold; j++)
+      if (!strcmp(ranks[j].config, v[i].config)) v[i].holdout = 1;
+    const char *split = !v[i].r.correct ? "rejected"
+                        : v[i].holdout  ? "holdout"
+                                        : "train";
+    fprintf(man, "%s\t%s\t%s\t%s\t%.1f\n", v[i].name, v[i].config, split,
+            v[i].r.status, v[i].r.time_us);
+    if (!v[i].r.correct) continue;
+    if (write_file(out_dir, v[i].holdout ? "holdout" : "train", v[i].name,
+                   v[i].source, v[i].len) != 0) {
+      fprintf(stderr, "kernlab corpus: cannot write %s\n", v[i].name);
+      fclose(man);
+      return LAB_EXIT_ENV;
+    }
+    if (v[i].holdout)
+      n_held++;
+    else
+      n_train++;
+  }
+  fclose(man);
+  printf("corpus: %d variants, %d correct: %d in %s/train, %d held out in "
+         "%s/holdout (the fastest %d of %d configurations; holdout_fraction "
+         "%.2f); MANIFEST.tsv lists all\n",
+         n, correct, n_train, out_dir, n_held, out_dir, n_hold, ranked,
+         holdout);
+  for (int i = 0; i < n; i++)
+    free(v[i].source);
+  free(v);
+  free(ranks);
+  return LAB_EXIT_OK;
+}

@@ -1,0 +1,100 @@
+--[[
+lua/corpus.lua — the priming corpus generator.
+
+`kernlab corpus --out DIR` runs this script, evaluates every variant it
+returns on the CPU emulator (sandboxed, like any candidate), keeps the ones
+that are correct on every check shape, and writes them to DIR/train and
+DIR/holdout with a MANIFEST.tsv.
+
+What varies: the tile sizes of the tiled seeds (block tile BM x BN, K step
+BK, thread tile TM x TN, warp tile for the warptiled ones), the thread
+block of the simple ones, and the surface: identifier names and
+indentation, so that the policy learns the structure and not one spelling.
+
+Held out: `holdout_fraction` of the distinct tile configurations — the
+fastest ones as measured by the emulator — never enter the training set, so
+a campaign can show that it found configurations the policy was not shown
+(issue 8). The lab does the ranking; this script only says how much.
+
+The API the lab gives the script:
+  kl.seed(name)    the text of kernels/seeds/<name>
+Returns a table: { holdout_fraction = x, variants = { {name, config, source}, ... } }
+]]
+
+local M = { holdout_fraction = 0.2 }
+
+-- Replaces `#define NAME value` lines; fails loudly if a name is missing, so
+-- a renamed constant in a seed cannot silently produce duplicates.
+local function set_defines(text, values)
+  for name, value in pairs(values) do
+    local pattern = "#define " .. name .. " [^\n]*"
+    local replaced, n = text:gsub(pattern, "#define " .. name .. " " .. value, 1)
+    if n ~= 1 then error("seed has no #define " .. name) end
+    text = replaced
+  end
+  return text
+end
+
+-- Surface variation: a few consistent renames and an indentation width.
+local renames = {
+  { acc = "sum", row = "r", col = "c" },
+  { acc = "accum", row = "gy", col = "gx" },
+  {},
+}
+local function restyle(text, style)
+  for from, to in pairs(renames[(style % #renames) + 1]) do
+    text = text:gsub("%f[%w_]" .. from .. "%f[^%w_]", to)
+  end
+  if style % 2 == 1 then
+    -- four-space indentation instead of two
+    text = text:gsub("\n( +)", function(sp) return "\n" .. sp .. sp end)
+  end
+  return text
+end
+
+local function config_name(seed, values, keys)
+  local parts = { (seed:gsub("%.cu$", "")) }
+  for _, k in ipairs(keys) do parts[#parts + 1] = k:lower() .. values[k] end
+  return table.concat(parts, "_")
+end
+
+function M.generate(kl)
+  local variants = {}
+  local style = 0
+  local function add(seed, values, keys)
+    local text = set_defines(kl.seed(seed), values)
+    local config = config_name(seed, values, keys)
+    for _ = 1, 2 do -- two surface styles per configuration
+      variants[#variants + 1] = {
+        name = config .. "_s" .. style,
+        config = config,
+        source = restyle(text, style),
+      }
+      style = style + 1
+    end
+  end
+
+  for _, bs in ipairs({ 8, 16, 32 }) do
+    add("02_coalesced.cu", { BS = bs }, { "BS" })
+    add("03_smem_tiling.cu", { BS = bs }, { "BS" })
+  end
+  for _, bm in ipairs({ 32, 64 }) do
+    for _, tm in ipairs({ 4, 8 }) do
+      add("04_blocktile_1d.cu", { BM = bm, BN = bm, BK = 8, TM = tm },
+        { "BM", "BN", "BK", "TM" })
+    end
+  end
+  for _, seed in ipairs({ "05_blocktile_2d.cu", "06_vectorized.cu" }) do
+    for _, bm in ipairs({ 64, 128 }) do
+      for _, bk in ipairs({ 8, 16 }) do
+        for _, t in ipairs({ 4, 8 }) do
+          add(seed, { BM = bm, BN = bm, BK = bk, TM = t, TN = t },
+            { "BM", "BN", "BK", "TM", "TN" })
+        end
+      end
+    end
+  end
+  return variants
+end
+
+return M

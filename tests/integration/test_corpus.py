@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""tests/integration/test_corpus.py — `kernlab corpus` (label integration).
+
+usage: test_corpus.py KERNLAB SOURCE_DIR
+
+A small generator script with known verdicts: two correct configurations
+(two surface styles each) and one wrong variant. Checks the split (the
+fastest configuration held out, the rest trained), that the wrong variant is
+rejected and not written, the manifest, and the bad-input cases (a Lua error
+names the script and line; no correct variant writes nothing and exits 2).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+KERNLAB, SRC = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    passed += bool(cond)
+    failed += not cond
+    if not cond:
+        print("FAIL:", what, file=sys.stderr)
+
+
+SCRIPT = r'''
+return {
+  holdout_fraction = 0.5,
+  generate = function(kl)
+    local v = {}
+    local naive = kl.seed("02_coalesced.cu")
+    local tiled = kl.seed("03_smem_tiling.cu")
+    v[#v+1] = {name = "naive_a", config = "naive", source = naive}
+    v[#v+1] = {name = "naive_b", config = "naive", source = naive:gsub("acc", "total")}
+    v[#v+1] = {name = "tiled_a", config = "tiled", source = tiled}
+    v[#v+1] = {name = "broken", config = "broken",
+               source = naive:gsub("C%[row %* N %+ col%] = acc;", "C[0] = acc;")}
+    return v
+  end
+}
+'''
+
+
+def corpus(script_text, out):
+    with open(os.path.join(out, "gen.lua"), "w") as f:
+        f.write(script_text)
+    env = dict(os.environ, KL_SOURCE_DIR=SRC)
+    return subprocess.run([KERNLAB, "corpus", "--script", os.path.join(out, "gen.lua"),
+                           "--out", os.path.join(out, "c"), "--shape", "64x64x64"],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+with tempfile.TemporaryDirectory() as d:
+    p = corpus(SCRIPT, d)
+    check(p.returncode == 0, "corpus exits 0: %s" % p.stderr[-400:])
+    c = os.path.join(d, "c")
+    man = open(os.path.join(c, "MANIFEST.tsv")).read().splitlines()
+    rows = {l.split("\t")[0]: l.split("\t") for l in man[1:]}
+    check(set(rows) == {"naive_a", "naive_b", "tiled_a", "broken"}, "manifest lists all: %s" % sorted(rows))
+    check(rows.get("broken", [""] * 3)[2] == "rejected", "the wrong variant is rejected")
+    check(not os.path.exists(os.path.join(c, "train", "broken.cu")) and
+          not os.path.exists(os.path.join(c, "holdout", "broken.cu")), "rejected variants are not written")
+    splits = {n: r[2] for n, r in rows.items() if n != "broken"}
+    # two ranked configurations, holdout 0.5: exactly one held out, with both its styles
+    held = {n for n, s in splits.items() if s == "holdout"}
+    check(held in ({"naive_a", "naive_b"}, {"tiled_a"}), "one whole configuration held out: %s" % splits)
+    for n, s in splits.items():
+        check(os.path.exists(os.path.join(c, s, n + ".cu")), "%s written to %s" % (n, s))
+    # the held-out configuration is the faster one
+    t = {n: float(r[4]) for n, r in rows.items() if n != "broken"}
+    best_naive, best_tiled = min(t["naive_a"], t["naive_b"]), t["tiled_a"]
+    faster = {"naive_a", "naive_b"} if best_naive < best_tiled else {"tiled_a"}
+    check(held == faster, "the fastest configuration is held out (%s)" % t)
+
+    p = corpus("return {generate = function(kl) return {{name='x'}} end\n", d)
+    check(p.returncode == 2 and "gen.lua:" in p.stderr, "a Lua syntax error names the script and line: %s" % p.stderr)
+    p = corpus("return {generate = function(kl) return {{name='x', config='x', source=kl.seed('../../etc/passwd')}} end}", d)
+    check(p.returncode == 2 and "not a seed file name" in p.stderr, "kl.seed refuses paths: %s" % p.stderr)
+    p = corpus("return {generate = function(kl) return {{name='x', config='x', source='KL_LAUNCH(1,1,1,1,0); extern \"C\" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {}'}} end}", d)
+    check(p.returncode == 2 and "none of the" in p.stderr, "no correct variant: exit 2: %s" % p.stderr[-300:])
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
