@@ -594,6 +594,18 @@ static int eval_impl(const char *label, const char *src, size_t len,
         if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&
             opts->baseline_us / out->time_us > opts->max_speedup)
           remeasure(opts, job, &cc, gpu, out);
+        /* GPU only: the timed kernel is a sliver of what the launch took
+         * on the host (work hidden outside the measured kernels). Launch
+         * overhead is microseconds, hence the 1 ms floor. */
+        if (gpu && !timing_only && rep->gpu.host_median_us > 0 &&
+            rep->gpu.host_median_us > 10 * out->time_us &&
+            rep->gpu.host_median_us - out->time_us > 1000) {
+          out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
+          add_detail(out,
+                     "implausible_speed: kernel %.1f us but the launch took "
+                     "%.1f us on the host",
+                     out->time_us, rep->gpu.host_median_us);
+        }
       }
     }
   }
