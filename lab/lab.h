@@ -10,6 +10,7 @@
 #define LAB_LAB_H
 
 #include "kernels/kernels.h"
+#include "policy/policy.h"
 #include "results/results.h"
 #include "reward/reward.h"
 
@@ -87,6 +88,16 @@ int lab_rescore(int argc, char **argv);
 /* kernlab corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK]
  * [--jobs N] (lab/corpus_cmd.c) */
 int lab_corpus(int argc, char **argv);
+
+/* kernlab generate --ckpt F --tok F.tok --prompt TEXT [-n G] [--max-tokens N]
+ * [--temperature T] [--top-p P] [--min-p M] [--seed S] (lab/generate_cmd.c) */
+int lab_generate(int argc, char **argv);
+
+/* kernlab prime [--corpus DIR] [--out CKPT] [--steps N] ... (lab/prime_cmd.c)
+ */
+int lab_prime(int argc, char **argv);
+/* The task header every prompt starts with (priming and campaigns). */
+const char *lab_prompt_header(void);
 
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);

@@ -57,9 +57,15 @@ static const char usage[] =
     "      kernels/seeds/ and tests/kernels/honest/, vocab 1024)\n"
     "  tokenizer encode|decode|info --tok FILE.tok\n"
     "      bytes on stdin -> ids, ids on stdin -> bytes, or the vocabulary\n"
+    "  generate --ckpt F --tok F.tok --prompt TEXT [-n G] [--max-tokens N]\n"
+    "      [--temperature T] [--top-p P] [--min-p M] [--seed S]\n"
+    "      sample G completions of TEXT from a checkpoint (KV cache)\n"
     "  corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK]\n"
     "      build the priming corpus: seed variants from the Lua script,\n"
     "      each verified on cpu-emu; the fastest configurations held out\n"
+    "  prime [--corpus DIR] [--out CKPT] [--steps N] [--size tiny|small]\n"
+    "      prime the policy on the corpus (next-token SFT, AdamW); trains a\n"
+    "      tokenizer (CKPT.tok) unless --tok is given\n"
     "  help            this text\n"
     "\n"
     "planned (later issues): run, search, prime\n"
@@ -84,6 +90,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
   if (!strcmp(cmd, "corpus")) return lab_corpus(argc - 1, argv + 1);
+  if (!strcmp(cmd, "prime")) return lab_prime(argc - 1, argv + 1);
   if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
   if (!strcmp(cmd, "top")) return lab_top(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);
@@ -93,6 +100,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "report")) return lab_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "flags")) return lab_flags(argc - 1, argv + 1);
   if (!strcmp(cmd, "tokenizer")) return lab_tokenizer(argc - 1, argv + 1);
+  if (!strcmp(cmd, "generate")) return lab_generate(argc - 1, argv + 1);
   fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
   return LAB_EXIT_USAGE;
 }

@@ -448,4 +448,187 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
 int pl_ckpt_check_tokenizer(const pl_ckpt_header *h, const char *sha256_hex,
                             char *why, size_t whylen);
 
+/* ---- GRPO math (policy/grpo.c) ---- */
+/*
+ * Pure functions, no model: rewards -> advantages, and per-token log-probs
+ * -> the GRPO loss and its gradient d loss / d logp, which
+ * pl_model_backward_weighted turns into parameter gradients. The formulas
+ * are TRL's GRPOTrainer (shared/research/policy-anchors.md §3.2), checked
+ * against float64 PyTorch golden values (tests/data/grpo_golden.json) and a
+ * torch re-implementation (tests/python/test_grpo_torch.py).
+ *
+ * Advantages (completions grouped in order: group g = rows g*G .. g*G+G-1):
+ *   A_i = r_i - mean_group(r)                     (scale_rewards none)
+ *   A_i = (r_i - mean_group(r)) / (std + 1e-4)    (group: std of the group;
+ *                                                  batch: std of all rewards)
+ *   std with Bessel's correction (divide by n-1). NaN rewards are left out
+ *   of means and stds and get A = 0; so does every row when a std is over
+ *   fewer than 2 rewards (TRL: nanstd is NaN, NaN advantages become 0).
+ *
+ * Per-token loss, token t of completion i (l = logp, the current policy):
+ *   rho  = exp(l - l_old)
+ *   L    = -min(rho*A_i, clamp(rho, 1-eps_low, 1+eps_high)*A_i)
+ *          + beta * (exp(l_ref - l) - (l_ref - l) - 1)        (k3 KL)
+ *   dL/dl = -rho*A_i*[unclipped] + beta*(1 - exp(l_ref - l)),
+ *   clipped iff A_i > 0 and rho > 1+eps_high, or A_i < 0 and rho < 1-eps_low.
+ * Aggregation over the mask m (B,T) (weights; 0/1 in practice):
+ *   grpo     (1/B) sum_i [ sum_t m L / max(sum_t m, 1) ]
+ *   bnpo     sum_it m L / max(sum_it m, 1)
+ *   dr_grpo  sum_it m L / (B * max_completion_length)
+ *   dapo     sum_it m L / max(num_items, 1), num_items = cfg->num_items or,
+ *            when that is 0, sum_it m (this call's active tokens)
+ * grpo, bnpo and dr_grpo are then divided by grad_accum_steps (TRL); dapo
+ * is not, its num_items being the token count of the whole optimiser step.
+ * dloss_dlogp[i,t] = weight(i,t) * m[i,t] * dL/dl: 0 where m is 0.
+ */
+enum {
+  PL_GRPO_LOSS_GRPO = 0, /* DeepSeekMath: mean over sequences of token means */
+  PL_GRPO_LOSS_BNPO = 1, /* token mean over the micro-batch */
+  PL_GRPO_LOSS_DR_GRPO = 2, /* token sum / (B * max_completion_length) */
+  PL_GRPO_LOSS_DAPO = 3,    /* token sum / tokens of the optimiser step */
+};
+enum {
+  PL_GRPO_SCALE_GROUP = 0, /* divide by the group's std (+1e-4) */
+  PL_GRPO_SCALE_BATCH = 1, /* divide by the whole batch's std (+1e-4) */
+  PL_GRPO_SCALE_NONE = 2,  /* no division (Dr. GRPO) */
+};
+
+typedef struct pl_grpo_config {
+  int loss_type;             /* PL_GRPO_LOSS_* */
+  int scale_rewards;         /* PL_GRPO_SCALE_* */
+  double beta;               /* k3 KL coefficient, >= 0; 0: no reference */
+  double eps_low, eps_high;  /* clip range [1-eps_low, 1+eps_high] */
+  int max_completion_length; /* dr_grpo's constant normaliser, >= 1 */
+  int mask_truncated;        /* 1: truncated completions get no loss */
+  int grad_accum_steps;      /* grpo/bnpo/dr_grpo divide by it; 0 = 1 */
+  double num_items;          /* dapo's normaliser; 0: this call's tokens */
+} pl_grpo_config;
+
+/* TRL's defaults: dapo, group scaling, beta 0, eps 0.2/0.2, max length 512,
+ * no truncation masking, no accumulation, num_items 0. */
+pl_grpo_config pl_grpo_defaults(void);
+
+/* PL_OK, or PL_EINPUT with the field and the expected range in why. */
+int pl_grpo_config_check(const pl_grpo_config *cfg, char *why, size_t why_len);
+
+/* Group-relative advantages of n_groups*G rewards (grouped in order) into
+ * adv (n_groups*G), by scale_rewards (PL_GRPO_SCALE_*) as above, computed
+ * in double. PL_EINPUT (why says which) for n_groups < 1, G < 1 or an
+ * unknown scale. */
+int pl_grpo_advantages(float *adv, const double *rewards, int n_groups, int G,
+                       int scale_rewards, char *why, size_t why_len);
+
+typedef struct pl_grpo_stats {
+  double loss;          /* the aggregated loss (also what the gradient is of) */
+  double policy_loss;   /* its clipped-surrogate part */
+  double kl_loss;       /* its beta * k3 part (loss = policy_loss + kl_loss) */
+  double kl_mean;       /* masked token mean of k3 (0 when beta = 0) */
+  double ratio_mean;    /* masked token mean of rho */
+  double clip_low;      /* fraction of active tokens with A<0, rho<1-eps_low */
+  double clip_high;     /* fraction with A>0, rho>1+eps_high */
+  double clip_fraction; /* clip_low + clip_high */
+  double active_tokens; /* sum of the mask after truncation masking */
+} pl_grpo_stats;
+
+/* The loss of one micro-batch of B completions of T tokens and its
+ * gradient. Inputs (B,T) row-major: logp (current policy), old_logp
+ * (behaviour policy; NULL: the same as logp, so rho = 1, TRL's
+ * num_iterations = 1 case), ref_logp (frozen reference; may be NULL only
+ * when beta = 0), mask (B,T) (completion mask, 0 on padding), advantages
+ * (B) (one per completion, from pl_grpo_advantages or a slice of it),
+ * truncated (B) (nonzero: the completion hit the length limit; NULL: none
+ * did; used only with mask_truncated). Writes dloss_dlogp (B,T) and *stats
+ * (stats->loss is the loss). All arithmetic in double. Returns PL_OK or
+ * PL_EINPUT (bad config, sizes or a missing ref_logp; why says which);
+ * nothing is written on failure. The caller owns every buffer. */
+int pl_grpo_loss(float *dloss_dlogp, pl_grpo_stats *stats,
+                 const pl_grpo_config *cfg, const float *logp,
+                 const float *old_logp, const float *ref_logp,
+                 const float *advantages, const float *mask,
+                 const uint8_t *truncated, int B, int T, char *why,
+                 size_t why_len);
+
+/* ---- generation with a KV cache (policy/generate.c) ---- */
+/* Sampling-time inference: the forward with a KV cache, and G completions
+ * of one prompt decoded as a batch (the per-step matmuls are (G_live,C) by
+ * the weights), each row with its own RNG stream pl_rng_seed_stream(seed,
+ * row), so a row's tokens do not depend on how many run beside it. The math
+ * is policy/model.c's; the cached logits match pl_model_forward's to float
+ * summation order (tests/unit/test_generate.c: 1e-4). */
+
+/* Keys and values of every layer for G rows of up to max_seq positions,
+ * after RoPE: k and v are (L,G,max_seq,C) each, in one allocation (memory).
+ * scratch is the cached forward's working memory, grown on demand. */
+typedef struct pl_kv_cache {
+  int L, G, max_seq, C;
+  float *k, *v; /* (L,G,max_seq,C) each; point into memory */
+  float *memory;
+  float *scratch;
+  size_t scratch_cap; /* floats */
+} pl_kv_cache;
+
+/* Allocates a cache for G rows of max_seq positions (1..cfg->max_seq).
+ * Returns PL_OK, PL_EINPUT (bad G or max_seq) or PL_EENV, with why filled.
+ * The cache owns its memory; release it with pl_kv_cache_free. */
+int pl_kv_cache_init(pl_kv_cache *kv, const pl_config *cfg, int G, int max_seq,
+                     char *why, size_t whylen);
+void pl_kv_cache_free(pl_kv_cache *kv);
+
+/* Copies positions [0,n_pos) of row src to row dst in every layer (a shared
+ * prompt, prefilled once). PL_OK, or PL_EINPUT for rows or n_pos out of
+ * range. */
+int pl_kv_cache_copy_prefix(pl_kv_cache *kv, int src, int dst, int n_pos);
+
+/* Runs tokens (B,T) through the model: token (b,t) belongs to cache row
+ * rows[b] (rows NULL: row b; rows distinct) at position pos0 + t, and
+ * attends to that row's positions 0..pos0+t, whose keys and values must be
+ * in the cache already (positions pos0.. are written by this call). Writes
+ * logits (B,T,V) at temperature 1. Returns PL_OK, PL_EINPUT (a size,
+ * position, row or token out of range, or a cache for another model) or
+ * PL_EENV (no memory for the scratch), with why filled. */
+int pl_forward_cached(const pl_model *m, pl_kv_cache *kv,
+                      const int32_t *tokens, const int *rows, int B, int T,
+                      int pos0, float *logits, char *why, size_t whylen);
+
+/* Why a generated row stopped. */
+enum {
+  PL_STOP_EOS = 1,     /* sampled the end token (kept as its last token) */
+  PL_STOP_MAX_NEW = 2, /* max_new tokens without the end token */
+  PL_STOP_MAX_SEQ = 3, /* prompt + completion reached the model's max_seq */
+};
+
+/* G completions; row g's token i is tokens[g*max_new + i] for i <
+ * lengths[g] (the end token included when it stopped the row), -1 past it.
+ * logprobs is pl_sample_out.logprob of each token (log softmax(logits/T) at
+ * the token, untruncated: GRPO's old log-prob, what pl_token_logprob gives
+ * from a full forward), logprobs_sample its logprob_sample; both 0 past the
+ * length. truncated[g] = 1 when the row stopped without its end token
+ * (stop[g] PL_STOP_MAX_NEW or PL_STOP_MAX_SEQ). One allocation (memory). */
+typedef struct pl_generation {
+  int G, max_new;
+  int32_t *tokens;        /* (G,max_new) */
+  float *logprobs;        /* (G,max_new) */
+  float *logprobs_sample; /* (G,max_new) */
+  int32_t *lengths;       /* (G) */
+  int32_t *stop;          /* (G) PL_STOP_* */
+  uint8_t *truncated;     /* (G) */
+  void *memory;
+} pl_generation;
+
+/* Samples G completions of prompt (prompt_len tokens, 1..max_seq-1): the
+ * prompt is prefilled once and its keys and values copied to every row;
+ * then each step feeds the last token of every unfinished row as one batch
+ * and draws the next with pl_sample under sampling, row g from stream
+ * pl_rng_seed_stream(seed, g). A row stops at eos_id (-1: no end token), at
+ * max_new tokens, or when prompt + completion reach max_seq. Fills *out,
+ * which the caller releases with pl_generation_free. Returns PL_OK, PL_EINPUT
+ * (G < 1, max_new < 1, a prompt empty, too long or with tokens outside the
+ * vocab, eos_id out of range, bad sampling settings) or PL_EENV, with why
+ * filled; on error *out holds nothing. */
+int pl_generate(const pl_model *m, const int32_t *prompt, int prompt_len,
+                int G, int max_new, int eos_id, const pl_sampling *sampling,
+                uint64_t seed, pl_generation *out, char *why, size_t whylen);
+
+void pl_generation_free(pl_generation *g);
+
 #endif

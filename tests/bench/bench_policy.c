@@ -123,6 +123,33 @@ int main(int argc, char **argv) {
          "mean), loss %.4f, %.0f tok/s\n",
          total[steps / 2] * 1e3, fwd / steps * 1e3, bwd / steps * 1e3,
          upd / steps * 1e3, loss, kl_tps);
+  {
+    /* Sampling: pl_generate with the KV cache, G = B rows of 256 new tokens
+     * after a 64-token prompt, no end token, plain T = 1 sampling; the same
+     * weights with max_seq widened to hold prompt + completion. */
+    pl_config sc = cfg;
+    sc.max_seq = 64 + 256;
+    pl_model sm;
+    if (pl_model_init(&sm, &sc, 1, why, sizeof why) == PL_OK) {
+      pl_sampling sp = pl_sampling_default();
+      pl_generation gen;
+      double t0 = now_s();
+      int rc = pl_generate(&sm, tokens, 64, B, 256, -1, &sp, 1, &gen, why,
+                           sizeof why);
+      double dt = now_s() - t0;
+      if (rc == PL_OK) {
+        long n = 0;
+        for (int g = 0; g < B; g++)
+          n += gen.lengths[g];
+        printf("sampling tokens/s: kernlab %.0f (KV cache, G=%d x 256 new "
+               "tokens after a 64-token prompt, %.2f s)\n",
+               n / dt, B, dt);
+        pl_generation_free(&gen);
+      } else
+        fprintf(stderr, "bench_policy: sampling: %s\n", why);
+      pl_model_free(&sm);
+    }
+  }
   if (torch) {
     /* torch's two thread pools: its intra-op OpenMP threads and OpenBLAS's
      * own. Three ways to use 2 cores; the fastest is the baseline. */

@@ -1,0 +1,160 @@
+/*
+ * lab/generate_cmd.c — `kernlab generate`: loads a checkpoint and its
+ * tokenizer, samples G completions of one prompt with pl_generate (KV
+ * cache, one RNG stream per completion) and prints them.
+ *
+ *   kernlab generate --ckpt F --tok F.tok --prompt TEXT [-n G]
+ *                    [--max-tokens N] [--temperature T] [--top-p P]
+ *                    [--min-p M] [--seed S] [--no-bos]
+ *
+ * The prompt is <|bos|> (unless --no-bos) then TEXT's tokens; a completion
+ * stops at <|eos|>, at N tokens, or at the model's max_seq. Each completion
+ * is printed after a header line "== completion g: L tokens, stop REASON,
+ * mean logprob X ==", the end token not printed. It does not pick a prompt
+ * format: the caller writes the task header (see lua/corpus.lua).
+ *
+ * Exit codes: 0, 2 bad usage / bad or mismatched file, 3 I/O or memory.
+ */
+#include "lab/lab.h"
+
+#include "policy/policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char synopsis[] =
+    "usage: kernlab generate --ckpt FILE --tok FILE.tok --prompt TEXT [-n G]\n"
+    "         [--max-tokens N] [--temperature T] [--top-p P] [--min-p M]\n"
+    "         [--seed S] [--no-bos]\n";
+
+static int usage(const char *msg, const char *arg) {
+  fprintf(stderr, "kernlab generate: %s%s%s\n%s", msg, arg ? " " : "",
+          arg ? arg : "", synopsis);
+  return LAB_EXIT_USAGE;
+}
+
+/* Parses a number that must use all of s; 0 when it does not. */
+static int parse_num(const char *s, double *out) {
+  char *end;
+  *out = strtod(s, &end);
+  return end != s && *end == '\0';
+}
+
+/* Loads the checkpoint into a fresh model checked against the tokenizer. */
+static int load_model(pl_model *m, const char *path, const pl_tokenizer *tok,
+                      char *why, size_t whylen) {
+  pl_ckpt_header h;
+  float *params = NULL;
+  int rc = pl_ckpt_load(path, &h, &params, NULL, NULL, why, whylen);
+  if (rc) return rc;
+  rc = pl_ckpt_check_tokenizer(&h, pl_tok_hash(tok), why, whylen);
+  if (!rc) rc = pl_model_init(m, &h.config, 0, why, whylen);
+  if (!rc && h.config.vocab < pl_tok_vocab_size(tok)) {
+    snprintf(why, whylen,
+             "%s: model vocab %d is smaller than the tokenizer's %d", path,
+             h.config.vocab, pl_tok_vocab_size(tok));
+    pl_model_free(m);
+    rc = PL_EINPUT;
+  }
+  if (!rc) memcpy(m->params_memory, params, m->num_params * sizeof(float));
+  free(params);
+  return rc;
+}
+
+int lab_generate(int argc, char **argv) {
+  const char *ckpt = NULL, *tok_path = NULL, *prompt = NULL;
+  double G = 1, max_new = 256, seed = 0;
+  pl_sampling s = pl_sampling_default();
+  int bos = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    double x;
+    if (!strcmp(a, "--no-bos")) {
+      bos = 0;
+      continue;
+    }
+    if (!v) return usage("missing value after", a);
+    i++;
+    if (!strcmp(a, "--ckpt"))
+      ckpt = v;
+    else if (!strcmp(a, "--tok"))
+      tok_path = v;
+    else if (!strcmp(a, "--prompt"))
+      prompt = v;
+    else if (!parse_num(v, &x))
+      return usage("expected a number, got", v);
+    else if (!strcmp(a, "-n"))
+      G = x;
+    else if (!strcmp(a, "--max-tokens"))
+      max_new = x;
+    else if (!strcmp(a, "--temperature"))
+      s.temperature = (float)x;
+    else if (!strcmp(a, "--top-p"))
+      s.top_p = (float)x;
+    else if (!strcmp(a, "--min-p"))
+      s.min_p = (float)x;
+    else if (!strcmp(a, "--seed"))
+      seed = x;
+    else
+      return usage("unknown option", a);
+  }
+  if (!ckpt || !tok_path || !prompt)
+    return usage("--ckpt, --tok and --prompt are required", NULL);
+  if (G < 1 || G > 4096 || max_new < 1 || max_new > 1e6 || seed < 0)
+    return usage("-n must be 1..4096, --max-tokens 1..1e6, --seed >= 0", NULL);
+
+  char why[512];
+  pl_tokenizer *tok = NULL;
+  pl_model m;
+  memset(&m, 0, sizeof m);
+  int32_t *ids = NULL, *full = NULL;
+  size_t n_ids = 0;
+  pl_generation out;
+  memset(&out, 0, sizeof out);
+  int rc = pl_tok_load(&tok, tok_path, why, sizeof why);
+  if (!rc) rc = load_model(&m, ckpt, tok, why, sizeof why);
+  if (!rc)
+    rc = pl_tok_encode(tok, prompt, strlen(prompt), &ids, &n_ids, why,
+                       sizeof why);
+  if (!rc && !(full = malloc((n_ids + 1) * sizeof *full))) {
+    snprintf(why, sizeof why, "out of memory");
+    rc = PL_EENV;
+  }
+  if (!rc) {
+    size_t n = 0;
+    if (bos) full[n++] = PL_TOK_BOS;
+    memcpy(full + n, ids, n_ids * sizeof *ids);
+    n += n_ids;
+    rc = pl_generate(&m, full, (int)n, (int)G, (int)max_new, PL_TOK_EOS, &s,
+                     (uint64_t)seed, &out, why, sizeof why);
+  }
+  static const char *const reason[] = {"?", "eos", "max-tokens", "max_seq"};
+  for (int g = 0; !rc && g < out.G; g++) {
+    int len = out.lengths[g];
+    const int32_t *t = out.tokens + (size_t)g * out.max_new;
+    double lp = 0;
+    for (int i = 0; i < len; i++)
+      lp += out.logprobs[(size_t)g * out.max_new + i];
+    int shown = out.stop[g] == PL_STOP_EOS ? len - 1 : len;
+    char *text = NULL;
+    size_t text_len = 0;
+    rc =
+        pl_tok_decode(tok, t, (size_t)shown, &text, &text_len, why, sizeof why);
+    if (rc) break;
+    printf("== completion %d: %d tokens, stop %s, mean logprob %.3f ==\n", g,
+           len, reason[out.stop[g] & 3], len ? lp / len : 0.0);
+    fwrite(text, 1, text_len, stdout);
+    if (!text_len || text[text_len - 1] != '\n') putchar('\n');
+    free(text);
+  }
+  if (rc) fprintf(stderr, "kernlab generate: %s\n", why);
+  pl_generation_free(&out);
+  free(full);
+  free(ids);
+  pl_model_free(&m);
+  pl_tok_free(tok);
+  return rc == PL_OK     ? LAB_EXIT_OK
+         : rc == PL_EENV ? LAB_EXIT_ENV
+                         : LAB_EXIT_USAGE;
+}
