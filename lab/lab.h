@@ -102,4 +102,37 @@ const char *lab_prompt_header(void);
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);
 
+/* ---- campaigns (lab/campaign.c; lua/campaigns/quick.lua documents the
+ * fields and their defaults) ---- */
+typedef struct lab_campaign {
+  char name[128]; /* the file's base name without .lua */
+  char path[1024];
+  char *text; /* the file's bytes (stored in the results file), owned */
+  int M, N, K;
+  char backend[16];
+  char checkpoint[1024], tokenizer[1024], reward[1024], out[1024];
+  int group_size, prompts_per_step, steps;
+  pl_sampling sampling;
+  int max_tokens;
+  pl_grpo_config grpo; /* loss_type, scale_rewards, beta, eps, truncation */
+  int num_iterations;
+  float lr, weight_decay, clip;
+  int warmup;
+  uint64_t seed;
+} lab_campaign;
+
+/* Runs the campaign file in a plain Lua state (base, string, table, math;
+ * no io/os/require) and validates the table it returns into *c, defaults
+ * filled in. Returns 0, or LAB_EXIT_USAGE with one line in why naming the
+ * file and the field ("quick.lua: grpo.loss_type: expected one of ...") or
+ * the file:line of a Lua error; LAB_EXIT_ENV when out of memory. Checks
+ * that the checkpoint, tokenizer and reward files exist. Free with
+ * lab_campaign_free. */
+int lab_campaign_load(const char *path, lab_campaign *c, char *why,
+                      size_t whylen);
+void lab_campaign_free(lab_campaign *c);
+
+/* kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume] (lab/run_cmd.c) */
+int lab_run(int argc, char **argv);
+
 #endif

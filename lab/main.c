@@ -66,9 +66,14 @@ static const char usage[] =
     "  prime [--corpus DIR] [--out CKPT] [--steps N] [--size tiny|small]\n"
     "      prime the policy on the corpus (next-token SFT, AdamW); trains a\n"
     "      tokenizer (CKPT.tok) unless --tok is given\n"
+    "  run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
+    "      a GRPO campaign (default lua/campaigns/quick.lua): sample kernels\n"
+    "      from the policy, evaluate and score them, update the policy; one\n"
+    "      line per step; results in RUN.h5 (default runs/NAME.h5), policy\n"
+    "      in RUN.ckpt; --resume continues a killed campaign\n"
     "  help            this text\n"
     "\n"
-    "planned (later issues): run, search, prime\n"
+    "planned (later issues): search\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -91,6 +96,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
   if (!strcmp(cmd, "corpus")) return lab_corpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "prime")) return lab_prime(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run")) return lab_run(argc - 1, argv + 1);
   if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
   if (!strcmp(cmd, "top")) return lab_top(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);

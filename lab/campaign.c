@@ -1,0 +1,447 @@
+/*
+ * lab/campaign.c — campaign files: a Lua file that returns a table, read
+ * into a lab_campaign with every default filled in and every field checked.
+ *
+ * The file runs in a plain Lua state with only the base, string, table and
+ * math libraries (so a campaign can compute values, e.g. steps = 4 * 25,
+ * but cannot read files or the environment) and an instruction budget
+ * against accidental infinite loops. It is trusted configuration, not a
+ * sandboxed script like a reward formula. Unknown fields are errors, so a
+ * typo ("group_sise") does not silently fall back to a default. Messages
+ * name the file and the field: "quick.lua: grpo.loss_type: expected one of
+ * grpo|bnpo|dr_grpo|dapo, got 'foo'". The fields, their types and defaults
+ * are documented at the top of lua/campaigns/quick.lua.
+ *
+ * Not here: running the campaign (lab/run_cmd.c).
+ */
+#include "lab/lab.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CAMPAIGN_MAX_INSTRUCTIONS 100000000L
+
+typedef struct parser {
+  lua_State *L;
+  const char *file;
+  char *why;
+  size_t whylen;
+  int failed; /* the first error wins */
+} parser;
+
+static void fail(parser *p, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(parser *p, const char *field, const char *fmt, ...) {
+  if (p->failed) return;
+  p->failed = 1;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  snprintf(p->why, p->whylen, "%s: %s: %s", p->file, field, msg);
+}
+
+/* What a value is, for messages: its type and, for short scalars, itself. */
+static void describe(lua_State *L, int idx, char *out, size_t n) {
+  int t = lua_type(L, idx);
+  if (t == LUA_TSTRING)
+    snprintf(out, n, "'%.60s'", lua_tostring(L, idx));
+  else if (t == LUA_TNUMBER && lua_isinteger(L, idx))
+    snprintf(out, n, "%lld", (long long)lua_tointeger(L, idx));
+  else if (t == LUA_TNUMBER)
+    snprintf(out, n, "%g", lua_tonumber(L, idx));
+  else
+    snprintf(out, n, "%s", lua_typename(L, t));
+}
+
+static void field_name(char *out, size_t n, const char *prefix,
+                       const char *key) {
+  if (prefix)
+    snprintf(out, n, "%.40s.%.50s", prefix, key);
+  else
+    snprintf(out, n, "%.90s", key);
+}
+
+/* Pushes t[key] (t at absolute index tidx). */
+static int push_field(parser *p, int tidx, const char *key) {
+  return lua_getfield(p->L, tidx, key);
+}
+
+static void get_num(parser *p, int tidx, const char *prefix, const char *key,
+                    double lo, double hi, double *out) {
+  char f[96], got[96];
+  field_name(f, sizeof f, prefix, key);
+  int t = push_field(p, tidx, key);
+  if (t != LUA_TNIL) {
+    double v = lua_tonumber(p->L, -1);
+    describe(p->L, -1, got, sizeof got);
+    if (t != LUA_TNUMBER)
+      fail(p, f, "expected a number, got %s", got);
+    else if (!(v >= lo && v <= hi))
+      fail(p, f, "expected a number in [%g, %g], got %s", lo, hi, got);
+    else
+      *out = v;
+  }
+  lua_pop(p->L, 1);
+}
+
+static void get_int(parser *p, int tidx, const char *prefix, const char *key,
+                    long long lo, long long hi, long long *out) {
+  char f[96], got[96];
+  field_name(f, sizeof f, prefix, key);
+  int t = push_field(p, tidx, key);
+  if (t != LUA_TNIL) {
+    describe(p->L, -1, got, sizeof got);
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(p->L, -1, &isint);
+    if (t != LUA_TNUMBER || !isint)
+      fail(p, f, "expected an integer, got %s", got);
+    else if (v < lo || v > hi)
+      fail(p, f, "expected an integer in [%lld, %lld], got %s", lo, hi, got);
+    else
+      *out = v;
+  }
+  lua_pop(p->L, 1);
+}
+
+static void get_str(parser *p, int tidx, const char *prefix, const char *key,
+                    char *out, size_t n) {
+  char f[96], got[96];
+  field_name(f, sizeof f, prefix, key);
+  int t = push_field(p, tidx, key);
+  if (t != LUA_TNIL) {
+    describe(p->L, -1, got, sizeof got);
+    size_t len = 0;
+    const char *s = t == LUA_TSTRING ? lua_tolstring(p->L, -1, &len) : NULL;
+    if (!s)
+      fail(p, f, "expected a string, got %s", got);
+    else if (len == 0 || len >= n || strlen(s) != len)
+      fail(p, f, "expected a non-empty string under %zu bytes", n);
+    else
+      memcpy(out, s, len + 1);
+  }
+  lua_pop(p->L, 1);
+}
+
+static void get_bool(parser *p, int tidx, const char *prefix, const char *key,
+                     int *out) {
+  char f[96], got[96];
+  field_name(f, sizeof f, prefix, key);
+  int t = push_field(p, tidx, key);
+  if (t != LUA_TNIL) {
+    describe(p->L, -1, got, sizeof got);
+    if (t != LUA_TBOOLEAN)
+      fail(p, f, "expected a boolean, got %s", got);
+    else
+      *out = lua_toboolean(p->L, -1);
+  }
+  lua_pop(p->L, 1);
+}
+
+/* names: "a|b|c"; *out becomes the index of the match. */
+static void get_enum(parser *p, int tidx, const char *prefix, const char *key,
+                     const char *names, int *out) {
+  char f[96], got[96], v[64];
+  field_name(f, sizeof f, prefix, key);
+  int t = push_field(p, tidx, key);
+  if (t != LUA_TNIL) {
+    describe(p->L, -1, got, sizeof got);
+    const char *s = t == LUA_TSTRING ? lua_tostring(p->L, -1) : NULL;
+    int found = -1;
+    if (s && strlen(s) < sizeof v) {
+      snprintf(v, sizeof v, "%s", s);
+      const char *q = names;
+      for (int i = 0; *q; i++) {
+        const char *bar = strchr(q, '|');
+        size_t l = bar ? (size_t)(bar - q) : strlen(q);
+        if (strlen(v) == l && !strncmp(q, v, l)) found = i;
+        q += l + (bar ? 1 : 0);
+      }
+    }
+    if (found < 0)
+      fail(p, f, "expected one of %s, got %s", names, got);
+    else
+      *out = found;
+  }
+  lua_pop(p->L, 1);
+}
+
+/* Pushes the sub-table t[key] and returns its absolute index, or 0 (nothing
+ * pushed) when it is nil or not a table (then an error is recorded). */
+static int push_table(parser *p, int tidx, const char *key) {
+  char got[96];
+  int t = push_field(p, tidx, key);
+  if (t == LUA_TTABLE) return lua_gettop(p->L);
+  if (t != LUA_TNIL) {
+    describe(p->L, -1, got, sizeof got);
+    fail(p, key, "expected a table, got %s", got);
+  }
+  lua_pop(p->L, 1);
+  return 0;
+}
+
+/* Every key of the table at tidx must be one of allowed ("a|b|c"). */
+static void check_keys(parser *p, int tidx, const char *prefix,
+                       const char *allowed) {
+  lua_pushnil(p->L);
+  while (lua_next(p->L, tidx)) {
+    lua_pop(p->L, 1); /* the value */
+    char got[96];
+    describe(p->L, -1, got, sizeof got);
+    const char *k =
+        lua_type(p->L, -1) == LUA_TSTRING ? lua_tostring(p->L, -1) : NULL;
+    int ok = 0;
+    for (const char *q = allowed; k && *q;) {
+      const char *bar = strchr(q, '|');
+      size_t l = bar ? (size_t)(bar - q) : strlen(q);
+      if (strlen(k) == l && !strncmp(q, k, l)) ok = 1;
+      q += l + (bar ? 1 : 0);
+    }
+    if (!ok) {
+      char f[96];
+      field_name(f, sizeof f, prefix, k ? k : got);
+      fail(p, f, "unknown field (expected one of %s)", allowed);
+      lua_pop(p->L, 1);
+      return;
+    }
+  }
+}
+
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  luaL_error(L,
+             "the campaign file ran for more than %d instructions "
+             "(an endless loop?)",
+             (int)CAMPAIGN_MAX_INSTRUCTIONS);
+}
+
+static char *read_all(const char *path, char *why, size_t whylen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(why, whylen, "%s: cannot open the campaign file: %s", path,
+             strerror(errno));
+    return NULL;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+    n += got;
+    if (n + 1 == cap) {
+      char *nb = cap < (1u << 20) ? realloc(buf, cap *= 2) : NULL;
+      if (!nb) {
+        snprintf(why, whylen, "%s: larger than 1 MiB", path);
+        free(buf);
+        buf = NULL;
+      }
+      buf = nb;
+    }
+  }
+  fclose(f);
+  if (buf) buf[n] = 0;
+  return buf;
+}
+
+static void check_readable(parser *p, const char *field, const char *path,
+                           const char *hint) {
+  if (p->failed || access(path, R_OK) == 0) return;
+  fail(p, field, "cannot read '%s': %s%s", path, strerror(errno), hint);
+}
+
+int lab_campaign_load(const char *path, lab_campaign *c, char *why,
+                      size_t whylen) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->path, sizeof c->path, "%s", path);
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  snprintf(c->name, sizeof c->name, "%s", base);
+  size_t nl = strlen(c->name);
+  if (nl > 4 && !strcmp(c->name + nl - 4, ".lua")) c->name[nl - 4] = 0;
+  c->text = read_all(path, why, whylen);
+  if (!c->text) return LAB_EXIT_USAGE;
+
+  /* Defaults (lua/campaigns/quick.lua lists them). */
+  c->M = c->N = c->K = 256;
+  snprintf(c->backend, sizeof c->backend, "cpu-emu");
+  snprintf(c->checkpoint, sizeof c->checkpoint, "runs/policy.ckpt");
+  snprintf(c->reward, sizeof c->reward, "lua/reward/default.lua");
+  c->group_size = 4;
+  c->prompts_per_step = 1;
+  c->steps = 10;
+  c->sampling = (pl_sampling){1.0f, 1.0f, 0.1f};
+  c->max_tokens = 1024;
+  c->grpo = pl_grpo_defaults();
+  c->grpo.loss_type = PL_GRPO_LOSS_DAPO;
+  c->grpo.scale_rewards = PL_GRPO_SCALE_GROUP;
+  c->grpo.beta = 0;
+  c->grpo.eps_low = 0.2;
+  c->grpo.eps_high = 0.28;
+  c->grpo.mask_truncated = 1;
+  c->num_iterations = 1;
+  c->lr = 1e-5f;
+  c->warmup = 0;
+  c->weight_decay = 0;
+  c->clip = 1.0f;
+  c->seed = 1;
+
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
+    return LAB_EXIT_ENV;
+  }
+  luaL_requiref(L, "_G", luaopen_base, 1);
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+  lua_settop(L, 0);
+  /* No file access from the base library either. */
+  static const char *const drop[] = {"dofile", "loadfile", "require",
+                                     "collectgarbage"};
+  for (size_t i = 0; i < sizeof drop / sizeof *drop; i++) {
+    lua_pushnil(L);
+    lua_setglobal(L, drop[i]);
+  }
+  lua_sethook(L, budget_hook, LUA_MASKCOUNT, (int)CAMPAIGN_MAX_INSTRUCTIONS);
+
+  parser P = {L, path, why, whylen, 0};
+  parser *p = &P;
+  int rc = LAB_EXIT_USAGE;
+  char chunk[1100];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  if (luaL_loadbufferx(L, c->text, strlen(c->text), chunk, "t") != LUA_OK ||
+      lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    /* Lua's message starts with "path:line:", except the budget's. */
+    const char *msg = lua_tostring(L, -1);
+    if (!msg) msg = "error object is not a string";
+    if (strncmp(msg, path, strlen(path)))
+      snprintf(why, whylen, "%s: %s", path, msg);
+    else
+      snprintf(why, whylen, "%s", msg);
+    goto done;
+  }
+  lua_sethook(L, NULL, 0, 0);
+  if (!lua_istable(L, 1)) {
+    char got[96];
+    describe(L, 1, got, sizeof got);
+    snprintf(why, whylen,
+             "%s: the file must return a table of campaign fields, got %s",
+             path, got);
+    goto done;
+  }
+  check_keys(p, 1, NULL,
+             "name|task|backend|checkpoint|tokenizer|group_size|"
+             "prompts_per_step|steps|sampling|grpo|optim|reward|seed|out");
+  get_str(p, 1, NULL, "name", c->name, sizeof c->name);
+
+  long long v;
+  double d;
+  int t;
+  if ((t = push_table(p, 1, "task"))) {
+    check_keys(p, t, "task", "M|N|K|dtype");
+    v = c->M, get_int(p, t, "task", "M", 1, 65536, &v), c->M = (int)v;
+    v = c->N, get_int(p, t, "task", "N", 1, 65536, &v), c->N = (int)v;
+    v = c->K, get_int(p, t, "task", "K", 1, 65536, &v), c->K = (int)v;
+    int dt = 0;
+    get_enum(p, t, "task", "dtype", "fp32", &dt);
+    lua_pop(L, 1);
+  }
+  if ((long long)c->M * c->K > (1LL << 28) ||
+      (long long)c->K * c->N > (1LL << 28) ||
+      (long long)c->M * c->N > (1LL << 28))
+    fail(p, "task", "each matrix must have under 2^28 elements");
+  int be = 0;
+  get_enum(p, 1, NULL, "backend", "cpu-emu|gpu|auto", &be);
+  snprintf(c->backend, sizeof c->backend, "%s",
+           be == 0   ? "cpu-emu"
+           : be == 1 ? "gpu"
+                     : "auto");
+  get_str(p, 1, NULL, "checkpoint", c->checkpoint, sizeof c->checkpoint);
+  snprintf(c->tokenizer, sizeof c->tokenizer, "%.1019s.tok", c->checkpoint);
+  get_str(p, 1, NULL, "tokenizer", c->tokenizer, sizeof c->tokenizer);
+  v = c->group_size, get_int(p, 1, NULL, "group_size", 2, 1024, &v);
+  c->group_size = (int)v;
+  v = c->prompts_per_step, get_int(p, 1, NULL, "prompts_per_step", 1, 256, &v);
+  c->prompts_per_step = (int)v;
+  v = c->steps, get_int(p, 1, NULL, "steps", 1, 1000000, &v);
+  c->steps = (int)v;
+  if ((t = push_table(p, 1, "sampling"))) {
+    check_keys(p, t, "sampling", "temperature|top_p|min_p|max_tokens");
+    d = c->sampling.temperature;
+    get_num(p, t, "sampling", "temperature", 0, 100, &d);
+    c->sampling.temperature = (float)d;
+    d = c->sampling.top_p, get_num(p, t, "sampling", "top_p", 1e-6, 1, &d);
+    c->sampling.top_p = (float)d;
+    d = c->sampling.min_p, get_num(p, t, "sampling", "min_p", 0, 1, &d);
+    c->sampling.min_p = (float)d;
+    v = c->max_tokens, get_int(p, t, "sampling", "max_tokens", 1, 1 << 20, &v);
+    c->max_tokens = (int)v;
+    lua_pop(L, 1);
+  }
+  if ((t = push_table(p, 1, "grpo"))) {
+    check_keys(p, t, "grpo",
+               "loss_type|scale_rewards|beta|eps_low|eps_high|"
+               "num_iterations|mask_truncated");
+    get_enum(p, t, "grpo", "loss_type", "grpo|bnpo|dr_grpo|dapo",
+             &c->grpo.loss_type);
+    get_enum(p, t, "grpo", "scale_rewards", "group|batch|none",
+             &c->grpo.scale_rewards);
+    get_num(p, t, "grpo", "beta", 0, 1e6, &c->grpo.beta);
+    get_num(p, t, "grpo", "eps_low", 0, 1, &c->grpo.eps_low);
+    get_num(p, t, "grpo", "eps_high", 0, 100, &c->grpo.eps_high);
+    v = c->num_iterations;
+    get_int(p, t, "grpo", "num_iterations", 1, 64, &v);
+    c->num_iterations = (int)v;
+    get_bool(p, t, "grpo", "mask_truncated", &c->grpo.mask_truncated);
+    lua_pop(L, 1);
+  }
+  c->grpo.max_completion_length = c->max_tokens;
+  if ((t = push_table(p, 1, "optim"))) {
+    check_keys(p, t, "optim", "lr|warmup|weight_decay|clip");
+    d = c->lr, get_num(p, t, "optim", "lr", 0, 1, &d), c->lr = (float)d;
+    v = c->warmup, get_int(p, t, "optim", "warmup", 0, 1000000, &v);
+    c->warmup = (int)v;
+    d = c->weight_decay, get_num(p, t, "optim", "weight_decay", 0, 10, &d);
+    c->weight_decay = (float)d;
+    d = c->clip, get_num(p, t, "optim", "clip", 0, 1e9, &d);
+    c->clip = (float)d;
+    lua_pop(L, 1);
+  }
+  get_str(p, 1, NULL, "reward", c->reward, sizeof c->reward);
+  v = (long long)c->seed, get_int(p, 1, NULL, "seed", 0, 1LL << 62, &v);
+  c->seed = (uint64_t)v;
+  snprintf(c->out, sizeof c->out, "runs/%s.h5", c->name);
+  get_str(p, 1, NULL, "out", c->out, sizeof c->out);
+
+  char w[256];
+  if (!p->failed && pl_sampling_validate(&c->sampling, w, sizeof w) != PL_OK)
+    fail(p, "sampling", "%s", w);
+  if (!p->failed && pl_grpo_config_check(&c->grpo, w, sizeof w) != PL_OK)
+    fail(p, "grpo", "%s", w);
+  char hint[1200];
+  snprintf(hint, sizeof hint, " (prime one with `kernlab prime --out %.1000s`)",
+           c->checkpoint);
+  check_readable(p, "checkpoint", c->checkpoint, hint);
+  check_readable(p, "tokenizer", c->tokenizer, hint);
+  check_readable(p, "reward", c->reward, "");
+  if (!p->failed) rc = 0;
+done:
+  lua_close(L);
+  if (rc) {
+    free(c->text);
+    c->text = NULL;
+  }
+  return rc;
+}
+
+void lab_campaign_free(lab_campaign *c) {
+  free(c->text);
+  c->text = NULL;
+}

@@ -1,0 +1,815 @@
+/*
+ * lab/run_cmd.c — `kernlab run CAMPAIGN.lua [--out RUN.h5] [--resume]`: the
+ * GRPO campaign loop.
+ *
+ * One step, for each of prompts_per_step groups of G completions:
+ *   prompt      <|bos|> + the tokens of lab_prompt_header() (what priming
+ *               trained on), the same prompt for every group;
+ *   sample      pl_generate: G completions of up to max_tokens, one RNG
+ *               stream per row, seed derived from (campaign seed, step,
+ *               group);
+ *   extract     each completion up to <|eos|>, decoded, is the candidate's
+ *               source (a garbage completion is a candidate too: it fails to
+ *               compile and gets the reward for that);
+ *   evaluate    every candidate of the step in parallel, one thread per
+ *               sandbox slot (jobs = cores), kl_eval_source at the task's
+ *               shape, on the campaign's backend;
+ *   reward      rw_score_group per group (ctx = the task and the group); the
+ *               reward script is hot-reloaded between steps (rw_reload);
+ *   advantages  pl_grpo_advantages over the step's groups;
+ *   update      one (B = groups*G, T) batch of prompt + completion tokens,
+ *               padded with <|pad|>, targets only on completion tokens;
+ *               logp = -losses of a forward with targets; pl_grpo_loss with
+ *               old_logp = the sampler's log-probs (at temperature 1; see
+ *               below), d loss/d logp through pl_model_backward_weighted,
+ *               then AdamW; num_iterations updates on the same batch;
+ *   record      every candidate (step, group, sample, reward components),
+ *               then one /steps record, then the checkpoint (parameters and
+ *               AdamW state) next to the results file: RUN.h5 -> RUN.ckpt.
+ * One line per step on stdout: step, reward mean/max, correct fraction,
+ * best correct time so far and its % of the baseline, KL, clip fraction,
+ * loss, sampling tokens/s, ETA.
+ *
+ * Reference model: with grpo.beta > 0 the campaign's starting checkpoint is
+ * loaded a second time, frozen, for the k3 KL term.
+ *
+ * Temperature: the trainer's logits are at temperature 1 (see
+ * pl_model_backward_weighted), so the sampler's log-probs are the old
+ * log-probs only when sampling.temperature is 1; otherwise the first
+ * iteration's own log-probs are (rho = 1 on it, TRL's num_iterations = 1
+ * case).
+ *
+ * --resume: the /steps records say how many steps are complete, the
+ * checkpoint RUN.ckpt says which policy (its header's step). The loop
+ * restarts at the checkpoint's step; for any step already (partly)
+ * recorded it skips the candidates and the step record already in the
+ * file, so nothing is recorded twice. Restored exactly: parameters, AdamW
+ * moments and step count, the step counter, the reference model (reloaded
+ * from the campaign's checkpoint), the best time so far. Re-derived, not
+ * restored: the RNG (sampling and evaluation seeds are functions of seed,
+ * step and group, so a resumed step samples what the killed one would
+ * have, up to BLAS summation order), the baseline (timed again at start).
+ * A step killed after its records but before its checkpoint is run again
+ * without recording (its evaluation timings may differ, so its update is
+ * close to, not exactly, the lost one).
+ *
+ * Not here (yet): overlapping sampling with evaluation, a TTY progress
+ * bar, several task shapes per campaign.
+ */
+#include "lab/lab.h"
+
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char synopsis[] =
+    "usage: kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
+    "  (default campaign: lua/campaigns/quick.lua)\n";
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* The seed of one (step, group, purpose): a pure function, so a resumed
+ * campaign re-derives what the killed one used. Never 0 (0 asks the
+ * evaluator to pick one). */
+static uint64_t derive_seed(uint64_t seed, int step, int group, int purpose) {
+  uint64_t s = mix64(mix64(mix64(seed) ^ (uint64_t)step) ^
+                     ((uint64_t)group << 8 | (uint64_t)purpose));
+  s &= 0xffffffffffffull;
+  return s ? s : 1;
+}
+
+/* ---- parallel evaluation: one thread per sandbox slot ---- */
+
+typedef struct candidate {
+  char label[48];
+  char *src; /* decoded completion, owned */
+  size_t len;
+  kl_result r;
+  int rc;
+  rw_components rw; /* empty when not scored */
+  int scored;
+} candidate;
+
+typedef struct eval_batch {
+  candidate *c;
+  int n;
+  int next; /* atomic */
+  kl_eval_options opts;
+} eval_batch;
+
+typedef struct eval_worker {
+  eval_batch *batch;
+  sbx_slot *slot;
+} eval_worker;
+
+static void *eval_thread(void *arg) {
+  eval_worker *w = arg;
+  eval_batch *b = w->batch;
+  kl_executor ex;
+  kl_eval_options opts = b->opts;
+  sbx_slot_executor(w->slot, &ex);
+  opts.exec = &ex;
+  for (;;) {
+    int i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+    if (i >= b->n) break;
+    candidate *c = &b->c[i];
+    c->rc = kl_eval_source(c->label, c->src, c->len, &opts, &c->r);
+  }
+  return NULL;
+}
+
+/* Evaluates b->c[0..n) on the slots, up to n_slots at a time. */
+static void eval_all(eval_batch *b, sbx_slot **slots, int n_slots) {
+  eval_worker w[256];
+  pthread_t tid[256];
+  int started = 0;
+  if (n_slots > 256) n_slots = 256;
+  for (int i = 0; i < n_slots && i < b->n; i++) {
+    w[i] = (eval_worker){b, slots[i]};
+    if (pthread_create(&tid[i], NULL, eval_thread, &w[i]) == 0)
+      started++;
+    else
+      break;
+  }
+  if (!started) {
+    w[0] = (eval_worker){b, slots[0]};
+    eval_thread(&w[0]);
+  }
+  for (int i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
+}
+
+/* ---- model loading ---- */
+
+/* Loads a checkpoint into a fresh model checked against tok; m_out and
+ * v_out (may be NULL) receive the AdamW moments when the file has them. */
+static int load_model(pl_model *m, pl_ckpt_header *h, const char *path,
+                      const pl_tokenizer *tok, float **m_out, float **v_out,
+                      char *why, size_t whylen) {
+  float *params = NULL;
+  int rc = pl_ckpt_load(path, h, &params, m_out, v_out, why, whylen);
+  if (rc) return rc;
+  rc = pl_ckpt_check_tokenizer(h, pl_tok_hash(tok), why, whylen);
+  if (!rc) rc = pl_model_init(m, &h->config, 0, why, whylen);
+  if (!rc && h->config.vocab < pl_tok_vocab_size(tok)) {
+    snprintf(why, whylen,
+             "%s: model vocab %d is smaller than the tokenizer's %d", path,
+             h->config.vocab, pl_tok_vocab_size(tok));
+    pl_model_free(m);
+    rc = PL_EINPUT;
+  }
+  if (!rc) memcpy(m->params_memory, params, m->num_params * sizeof(float));
+  free(params);
+  return rc;
+}
+
+static int pl_exit(int rc) {
+  return rc == PL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+}
+
+/* mkdir -p of path's folder. */
+static int make_parent(const char *path) {
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  char *slash = strrchr(tmp, '/');
+  if (!slash || slash == tmp) return 0;
+  *slash = 0;
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* What an earlier run of this campaign left in the results file. */
+typedef struct prior {
+  int64_t steps_done;  /* /steps records */
+  int64_t *recorded;   /* (steps) candidates already stored per step */
+  double best_time_us; /* best correct time; -1 none */
+  double wall_s;       /* the last step's wall_s */
+} prior;
+
+static int read_prior(const char *path, int steps, prior *pr, char *why,
+                      size_t whylen) {
+  int code = 0;
+  res_reader *r = res_open_read(path, &code, why, whylen);
+  if (!r) return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  pr->steps_done = res_step_count(r);
+  for (int64_t i = 0; i < pr->steps_done; i++) {
+    const res_step *s = res_get_step(r, i);
+    if (s && s->wall_s > pr->wall_s) pr->wall_s = s->wall_s;
+  }
+  for (int64_t i = 0; i < res_count(r); i++) {
+    const res_candidate *c = res_get(r, i);
+    if (!c) continue;
+    if (c->step >= 0 && c->step < steps) pr->recorded[c->step]++;
+    if (c->correct && c->time_us > 0 &&
+        (pr->best_time_us < 0 || c->time_us < pr->best_time_us))
+      pr->best_time_us = c->time_us;
+  }
+  res_reader_close(r);
+  return 0;
+}
+
+/* ---- the GRPO update ---- */
+
+typedef struct update_out {
+  pl_grpo_stats st;
+  float grad_norm, lr;
+} update_out;
+
+/* One to num_iterations GRPO updates of m on the step's completions.
+ * gens (n_groups) hold G rows each; adv (n_groups*G). */
+static int grpo_update(const lab_campaign *c, pl_model *m, pl_model *ref,
+                       pl_adamw *opt, const int32_t *prompt, int plen,
+                       const pl_generation *gens, int n_groups,
+                       const float *adv, update_out *u, char *why,
+                       size_t whylen) {
+  int G = c->group_size, B = n_groups * G, maxL = 1;
+  for (int b = 0; b < B; b++) {
+    int L = gens[b / G].lengths[b % G];
+    if (L > maxL) maxL = L;
+  }
+  int T = plen + maxL - 1; /* inputs: prompt and all but the last token */
+  size_t BT = (size_t)B * T;
+  int32_t *x = malloc(BT * sizeof *x), *y = malloc(BT * sizeof *y);
+  float *mask = calloc(BT, sizeof *mask), *logp = calloc(BT, sizeof *logp);
+  float *old = calloc(BT, sizeof *old), *dl = calloc(BT, sizeof *dl);
+  float *refp = c->grpo.beta > 0 ? calloc(BT, sizeof *refp) : NULL;
+  uint8_t *trunc = malloc((size_t)B);
+  int rc = PL_OK;
+  if (!x || !y || !mask || !logp || !old || !dl || !trunc ||
+      (c->grpo.beta > 0 && !refp)) {
+    snprintf(why, whylen, "out of memory for a (%d,%d) update batch", B, T);
+    rc = PL_EENV;
+    goto done;
+  }
+  /* Row b: prompt, completion, <|pad|>. Position t predicts token t+1; a
+   * completion token i sits at t+1 = plen+i. */
+  for (int b = 0; b < B; b++) {
+    const pl_generation *g = &gens[b / G];
+    int row = b % G, L = g->lengths[row];
+    const int32_t *ct = g->tokens + (size_t)row * g->max_new;
+    trunc[b] = g->truncated[row];
+    for (int t = 0; t < T; t++) {
+      size_t k = (size_t)b * T + t;
+      x[k] = t < plen ? prompt[t] : t - plen < L ? ct[t - plen] : PL_TOK_PAD;
+      int i = t + 1 - plen; /* the completion token predicted here */
+      if (i >= 0 && i < L) {
+        y[k] = ct[i];
+        mask[k] = 1;
+        old[k] = g->logprobs[(size_t)row * g->max_new + i];
+      } else {
+        y[k] = -1;
+      }
+    }
+  }
+  if (refp) {
+    float l = pl_model_forward(ref, x, y, B, T);
+    if (!isfinite(l)) {
+      snprintf(why, whylen, "the reference model's forward failed");
+      rc = PL_EENV;
+      goto done;
+    }
+    for (size_t k = 0; k < BT; k++)
+      refp[k] = mask[k] ? -ref->acts.losses[k] : 0;
+  }
+  int sampler_old = c->sampling.temperature == 1.0f;
+  for (int it = 0; it < c->num_iterations; it++) {
+    float l = pl_model_forward(m, x, y, B, T);
+    if (!isfinite(l)) {
+      snprintf(why, whylen, "the policy's forward gave a loss of %g", l);
+      rc = PL_EENV;
+      goto done;
+    }
+    for (size_t k = 0; k < BT; k++)
+      logp[k] = mask[k] ? -m->acts.losses[k] : 0;
+    if (it == 0 && !sampler_old) memcpy(old, logp, BT * sizeof *old);
+    rc = pl_grpo_loss(dl, &u->st, &c->grpo, logp, old, refp, adv, mask, trunc,
+                      B, T, why, whylen);
+    if (rc) goto done;
+    pl_model_zero_grad(m);
+    rc = pl_model_backward_weighted(m, dl);
+    if (rc) {
+      snprintf(why, whylen, "backward failed");
+      goto done;
+    }
+    u->lr = pl_adamw_lr_at(&opt->cfg, opt->step);
+    u->grad_norm = pl_adamw_step(opt, m);
+  }
+done:
+  free(x);
+  free(y);
+  free(mask);
+  free(logp);
+  free(old);
+  free(dl);
+  free(refp);
+  free(trunc);
+  return rc;
+}
+
+/* ---- the command ---- */
+
+static void fmt_eta(char *buf, size_t n, double s) {
+  if (s < 0 || !isfinite(s))
+    snprintf(buf, n, "-");
+  else if (s < 90)
+    snprintf(buf, n, "%.0fs", s);
+  else if (s < 5400)
+    snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+  else
+    snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
+}
+
+int lab_run(int argc, char **argv) {
+  const char *campaign_path = NULL, *out_arg = NULL;
+  int resume = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--resume")) {
+      resume = 1;
+    } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+      out_arg = argv[++i];
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(synopsis, stdout);
+      return LAB_EXIT_OK;
+    } else if (argv[i][0] == '-' || campaign_path) {
+      fprintf(stderr, "kernlab run: unexpected argument '%s'\n%s", argv[i],
+              synopsis);
+      return LAB_EXIT_USAGE;
+    } else {
+      campaign_path = argv[i];
+    }
+  }
+  if (!campaign_path) campaign_path = "lua/campaigns/quick.lua";
+
+  char why[1024];
+  lab_campaign c;
+  int ex = lab_campaign_load(campaign_path, &c, why, sizeof why);
+  if (ex) {
+    fprintf(stderr, "kernlab run: %s\n", why);
+    return ex;
+  }
+  if (out_arg) snprintf(c.out, sizeof c.out, "%s", out_arg);
+  char ckpt_out[1100];
+  {
+    size_t l = strlen(c.out);
+    int h5 = l > 3 && !strcmp(c.out + l - 3, ".h5");
+    snprintf(ckpt_out, sizeof ckpt_out, "%.*s.ckpt", (int)(h5 ? l - 3 : l),
+             c.out);
+  }
+  const int G = c.group_size, P = c.prompts_per_step, n_cand = G * P;
+
+  /* Everything a run needs is allocated or loaded before the first step, so
+   * a bad file is reported before any compute. */
+  pl_tokenizer *tok = NULL;
+  pl_model model, ref;
+  memset(&model, 0, sizeof model);
+  memset(&ref, 0, sizeof ref);
+  pl_adamw opt;
+  memset(&opt, 0, sizeof opt);
+  rw_script *script = NULL;
+  res_file *store = NULL;
+  sbx_slot **slots = NULL;
+  int n_slots = 0;
+  candidate *cands = NULL;
+  pl_generation *gens = NULL;
+  int32_t *prompt = NULL, *hdr_ids = NULL;
+  prior pr = {0, NULL, -1, 0};
+  float *ck_m = NULL, *ck_v = NULL;
+  int rc;
+
+  int exit_code = LAB_EXIT_OK;
+#define FAIL(code, ...)                                                        \
+  do {                                                                         \
+    fprintf(stderr, "kernlab run: " __VA_ARGS__);                              \
+    fputc('\n', stderr);                                                       \
+    exit_code = (code);                                                        \
+    goto cleanup;                                                              \
+  } while (0)
+
+  pr.recorded = calloc((size_t)c.steps, sizeof *pr.recorded);
+  cands = calloc((size_t)n_cand, sizeof *cands);
+  gens = calloc((size_t)P, sizeof *gens);
+  if (!pr.recorded || !cands || !gens) FAIL(LAB_EXIT_ENV, "out of memory");
+
+  int have_out = access(c.out, F_OK) == 0;
+  if (have_out && !resume)
+    FAIL(LAB_EXIT_USAGE,
+         "%s already exists: pass --resume to continue that campaign, or "
+         "--out for a new file",
+         c.out);
+  if (resume && have_out) {
+    ex = read_prior(c.out, c.steps, &pr, why, sizeof why);
+    if (ex) FAIL(ex, "--resume: %s", why);
+  } else if (resume) {
+    fprintf(stderr,
+            "kernlab run: --resume: %s does not exist; starting at "
+            "step 0\n",
+            c.out);
+  }
+
+  rc = pl_tok_load(&tok, c.tokenizer, why, sizeof why);
+  if (rc) FAIL(pl_exit(rc), "tokenizer: %s", why);
+  pl_ckpt_header h;
+  rc = load_model(&model, &h, c.checkpoint, tok, NULL, NULL, why, sizeof why);
+  if (rc) FAIL(pl_exit(rc), "checkpoint: %s", why);
+  int start_step = 0;
+  if (pr.steps_done > 0 || (resume && access(ckpt_out, F_OK) == 0)) {
+    /* Continue from the campaign's own checkpoint. */
+    pl_model_free(&model);
+    memset(&model, 0, sizeof model);
+    rc = load_model(&model, &h, ckpt_out, tok, &ck_m, &ck_v, why, sizeof why);
+    if (rc)
+      FAIL(pl_exit(rc), "--resume: %s (%lld steps are recorded in %s)", why,
+           (long long)pr.steps_done, c.out);
+    if ((int64_t)h.step > pr.steps_done || (int64_t)h.step + 1 < pr.steps_done)
+      FAIL(LAB_EXIT_USAGE,
+           "--resume: %s is at step %llu but %s records %lld steps; they are "
+           "not from the same campaign",
+           ckpt_out, (unsigned long long)h.step, c.out,
+           (long long)pr.steps_done);
+    start_step = (int)h.step;
+  }
+  if (c.grpo.beta > 0) {
+    pl_ckpt_header rh;
+    rc = load_model(&ref, &rh, c.checkpoint, tok, NULL, NULL, why, sizeof why);
+    if (rc) FAIL(pl_exit(rc), "reference model: %s", why);
+  }
+  pl_adamw_config oc = pl_adamw_defaults();
+  oc.lr = c.lr;
+  oc.weight_decay = c.weight_decay;
+  oc.grad_clip = c.clip;
+  oc.warmup_steps = c.warmup * c.num_iterations;
+  oc.total_steps = c.steps * c.num_iterations;
+  oc.final_lr_frac = 1.0f; /* constant after warm-up */
+  rc = pl_adamw_init(&opt, &model, &oc, why, sizeof why);
+  if (rc) FAIL(pl_exit(rc), "optimiser: %s", why);
+  if (ck_m && ck_v && start_step > 0) {
+    memcpy(opt.m, ck_m, opt.n * sizeof(float));
+    memcpy(opt.v, ck_v, opt.n * sizeof(float));
+    opt.step = (int64_t)h.opt_step;
+  }
+
+  script = rw_load(c.reward, NULL, why, sizeof why);
+  if (!script || rw_validate(script, why, sizeof why) != RW_OK)
+    FAIL(LAB_EXIT_USAGE, "reward %s: %s", c.reward, why);
+
+  /* The prompt: <|bos|> + the task header priming used. */
+  const char *header = lab_prompt_header();
+  size_t n_hdr = 0;
+  rc = pl_tok_encode(tok, header, strlen(header), &hdr_ids, &n_hdr, why,
+                     sizeof why);
+  if (rc) FAIL(LAB_EXIT_ENV, "%s", why);
+  int plen = (int)n_hdr + 1;
+  prompt = malloc(sizeof *prompt * (size_t)plen);
+  if (!prompt) FAIL(LAB_EXIT_ENV, "out of memory");
+  prompt[0] = PL_TOK_BOS;
+  memcpy(prompt + 1, hdr_ids, n_hdr * sizeof *hdr_ids);
+  if (plen >= h.config.max_seq)
+    FAIL(LAB_EXIT_USAGE, "%s: the prompt (%d tokens) does not fit max_seq %d",
+         c.checkpoint, plen, h.config.max_seq);
+
+  /* The evaluator: backend, sandbox slots, baseline. */
+  char backend[16];
+  rc = kl_backend_resolve(c.backend, backend, sizeof backend, why, sizeof why);
+  if (rc != KL_OK)
+    FAIL(rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE, "backend: %s", why);
+  if (why[0]) fprintf(stderr, "kernlab: %s\n", why);
+  if (kl_nvrtc_load(why, sizeof why) != KL_OK)
+    fprintf(stderr,
+            "kernlab: warning: %s; cpu-emu runs without sm_90 resource "
+            "figures\n",
+            why);
+  kl_emu_set_launcher(sbx_host_compile_launcher());
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  n_slots = cores < n_cand ? cores : n_cand;
+  slots = calloc((size_t)n_slots, sizeof *slots);
+  if (!slots) FAIL(LAB_EXIT_ENV, "out of memory");
+  sbx_limits limits = {60, 60};
+  for (int i = 0; i < n_slots; i++)
+    if (!(slots[i] = sbx_slot_new(&limits)))
+      FAIL(LAB_EXIT_ENV, "cannot start sandbox slot %d", i);
+  kl_eval_options opts;
+  kl_eval_defaults(&opts);
+  opts.backend = backend;
+  opts.shapes[0] = (kl_shape){c.M, c.N, c.K};
+  opts.n_shapes = 1;
+  opts.threads = cores / n_slots > 0 ? cores / n_slots : 1;
+  opts.seed = derive_seed(c.seed, -1, 0, 0);
+  double baseline;
+  {
+    kl_executor bex;
+    kl_eval_options bopts = opts;
+    sbx_slot_executor(slots[0], &bex);
+    bopts.exec = &bex;
+    baseline = !strcmp(backend, "gpu")
+                   ? kl_gpu_cublas_time_us(opts.shapes[0], &bopts, NULL, why,
+                                           sizeof why)
+                   : kl_eval_baseline(opts.shapes[0], &bopts, why, sizeof why);
+    if (baseline < 0) fprintf(stderr, "kernlab: warning: baseline: %s\n", why);
+  }
+  opts.baseline_us = baseline;
+  char task[48];
+  snprintf(task, sizeof task, "fp32_%dx%dx%d", c.M, c.N, c.K);
+
+  /* The results file. */
+  if (make_parent(c.out) != 0 || make_parent(ckpt_out) != 0)
+    FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
+         strerror(errno));
+  const char *flag_names[64];
+  for (int b = 0; b < 64; b++) {
+    const char *n = kl_flag_name(b);
+    flag_names[b] = n ? n : "";
+  }
+  res_campaign_meta meta = {.config = c.text,
+                            .reward_script = c.reward,
+                            .reward_sha256 = rw_sha256(script),
+                            .device = "cpu",
+                            .backend = backend,
+                            .kernlab_version = "0.1",
+                            .nvrtc_version = kl_nvrtc_version(),
+                            .seed = c.seed,
+                            .flag_names = flag_names,
+                            .n_flags = 64};
+  int code = 0;
+  store = res_open_append(c.out, &meta, &code, why, sizeof why);
+  if (!store)
+    FAIL(code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE, "%s: %s", c.out,
+         why);
+
+  pl_set_num_threads(cores);
+  printf("campaign %s: %s %s, G %d x %d prompt(s), %d steps, model d %d x %d "
+         "layers (%zu parameters), reward %s\n",
+         c.name, backend, task, G, P, c.steps, h.config.d_model,
+         h.config.n_layers, model.num_params, c.reward);
+  printf("baseline (%s): %.1f us%s; results %s, checkpoint %s\n",
+         !strcmp(backend, "gpu") ? "cuBLAS SGEMM" : "naive seed", baseline,
+         !strcmp(backend, "cpu-emu") ? " (CPU-emulator time, not GPU)" : "",
+         c.out, ckpt_out);
+  if (start_step > 0)
+    printf("resuming at step %d (%lld steps recorded)\n", start_step + 1,
+           (long long)pr.steps_done);
+  if (start_step >= c.steps) printf("nothing to do: all steps are done\n");
+  fflush(stdout);
+
+  double best_time = pr.best_time_us, t_run = now_s();
+  double wall0 = pr.wall_s;
+  int steps_run = 0;
+  for (int step = start_step; step < c.steps; step++) {
+    double t_step = now_s();
+    if (step > start_step) {
+      int rl = rw_reload(&script, c.reward, why, sizeof why);
+      if (rl == RW_RELOADED)
+        printf("reward: reloaded %s (sha256 %.12s)\n", c.reward,
+               rw_sha256(script));
+      else if (rl == RW_KEPT_OLD)
+        printf("reward: %s did not load, keeping the old script: %s\n",
+               c.reward, why);
+    }
+    /* Sample. */
+    double t0 = now_s();
+    long gen_tokens = 0;
+    for (int g = 0; g < P; g++) {
+      rc = pl_generate(&model, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
+                       &c.sampling, derive_seed(c.seed, step, g, 1), &gens[g],
+                       why, sizeof why);
+      if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
+      for (int i = 0; i < G; i++)
+        gen_tokens += gens[g].lengths[i];
+    }
+    double gen_s = now_s() - t0;
+    /* Extract: completion up to <|eos|> -> source text. */
+    double logp_sum = 0;
+    for (int k = 0; k < n_cand; k++) {
+      candidate *cd = &cands[k];
+      const pl_generation *gn = &gens[k / G];
+      int row = k % G, L = gn->lengths[row];
+      const int32_t *t = gn->tokens + (size_t)row * gn->max_new;
+      for (int i = 0; i < L; i++)
+        logp_sum += gn->logprobs[(size_t)row * gn->max_new + i];
+      int shown = gn->stop[row] == PL_STOP_EOS ? L - 1 : L;
+      snprintf(cd->label, sizeof cd->label, "s%d.g%d.i%d", step, k / G, row);
+      rc = pl_tok_decode(tok, t, (size_t)shown, &cd->src, &cd->len, why,
+                         sizeof why);
+      if (rc) FAIL(pl_exit(rc), "step %d: decode: %s", step + 1, why);
+    }
+    /* Evaluate. */
+    eval_batch batch = {cands, n_cand, 0, opts};
+    batch.opts.seed = derive_seed(c.seed, step, 0, 2);
+    eval_all(&batch, slots, n_slots);
+    for (int k = 0; k < n_cand; k++) {
+      cands[k].r.baseline_us = baseline;
+      if (cands[k].rc == KL_EENV)
+        FAIL(LAB_EXIT_ENV, "step %d: evaluation: %s", step + 1,
+             cands[k].r.error);
+    }
+    /* Reward, per group. */
+    double *rewards = malloc(sizeof(double) * (size_t)n_cand);
+    float *adv = malloc(sizeof(float) * (size_t)n_cand);
+    rw_candidate *rwc = malloc(sizeof(rw_candidate) * (size_t)n_cand);
+    const char **names = malloc(sizeof(char *) * 64 * (size_t)n_cand);
+    rw_components *comps = calloc((size_t)n_cand, sizeof *comps);
+    if (!rewards || !adv || !rwc || !names || !comps) {
+      free(rewards), free(adv), free(rwc), free(names), free(comps);
+      FAIL(LAB_EXIT_ENV, "out of memory");
+    }
+    for (int k = 0; k < n_cand; k++)
+      lab_rw_candidate(&cands[k].r, (long)cands[k].len, names + 64 * k, 64,
+                       &rwc[k]);
+    for (int g = 0; g < P; g++) {
+      rw_context ctx = {task, "fp32", c.M, c.N, c.K, rwc + g * G, G};
+      if (rw_score_group(script, &ctx, comps + g * G, why, sizeof why) != RW_OK)
+        fprintf(stderr, "kernlab run: step %d group %d: reward: %s\n", step + 1,
+                g, why);
+    }
+    int n_correct = 0, n_scored = 0;
+    double r_sum = 0, r_sq = 0, r_max = -INFINITY, r_min = INFINITY;
+    for (int k = 0; k < n_cand; k++) {
+      int ok = comps[k].script_sha256[0] != 0; /* scored */
+      rewards[k] = ok ? comps[k].total : NAN;
+      n_correct += cands[k].r.correct;
+      const kl_result *r = &cands[k].r;
+      if (r->correct && r->time_us > 0 && !r->flags &&
+          (best_time < 0 || r->time_us < best_time))
+        best_time = r->time_us;
+      if (!ok) continue;
+      n_scored++;
+      r_sum += rewards[k];
+      r_sq += rewards[k] * rewards[k];
+      if (rewards[k] > r_max) r_max = rewards[k];
+      if (rewards[k] < r_min) r_min = rewards[k];
+    }
+    rc = pl_grpo_advantages(adv, rewards, P, G, c.grpo.scale_rewards, why,
+                            sizeof why);
+    /* Update. */
+    update_out u;
+    memset(&u, 0, sizeof u);
+    if (!rc)
+      rc = grpo_update(&c, &model, c.grpo.beta > 0 ? &ref : NULL, &opt, prompt,
+                       plen, gens, P, adv, &u, why, sizeof why);
+    if (rc) {
+      for (int k = 0; k < n_cand; k++)
+        rw_components_free(&comps[k]);
+      free(rewards), free(adv), free(rwc), free(names), free(comps);
+      FAIL(pl_exit(rc), "step %d: update: %s", step + 1, why);
+    }
+    /* Record: candidates not already in the file, the step, the
+     * checkpoint. */
+    int64_t skip = pr.recorded[step];
+    for (int k = 0; k < n_cand && exit_code == LAB_EXIT_OK; k++) {
+      if (k < skip) continue;
+      const rw_components *rp = isnan(rewards[k]) ? NULL : &comps[k];
+      res_candidate rc_;
+      lab_res_candidate(&cands[k].r, rp, task, &rc_);
+      rc_.step = step;
+      rc_.group = k / G;
+      rc_.sample = k % G;
+      const char *cn[RW_MAX_COMPONENTS];
+      double cv[RW_MAX_COMPONENTS];
+      int nc = rp ? rp->n : 0;
+      for (int j = 0; j < nc && j < RW_MAX_COMPONENTS; j++) {
+        cn[j] = rp->items[j].name;
+        cv[j] = rp->items[j].value;
+      }
+      if (res_append_candidate(store, &rc_, cands[k].src, cands[k].len,
+                               cands[k].r.sample_us, cands[k].r.samples, cn, cv,
+                               nc, NULL, why, sizeof why) != RES_OK) {
+        fprintf(stderr, "kernlab run: %s: %s\n", c.out, why);
+        exit_code = LAB_EXIT_ENV;
+      }
+    }
+    for (int k = 0; k < n_cand; k++)
+      rw_components_free(&comps[k]);
+    free(rewards), free(adv), free(rwc), free(names), free(comps);
+    if (exit_code) goto cleanup;
+
+    double mean = n_scored ? r_sum / n_scored : NAN;
+    double var =
+        n_scored > 1 ? (r_sq - n_scored * mean * mean) / (n_scored - 1) : 0;
+    res_step s = {0};
+    s.step = step;
+    s.n_candidates = n_cand;
+    s.reward_mean = mean;
+    s.reward_std = var > 0 ? sqrt(var) : 0;
+    s.reward_max = n_scored ? r_max : NAN;
+    s.reward_min = n_scored ? r_min : NAN;
+    s.correct_frac = (double)n_correct / n_cand;
+    s.kl = u.st.kl_mean;
+    s.loss = u.st.loss;
+    s.entropy = gen_tokens ? -logp_sum / gen_tokens : 0;
+    s.clip_frac = u.st.clip_fraction;
+    s.len_mean = (double)gen_tokens / n_cand;
+    s.best_time_us = best_time;
+    s.lr = u.lr;
+    s.grad_norm = u.grad_norm;
+    s.wall_s = wall0 + (now_s() - t_run);
+    if (step >= pr.steps_done &&
+        res_append_step(store, &s, why, sizeof why) != RES_OK)
+      FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
+    h.step = (uint64_t)step + 1;
+    h.opt_step = (uint64_t)opt.step;
+    rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,
+                      opt.m, opt.v, why, sizeof why);
+    if (rc) FAIL(LAB_EXIT_ENV, "%s", why);
+
+    steps_run++;
+    double per_step = (now_s() - t_run) / steps_run;
+    char eta[32], best[64];
+    fmt_eta(eta, sizeof eta, per_step * (c.steps - step - 1));
+    if (best_time > 0 && baseline > 0)
+      snprintf(best, sizeof best, "%.1f us (%.0f%% of baseline)", best_time,
+               100.0 * baseline / best_time);
+    else
+      snprintf(best, sizeof best, "-");
+    printf("step %d/%d  reward mean %.3f max %.3f  correct %d/%d  best %s  "
+           "kl %.4f  clip %.3f  loss %.4g  %.0f tok/s  %.1fs  ETA %s%s\n",
+           step + 1, c.steps, mean, s.reward_max, n_correct, n_cand, best, s.kl,
+           s.clip_frac, s.loss, gen_s > 0 ? gen_tokens / gen_s : 0,
+           now_s() - t_step, eta,
+           step < pr.steps_done ? "  (re-run, already recorded)" : "");
+    fflush(stdout);
+    for (int k = 0; k < n_cand; k++) {
+      free(cands[k].src);
+      cands[k].src = NULL;
+    }
+    for (int g = 0; g < P; g++)
+      pl_generation_free(&gens[g]);
+  }
+
+  /* Summary over the whole campaign (earlier runs included). */
+  if (res_close(store, why, sizeof why) != RES_OK) {
+    store = NULL;
+    FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
+  }
+  store = NULL;
+  {
+    res_reader *r = res_open_read(c.out, &code, why, sizeof why);
+    int64_t ns = r ? res_step_count(r) : 0;
+    if (ns >= 2) {
+      int fifth = ns >= 5 ? (int)(ns / 5) : 1;
+      double a = 0, b = 0, ca = 0, cb = 0;
+      for (int i = 0; i < fifth; i++) {
+        const res_step *f = res_get_step(r, i),
+                       *l = res_get_step(r, ns - 1 - i);
+        a += f->reward_mean, ca += f->correct_frac;
+        b += l->reward_mean, cb += l->correct_frac;
+      }
+      printf("summary: %lld steps; reward mean, first fifth %.3f -> last "
+             "fifth %.3f; correct fraction %.3f -> %.3f\n",
+             (long long)ns, a / fifth, b / fifth, ca / fifth, cb / fifth);
+      if (best_time > 0)
+        printf("best correct kernel: %.1f us (%s), %.0f%% of the baseline; "
+               "see `kernlab top %s`\n",
+               best_time, backend, 100.0 * baseline / best_time, c.out);
+    }
+    if (r) res_reader_close(r);
+  }
+
+cleanup:
+  if (store) res_close(store, why, sizeof why);
+  for (int i = 0; slots && i < n_slots; i++)
+    sbx_slot_free(slots[i]);
+  free(slots);
+  for (int k = 0; cands && k < n_cand; k++)
+    free(cands[k].src);
+  free(cands);
+  for (int g = 0; gens && g < P; g++)
+    pl_generation_free(&gens[g]);
+  free(gens);
+  free(prompt);
+  free(hdr_ids);
+  free(pr.recorded);
+  free(ck_m);
+  free(ck_v);
+  rw_free(script);
+  pl_adamw_free(&opt);
+  pl_model_free(&model);
+  if (c.grpo.beta > 0) pl_model_free(&ref);
+  pl_tok_free(tok);
+  lab_campaign_free(&c);
+  return exit_code;
+#undef FAIL
+}

@@ -1,0 +1,58 @@
+--[[
+lua/campaigns/quick.lua — the default campaign (`kernlab run` with no file):
+GRPO on the CPU emulator with the primed small policy, sized to finish in a
+few minutes on two cores. Prime the policy first:
+
+  kernlab corpus && kernlab prime          (writes runs/policy.ckpt + .tok)
+  kernlab run                              (this file)
+
+A campaign file is Lua (base, string, table and math only) that returns a
+table. Every field is optional; unknown fields are errors. Fields, types and
+defaults:
+
+  name              string   the file's name without .lua
+  task              table    {M = 256, N = 256, K = 256, dtype = "fp32"}:
+                             the timed target shape (kernels are also checked
+                             on the evaluator's ragged shapes)
+  backend           string   "cpu-emu" | "gpu" | "auto"          ("cpu-emu")
+  checkpoint        string   the starting policy       ("runs/policy.ckpt")
+  tokenizer         string   its tokenizer                (checkpoint..".tok")
+  group_size        integer  G, completions per prompt, >= 2             (4)
+  prompts_per_step  integer  groups per step                             (1)
+  steps             integer  policy updates                             (10)
+  sampling          table    temperature (1.0), top_p (1.0), min_p (0.1),
+                             max_tokens (1024, per completion)
+  grpo              table    loss_type "grpo"|"bnpo"|"dr_grpo"|"dapo" ("dapo")
+                             scale_rewards "group"|"batch"|"none" ("group")
+                             beta (0: no reference model; > 0: k3 KL to the
+                               starting checkpoint, frozen)
+                             eps_low (0.2), eps_high (0.28)
+                             num_iterations (1: updates per batch)
+                             mask_truncated (true: completions that hit
+                               max_tokens get no loss)
+  optim             table    AdamW: lr (1e-5), warmup (0 steps),
+                             weight_decay (0.0), clip (1.0, global norm);
+                             constant lr after warm-up
+  reward            string   reward script       ("lua/reward/default.lua"),
+                             hot-reloaded between steps when it changes
+  seed              integer  sampling and evaluation seeds derive from it (1)
+  out               string   results file             ("runs/<name>.h5");
+                             the policy is saved next to it as runs/<name>.ckpt
+                             after every step
+
+Relative paths are relative to the folder kernlab runs in.
+]]
+return {
+  task = {M = 256, N = 256, K = 256},
+  backend = "cpu-emu",
+  checkpoint = "runs/policy.ckpt",
+  group_size = 4,
+  steps = 20,
+  sampling = {temperature = 1.0, top_p = 1.0, min_p = 0.1, max_tokens = 1024},
+  grpo = {loss_type = "dapo", scale_rewards = "group", beta = 0,
+          eps_low = 0.2, eps_high = 0.28, num_iterations = 1,
+          mask_truncated = true},
+  optim = {lr = 1e-5, warmup = 0, weight_decay = 0.0, clip = 1.0},
+  reward = "lua/reward/default.lua",
+  seed = 1,
+}

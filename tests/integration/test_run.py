@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""tests/integration/test_run.py — `kernlab run`: the GRPO campaign loop.
+
+usage: test_run.py KERNLAB SOURCE_DIR
+
+Primes a tiny policy on the seed and honest kernels, then runs tiny
+campaigns (G 2, 32x32x32, 64 tokens) on cpu-emu. A tiny model writes
+garbage (compile errors, flags): the loop must still score, update, record
+and print. Checks: one line per step, every candidate recorded once with its
+step/group/sample, --resume after a finished run and after a kill records
+nothing twice, an existing results file needs --resume, and bad campaign
+files exit 2 naming the file:line or the field.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+KERNLAB, SRC = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    passed += bool(cond)
+    failed += not cond
+    if not cond:
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(*args, cwd=None):
+    return subprocess.run([KERNLAB, *args], capture_output=True, text=True, timeout=600,
+                          cwd=cwd)
+
+
+def candidates(h5):
+    e = run("export", h5, "--format", "jsonl")
+    if e.returncode != 0:
+        print(e.stderr, file=sys.stderr)
+        return []
+    return [json.loads(l) for l in e.stdout.splitlines() if l.strip()]
+
+
+def n_steps(h5):
+    try:
+        import h5py
+    except ImportError:
+        return None
+    with h5py.File(h5, "r", swmr=True) as f:
+        return len(f["steps"])
+
+
+def campaign(path, ckpt, steps, extra=""):
+    with open(path, "w") as f:
+        f.write("""-- a tiny campaign for tests
+return {
+  task = {M = 32, N = 32, K = 32},
+  backend = "cpu-emu",
+  checkpoint = %r,
+  group_size = 2,
+  steps = %d,
+  sampling = {max_tokens = 64},
+  grpo = {mask_truncated = false},
+  optim = {lr = 1e-4},
+  reward = %r,
+  seed = 7,
+  %s
+}
+""" % (ckpt, steps, os.path.join(SRC, "lua", "reward", "default.lua"), extra))
+
+
+with tempfile.TemporaryDirectory() as d:
+    corpus = os.path.join(d, "corpus")
+    os.mkdir(corpus)
+    for sub in ("kernels/seeds", "tests/kernels/honest"):
+        for f in os.listdir(os.path.join(SRC, sub)):
+            if f.endswith(".cu"):
+                shutil.copy(os.path.join(SRC, sub, f), os.path.join(corpus, f))
+    ck = os.path.join(d, "p.ckpt")
+    p = run("prime", "--corpus", corpus, "--out", ck, "--size", "tiny", "--steps", "30",
+            "--lr", "3e-3")
+    check(p.returncode == 0, "prime exits 0: %s" % p.stderr[-500:])
+
+    # A whole campaign: 2 steps of G = 2.
+    c2 = os.path.join(d, "tiny.lua")
+    campaign(c2, ck, 2)
+    out = os.path.join(d, "runs", "tiny.h5")
+    r = run("run", c2, "--out", out)
+    check(r.returncode == 0, "run exits 0: %s" % r.stderr[-800:])
+    lines = [l for l in r.stdout.splitlines() if re.match(r"step \d+/2 ", l)]
+    check(len(lines) == 2, "one line per step: %s" % r.stdout)
+    for l in lines:
+        check(all(k in l for k in ("reward mean", "max", "correct", "best", "kl", "clip",
+                                   "tok/s", "ETA")), "step line fields: %s" % l)
+    cands = candidates(out)
+    check(len(cands) == 4, "4 candidates recorded: %d" % len(cands))
+    check(sorted((c["step"], c["group"], c["sample"]) for c in cands) ==
+          [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1)], "step/group/sample recorded")
+    check(all(c["reward"] is not None and "reward_components" in c for c in cands),
+          "every candidate scored with components")
+    ns = n_steps(out)
+    check(ns in (None, 2), "2 step records: %s" % ns)
+    check(os.path.exists(os.path.join(d, "runs", "tiny.ckpt")), "checkpoint next to results")
+    t = run("top", out, "--by", "reward")
+    check(t.returncode == 0 and "4 candidates" in t.stdout, "kernlab top reads it: %s" % t.stdout)
+
+    # The same seed samples the same kernels.
+    r2 = run("run", c2, "--out", os.path.join(d, "runs", "again.h5"))
+    again = candidates(os.path.join(d, "runs", "again.h5"))
+    check(r2.returncode == 0 and [c["src_sha256"] for c in again] ==
+          [c["src_sha256"] for c in cands], "same seed, same samples")
+
+    # An existing results file is not appended to without --resume.
+    r = run("run", c2, "--out", out)
+    check(r.returncode == 2 and "--resume" in r.stderr, "existing file needs --resume: %s" % r.stderr)
+
+    # --resume after a finished run with more steps: only the new step.
+    c3 = os.path.join(d, "tiny3.lua")
+    campaign(c3, ck, 3)
+    r = run("run", c3, "--out", out, "--resume")
+    check(r.returncode == 0, "resume exits 0: %s" % r.stderr[-800:])
+    check(len(re.findall(r"^step \d+/3 ", r.stdout, re.M)) == 1, "one new step: %s" % r.stdout)
+    cands = candidates(out)
+    check(len(cands) == 6, "6 candidates after resume, not 8: %d" % len(cands))
+    check(sorted(c["step"] for c in cands) == [0, 0, 1, 1, 2, 2], "steps 0,1,2 once each")
+    check(n_steps(out) in (None, 3), "3 step records")
+    r = run("run", c3, "--out", out, "--resume")
+    check(r.returncode == 0 and len(candidates(out)) == 6, "resume of a finished campaign: no-op")
+
+    # Kill mid-campaign, resume: every (step, sample) exactly once.
+    c5 = os.path.join(d, "kill.lua")
+    campaign(c5, ck, 5)
+    kout = os.path.join(d, "runs", "kill.h5")
+    proc = subprocess.Popen([KERNLAB, "run", c5, "--out", kout], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    for line in proc.stdout:
+        if line.startswith("step 1/"):
+            break
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    r = run("run", c5, "--out", kout, "--resume")
+    check(r.returncode == 0, "resume after kill exits 0: %s" % r.stderr[-800:])
+    kc = candidates(kout)
+    keys = sorted((c["step"], c["sample"]) for c in kc)
+    check(keys == [(s, i) for s in range(5) for i in range(2)],
+          "after kill + resume each (step, sample) once: %s" % keys)
+    check(n_steps(kout) in (None, 5), "5 step records after kill + resume")
+
+    # Bad campaign files: exit 2, naming the place.
+    bad = {
+        "syntax.lua": ("return {\n  steps = 2,\n  group_size = ,\n}\n", "syntax.lua:3:"),
+        "type.lua": ("return {group_size = 'four', checkpoint = %r}\n" % ck, "group_size"),
+        "enum.lua": ("return {grpo = {loss_type = 'foo'}, checkpoint = %r}\n" % ck,
+                     "grpo.loss_type: expected one of grpo|bnpo|dr_grpo|dapo"),
+        "unknown.lua": ("return {group_sise = 3, checkpoint = %r}\n" % ck, "group_sise"),
+        "nockpt.lua": ("return {checkpoint = %r}\n" % os.path.join(d, "nope.ckpt"), "nope.ckpt"),
+        "notable.lua": ("return 5\n", "table"),
+    }
+    for name, (text, want) in bad.items():
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        r = run("run", path, "--out", os.path.join(d, "runs", "bad.h5"))
+        check(r.returncode == 2 and want in r.stderr and name in r.stderr,
+              "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
+    check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
