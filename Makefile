@@ -1,6 +1,7 @@
 # Makefile — the two set-up commands of README.md. The build itself is CMake.
-#   make demo   the embedded default: every seed kernel through `kernlab eval`
-#               on the CPU emulator, printing the table
+#   make demo   the embedded default campaign on the CPU emulator: builds the
+#               priming corpus and primes the small policy when they are
+#               missing, runs lua/campaigns/quick.lua, writes the report
 #   make test   everything ctest runs, plus the unit tests under ASan/UBSan
 .PHONY: demo test build deps clean
 
@@ -12,7 +13,12 @@ build: deps
 	cmake --build build -j2
 
 demo: build
-	./build/kernlab eval kernels/seeds/*.cu
+	@test -d runs/corpus/train || ./build/kernlab corpus --out runs/corpus
+	@test -f runs/policy.ckpt || ./build/kernlab prime --corpus runs/corpus/train --out runs/policy.ckpt
+	rm -f runs/quick.h5 runs/quick.ckpt
+	./build/kernlab run lua/campaigns/quick.lua
+	./build/kernlab report runs/quick.h5 -o runs/quick.html
+	@echo "report: runs/quick.html   (kernlab top runs/quick.h5 for the leaderboard)"
 
 test: build
 	cd build && ctest --output-on-failure -j2
