@@ -26,11 +26,15 @@
  * (cuptiGetVersion >= 130000 is checked), else timing falls back to
  * events and says so.
  *
+ * Clocks: NVML (libnvidia-ml.so.1, optional) gives the SM clock after
+ * each sample and the default applications clock, so the throttle filter
+ * of kernels/stats.c can drop samples taken below 75% of it; without NVML
+ * the clocks read as unknown and every sample is kept. NVML's device 0 is
+ * assumed to be CUDA's device 0 (set CUDA_VISIBLE_DEVICES consistently).
+ *
  * What it does not do: pick a device other than 0 (CUDA_VISIBLE_DEVICES
- * does that), read clocks through NVML (so the throttle filter of
- * kernels/stats.c sees unknown clocks and keeps every sample), or create
- * streams (everything runs on the legacy default stream, which cuBLAS uses
- * too).
+ * does that), or create streams (everything runs on the legacy default
+ * stream, which cuBLAS uses too).
  */
 #define _GNU_SOURCE
 #include "kernels/gpu_internal.h"
@@ -449,6 +453,48 @@ static void init_cublas(void) {
     }                                                                          \
   } while (0)
 
+/* ---- NVML: SM clocks for the throttle filter (optional) ---- */
+
+static struct {
+  int (*get_clock)(void *dev, int type, unsigned *mhz);
+  void *dev;
+  double default_mhz;
+  int ok;
+} nvml;
+
+/* Loads NVML and reads the default SM clock. Before any seccomp filter:
+ * dlopen opens files. Failure only means unknown clocks. */
+static void init_nvml(void) {
+  void *so = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!so) return;
+  int (*init)(void) = (int (*)(void))dlsym(so, "nvmlInit_v2");
+  int (*handle)(unsigned, void **) =
+      (int (*)(unsigned, void **))dlsym(so, "nvmlDeviceGetHandleByIndex_v2");
+  int (*def)(void *, int, unsigned *) = (int (*)(void *, int, unsigned *))dlsym(
+      so, "nvmlDeviceGetDefaultApplicationsClock");
+  nvml.get_clock =
+      (int (*)(void *, int, unsigned *))dlsym(so, "nvmlDeviceGetClockInfo");
+  unsigned mhz = 0;
+  const int nvml_clock_sm = 1, nvml_success = 0;
+  if (!init || !handle || !def || !nvml.get_clock || init() != nvml_success ||
+      handle(0, &nvml.dev) != nvml_success ||
+      def(nvml.dev, nvml_clock_sm, &mhz) != nvml_success || mhz == 0)
+    return;
+  nvml.default_mhz = mhz;
+  nvml.ok = 1;
+}
+
+double kl_gpu_sm_clock_mhz(void) {
+  unsigned mhz = 0;
+  if (!nvml.ok || nvml.get_clock(nvml.dev, 1 /* NVML_CLOCK_SM */, &mhz) != 0)
+    return -1;
+  return mhz;
+}
+
+double kl_gpu_default_sm_clock_mhz(void) {
+  return nvml.ok ? nvml.default_mhz : -1;
+}
+
 int kl_gpu_init(char *why, size_t whylen) {
   if (kl_gpu.ready) return KL_OK;
   int rc = open_device(why, whylen);
@@ -468,6 +514,7 @@ int kl_gpu_init(char *why, size_t whylen) {
   /* CUPTI before the context: its kernel instrumentation is then in place
    * for every module loaded later (perf-anchors §3.5, kineto). */
   init_cupti();
+  init_nvml();
   /* Blocking sync: a waiting thread sleeps in the driver rather than
    * spinning (less CPU, fewer sched_yield calls under seccomp). Refused
    * once the primary context is active, which is harmless. */
@@ -526,74 +573,28 @@ int kl_gpu_init(char *why, size_t whylen) {
 /* ---- outside the sandbox: a forked child ----------------------------------
  */
 
+typedef struct gpu_fork_arg {
+  const kl_run_job *job;
+  const uint8_t *cubin;
+  size_t cubin_size;
+} gpu_fork_arg;
+
+static void gpu_body(void *arg, kl_run_report *rep, float *outs) {
+  gpu_fork_arg *a = arg;
+  if (kl_gpu_init(rep->why, sizeof rep->why) != KL_OK)
+    rep->failed = 1;
+  else
+    kl_gpu_run_execute(a->job, a->cubin, a->cubin_size, rep, outs);
+}
+
 int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                       size_t cubin_size, kl_run_report *rep, float *outs,
                       size_t n_outs, kl_result *out) {
   (void)ctx;
-  size_t len = sizeof(kl_run_report) + n_outs * sizeof(float);
-  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) {
-    snprintf(out->status, sizeof out->status, "error");
-    snprintf(out->error, sizeof out->error, "cannot map %zu bytes", len);
-    return 0;
-  }
-  kl_run_report *shared = map;
-  memset(shared, 0, sizeof *shared);
-  float *shared_outs = (float *)(shared + 1);
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (kl_gpu_init(shared->why, sizeof shared->why) != KL_OK)
-      shared->failed = 1;
-    else
-      kl_gpu_run_execute(job, cubin, cubin_size, shared, shared_outs);
-    _exit(0);
-  }
-  int status = 0, complete = 0;
-  if (pid < 0) {
-    snprintf(out->status, sizeof out->status, "error");
-    snprintf(out->error, sizeof out->error, "fork: %s", strerror(errno));
-    munmap(map, len);
-    return 0;
-  }
+  gpu_fork_arg a = {job, cubin, cubin_size};
   /* cuInit and the module load come on top of the job's own deadline. */
-  double deadline = now_ms() + (job->deadline_s + 60) * 1e3;
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    if (now_ms() > deadline) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      snprintf(out->status, sizeof out->status, "timeout");
-      snprintf(out->error, sizeof out->error,
-               "GPU runs did not finish within the %.0f s deadline",
-               job->deadline_s);
-      munmap(map, len);
-      return 0;
-    }
-    usleep(1000);
-  }
-  *rep = *shared;
-  memcpy(outs, shared_outs, n_outs * sizeof(float));
-  if (WIFSIGNALED(status)) {
-    const char *name = sigabbrev_np(WTERMSIG(status));
-    snprintf(out->status, sizeof out->status, "crashed:SIG%s",
-             name ? name : "?");
-    snprintf(out->error, sizeof out->error, "the GPU run worker crashed (%s)",
-             strsignal(WTERMSIG(status)));
-  } else if (!rep->done && !rep->failed) {
-    snprintf(out->status, sizeof out->status, "crashed:exit");
-    snprintf(out->error, sizeof out->error,
-             "the GPU run ended early (exit status %d)",
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  } else {
-    complete = 1;
-  }
-  munmap(map, len);
-  return complete;
+  return kl_run_in_fork(gpu_body, &a, job->deadline_s + 60,
+                        "the GPU run worker", rep, outs, n_outs, out);
 }
 
 /* ---- the cuBLAS baseline ---------------------------------------------------

@@ -132,6 +132,9 @@ extern kl_gpu_env kl_gpu;
  * Records outside are dropped. */
 uint64_t kl_gpu_cupti_now(void);
 int kl_gpu_cupti_collect(uint64_t lo, uint64_t hi, uint64_t *sum_ns);
+/* The SM clock now and its default (NVML), in MHz; -1 when unknown. */
+double kl_gpu_sm_clock_mhz(void);
+double kl_gpu_default_sm_clock_mhz(void);
 
 /* "CUDA_ERROR_ILLEGAL_ADDRESS" for rc (or "CUDA_ERROR_<rc>"). */
 const char *kl_gpu_error_name(CUresult rc);

@@ -484,7 +484,9 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
       snprintf(gs->timer_note, sizeof gs->timer_note,
                "CUPTI delivered no kernel record for sample %d", i);
     }
-    int kept = kl_stats_add(smp, sample, 0, 0);
+    /* The clock right after the sample: a throttled sample is dropped. */
+    int kept = kl_stats_add(smp, sample, kl_gpu_sm_clock_mhz(),
+                            kl_gpu_default_sm_clock_mhz());
     if (kept == KL_STATS_SAMPLE_KEPT && rep->samples < KL_MAX_TIMING_SAMPLES) {
       rep->sample_us[rep->samples++] = sample;
       ev[n_cross] = ev_us;

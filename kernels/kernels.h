@@ -351,6 +351,15 @@ typedef struct kl_executor {
                  size_t n_outs, struct kl_result *out);
 } kl_executor;
 
+/* Runs body(arg, rep, outs) in a forked child (its own process group) with
+ * rep and outs in shared memory, under a wall deadline, and classifies how
+ * it ended (timeout, crashed:<signal>, crashed:exit) into out, `what` naming
+ * the runner in messages. Returns 1 when rep is complete. */
+int kl_run_in_fork(void (*body)(void *arg, kl_run_report *rep, float *outs),
+                   void *arg, double deadline_s, const char *what,
+                   kl_run_report *rep, float *outs, size_t n_outs,
+                   struct kl_result *out);
+
 /* The default kl_executor.run: a forked child of this process with the
  * job's wall deadline, no sandbox (unit tests, benches). */
 int kl_run_forked(void *ctx, const kl_run_job *job, kl_run_report *rep,

@@ -44,8 +44,7 @@ size_t kl_run_output_layout(const kl_run_job *job, size_t *offs) {
   if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
   for (int k = 0; k <= sets; k++) {
     offs[job->n_shapes + 1 + k] = total;
-    if (k < sets)
-      total += (size_t)job->timed_shape.M * job->timed_shape.N;
+    if (k < sets) total += (size_t)job->timed_shape.M * job->timed_shape.N;
   }
   return total;
 }
@@ -83,7 +82,8 @@ static void guarded_free(float *p) {
 static uint64_t checksum(const float *p, size_t n) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a over the bytes */
   const unsigned char *b = (const unsigned char *)p;
-  for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
+  for (size_t i = 0; i < n * sizeof(float); i++)
+    h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -146,8 +146,8 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
   }
   if (!guard_intact(b->A, na) || !guard_intact(b->B, nb) ||
       !guard_intact(b->C, nc))
-    note_flag(rep, 33 /* canary_overwritten */,
-              "a write outside A, B or C", sh);
+    note_flag(rep, 33 /* canary_overwritten */, "a write outside A, B or C",
+              sh);
   if (checksum(b->A, na) != b->sum_a || checksum(b->B, nb) != b->sum_b)
     note_flag(rep, 34 /* input_mutated */, "A or B changed", sh);
   return dt;
@@ -207,7 +207,8 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
           0) {
         snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
         rep->failed = 1;
-        for (int j = 0; j <= k; j++) buffers_free(&b[j]);
+        for (int j = 0; j <= k; j++)
+          buffers_free(&b[j]);
         return;
       }
     }
@@ -225,7 +226,8 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
           total >= job->time_budget_ms * 1e3)
         break;
     }
-    for (int k = 0; k < sets; k++) buffers_free(&b[k]);
+    for (int k = 0; k < sets; k++)
+      buffers_free(&b[k]);
     if (rep->failed) return;
   }
   rep->done = 1;
@@ -234,9 +236,10 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
 
 /* ---- the default executor: a forked child, no sandbox ---- */
 
-int kl_run_forked(void *ctx, const kl_run_job *job, kl_run_report *rep,
-                  float *outs, size_t n_outs, kl_result *out) {
-  (void)ctx;
+int kl_run_in_fork(void (*body)(void *arg, kl_run_report *rep, float *outs),
+                   void *arg, double deadline_s, const char *what,
+                   kl_run_report *rep, float *outs, size_t n_outs,
+                   kl_result *out) {
   size_t len = sizeof(kl_run_report) + n_outs * sizeof(float);
   void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -252,48 +255,60 @@ int kl_run_forked(void *ctx, const kl_run_job *job, kl_run_report *rep,
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
-    kl_run_execute(job, shared, shared_outs, NULL, NULL);
+    body(arg, shared, shared_outs);
     _exit(0);
   }
   int status = 0, complete = 0;
   if (pid < 0) {
     snprintf(out->status, sizeof out->status, "error");
     snprintf(out->error, sizeof out->error, "fork: %s", strerror(errno));
-  } else {
-    double deadline = now_us() + job->deadline_s * 1e6;
-    for (;;) {
-      pid_t r = waitpid(pid, &status, WNOHANG);
-      if (r == pid || (r < 0 && errno != EINTR)) break;
-      if (now_us() > deadline) {
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        snprintf(out->status, sizeof out->status, "timeout");
-        snprintf(out->error, sizeof out->error,
-                 "runs did not finish within the %.0f s deadline",
-                 job->deadline_s);
-        goto unmap;
-      }
-      usleep(1000);
-    }
-    *rep = *shared;
-    memcpy(outs, shared_outs, n_outs * sizeof(float));
-    if (WIFSIGNALED(status)) {
-      const char *name = sigabbrev_np(WTERMSIG(status));
-      snprintf(out->status, sizeof out->status, "crashed:SIG%s",
-               name ? name : "?");
-      snprintf(out->error, sizeof out->error, "the kernel crashed (%s)",
-               strsignal(WTERMSIG(status)));
-    } else if (!rep->done && !rep->failed) {
-      snprintf(out->status, sizeof out->status, "crashed:exit");
-      snprintf(out->error, sizeof out->error,
-               "the kernel ended the process (exit status %d)",
-               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    } else {
-      complete = 1;
-    }
+    munmap(map, len);
+    return 0;
   }
-unmap:
+  double deadline = now_us() + deadline_s * 1e6;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (now_us() > deadline) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      snprintf(out->status, sizeof out->status, "timeout");
+      snprintf(out->error, sizeof out->error,
+               "%s did not finish within the %.0f s deadline", what,
+               deadline_s);
+      munmap(map, len);
+      return 0;
+    }
+    usleep(1000);
+  }
+  *rep = *shared;
+  memcpy(outs, shared_outs, n_outs * sizeof(float));
+  if (WIFSIGNALED(status)) {
+    const char *name = sigabbrev_np(WTERMSIG(status));
+    snprintf(out->status, sizeof out->status, "crashed:SIG%s",
+             name ? name : "?");
+    snprintf(out->error, sizeof out->error, "%s crashed (%s)", what,
+             strsignal(WTERMSIG(status)));
+  } else if (!rep->done && !rep->failed) {
+    snprintf(out->status, sizeof out->status, "crashed:exit");
+    snprintf(out->error, sizeof out->error,
+             "%s ended the process (exit status %d)", what,
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  } else {
+    complete = 1;
+  }
   munmap(map, len);
   return complete;
+}
+
+static void emu_body(void *arg, kl_run_report *rep, float *outs) {
+  kl_run_execute(arg, rep, outs, NULL, NULL);
+}
+
+int kl_run_forked(void *ctx, const kl_run_job *job, kl_run_report *rep,
+                  float *outs, size_t n_outs, kl_result *out) {
+  (void)ctx;
+  return kl_run_in_fork(emu_body, (void *)job, job->deadline_s, "the kernel",
+                        rep, outs, n_outs, out);
 }

@@ -21,6 +21,8 @@
 #      (kernel, time_us, TFLOP/s, % of cuBLAS, CV)
 #   5. the run-gpu worker in seccomp record mode: the syscalls it made after
 #      CUDA init, and those the run-gpu profile does not allow
+#   6. a short GPU campaign: a tiny policy primed on the spot, two GRPO steps
+#      with --backend gpu (the loop on the device; its kernels are garbage)
 # Everything goes to $OUT (check.log, summary.md, eval JSON); summary.md is
 # printed last. Append it to tests/gpu/LOG.md (format there) and commit.
 set -u
@@ -201,6 +203,24 @@ if [ -s "$OUT/syscalls_recorded.txt" ]; then
   sum "not in the run-gpu allowlist: ${missing:-none}"
 else
   sum "no record (see record.err): $(head -c 300 "$OUT/record.err" | tr '\n' ' ')"
+fi
+
+# ---- 6. a short GPU campaign: a tiny policy primed here, two GRPO steps ----
+note "campaign: tiny prime + 2 steps on --backend gpu"
+cdir=/tmp/kernlab-campaign
+rm -rf "$cdir" && mkdir -p "$cdir/corpus"
+cp kernels/seeds/*.cu tests/kernels/honest/*.cu "$cdir/corpus/" 2>/dev/null
+cat >"$cdir/gpu.lua" <<LUA
+return { name = "gpu-check", backend = "gpu", checkpoint = "$cdir/p.ckpt",
+  task = { M = 512, N = 512, K = 512 }, group_size = 2, steps = 2,
+  sampling = { max_tokens = 256, min_p = 0.1 }, out = "$cdir/gpu.h5" }
+LUA
+if kl timeout 60 "$KL" prime --corpus "$cdir/corpus" --out "$cdir/p.ckpt" \
+     --size tiny --steps 30 --lr 3e-3 >"$OUT/campaign.log" 2>&1 &&
+   kl timeout 240 "$KL" run "$cdir/gpu.lua" >>"$OUT/campaign.log" 2>&1; then
+  sum "- campaign (backend gpu, 2 steps): ok: $(grep -c '^step ' "$OUT/campaign.log") step lines"
+else
+  sum "- campaign (backend gpu, 2 steps): FAILED: $(tail -n 3 "$OUT/campaign.log" | tr '\n' ' ')"
 fi
 
 note "done in $(elapsed)s"

@@ -1,0 +1,54 @@
+/*
+ * tests/unit/test_run_fork.c — the evaluation without a sandbox (exec NULL:
+ * NVRTC here, runs in a forked child via kl_run_in_fork): an honest kernel
+ * is correct and timed, a crashing one is crashed:SIGSEGV, a hanging one is
+ * a timeout, and the evaluation itself survives all three.
+ */
+#include "kernels/kernels.h"
+#include "tests/unit/kltest.h"
+
+#include <string.h>
+
+#define KERNEL(BODY)                                                           \
+  "KL_LAUNCH(16, 16, 16, 16, 0);\n"                                            \
+  "extern \"C\" __global__ void matmul(const float* A, const float* B, "       \
+  "float* C, int M, int N, int K) {\n"                                         \
+  "  int r = blockIdx.y * 16 + threadIdx.y, c = blockIdx.x * 16 + "            \
+  "threadIdx.x;\n"                                                             \
+  "  if (r >= M || c >= N) return;\n"                                          \
+  "  float acc = 0.0f;\n"                                                      \
+  "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + c];\n"        \
+  "  " BODY "\n"                                                               \
+  "  C[r * N + c] = acc;\n"                                                    \
+  "}\n"
+
+static void eval(const char *src, kl_result *r) {
+  kl_eval_options o;
+  kl_eval_defaults(&o);
+  o.backend = "cpu-emu";
+  o.shapes[0] = (kl_shape){32, 32, 32};
+  o.n_shapes = 1;
+  o.seed = 7;
+  o.threads = 1;
+  o.run_deadline_s = 3;
+  o.max_samples = 5;
+  o.time_budget_ms = 10;
+  kl_eval_source("t.cu", src, strlen(src), &o, r);
+}
+
+int main(void) {
+  static kl_result r;
+  eval(KERNEL(""), &r);
+  CHECK(r.correct && !strcmp(r.status, "ok") && r.time_us > 0, "honest: %s %s",
+        r.status, r.error);
+  eval(KERNEL("if (r == 0 && c == 0) *(volatile int*)0 = 1;"), &r);
+  CHECK(!strcmp(r.status, "crashed:SIGSEGV"), "crash: %s %s", r.status,
+        r.error);
+  eval(KERNEL(
+           "if (r == 0 && c == 0) for (volatile int i = 0; i >= 0; i += 0) {}"),
+       &r);
+  CHECK(!strcmp(r.status, "timeout"), "hang: %s %s", r.status, r.error);
+  eval(KERNEL(""), &r);
+  CHECK(r.correct, "still evaluates after the failures: %s", r.status);
+  return kl_test_done("test_run_fork");
+}
