@@ -7,7 +7,9 @@
  *                 [--seed S]
  *
  * Every *.cu file of the corpus (default runs/corpus/train, written by
- * `kernlab corpus`) that passes the source checks becomes one document:
+ * `kernlab corpus`) that passes the source checks becomes one document,
+ * with its comments removed unless --keep-comments (the seeds' prose would
+ * otherwise be most of what a small model learns):
  * <|bos|> the prompt header (lab_prompt_header) the kernel <|eos|>. The
  * documents are packed into one token stream and the model is trained on
  * random windows of seq+1 tokens (next-token cross-entropy on every
@@ -44,6 +46,48 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The kernel without its comments and blank lines: the corpus kernels
+ * explain themselves in long prose, which a small model would otherwise
+ * spend most of its capacity on. String literals are kept as they are. */
+static size_t strip_comments(char *s, size_t n) {
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    if (s[i] == '/' && i + 1 < n && s[i + 1] == '/') {
+      while (i < n && s[i] != '\n')
+        i++;
+    } else if (s[i] == '/' && i + 1 < n && s[i + 1] == '*') {
+      i += 2;
+      while (i + 1 < n && !(s[i] == '*' && s[i + 1] == '/'))
+        i++;
+      i = i + 2 <= n ? i + 2 : n;
+    } else if (s[i] == '"') {
+      s[o++] = s[i++];
+      while (i < n && s[i] != '"' && s[i] != '\n') {
+        if (s[i] == '\\' && i + 1 < n) s[o++] = s[i++];
+        s[o++] = s[i++];
+      }
+      if (i < n && s[i] == '"') s[o++] = s[i++];
+    } else {
+      s[o++] = s[i++];
+    }
+  }
+  /* Drop trailing blanks and lines left empty. */
+  size_t w = 0, line = 0;
+  for (size_t i = 0; i < o; i++) {
+    s[w++] = s[i];
+    if (s[i] == '\n') {
+      size_t j = w - 1;
+      while (j > line && (s[j - 1] == ' ' || s[j - 1] == '\t'))
+        j--;
+      w = j == line ? line : j + 1;
+      if (w > line) s[w - 1] = '\n';
+      line = w;
+    }
+  }
+  s[w] = 0;
+  return w;
+}
+
 typedef struct corpus_docs {
   char **text;
   size_t *len;
@@ -55,7 +99,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* Reads every valid *.cu of dir (sorted, so runs are reproducible). */
-static int read_corpus(const char *dir, corpus_docs *docs, char *why,
+static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
                        size_t whylen) {
   DIR *d = opendir(dir);
   if (!d) {
@@ -93,6 +137,7 @@ static int read_corpus(const char *dir, corpus_docs *docs, char *why,
       skipped++;
       continue;
     }
+    if (strip) len = strip_comments(src, len);
     docs->text[docs->n] = src;
     docs->len[docs->n] = len;
     docs->n++;
@@ -115,11 +160,15 @@ static int read_corpus(const char *dir, corpus_docs *docs, char *why,
 int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small";
-  int steps = 300, batch = 0, seq = 0;
+  int steps = 300, batch = 0, seq = 0, keep_comments = 0;
   float lr = 0;
   uint64_t seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--keep-comments")) {
+      keep_comments = 1;
+      continue;
+    }
     if (!val) goto usage;
     if (!strcmp(a, "--corpus"))
       corpus = val;
@@ -159,7 +208,7 @@ int lab_prime(int argc, char **argv) {
 
   char why[1024];
   corpus_docs docs = {0};
-  if (read_corpus(corpus, &docs, why, sizeof why) != 0) {
+  if (read_corpus(corpus, !keep_comments, &docs, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab prime: %s\n", why);
     return LAB_EXIT_USAGE;
   }
@@ -315,6 +364,6 @@ usage:
   fprintf(stderr,
           "usage: kernlab prime [--corpus DIR] [--out CKPT] [--steps N] "
           "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "
-          "[--lr X] [--seed S]\n");
+          "[--lr X] [--seed S] [--keep-comments]\n");
   return LAB_EXIT_USAGE;
 }
