@@ -28,7 +28,8 @@ def check(cond, what):
 
 
 def run(*args):
-    return subprocess.run([KERNLAB, *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([KERNLAB, *args], capture_output=True, text=True,
+                          errors="replace", timeout=600)
 
 
 with tempfile.TemporaryDirectory() as d:
