@@ -34,7 +34,7 @@ def check(cond, what):
 
 
 def run(*args, cwd=None):
-    return subprocess.run([KERNLAB, *args], capture_output=True, text=True, timeout=600,
+    return subprocess.run([KERNLAB, *args], capture_output=True, text=True, errors="replace", timeout=600,
                           cwd=cwd)
 
 
@@ -137,7 +137,7 @@ with tempfile.TemporaryDirectory() as d:
     campaign(c5, ck, 5)
     kout = os.path.join(d, "runs", "kill.h5")
     proc = subprocess.Popen([KERNLAB, "run", c5, "--out", kout], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.DEVNULL, text=True, errors="replace")
     for line in proc.stdout:
         if line.startswith("step 1/"):
             break
