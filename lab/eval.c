@@ -87,6 +87,11 @@ static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
   json_number(f, "speedup_vs_baseline",
               r->time_us > 0 && r->baseline_us > 0 ? r->baseline_us / r->time_us
                                                    : -1);
+  /* On a GPU the baseline is cuBLAS: this is "percent of cuBLAS". */
+  json_number(f, "percent_of_baseline",
+              r->time_us > 0 && r->baseline_us > 0
+                  ? 100.0 * r->baseline_us / r->time_us
+                  : -1);
   fprintf(f, ",\"regs\":%d,\"spill_stores\":%d,\"spill_loads\":%d", r->res.regs,
           r->res.spill_stores, r->res.spill_loads);
   fprintf(f, ",\"smem_bytes\":%d,\"stack_bytes\":%d", r->res.smem_bytes,
