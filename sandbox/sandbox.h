@@ -1,16 +1,28 @@
 /*
  * sandbox/sandbox.h — the one public header of the sandbox module.
  *
- * Confines processes that touch candidate code. A profile is data: a
- * readable table of syscalls with an action and the reason, plus rlimits,
- * printed by `kernlab sandbox --explain` and installed with libseccomp.
- * Syscalls outside a profile's allowlist trap: the SIGSYS handler records
- * the syscall number in a report slot the supervisor reads, then ends the
- * process, so the supervisor can say `killed:seccomp:<syscall>`.
+ * Confines processes that touch candidate code. Every compile and run of
+ * `kernlab eval` (and of campaigns) happens in a worker: this executable
+ * re-exec'd as `kernlab __worker MODE` (fork+exec, never a bare fork: the
+ * lab makes no CUDA call, and CUDA must not cross a fork), talking framed,
+ * checksummed, versioned messages over pipes (sandbox/ipc.c).
  *
- * This first slice confines the cpu-emu run child (profile `run-cpu-emu`).
- * The exec'd worker pool, the compile and host-compile profiles, the pidfd
- * watchdog and the GPU profile are the rest of the sandbox issue.
+ *   compile       NVRTC, warmed up, then seccomp `compile`; persistent
+ *   host-compile  the host C++ compiler under rlimits and namespaces
+ *   run-cpu-emu   one job per process: `run-cpu-emu`, the candidate loaded,
+ *                 then `run-cpu-emu-loaded` stacked (no files, no threads)
+ *   run-gpu       CUDA initialised, then `run-gpu` with TSYNC (or record
+ *                 mode: KERNLAB_GPU_SECCOMP=record lists the syscalls seen)
+ *
+ * A profile is data: a readable table of syscalls with an action and the
+ * reason, plus rlimits, printed by `kernlab sandbox --explain` and installed
+ * with libseccomp. Syscalls outside a profile's allowlist trap: the SIGSYS
+ * handler reports the syscall number (a TRAP frame to the supervisor) and
+ * ends the process, so the supervisor can say `killed:seccomp:<syscall>`.
+ * The supervisor (sandbox/supervisor.c) holds the clock: deadlines, SIGKILL
+ * through a pidfd and to the process group, PR_SET_PDEATHSIG in every
+ * worker, respawn; a slot (one per evaluation thread) keeps a warm compile
+ * worker and a pre-started run worker.
  *
  * Prefix: sbx_.
  */
