@@ -4,8 +4,10 @@
  * kernels/ owns everything about a candidate kernel that does not know about
  * policies or rewards: the candidate contract (kernels/abi.h), source checks,
  * NVRTC compilation with an on-disk cache, the two execution backends (the CPU
- * emulator `cpu-emu` here; the GPU backend later), the float64 reference, and
- * the correctness and timing protocol that `kernlab eval` reports.
+ * emulator `cpu-emu` in kernels/emu/; the GPU backend in kernels/gpu*.c,
+ * driver API, CUPTI and cuBLAS loaded with dlopen), the float64 reference,
+ * the correctness, anti-cheat and timing protocol that `kernlab eval`
+ * reports (kernels/check.c), and the timing statistics (kernels/stats.c).
  *
  * Prefix: kl_. Errors are values: functions return a KL_* status and write a
  * one-line reason into a caller-supplied buffer (`why`, `whylen`).
@@ -401,10 +403,10 @@ typedef struct kl_result {
 /* Fills opts with the defaults described in kl_eval_options. */
 void kl_eval_defaults(kl_eval_options *opts);
 
-/* Resolves opts->backend: "gpu" if a device answers (not yet: the GPU
- * backend is a later issue), else "cpu-emu". Returns KL_OK, KL_EINPUT for an
- * unknown name, or KL_EENV for `gpu` without a device; `why` says which and
- * why. */
+/* Resolves a requested backend: "gpu" if a device answers (kl_gpu_probe,
+ * asked once in a forked child), else for "auto" "cpu-emu". Returns KL_OK,
+ * KL_EINPUT for an unknown name, or KL_EENV for `gpu` without a device; `why`
+ * says which and why. Call it first before starting threads. */
 int kl_backend_resolve(const char *requested, char *backend, size_t len,
                        char *why, size_t whylen);
 
