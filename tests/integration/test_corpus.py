@@ -15,15 +15,7 @@ import sys
 import tempfile
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    passed += bool(cond)
-    failed += not cond
-    if not cond:
-        print("FAIL:", what, file=sys.stderr)
+from kltest import check, done  # noqa: E402
 
 
 SCRIPT = r'''
@@ -82,5 +74,4 @@ with tempfile.TemporaryDirectory() as d:
     p = corpus("return {generate = function(kl) return {{name='x', config='x', source='KL_LAUNCH(1,1,1,1,0); extern \"C\" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {}'}} end}", d)
     check(p.returncode == 2 and "none of the" in p.stderr, "no correct variant: exit 2: %s" % p.stderr[-300:])
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done()

@@ -17,16 +17,7 @@ SEEDS = os.path.join(SRC, "kernels", "seeds")
 BROKEN = os.path.join(SRC, "tests", "kernels", "broken")
 FAST = ["--shape", "64x64x64"]  # small target: these tests are not about speed
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
+from kltest import check, done  # noqa: E402
 
 
 def kernlab(*args, timeout=600):
@@ -271,5 +262,4 @@ def group_cli():
 
 {"seeds": group_seeds, "broken": group_broken, "inputs": group_inputs,
  "isolation": group_isolation, "sandbox": group_sandbox, "cli": group_cli}[GROUP]()
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done()

@@ -16,15 +16,7 @@ import sys
 import tempfile
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    passed += bool(cond)
-    failed += not cond
-    if not cond:
-        print("FAIL:", what, file=sys.stderr)
+from kltest import check, done  # noqa: E402
 
 
 def run(*args):
@@ -80,5 +72,4 @@ with tempfile.TemporaryDirectory() as d:
     check(t.returncode == 0 and g.returncode == 2 and "tokenizer" in g.stderr.lower(),
           "mismatched tokenizer: exit 2: %s %s" % (t.stderr[-200:], g.stderr[-300:]))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done()

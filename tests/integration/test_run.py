@@ -22,15 +22,7 @@ import tempfile
 import time
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    passed += bool(cond)
-    failed += not cond
-    if not cond:
-        print("FAIL:", what, file=sys.stderr)
+from kltest import check, done  # noqa: E402
 
 
 def run(*args, cwd=None):
@@ -171,5 +163,4 @@ with tempfile.TemporaryDirectory() as d:
               "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done()

@@ -22,16 +22,7 @@ import time
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
 HOSTILE = os.path.join(SRC, "tests", "kernels", "hostile")
 HONEST = os.path.join(SRC, "kernels", "seeds", "05_blocktile_2d.cu")
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
+from kltest import check, done  # noqa: E402
 
 
 def expected(path):
@@ -97,5 +88,4 @@ with open("/etc/passwd") as f:
 allout = json.dumps(rows) + err
 check(first not in allout, "no text of the host file in any output")
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done()
