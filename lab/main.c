@@ -7,6 +7,7 @@
 
 #include "sandbox/sandbox.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,6 +88,10 @@ int main(int argc, char **argv) {
     return LAB_EXIT_USAGE;
   }
   const char *cmd = argv[1];
+  /* A worker that dies mid-message must cost its candidate, not the lab:
+   * writes to its pipe then fail with EPIPE instead of killing us. Workers
+   * get the default disposition back (posix_spawn SETSIGDEF). */
+  signal(SIGPIPE, SIG_IGN);
   /* A worker: this same executable re-exec'd by the sandbox. */
   if (!strcmp(cmd, "__worker")) return sbx_worker_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {

@@ -109,6 +109,15 @@ static void close_worker(sbx_worker *w) {
   w->up = 0;
 }
 
+/* 1 while the worker process has not exited (it is not reaped here). */
+static int worker_alive(const sbx_worker *w) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+    return 0;
+  return si.si_pid == 0;
+}
+
 int sbx_kill(sbx_worker *w) {
   int status = 0;
   if (!w->up) return 0;
@@ -254,15 +263,24 @@ static int exec_compile(void *ctx, const char *src, size_t len,
   double t0 = sbx_now_ms();
   if (kl_nvrtc_cached(src, len, arch, out)) return KL_OK;
   kl_compiled_free(out);
-  if (!s->compile.up) {
-    if (sbx_spawn(&s->compile, "compile", why, whylen) != 0) return KL_EENV;
-    if (await_ready(&s->compile, 30000, why, whylen) != 0) return KL_EENV;
-  }
   size_t alen = strlen(arch) + 1;
-  if (sbx_send(s->compile.to, SBX_MSG_COMPILE, arch, alen, src, len) != 0) {
+  /* A worker can be gone between two candidates without any fault of the
+   * next one: PR_SET_PDEATHSIG fires when the *thread* that started it
+   * ends, and slots outlive the threads that use them. So: one fresh start
+   * and one retry before calling it an environment problem. */
+  for (int attempt = 0;; attempt++) {
+    if (s->compile.up && !worker_alive(&s->compile)) sbx_kill(&s->compile);
+    if (!s->compile.up) {
+      if (sbx_spawn(&s->compile, "compile", why, whylen) != 0) return KL_EENV;
+      if (await_ready(&s->compile, 30000, why, whylen) != 0) return KL_EENV;
+    }
+    if (sbx_send(s->compile.to, SBX_MSG_COMPILE, arch, alen, src, len) == 0)
+      break;
     sbx_kill(&s->compile);
-    snprintf(why, whylen, "compile worker went away");
-    return KL_EENV;
+    if (attempt == 1) {
+      snprintf(why, whylen, "compile worker went away twice");
+      return KL_EENV;
+    }
   }
   int type;
   uint8_t *msg;
@@ -342,9 +360,17 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   sbx_slot *s = ctx;
   char why[512];
   double t0 = sbx_now_ms();
-  /* A pre-started worker has said READY by now, or says it shortly. */
-  if ((!s->run.up && sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) ||
-      await_ready(&s->run, 30000, why, sizeof why) != 0) {
+  /* A pre-started worker has said READY by now, or says it shortly. One
+   * that is gone (its starting thread ended: see exec_compile) is started
+   * again once. */
+  int ready = -1;
+  for (int attempt = 0; attempt < 2 && ready != 0; attempt++) {
+    if (s->run.up && !worker_alive(&s->run)) sbx_kill(&s->run);
+    if (!s->run.up && sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
+      break;
+    ready = await_ready(&s->run, 30000, why, sizeof why);
+  }
+  if (ready != 0) {
     snprintf(out->status, sizeof out->status, "sandbox_error");
     snprintf(out->error, sizeof out->error, "%s", why);
     return 0;
