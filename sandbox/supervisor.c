@@ -42,8 +42,10 @@ static int spawned_count; /* atomic */
 static const char *self_path(void) {
   if (!self_exe[0]) {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-    if (n <= 0) snprintf(self_exe, sizeof self_exe, "/proc/self/exe");
-    else self_exe[n] = 0;
+    if (n <= 0)
+      snprintf(self_exe, sizeof self_exe, "/proc/self/exe");
+    else
+      self_exe[n] = 0;
   }
   return self_exe;
 }
@@ -79,8 +81,8 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &all);
-  int err = posix_spawn(&w->pid, argv[0], &fa, &at, (char *const *)argv,
-                        environ);
+  int err =
+      posix_spawn(&w->pid, argv[0], &fa, &at, (char *const *)argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   close(to[0]);
@@ -88,8 +90,7 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   if (err != 0) {
     close(to[1]);
     close(from[0]);
-    snprintf(why, whylen, "cannot start worker %s: %s", argv[0],
-             strerror(err));
+    snprintf(why, whylen, "cannot start worker %s: %s", argv[0], strerror(err));
     return -1;
   }
   __atomic_fetch_add(&spawned_count, 1, __ATOMIC_RELAXED);
@@ -121,8 +122,10 @@ static int worker_alive(const sbx_worker *w) {
 int sbx_kill(sbx_worker *w) {
   int status = 0;
   if (!w->up) return 0;
-  if (w->pidfd >= 0) syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
-  else kill(w->pid, SIGKILL);
+  if (w->pidfd >= 0)
+    syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+  else
+    kill(w->pid, SIGKILL);
   kill(-w->pid, SIGKILL); /* anything it started in its group */
   struct rusage ru;
   memset(&ru, 0, sizeof ru);
@@ -173,9 +176,9 @@ static int await_ready(sbx_worker *w, double timeout_ms, char *why,
   }
   free(msg);
   int st = sbx_kill(w);
-  snprintf(why, whylen,
-           "worker did not start (%s; exit status %d%s%s)",
-           rc == SBX_TIMEOUT ? "timeout" : "no READY", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+  snprintf(why, whylen, "worker did not start (%s; exit status %d%s%s)",
+           rc == SBX_TIMEOUT ? "timeout" : "no READY",
+           WIFEXITED(st) ? WEXITSTATUS(st) : -1,
            WIFSIGNALED(st) ? ", signal " : "",
            WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "");
   return -1;
@@ -289,8 +292,9 @@ static int exec_compile(void *ctx, const char *src, size_t len,
                     t0 + s->limits.compile_deadline_s * 1e3);
   if (rc == SBX_TIMEOUT) {
     sbx_kill(&s->compile);
-    snprintf(why, whylen, "NVRTC did not finish within %.0f s (compile worker "
-                          "killed)",
+    snprintf(why, whylen,
+             "NVRTC did not finish within %.0f s (compile worker "
+             "killed)",
              s->limits.compile_deadline_s);
     return KL_ETIMEOUT;
   }
@@ -389,10 +393,10 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   int type;
   uint8_t *msg;
   size_t len;
-  size_t want = sizeof(sbx_run_reply) + sizeof(kl_run_report) +
-                n_outs * sizeof(float);
-  int rc = sbx_recv(w.from, &type, &msg, &len, want,
-                    t0 + job->deadline_s * 1e3);
+  size_t want =
+      sizeof(sbx_run_reply) + sizeof(kl_run_report) + n_outs * sizeof(float);
+  int rc =
+      sbx_recv(w.from, &type, &msg, &len, want, t0 + job->deadline_s * 1e3);
   if (rc == SBX_TIMEOUT) {
     sbx_kill(&w);
     snprintf(out->status, sizeof out->status, "timeout");
@@ -458,8 +462,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   s->exiting[s->n_exiting++] = w;
   complete = 1;
 respawn:
-  if (!s->run.up &&
-      sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
+  if (!s->run.up && sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
     s->run.up = 0;
   return complete;
 }
