@@ -20,25 +20,6 @@
 
 #define GPU_START_MS 60000.0
 
-static void status_from_wait(int st, kl_result *out) {
-  if (WIFSIGNALED(st)) {
-    const char *name = sigabbrev_np(WTERMSIG(st));
-    snprintf(out->status, sizeof out->status, "crashed:SIG%s",
-             name ? name : "?");
-    snprintf(out->error, sizeof out->error, "the GPU run worker crashed (%s)",
-             strsignal(WTERMSIG(st)));
-  } else if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT) {
-    snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
-    snprintf(out->error, sizeof out->error,
-             "the sandbox stopped the GPU run worker (report lost)");
-  } else {
-    snprintf(out->status, sizeof out->status, "crashed:exit");
-    snprintf(out->error, sizeof out->error,
-             "the GPU run worker ended (exit status %d)",
-             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-  }
-}
-
 int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                 size_t cubin_size, kl_run_report *rep, float *outs,
                 size_t n_outs, kl_result *out) {
@@ -68,7 +49,7 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   }
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, cubin,
                cubin ? cubin_size : 0) != 0) {
-    status_from_wait(sbx_kill(&w), out);
+    sbx_status_from_wait(sbx_kill(&w), "the GPU run worker", out);
     return 0;
   }
   size_t want =
@@ -100,7 +81,7 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   }
   if (rc != 0 || type != SBX_MSG_RAN || len != want) {
     free(msg);
-    status_from_wait(sbx_reap(&w, 1000), out);
+    sbx_status_from_wait(sbx_reap(&w, 1000), "the GPU run worker", out);
     return 0;
   }
   sbx_run_reply reply;

@@ -15,12 +15,12 @@
 
 /* Message types. */
 enum {
-  SBX_MSG_READY = 1,   /* worker -> lab: initialised and confined */
-  SBX_MSG_COMPILE = 2, /* lab -> compile worker: arch NUL source */
+  SBX_MSG_READY = 1,    /* worker -> lab: initialised and confined */
+  SBX_MSG_COMPILE = 2,  /* lab -> compile worker: arch NUL source */
   SBX_MSG_COMPILED = 3, /* reply: sbx_compile_reply, cubin, log */
-  SBX_MSG_RUN = 4,     /* lab -> run worker: kl_run_job */
-  SBX_MSG_RAN = 5,     /* reply: sbx_run_reply, outputs */
-  SBX_MSG_TRAP = 6,    /* worker -> lab: int32 syscall number, then death */
+  SBX_MSG_RUN = 4,      /* lab -> run worker: kl_run_job */
+  SBX_MSG_RAN = 5,      /* reply: sbx_run_reply, outputs */
+  SBX_MSG_TRAP = 6,     /* worker -> lab: int32 syscall number, then death */
 };
 
 /* sbx_recv results besides 0. */
@@ -31,7 +31,7 @@ enum { SBX_EOF = -1, SBX_TIMEOUT = -2, SBX_EBAD = -3 };
 #define SBX_FD_OUT 4
 
 typedef struct sbx_compile_reply {
-  int32_t rc;          /* KL_OK, KL_ECOMPILE, KL_EINPUT, KL_EENV */
+  int32_t rc; /* KL_OK, KL_ECOMPILE, KL_EINPUT, KL_EENV */
   char why[512];
   char key[65];
   uint64_t cubin_size; /* bytes of cubin after this struct, then the log */
@@ -51,8 +51,8 @@ int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
 /* Receives one frame of at most max_len payload bytes before deadline_ms
  * (absolute, sbx_now_ms). Returns 0 (payload malloc'd, caller frees),
  * SBX_EOF, SBX_TIMEOUT or SBX_EBAD. */
-int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len,
-             size_t max_len, double deadline_ms);
+int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len, size_t max_len,
+             double deadline_ms);
 /* Async-signal-safe: a TRAP frame with the syscall number. */
 void sbx_send_trap(int fd, int syscall_nr);
 
@@ -65,6 +65,12 @@ typedef struct sbx_worker {
   int up;
   long maxrss_kb; /* peak resident memory, once reaped */
 } sbx_worker;
+
+/* How a worker that did not reply ended, as a status (crashed:<signal>,
+ * killed:seccomp:unknown, crashed:exit) in out; `what` names it in the
+ * message. */
+struct kl_result;
+void sbx_status_from_wait(int st, const char *what, struct kl_result *out);
 
 /* Starts `kernlab __worker MODE` (this executable, re-exec'd). */
 int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen);

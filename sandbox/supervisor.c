@@ -244,13 +244,25 @@ void sbx_slot_free(sbx_slot *s) {
   free(s);
 }
 
-static void status_from_wait(int st, const char *what, kl_result *out) {
-  if (WIFSIGNALED(st)) {
+void sbx_status_from_wait(int st, const char *what, kl_result *out) {
+  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) {
+    /* The trap came while the candidate had signals blocked: the kernel
+     * killed with SIGSYS before the handler could report the call. */
+    snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
+    snprintf(out->error, sizeof out->error,
+             "the sandbox stopped %s at a forbidden system call made with "
+             "signals blocked (which call was not recorded)",
+             what);
+  } else if (WIFSIGNALED(st)) {
     const char *name = sigabbrev_np(WTERMSIG(st));
     snprintf(out->status, sizeof out->status, "crashed:SIG%s",
              name ? name : "?");
     snprintf(out->error, sizeof out->error, "%s crashed (%s)", what,
              strsignal(WTERMSIG(st)));
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT) {
+    snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
+    snprintf(out->error, sizeof out->error,
+             "the sandbox stopped %s (report lost)", what);
   } else {
     snprintf(out->status, sizeof out->status, "crashed:exit");
     snprintf(out->error, sizeof out->error,
@@ -385,7 +397,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   reap_exiting(s, 0);
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, NULL, 0) != 0) {
     int st = sbx_kill(&w);
-    status_from_wait(st, "the run worker", out);
+    sbx_status_from_wait(st, "the run worker", out);
     goto respawn;
   }
   /* The next candidate's worker starts while this one runs. */
@@ -421,21 +433,15 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   if (rc != 0 || type != SBX_MSG_RAN || len != want) {
     free(msg);
     int st = sbx_reap(&w, 1000);
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) {
-      snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
-      snprintf(out->error, sizeof out->error,
-               "the sandbox stopped the kernel at a forbidden system call made "
-               "with signals blocked (which call was not recorded)");
-    } else if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT) {
-      snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
-      snprintf(out->error, sizeof out->error,
-               "the sandbox stopped the kernel (report lost)");
-    } else if (rc == 0 || rc == SBX_EBAD) {
+    int trapped = (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) ||
+                  (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT);
+    if (!trapped && (rc == 0 || rc == SBX_EBAD)) {
       snprintf(out->status, sizeof out->status, "run_error");
       snprintf(out->error, sizeof out->error,
                "the run worker sent a malformed reply (%s)",
                WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
-    } else if (w.maxrss_kb > (long)(SBX_RUN_MEMORY_LIMIT >> 10) / 2) {
+    } else if (!trapped &&
+               w.maxrss_kb > (long)(SBX_RUN_MEMORY_LIMIT >> 10) / 2) {
       /* It died having used most of its address-space limit: the usual end
        * of a memory bomb is a failed allocation dereferenced. */
       snprintf(out->status, sizeof out->status, "oom");
@@ -445,7 +451,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
                w.maxrss_kb >> 10,
                (unsigned long long)(SBX_RUN_MEMORY_LIMIT >> 20));
     } else {
-      status_from_wait(st, "the kernel", out);
+      sbx_status_from_wait(st, "the kernel", out);
     }
     goto respawn;
   }
