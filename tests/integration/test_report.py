@@ -29,16 +29,10 @@ import tempfile
 import zlib
 
 KERNLAB, FIXTURE, TEST_REPORT = sys.argv[1], sys.argv[2], sys.argv[3]
-passed = failed = 0
+import kltest  # noqa: E402
+from kltest import check  # noqa: E402
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def kernlab(*args):
@@ -393,8 +387,8 @@ def main():
             empty = os.path.join(tmp, "none.h5")
             subprocess.run([FIXTURE, empty, "0"], check=True, timeout=60)
             test_screenshot(exe, empty, tmp, "empty", False)
-    print("%d passed, %d failed" % (passed, failed))
-    if failed:
+    print("%d passed, %d failed" % (kltest.passed, kltest.failed))
+    if kltest.failed:
         sys.exit(1)
     if not exe:
         print("SKIP: chromium is not installed, so the page was not rendered "

@@ -24,16 +24,9 @@ import tempfile
 KERNLAB, RESULTS_FIXTURE, RESCORE_FIXTURE, SRC = sys.argv[1:5]
 FORMULAS = {n: os.path.join(SRC, "lua", "reward", n + ".lua")
             for n in ("default", "unsloth", "distance")}
-passed = failed = 0
+from kltest import check, done  # noqa: E402
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def kernlab(*args):
@@ -310,9 +303,8 @@ def main():
         for test in (test_same_formula, test_other_formulas, test_ranks_differ,
                      test_groups_and_unscored, test_bad_input):
             test(tmp)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -18,16 +18,9 @@ import sys
 import tempfile
 
 KERNLAB, FIXTURE = sys.argv[1], sys.argv[2]
-passed = failed = 0
+from kltest import check, done  # noqa: E402
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def kernlab(*args):
@@ -194,8 +187,7 @@ def main():
         test_export(run, tmp)
         test_bad_files(run, tmp)
         test_abandoned(tmp)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    done()
 
 
 main()
