@@ -11,9 +11,13 @@
  *   extract     each completion up to <|eos|>, decoded, is the candidate's
  *               source (a garbage completion is a candidate too: it fails to
  *               compile and gets the reward for that);
- *   evaluate    every candidate of the step in parallel, one thread per
- *               sandbox slot (jobs = cores), kl_eval_source at the task's
- *               shape, on the campaign's backend;
+ *   evaluate    kl_eval_source at the task's shape on the campaign's
+ *               backend, by one long-lived thread per sandbox slot (jobs =
+ *               cores) serving a queue: a completion is queued the moment
+ *               its row stops (pl_generate_notify), so evaluation overlaps
+ *               the sampling of the rest of the step. On two cores with the
+ *               emulator they share the CPU; with a GPU backend (or more
+ *               cores) the overlap is real time saved;
  *   reward      rw_score_group per group (ctx = the task and the group); the
  *               reward script is hot-reloaded between steps (rw_reload);
  *   advantages  pl_grpo_advantages over the step's groups;
@@ -53,10 +57,14 @@
  * without recording (its evaluation timings may differ, so its update is
  * close to, not exactly, the lost one).
  *
- * Not here (yet): overlapping sampling with evaluation, a TTY progress
- * bar, several task shapes per campaign.
+ * On a terminal a progress bar (step, sampled and evaluated candidates,
+ * ETA) is redrawn in place under the step lines; otherwise only the step
+ * lines are printed.
+ *
+ * Not here (yet): several task shapes per campaign.
  */
 #include "lab/lab.h"
+#include "lab/run_internal.h"
 
 #include "sandbox/sandbox.h"
 
@@ -95,67 +103,6 @@ static uint64_t derive_seed(uint64_t seed, int step, int group, int purpose) {
                      ((uint64_t)group << 8 | (uint64_t)purpose));
   s &= 0xffffffffffffull;
   return s ? s : 1;
-}
-
-/* ---- parallel evaluation: one thread per sandbox slot ---- */
-
-typedef struct candidate {
-  char label[48];
-  char *src; /* decoded completion, owned */
-  size_t len;
-  kl_result r;
-  int rc;
-  rw_components rw; /* empty when not scored */
-  int scored;
-} candidate;
-
-typedef struct eval_batch {
-  candidate *c;
-  int n;
-  int next; /* atomic */
-  kl_eval_options opts;
-} eval_batch;
-
-typedef struct eval_worker {
-  eval_batch *batch;
-  sbx_slot *slot;
-} eval_worker;
-
-static void *eval_thread(void *arg) {
-  eval_worker *w = arg;
-  eval_batch *b = w->batch;
-  kl_executor ex;
-  kl_eval_options opts = b->opts;
-  sbx_slot_executor(w->slot, &ex);
-  opts.exec = &ex;
-  for (;;) {
-    int i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
-    if (i >= b->n) break;
-    candidate *c = &b->c[i];
-    c->rc = kl_eval_source(c->label, c->src, c->len, &opts, &c->r);
-  }
-  return NULL;
-}
-
-/* Evaluates b->c[0..n) on the slots, up to n_slots at a time. */
-static void eval_all(eval_batch *b, sbx_slot **slots, int n_slots) {
-  eval_worker w[256];
-  pthread_t tid[256];
-  int started = 0;
-  if (n_slots > 256) n_slots = 256;
-  for (int i = 0; i < n_slots && i < b->n; i++) {
-    w[i] = (eval_worker){b, slots[i]};
-    if (pthread_create(&tid[i], NULL, eval_thread, &w[i]) == 0)
-      started++;
-    else
-      break;
-  }
-  if (!started) {
-    w[0] = (eval_worker){b, slots[0]};
-    eval_thread(&w[0]);
-  }
-  for (int i = 0; i < started; i++)
-    pthread_join(tid[i], NULL);
 }
 
 /* ---- model loading ---- */
@@ -332,17 +279,6 @@ done:
 
 /* ---- the command ---- */
 
-static void fmt_eta(char *buf, size_t n, double s) {
-  if (s < 0 || !isfinite(s))
-    snprintf(buf, n, "-");
-  else if (s < 90)
-    snprintf(buf, n, "%.0fs", s);
-  else if (s < 5400)
-    snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-  else
-    snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
-}
-
 int lab_run(int argc, char **argv) {
   const char *campaign_path = NULL, *out_arg = NULL;
   int resume = 0;
@@ -399,6 +335,14 @@ int lab_run(int argc, char **argv) {
   prior pr = {0, NULL, -1, 0};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
+  eval_queue queue;
+  memset(&queue, 0, sizeof queue);
+  pthread_mutex_init(&queue.mu, NULL);
+  pthread_cond_init(&queue.more, NULL);
+  pthread_cond_init(&queue.done, NULL);
+  eval_worker *workers = NULL;
+  int n_threads = 0;
+  progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
 
   int exit_code = LAB_EXIT_OK;
 #define FAIL(code, ...)                                                        \
@@ -411,8 +355,11 @@ int lab_run(int argc, char **argv) {
 
   pr.recorded = calloc((size_t)c.steps, sizeof *pr.recorded);
   cands = calloc((size_t)n_cand, sizeof *cands);
+  queue.c = cands;
+  queue.order = calloc((size_t)n_cand, sizeof *queue.order);
   gens = calloc((size_t)P, sizeof *gens);
-  if (!pr.recorded || !cands || !gens) FAIL(LAB_EXIT_ENV, "out of memory");
+  if (!pr.recorded || !cands || !gens || !queue.order)
+    FAIL(LAB_EXIT_ENV, "out of memory");
 
   int have_out = access(c.out, F_OK) == 0;
   if (have_out && !resume)
@@ -532,6 +479,10 @@ int lab_run(int argc, char **argv) {
     if (baseline < 0) fprintf(stderr, "kernlab: warning: baseline: %s\n", why);
   }
   opts.baseline_us = baseline;
+  queue.opts = opts;
+  workers = calloc((size_t)n_slots, sizeof *workers);
+  if (!workers) FAIL(LAB_EXIT_ENV, "out of memory");
+  n_threads = eval_start(&queue, workers, slots, n_slots);
   char task[48];
   snprintf(task, sizeof task, "fp32_%dx%dx%d", c.M, c.N, c.K);
 
@@ -589,37 +540,65 @@ int lab_run(int argc, char **argv) {
         printf("reward: %s did not load, keeping the old script: %s\n",
                c.reward, why);
     }
-    /* Sample. */
+    /* Sample; every row goes to the evaluation queue as soon as it stops. */
+    eval_begin_step(&queue, derive_seed(c.seed, step, 0, 2));
+    prog.step = step;
+    prog.sampled = prog.evaluated = 0;
+    progress_draw(&prog);
     double t0 = now_s();
     long gen_tokens = 0;
+    row_sink sink = {&queue, cands, tok, step, 0, G, 0, "", &prog};
     for (int g = 0; g < P; g++) {
-      rc = pl_generate(&model, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
-                       &c.sampling, derive_seed(c.seed, step, g, 1), &gens[g],
-                       why, sizeof why);
+      sink.group = g;
+      rc = pl_generate_notify(&model, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
+                              &c.sampling, derive_seed(c.seed, step, g, 1),
+                              &gens[g], n_threads ? on_row_done : NULL, &sink,
+                              why, sizeof why);
       if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
+      if (!n_threads) /* no slot thread: queue the group, evaluated below */
+        for (int i = 0; i < G; i++)
+          on_row_done(&sink, &gens[g], i);
       for (int i = 0; i < G; i++)
         gen_tokens += gens[g].lengths[i];
     }
     double gen_s = now_s() - t0;
-    /* Extract: completion up to <|eos|> -> source text. */
+    if (sink.failed)
+      FAIL(LAB_EXIT_ENV, "step %d: decode: %s", step + 1, sink.why);
     double logp_sum = 0;
     for (int k = 0; k < n_cand; k++) {
-      candidate *cd = &cands[k];
       const pl_generation *gn = &gens[k / G];
-      int row = k % G, L = gn->lengths[row];
-      const int32_t *t = gn->tokens + (size_t)row * gn->max_new;
-      for (int i = 0; i < L; i++)
+      int row = k % G;
+      for (int i = 0; i < gn->lengths[row]; i++)
         logp_sum += gn->logprobs[(size_t)row * gn->max_new + i];
-      int shown = gn->stop[row] == PL_STOP_EOS ? L - 1 : L;
-      snprintf(cd->label, sizeof cd->label, "s%d.g%d.i%d", step, k / G, row);
-      rc = pl_tok_decode(tok, t, (size_t)shown, &cd->src, &cd->len, why,
-                         sizeof why);
-      if (rc) FAIL(pl_exit(rc), "step %d: decode: %s", step + 1, why);
     }
-    /* Evaluate. */
-    eval_batch batch = {cands, n_cand, 0, opts};
-    batch.opts.seed = derive_seed(c.seed, step, 0, 2);
-    eval_all(&batch, slots, n_slots);
+    /* Evaluate: wait for the queue (or serve it here without threads). */
+    if (!n_threads) {
+      kl_executor ex;
+      kl_eval_options o = queue.opts;
+      sbx_slot_executor(slots[0], &ex);
+      o.exec = &ex;
+      for (int k = 0; k < n_cand; k++) {
+        cands[k].rc = kl_eval_source(cands[k].label, cands[k].src, cands[k].len,
+                                     &o, &cands[k].r);
+        prog.evaluated = k + 1;
+        progress_draw(&prog);
+      }
+    } else {
+      pthread_mutex_lock(&queue.mu);
+      while (queue.finished < n_cand) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&queue.done, &queue.mu, &ts);
+        prog.evaluated = queue.finished;
+        pthread_mutex_unlock(&queue.mu);
+        progress_draw(&prog);
+        pthread_mutex_lock(&queue.mu);
+      }
+      pthread_mutex_unlock(&queue.mu);
+    }
+    progress_clear(&prog);
     for (int k = 0; k < n_cand; k++) {
       cands[k].r.baseline_us = baseline;
       if (cands[k].rc == KL_EENV)
@@ -737,8 +716,9 @@ int lab_run(int argc, char **argv) {
 
     steps_run++;
     double per_step = (now_s() - t_run) / steps_run;
+    prog.per_step = per_step;
     char eta[32], best[64];
-    fmt_eta(eta, sizeof eta, per_step * (c.steps - step - 1));
+    lab_fmt_eta(eta, sizeof eta, per_step * (c.steps - step - 1));
     if (best_time > 0 && baseline > 0)
       snprintf(best, sizeof best, "%.1f us (%.0f%% of baseline)", best_time,
                100.0 * baseline / best_time);
@@ -789,6 +769,13 @@ int lab_run(int argc, char **argv) {
   }
 
 cleanup:
+  progress_clear(&prog);
+  if (workers) eval_stop(&queue, workers, n_slots);
+  free(workers);
+  free(queue.order);
+  pthread_mutex_destroy(&queue.mu);
+  pthread_cond_destroy(&queue.more);
+  pthread_cond_destroy(&queue.done);
   if (store) res_close(store, why, sizeof why);
   for (int i = 0; slots && i < n_slots; i++)
     sbx_slot_free(slots[i]);

@@ -324,6 +324,15 @@ static int generation_alloc(pl_generation *out, int G, int max_new) {
 int pl_generate(const pl_model *m, const int32_t *prompt, int prompt_len, int G,
                 int max_new, int eos_id, const pl_sampling *sampling,
                 uint64_t seed, pl_generation *out, char *why, size_t whylen) {
+  return pl_generate_notify(m, prompt, prompt_len, G, max_new, eos_id, sampling,
+                            seed, out, NULL, NULL, why, whylen);
+}
+
+int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
+                       int G, int max_new, int eos_id,
+                       const pl_sampling *sampling, uint64_t seed,
+                       pl_generation *out, pl_row_done_fn on_row, void *ctx,
+                       char *why, size_t whylen) {
   const pl_config *c = &m->cfg;
   int V = c->vocab, P = prompt_len;
   memset(out, 0, sizeof *out);
@@ -417,6 +426,7 @@ int pl_generate(const pl_model *m, const int32_t *prompt, int prompt_len, int G,
         continue;
       }
       out->truncated[g] = out->stop[g] != PL_STOP_EOS;
+      if (on_row) on_row(ctx, out, g);
     }
     n_active = kept;
     if (!n_active) break;

@@ -167,20 +167,20 @@ typedef struct {
   float *lse;      /* (B,T)        log-sum-exp of each logits row */
   float *losses;   /* (B,T)        -log p(target); 0 where target == -1 */
   /* backward scratch (contents undefined between calls) */
-  float *dlogits;  /* (B,T,V) */
-  float *dres;     /* (B,T,C)      gradient of the residual stream */
-  float *dln;      /* (B,T,C) */
-  float *datty;    /* (B,T,C) */
-  float *dqkv;     /* (B,T,3C) */
-  float *dh13;     /* (B,T,2F) */
-  float *dhmul;    /* (B,T,F) */
-  float *datt;     /* (T,T)        one head's dP / dS at a time */
+  float *dlogits; /* (B,T,V) */
+  float *dres;    /* (B,T,C)      gradient of the residual stream */
+  float *dln;     /* (B,T,C) */
+  float *datty;   /* (B,T,C) */
+  float *dqkv;    /* (B,T,3C) */
+  float *dh13;    /* (B,T,2F) */
+  float *dhmul;   /* (B,T,F) */
+  float *datt;    /* (T,T)        one head's dP / dS at a time */
 } pl_acts;
 
 typedef struct {
   pl_config cfg;
-  pl_params params;    /* points into params_memory */
-  pl_params grads;     /* points into grads_memory; same layout */
+  pl_params params; /* points into params_memory */
+  pl_params grads;  /* points into grads_memory; same layout */
   float *params_memory;
   float *grads_memory; /* gradients accumulate (+=) until pl_model_zero_grad */
   size_t num_params;
@@ -194,7 +194,7 @@ typedef struct {
   int32_t *tokens;      /* (B,T) copies of the last forward's inputs */
   int32_t *targets;     /* (B,T) or all -1 when forward had none */
   int has_targets;
-  float mean_loss;     /* the last forward's, or -1 without targets */
+  float mean_loss; /* the last forward's, or -1 without targets */
 } pl_model;
 
 /* Allocates params and grads for cfg and fills params deterministically
@@ -244,7 +244,7 @@ int pl_model_backward_weighted(pl_model *m, const float *dloss_dlogp);
  * The update, torch.optim.AdamW's: p -= lr*(mhat/(sqrt(vhat)+eps) + wd*p). */
 enum { PL_SCHED_COSINE = 0, PL_SCHED_LINEAR = 1 };
 typedef struct {
-  float lr;            /* peak learning rate */
+  float lr; /* peak learning rate */
   float beta1, beta2, eps;
   float weight_decay;
   float grad_clip;     /* max global L2 norm; <= 0: no clipping */
@@ -260,10 +260,10 @@ pl_adamw_config pl_adamw_defaults(void);
 
 typedef struct {
   pl_adamw_config cfg;
-  float *m, *v;   /* (num_params) each; both in state_memory */
+  float *m, *v; /* (num_params) each; both in state_memory */
   float *state_memory;
   size_t n;
-  int64_t step;   /* updates done so far */
+  int64_t step; /* updates done so far */
 } pl_adamw;
 
 /* The learning rate of update number step (0-based). */
@@ -347,9 +347,8 @@ size_t pl_sample_scratch_bytes(int vocab);
 /* Draws one token from logits (vocab,) under s, advancing rng by one draw
  * (none when greedy). Returns PL_OK, PL_EINPUT (bad settings or logits;
  * why says which) or PL_EENV (no memory). */
-int pl_sample(const float *logits, int vocab, const pl_sampling *s,
-              pl_rng *rng, void *scratch, pl_sample_out *out, char *why,
-              size_t whylen);
+int pl_sample(const float *logits, int vocab, const pl_sampling *s, pl_rng *rng,
+              void *scratch, pl_sample_out *out, char *why, size_t whylen);
 
 /* The same for rows sequences at once: logits (rows, vocab) row-major,
  * rngs (rows,) one stream per row, out (rows,). Stops at the first bad row
@@ -428,9 +427,9 @@ uint64_t pl_config_param_count(const pl_config *c);
  * count; m and v (n,) both or neither (NULL: no optimiser state). Returns
  * PL_OK, PL_EINPUT (bad header or sizes) or PL_EENV (I/O), why naming the
  * file and field. */
-int pl_ckpt_save(const char *path, const pl_ckpt_header *h,
-                 const float *params, size_t n, const float *m, const float *v,
-                 char *why, size_t whylen);
+int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
+                 size_t n, const float *m, const float *v, char *why,
+                 size_t whylen);
 
 /* Reads and validates a checkpoint: magic, version, flags, exact file size,
  * the trailer checksum, then every header field and n_params against the
@@ -586,9 +585,9 @@ int pl_kv_cache_copy_prefix(pl_kv_cache *kv, int src, int dst, int n_pos);
  * logits (B,T,V) at temperature 1. Returns PL_OK, PL_EINPUT (a size,
  * position, row or token out of range, or a cache for another model) or
  * PL_EENV (no memory for the scratch), with why filled. */
-int pl_forward_cached(const pl_model *m, pl_kv_cache *kv,
-                      const int32_t *tokens, const int *rows, int B, int T,
-                      int pos0, float *logits, char *why, size_t whylen);
+int pl_forward_cached(const pl_model *m, pl_kv_cache *kv, const int32_t *tokens,
+                      const int *rows, int B, int T, int pos0, float *logits,
+                      char *why, size_t whylen);
 
 /* Why a generated row stopped. */
 enum {
@@ -625,9 +624,20 @@ typedef struct pl_generation {
  * (G < 1, max_new < 1, a prompt empty, too long or with tokens outside the
  * vocab, eos_id out of range, bad sampling settings) or PL_EENV, with why
  * filled; on error *out holds nothing. */
-int pl_generate(const pl_model *m, const int32_t *prompt, int prompt_len,
-                int G, int max_new, int eos_id, const pl_sampling *sampling,
+int pl_generate(const pl_model *m, const int32_t *prompt, int prompt_len, int G,
+                int max_new, int eos_id, const pl_sampling *sampling,
                 uint64_t seed, pl_generation *out, char *why, size_t whylen);
+
+/* pl_generate, and on_row(ctx, out, g) is called as soon as row g stops
+ * (its tokens, log-probs, length and stop are final then), so a caller can
+ * start working on finished rows while the others are still sampled. The
+ * callback runs on the sampling thread; on_row may be NULL. */
+typedef void (*pl_row_done_fn)(void *ctx, const pl_generation *out, int row);
+int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
+                       int G, int max_new, int eos_id,
+                       const pl_sampling *sampling, uint64_t seed,
+                       pl_generation *out, pl_row_done_fn on_row, void *ctx,
+                       char *why, size_t whylen);
 
 void pl_generation_free(pl_generation *g);
 

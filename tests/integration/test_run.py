@@ -89,6 +89,8 @@ with tempfile.TemporaryDirectory() as d:
     for l in lines:
         check(all(k in l for k in ("reward mean", "max", "correct", "best", "kl", "clip",
                                    "tok/s", "ETA")), "step line fields: %s" % l)
+    check("\r" not in r.stdout and "\033[" not in r.stdout,
+          "no progress bar when stdout is not a terminal")
     cands = candidates(out)
     check(len(cands) == 4, "4 candidates recorded: %d" % len(cands))
     check(sorted((c["step"], c["group"], c["sample"]) for c in cands) ==
@@ -106,6 +108,36 @@ with tempfile.TemporaryDirectory() as d:
     again = candidates(os.path.join(d, "runs", "again.h5"))
     check(r2.returncode == 0 and [c["src_sha256"] for c in again] ==
           [c["src_sha256"] for c in cands], "same seed, same samples")
+
+    # On a terminal: the progress bar, redrawn in place, and the step lines;
+    # two groups per step go through the evaluation queue.
+    import pty
+    cp = os.path.join(d, "tty.lua")
+    campaign(cp, ck, 2, "prompts_per_step = 2,")
+    tout = os.path.join(d, "runs", "tty.h5")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(KERNLAB, [KERNLAB, "run", cp, "--out", tout])
+    buf = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    _, status = os.waitpid(pid, 0)
+    text = buf.decode("utf-8", "replace")
+    check(os.WEXITSTATUS(status) == 0, "run on a tty exits 0: %s" % text[-800:])
+    check(re.search(r"\r\[[#.]{30}\] +\d+%  step 1/2  sampled \d/4  evaluated \d/4", text),
+          "progress bar drawn on a tty: %r" % text[-800:])
+    check(re.search(r"evaluated 4/4", text), "bar counts evaluations to 4/4: %r" % text[-800:])
+    check(len(re.findall(r"step \d/2  reward mean", text)) == 2, "step lines on a tty too")
+    tc = candidates(tout)
+    check(sorted((c["step"], c["group"], c["sample"]) for c in tc) ==
+          [(s_, g, i) for s_ in range(2) for g in range(2) for i in range(2)],
+          "2 groups x 2 samples x 2 steps recorded once each: %s" % len(tc))
 
     # An existing results file is not appended to without --resume.
     r = run("run", c2, "--out", out)

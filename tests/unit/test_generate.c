@@ -377,6 +377,58 @@ static void time_bench_model(void) {
   pl_model_free(&m);
 }
 
+/* (4b) pl_generate_notify: every row is reported once, when it stops, with
+ * its final length, in the order the rows stopped; the tokens are those of
+ * pl_generate. */
+typedef struct seen {
+  int n, rows[8], len_at[8], order_len[8];
+} seen;
+static void on_row(void *ctx, const pl_generation *o, int row) {
+  seen *s = ctx;
+  if (s->n < 8) {
+    s->rows[s->n] = row;
+    s->order_len[s->n] = o->lengths[row];
+  }
+  s->n++;
+  if (row >= 0 && row < 8) s->len_at[row] = o->lengths[row];
+}
+
+static void test_notify(pl_model *m) {
+  int V = tiny.vocab, P = 4, G = 6;
+  int32_t prompt[4];
+  random_tokens(prompt, P, V);
+  pl_sampling s = pl_sampling_default();
+  pl_generation free_run = gen(m, prompt, P, G, 16, -1, s, 5);
+  int eos = free_run.tokens[2]; /* row 0 stops early */
+  pl_generation a = gen(m, prompt, P, G, 16, eos, s, 5);
+  seen sn;
+  memset(&sn, 0, sizeof sn);
+  pl_generation b;
+  int rc = pl_generate_notify(m, prompt, P, G, 16, eos, &s, 5, &b, on_row, &sn,
+                              why, sizeof why);
+  CHECK(rc == PL_OK, "generate_notify: %s", why);
+  CHECK(sn.n == G, "%d notifications for %d rows", sn.n, G);
+  int mask = 0;
+  for (int i = 0; i < sn.n && i < 8; i++) {
+    mask |= 1 << sn.rows[i];
+    if (i)
+      CHECK(sn.order_len[i] >= sn.order_len[i - 1],
+            "row %d (length %d) reported after row %d (length %d)", sn.rows[i],
+            sn.order_len[i], sn.rows[i - 1], sn.order_len[i - 1]);
+  }
+  CHECK(mask == (1 << G) - 1, "rows reported: mask %#x", mask);
+  for (int g = 0; g < G; g++)
+    CHECK(sn.len_at[g] == b.lengths[g] && b.lengths[g] == a.lengths[g],
+          "row %d: length %d when reported, %d at the end, %d without notify",
+          g, sn.len_at[g], b.lengths[g], a.lengths[g]);
+  CHECK(!memcmp(a.tokens, b.tokens, (size_t)G * 16 * sizeof(int32_t)),
+        "notify changed the tokens");
+  CHECK(sn.order_len[0] < 16, "row 0 should stop early at the eos");
+  pl_generation_free(&free_run);
+  pl_generation_free(&a);
+  pl_generation_free(&b);
+}
+
 int main(void) {
   pl_model m;
   tiny_model(&m);
@@ -384,6 +436,7 @@ int main(void) {
   test_reproducible(&m);
   test_against_full(&m);
   test_stops(&m);
+  test_notify(&m);
   test_bad_input(&m);
   pl_model_free(&m);
   time_bench_model();
