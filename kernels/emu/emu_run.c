@@ -17,12 +17,18 @@
  *     fibers: each thread is a plain call. If such a kernel reaches a
  *     barrier anyway (hidden behind a macro), the launch is repeated with
  *     fibers on a re-poisoned output.
+ *   - Besides a candidate's matmul (kl_emu_run), any kernel compiled into
+ *     this binary against the shim runs through kl_emu_launch
+ *     (kernels/emu/emu_launch.h): any grid and block (x, y, z), dynamic
+ *     shared memory, and a trampoline that calls the kernel with its
+ *     arguments. The policy's CUDA kernels are tested this way.
  *
  * Not here: compiling the candidate (emu_build.c), checking results
  * (check.c), isolation from hostile code (the sandbox module).
  */
 #define _GNU_SOURCE
 #include "kernels/emu/emu_internal.h"
+#include "kernels/emu/emu_launch.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -49,10 +55,13 @@ typedef struct fiber {
 
 /* One OS thread of a launch and everything its blocks need. */
 typedef struct worker {
-  kl_emu_module *m;
+  kl_emu_module *m; /* NULL for a generic launch */
   const float *A, *B;
   float *C;
   int M, N, K;
+  void (*entry)(void *); /* generic launch: the trampoline and its argument */
+  void *entry_arg;
+  kl_emu_thread **(*tls_of)(void); /* the program's current-fiber slot */
   kl_emu_dim grid, block_dim;
   int nthreads; /* CUDA threads per block */
   int use_fibers;
@@ -114,13 +123,22 @@ static void hook_sync_warp(void) {
 
 const kl_emu_hooks kl_emu_runtime_hooks = {hook_sync_block, hook_sync_warp};
 
+/* One CUDA thread's run of the kernel: the candidate's matmul, or a
+ * generic launch's trampoline. */
+static void run_kernel(worker *w) {
+  if (w->entry)
+    w->entry(w->entry_arg);
+  else
+    w->m->kernel(w->A, w->B, w->C, w->M, w->N, w->K);
+}
+
 /* First frame of every fiber: run the kernel, then leave for good. */
 static void fiber_entry(void) {
   worker *w = tl_worker;
 #ifdef KL_ASAN
   __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
-  w->m->kernel(w->A, w->B, w->C, w->M, w->N, w->K);
+  run_kernel(w);
   w = tl_worker;
   fiber *f = &w->fibers[w->cur];
   f->state = F_DONE;
@@ -133,9 +151,9 @@ static void fiber_entry(void) {
 
 /* ---- the block scheduler ---- */
 
-static void init_block_state(worker *w, int bx, int by) {
+static void init_block_state(worker *w, int bx, int by, int bz) {
   kl_emu_block *b = &w->block;
-  b->block_idx = (kl_emu_dim){(unsigned)bx, (unsigned)by, 0};
+  b->block_idx = (kl_emu_dim){(unsigned)bx, (unsigned)by, (unsigned)bz};
   b->block_dim = w->block_dim;
   b->grid_dim = w->grid;
   b->dyn_smem = w->dyn_smem;
@@ -148,8 +166,10 @@ static void init_block_state(worker *w, int bx, int by) {
   }
   for (int i = 0; i < w->nthreads; i++) {
     kl_emu_thread *t = &w->fibers[i].t;
-    t->thread_idx = (kl_emu_dim){(unsigned)(i % w->block_dim.x),
-                                 (unsigned)(i / w->block_dim.x), 0};
+    unsigned plane = w->block_dim.x * w->block_dim.y;
+    t->thread_idx = (kl_emu_dim){(unsigned)i % w->block_dim.x,
+                                 (unsigned)i / w->block_dim.x % w->block_dim.y,
+                                 (unsigned)i / plane};
     t->linear = i;
     t->warp = i / 32;
     t->lane = i % 32;
@@ -189,8 +209,8 @@ static void after_yield(worker *w, int i) {
   }
 }
 
-static int run_block_fibers(worker *w, int bx, int by) {
-  init_block_state(w, bx, by);
+static int run_block_fibers(worker *w, int bx, int by, int bz) {
+  init_block_state(w, bx, by, bz);
   for (int i = 0; i < w->nthreads; i++) {
     fiber *f = &w->fibers[i];
     f->state = F_RUN;
@@ -224,43 +244,52 @@ static int run_block_fibers(worker *w, int bx, int by) {
         at_block += w->fibers[i].state == F_WAIT_BLOCK;
         at_warp += w->fibers[i].state == F_WAIT_WARP;
       }
-      snprintf(w->why, sizeof w->why,
-               "barrier deadlock in block (%d,%d): %d threads wait at "
-               "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
-               "a barrier is inside divergent code",
-               bx, by, at_block, at_warp);
+      if (bz == 0)
+        snprintf(w->why, sizeof w->why,
+                 "barrier deadlock in block (%d,%d): %d threads wait at "
+                 "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
+                 "a barrier is inside divergent code",
+                 bx, by, at_block, at_warp);
+      else
+        snprintf(w->why, sizeof w->why,
+                 "barrier deadlock in block (%d,%d,%d): %d threads wait at "
+                 "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
+                 "a barrier is inside divergent code",
+                 bx, by, bz, at_block, at_warp);
       return -1;
     }
   }
   return 0;
 }
 
-static void run_block_plain(worker *w, int bx, int by) {
-  init_block_state(w, bx, by);
+static void run_block_plain(worker *w, int bx, int by, int bz) {
+  init_block_state(w, bx, by, bz);
   for (int i = 0; i < w->nthreads; i++) {
     *w->tls = &w->fibers[i].t;
-    w->m->kernel(w->A, w->B, w->C, w->M, w->N, w->K);
+    run_kernel(w);
   }
 }
 
 static void *worker_main(void *arg) {
   worker *w = arg;
   tl_worker = w;
-  w->tls = w->m->tls();
+  w->tls = w->tls_of();
   launch *l = w->launch;
   for (;;) {
     if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) break;
     int b = __atomic_fetch_add(&l->next_block, 1, __ATOMIC_RELAXED);
     if (b >= l->total_blocks) break;
-    int bx = b % (int)w->grid.x, by = b / (int)w->grid.x;
+    /* x fastest, then y, then z (a matmul grid has z = 1) */
+    int bx = b % (int)w->grid.x, by = b / (int)w->grid.x % (int)w->grid.y;
+    int bz = b / ((int)w->grid.x * (int)w->grid.y);
     if (w->use_fibers) {
-      if (run_block_fibers(w, bx, by) != 0) {
+      if (run_block_fibers(w, bx, by, bz) != 0) {
         w->failed = 1;
         __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
         break;
       }
     } else {
-      run_block_plain(w, bx, by);
+      run_block_plain(w, bx, by, bz);
       if (w->barrier_without_fibers) {
         __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
         break;
@@ -279,7 +308,7 @@ static void *worker_main(void *arg) {
 #define KL_EMU_STACK_SLOTS 64
 static struct {
   unsigned char *base;
-  int n;            /* stacks mapped */
+  int n; /* stacks mapped */
   size_t stack_size;
 } stack_cache[KL_EMU_STACK_SLOTS];
 static pthread_mutex_t grid_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -333,9 +362,9 @@ void kl_emu_prewarm(int workers) {
   size_t stack_size = KL_FIBER_STACK + page;
   for (int idx = 0; idx < workers && idx < KL_EMU_STACK_SLOTS; idx++) {
     if (stack_cache[idx].n >= KL_EMU_MAX_THREADS) continue;
-    unsigned char *p = mmap(NULL, stack_size * KL_EMU_MAX_THREADS,
-                            PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    unsigned char *p =
+        mmap(NULL, stack_size * KL_EMU_MAX_THREADS, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) break;
     for (int i = 0; i < KL_EMU_MAX_THREADS; i++) {
       unsigned char *lo = p + (size_t)i * stack_size;
@@ -368,8 +397,14 @@ static struct {
   int remaining;
   worker *ws;
   int nworkers;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL,
+} pool = {PTHREAD_MUTEX_INITIALIZER,
+          PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER,
+          PTHREAD_MUTEX_INITIALIZER,
+          0,
+          0,
+          0,
+          NULL,
           0};
 
 typedef struct pool_arg {
@@ -430,8 +465,7 @@ int kl_emu_pool_start(int n) {
 /* Runs ws[0..nworkers) on the pool and waits for all of them. */
 static int pool_run(worker *ws, int nworkers, char *why, size_t whylen) {
   if (kl_emu_pool_start(nworkers) < nworkers && pool.n == 0) {
-    snprintf(why, whylen, "cannot start emulator threads: %s",
-             strerror(errno));
+    snprintf(why, whylen, "cannot start emulator threads: %s", strerror(errno));
     return -1;
   }
   pthread_mutex_lock(&pool.launch_mu);
@@ -443,23 +477,21 @@ static int pool_run(worker *ws, int nworkers, char *why, size_t whylen) {
   pool.remaining = pool.nworkers;
   pool.generation++;
   pthread_cond_broadcast(&pool.go);
-  while (pool.remaining > 0) pthread_cond_wait(&pool.done, &pool.mu);
+  while (pool.remaining > 0)
+    pthread_cond_wait(&pool.done, &pool.mu);
   pool.ws = NULL;
   pthread_mutex_unlock(&pool.mu);
   pthread_mutex_unlock(&pool.launch_mu);
   return 0;
 }
 
-/* One attempt at the whole grid. Returns KL_OK, KL_ERUN, or 1 when a
- * fiber-less launch met a barrier and must be repeated with fibers. */
-static int launch_grid(kl_emu_module *m, const float *A, const float *B,
-                       float *C, int M, int N, int K, int nworkers,
-                       int use_fibers, char *why, size_t whylen) {
-  const kl_launch *g = &m->launch;
+/* Runs a grid of total_blocks blocks, each worker a copy of proto, on up to
+ * nworkers pool threads. Returns KL_OK, KL_ERUN, or 1 when a fiber-less
+ * launch met a barrier. */
+static int run_grid(const worker *proto, int total_blocks, int nworkers,
+                    int dyn_smem_bytes, char *why, size_t whylen) {
   launch l = {0};
-  kl_emu_dim grid = {(unsigned)((N + g->tile_cols - 1) / g->tile_cols),
-                     (unsigned)((M + g->tile_rows - 1) / g->tile_rows), 1};
-  l.total_blocks = (int)(grid.x * grid.y);
+  l.total_blocks = total_blocks;
   if (nworkers > l.total_blocks) nworkers = l.total_blocks;
   worker *ws = calloc((size_t)nworkers, sizeof(worker));
   int rc = KL_OK;
@@ -469,19 +501,9 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
   }
   for (int i = 0; i < nworkers; i++) {
     worker *w = &ws[i];
-    *w = (worker){.m = m,
-                  .A = A,
-                  .B = B,
-                  .C = C,
-                  .M = M,
-                  .N = N,
-                  .K = K,
-                  .grid = grid,
-                  .block_dim = {(unsigned)g->block_x, (unsigned)g->block_y, 1},
-                  .nthreads = g->block_x * g->block_y,
-                  .use_fibers = use_fibers,
-                  .launch = &l};
-    if (worker_alloc(w, i, use_fibers, g->dyn_smem_bytes) != 0) {
+    *w = *proto;
+    w->launch = &l;
+    if (worker_alloc(w, i, w->use_fibers, dyn_smem_bytes) != 0) {
       snprintf(why, whylen, "cannot allocate fiber stacks for %d threads",
                w->nthreads);
       rc = KL_ERUN;
@@ -499,6 +521,30 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
   }
   free(ws);
   return rc;
+}
+
+/* One attempt at the whole grid. Returns KL_OK, KL_ERUN, or 1 when a
+ * fiber-less launch met a barrier and must be repeated with fibers. */
+static int launch_grid(kl_emu_module *m, const float *A, const float *B,
+                       float *C, int M, int N, int K, int nworkers,
+                       int use_fibers, char *why, size_t whylen) {
+  const kl_launch *g = &m->launch;
+  kl_emu_dim grid = {(unsigned)((N + g->tile_cols - 1) / g->tile_cols),
+                     (unsigned)((M + g->tile_rows - 1) / g->tile_rows), 1};
+  worker proto = {.m = m,
+                  .A = A,
+                  .B = B,
+                  .C = C,
+                  .M = M,
+                  .N = N,
+                  .K = K,
+                  .tls_of = m->tls,
+                  .grid = grid,
+                  .block_dim = {(unsigned)g->block_x, (unsigned)g->block_y, 1},
+                  .nthreads = g->block_x * g->block_y,
+                  .use_fibers = use_fibers};
+  return run_grid(&proto, (int)(grid.x * grid.y), nworkers, g->dyn_smem_bytes,
+                  why, whylen);
 }
 
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
@@ -522,5 +568,63 @@ int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
     rc = launch_grid(m, A, B, C, M, N, K, threads, 1, why, whylen);
   }
   pthread_mutex_unlock(&grid_mu);
+  return rc;
+}
+
+/* ---- the generic launch (emu_launch.h) ---- */
+
+int kl_emu_launch(const kl_emu_program *prog, const kl_emu_launch_cfg *cfg,
+                  void (*entry)(void *), void *arg, char *why, size_t whylen) {
+  const kl_emu_dim g = cfg->grid, b = cfg->block;
+  if (!prog || !prog->tls || !prog->bind || !entry) {
+    snprintf(why, whylen, "emulator launch: no program or entry point");
+    return KL_ERUN;
+  }
+  uint64_t blocks = (uint64_t)g.x * g.y * g.z;
+  uint64_t threads_per_block = (uint64_t)b.x * b.y * b.z;
+  if (blocks < 1 || blocks > INT32_MAX) {
+    snprintf(why, whylen,
+             "emulator launch: grid (%u,%u,%u) has %llu blocks, "
+             "expected 1..%d",
+             g.x, g.y, g.z, (unsigned long long)blocks, INT32_MAX);
+    return KL_ERUN;
+  }
+  if (threads_per_block < 1 || threads_per_block > KL_EMU_MAX_THREADS) {
+    snprintf(why, whylen,
+             "emulator launch: block (%u,%u,%u) has %llu "
+             "threads, expected 1..%d",
+             b.x, b.y, b.z, (unsigned long long)threads_per_block,
+             KL_EMU_MAX_THREADS);
+    return KL_ERUN;
+  }
+  if (cfg->dyn_smem_bytes > KL_EMU_MAX_DYN_SMEM) {
+    snprintf(why, whylen,
+             "emulator launch: %zu bytes of dynamic shared "
+             "memory, at most %d",
+             cfg->dyn_smem_bytes, KL_EMU_MAX_DYN_SMEM);
+    return KL_ERUN;
+  }
+  int threads = cfg->threads;
+  if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads <= 0) threads = 1;
+  prog->bind(&kl_emu_runtime_hooks);
+  worker proto = {.entry = entry,
+                  .entry_arg = arg,
+                  .tls_of = prog->tls,
+                  .grid = g,
+                  .block_dim = b,
+                  .nthreads = (int)threads_per_block,
+                  .use_fibers = cfg->fibers != 0};
+  pthread_mutex_lock(&grid_mu); /* one launch at a time: shared caches */
+  int rc = run_grid(&proto, (int)blocks, threads, (int)cfg->dyn_smem_bytes, why,
+                    whylen);
+  pthread_mutex_unlock(&grid_mu);
+  if (rc == 1) {
+    /* No second attempt: the kernel may have updated memory in place. */
+    snprintf(why, whylen,
+             "emulator launch: the kernel reached a barrier or "
+             "warp operation but was launched without fibers");
+    rc = KL_ERUN;
+  }
   return rc;
 }

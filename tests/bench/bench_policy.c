@@ -12,7 +12,10 @@
  * is the named baseline. Prints the split of a kernlab step (forward /
  * backward / update), each torch run, and
  *   training: kernlab N tok/s vs torch M tok/s (best: ...): ratio R
- * (plus the same line against torch's default setup).
+ * (plus the same line against torch's default setup), and the same for
+ * sampling (KV cache, G = B rows of 256 tokens after a 64-token prompt,
+ * torch's own KV-cache sampler under no_grad):
+ *   sampling: kernlab N tok/s vs torch M tok/s (best: ...): ratio R
  * Default: the issue's 3.6M-parameter model (vocab 2048, d 256, 4 layers,
  * 4 heads, d_ff 672) at B=8, T=256, median of 5 timed steps after 1 warm-up.
  *
@@ -123,6 +126,7 @@ int main(int argc, char **argv) {
          "mean), loss %.4f, %.0f tok/s\n",
          total[steps / 2] * 1e3, fwd / steps * 1e3, bwd / steps * 1e3,
          upd / steps * 1e3, loss, kl_tps);
+  double kl_sample_tps = 0;
   {
     /* Sampling: pl_generate with the KV cache, G = B rows of 256 new tokens
      * after a 64-token prompt, no end token, plain T = 1 sampling; the same
@@ -141,6 +145,7 @@ int main(int argc, char **argv) {
         long n = 0;
         for (int g = 0; g < B; g++)
           n += gen.lengths[g];
+        kl_sample_tps = n / dt;
         printf("sampling tokens/s: kernlab %.0f (KV cache, G=%d x 256 new "
                "tokens after a 64-token prompt, %.2f s)\n",
                n / dt, B, dt);
@@ -185,6 +190,41 @@ int main(int argc, char **argv) {
         best_what = tc[k].what;
       }
     }
+    /* Sampling: the same G x 256 tokens after a 64-token prompt with
+     * torch's KV-cache sampler (bench_policy_torch.py --sample), the same
+     * three thread setups, the fastest named. */
+    double sbest = 0;
+    const char *sbest_what = "";
+    for (int k = 0; k < 3 && kl_sample_tps > 0; k++) {
+      char cmd[1024], line[512];
+      snprintf(cmd, sizeof cmd,
+               "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d /usr/bin/python3 "
+               "%s/tests/bench/bench_policy_torch.py %d %d %d %d %d %d 256 1 "
+               "%d --sample",
+               tc[k].blas, tc[k].intra, src, cfg.vocab, cfg.d_model,
+               cfg.n_layers, cfg.n_heads, cfg.d_ff, B, tc[k].intra);
+      FILE *p = popen(cmd, "r");
+      double tps = 0;
+      while (p && fgets(line, sizeof line, p))
+        if (sscanf(line, "torch sampling: %lf tok/s", &tps) == 1)
+          printf("%s: %s", tc[k].what, line);
+      int rc = p ? pclose(p) : -1;
+      if (rc != 0 || tps <= 0) {
+        fprintf(stderr,
+                "bench_policy: the torch sampling baseline failed "
+                "(%s)\n",
+                cmd);
+        return 1;
+      }
+      if (tps > sbest) {
+        sbest = tps;
+        sbest_what = tc[k].what;
+      }
+    }
+    if (sbest > 0)
+      printf("sampling: kernlab %.0f tok/s vs torch %.0f tok/s (best: %s): "
+             "ratio %.2fx\n",
+             kl_sample_tps, sbest, sbest_what, kl_sample_tps / sbest);
     printf("training (vs the default torch setup): kernlab %.0f tok/s vs "
            "torch %.0f tok/s: ratio %.2fx\n",
            kl_tps, dflt, kl_tps / dflt);

@@ -23,6 +23,8 @@
 #      CUDA init, and those the run-gpu profile does not allow
 #   6. a short GPU campaign: a tiny policy primed on the spot, two GRPO steps
 #      with --backend gpu (the loop on the device; its kernels are garbage)
+#   7. the policy's CUDA runtime (policy/cuda, issue 10): test_policy_cuda
+#      --device, every kernel against its CPU twin, cuBLAS and tiled GEMMs
 # Everything goes to $OUT (check.log, summary.md, eval JSON); summary.md is
 # printed last. Append it to tests/gpu/LOG.md (format there) and commit.
 set -u
@@ -221,6 +223,18 @@ if kl timeout 60 "$KL" prime --corpus "$cdir/corpus" --out "$cdir/p.ckpt" \
   sum "- campaign (backend gpu, 2 steps): ok: $(grep -c '^step ' "$OUT/campaign.log") step lines"
 else
   sum "- campaign (backend gpu, 2 steps): FAILED: $(tail -n 3 "$OUT/campaign.log" | tr '\n' ' ')"
+fi
+
+# ---- 7. the policy's CUDA runtime against the CPU model ----
+note "policy: test_policy_cuda --device"
+PCUDA=$(dirname "$KL")/test_policy_cuda
+[ -x "$PCUDA" ] || PCUDA=$(find build -name test_policy_cuda -type f 2>/dev/null | head -n1)
+if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
+  kl timeout 120 "$PCUDA" --device >"$OUT/policy_cuda.log" 2>&1
+  prc=$?
+  sum "- policy CUDA runtime (test_policy_cuda --device): exit $prc; $(grep -E 'passed|failed|skip' "$OUT/policy_cuda.log" | tail -n 2 | tr '\n' ' ')"
+else
+  sum "- policy CUDA runtime: no test_policy_cuda binary in the bundle"
 fi
 
 note "done in $(elapsed)s"

@@ -1,0 +1,36 @@
+/*
+ * policy/cuda/kernel_list.h — every kernel of policy/cuda/kernels.cu, by
+ * name, as an X-macro: the host side turns it into an enum of kernel ids
+ * (pcuda_internal.h), the device backend into the names it looks up with
+ * cuModuleGetFunction, and the emulator backend into a table of
+ * trampolines (emu.cpp). Internal to policy/cuda/.
+ */
+#ifndef POLICY_CUDA_KERNEL_LIST_H
+#define POLICY_CUDA_KERNEL_LIST_H
+
+#define PCUDA_KERNEL_LIST(X)                                                   \
+  X(embedding_forward_kernel)                                                  \
+  X(embedding_backward_kernel)                                                 \
+  X(rmsnorm_forward_kernel)                                                    \
+  X(rmsnorm_backward_kernel)                                                   \
+  X(rmsnorm_backward_dweight_kernel)                                           \
+  X(gemm_tiled_kernel)                                                         \
+  X(rope_apply_kernel)                                                         \
+  X(attention_forward_kernel)                                                  \
+  X(attention_backward_dscore_kernel)                                          \
+  X(attention_backward_dq_kernel)                                              \
+  X(attention_backward_dkv_kernel)                                             \
+  X(swiglu_forward_kernel)                                                     \
+  X(swiglu_backward_kernel)                                                    \
+  X(residual_forward_kernel)                                                   \
+  X(crossentropy_forward_kernel)                                               \
+  X(crossentropy_softmax_backward_kernel)                                      \
+  X(global_norm_squared_kernel)                                                \
+  X(global_norm_reduce_kernel)                                                 \
+  X(adamw_kernel)
+
+#define PCUDA_KERNEL_ENUM(name) PCUDA_K_##name,
+enum pcuda_kernel_id { PCUDA_KERNEL_LIST(PCUDA_KERNEL_ENUM) PCUDA_NUM_KERNELS };
+#undef PCUDA_KERNEL_ENUM
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * policy/cuda/pcuda.h — the one public header of the policy's CUDA runtime:
+ * the decoder of policy/model.c and the AdamW of policy/adamw.c, mirrored
+ * kernel by kernel in CUDA (as llm.c's train_gpt2.cu mirrors
+ * train_gpt2.c). The CPU code is the reference; every function here has the
+ * CPU twin's name with the prefix pcuda_, and every kernel the name of the
+ * CPU layer function it mirrors plus _kernel (rmsnorm_forward ->
+ * rmsnorm_forward_kernel in policy/cuda/rmsnorm.cu). Prefix: pcuda_.
+ *
+ * Two backends run the same kernel sources:
+ *   - device: policy/cuda/kernels.cu compiled by nvcc for sm_90 at build
+ *     time into a fatbin embedded in the binary as data, loaded with the
+ *     driver API's cuModuleLoadData. libcuda.so.1 and libcublas are opened
+ *     with dlopen (as kernels/gpu.c does), so there is no link-time
+ *     dependency on CUDA: one binary runs with or without a GPU, and says
+ *     which library or device is missing. GEMMs (the linear layers and the
+ *     tied head) go through cublasSgemm (fp32 math, no TF32); when cuBLAS
+ *     cannot be loaded, or PCUDA_GEMM_TILED asks for it, through the plain
+ *     tiled kernel of policy/cuda/matmul.cu, and pcuda_describe says which.
+ *     Without nvcc at build time there is no fatbin and the device backend
+ *     answers PL_EENV saying so.
+ *   - cpu-emu: the same kernels compiled by the host C++ compiler against
+ *     the emulator's shim (kernels/emu/cuda_shim.h) into the test library
+ *     klpolicy_cuda_emu, launched through kl_emu_launch with real barriers
+ *     and warp shuffles. This is how the kernels are tested on machines
+ *     without a GPU (tests/unit/test_policy_cuda.c); GEMMs use the tiled
+ *     kernel. It is a correctness tool, never a way to train fast.
+ *
+ * Memory: "device" pointers are plain pointers in the C types the CPU code
+ * uses (float *, int32_t *); on a device they hold device addresses and
+ * must not be dereferenced on the host (use pcuda_upload/pcuda_download),
+ * on cpu-emu they are host memory. The model reuses policy.h's pl_params
+ * for its device tensors, so the same field names point at the same
+ * tensors on both sides.
+ *
+ * Errors are values, and sticky: the first failure of a backend call is
+ * kept in the context, later calls do nothing, and pcuda_status reports it
+ * (a device fault shows up at the next synchronising call). Functions
+ * return PL_OK or PL_EENV (backend failure, out of memory) / PL_EINPUT (bad
+ * arguments), with a one-line reason.
+ *
+ * Determinism: no kernel uses atomics; reductions are fixed trees. Two runs
+ * on the same backend give the same bits. Compared with the CPU, sums run
+ * in another order (and nvcc contracts a*b+c into FMAs), so results agree
+ * to fp32 rounding, not bit for bit: tests/unit/test_policy_cuda.c states
+ * the tolerances.
+ *
+ * Not here yet (later slices of issue #10): sampling on the device
+ * (temperature / top-p / min-p), the KV-cache generation path, bf16, and the
+ * lab's --policy-device / --policy-matmul switches. The attention kernels
+ * are naive (no flash attention), the embedding and RMSNorm weight
+ * gradients are one thread per column.
+ */
+#ifndef POLICY_CUDA_PCUDA_H
+#define POLICY_CUDA_PCUDA_H
+
+#include "policy/policy.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- backends (policy/cuda/pcuda_runtime.c, pcuda_device.c, emu.cpp) ---- */
+
+typedef struct pcuda_ctx pcuda_ctx;
+
+enum {
+  PCUDA_GEMM_AUTO = 0,  /* cuBLAS on a device when it loads, else tiled */
+  PCUDA_GEMM_TILED = 1, /* always the tiled kernel of matmul.cu */
+};
+
+/* 1 when this binary holds the nvcc-built fatbin (nvcc was found at build
+ * time), else 0. */
+int pcuda_has_fatbin(void);
+
+/* Opens device 0 through the driver API (dlopen'd), loads the embedded
+ * fatbin and, with PCUDA_GEMM_AUTO, cuBLAS. On PL_OK *out is the caller's
+ * (pcuda_close). PL_EENV with why saying what is missing: no fatbin in this
+ * build, no driver, no device, a module that does not load. */
+int pcuda_device_open(pcuda_ctx **out, int gemm, char *why, size_t whylen);
+
+/* Opens the emulator backend, `threads` OS threads (0: all cores). Defined
+ * only in the test library klpolicy_cuda_emu. */
+int pcuda_emu_open(pcuda_ctx **out, int threads, char *why, size_t whylen);
+
+/* Releases the context (and on a device the primary context reference,
+ * cuBLAS and the module). Memory still allocated is the caller's leak. */
+void pcuda_close(pcuda_ctx *ctx);
+
+/* "cpu-emu (tiled GEMM)" or "NVIDIA H200 (sm_90), cuBLAS GEMM" etc.; owned
+ * by ctx. */
+const char *pcuda_describe(const pcuda_ctx *ctx);
+
+/* Waits for every launched kernel, then returns PL_OK, or the first error
+ * (sticky) with its reason in why. */
+int pcuda_status(pcuda_ctx *ctx, char *why, size_t whylen);
+
+/* Device memory. alloc returns NULL (and records the error) on failure;
+ * free(NULL) does nothing. upload/download/zero return PL_OK or the sticky
+ * error; download waits for the kernels before it. */
+void *pcuda_alloc(pcuda_ctx *ctx, size_t bytes);
+void pcuda_free(pcuda_ctx *ctx, void *dev);
+int pcuda_upload(pcuda_ctx *ctx, void *dev, const void *host, size_t bytes);
+int pcuda_download(pcuda_ctx *ctx, void *host, const void *dev, size_t bytes);
+int pcuda_zero(pcuda_ctx *ctx, void *dev, size_t bytes);
+
+/* ---- the model (policy/cuda/pcuda_model.c), mirroring policy/model.c ---- */
+
+/* Activations of a (B,T) batch on the backend: pl_acts's fields with the
+ * same names, shapes and meanings, plus what the device path needs. One
+ * allocation (acts_memory). Differences from the CPU: datt holds dS of
+ * every (b, h) at once, (B,NH,T,T) instead of one head's (T,T); dloss
+ * is the per-token loss gradient the backward starts from. */
+typedef struct pcuda_acts {
+  float *encoded, *ln1, *ln1_rstd, *qkv, *att, *atty, *res_att, *ln2, *ln2_rstd,
+      *h13, *hmul, *res_ffn, *lnf, *lnf_rstd, *logits, *lse, *losses;
+  float *dlogits, *dres, *dln, *datty, *dqkv, *dh13, *dhmul;
+  float *datt;      /* (B,NH,T,T) dS of every head */
+  float *dloss;     /* (B,T) d loss / d (-logp) per token */
+  int32_t *tokens;  /* (B,T) the last forward's inputs, on the backend */
+  int32_t *targets; /* (B,T), -1 where there is no loss */
+} pcuda_acts;
+
+typedef struct pcuda_model {
+  pcuda_ctx *ctx;
+  pl_config cfg;
+  pl_params params; /* device pointers into params_memory */
+  pl_params grads;  /* device pointers into grads_memory; same layout */
+  float *params_memory, *grads_memory; /* (num_params) each, device */
+  size_t num_params;
+  size_t param_sizes[PL_NUM_PARAM_TENSORS];
+  float *rope_cos, *rope_sin; /* (max_seq, hs/2), device, from the CPU's */
+  pcuda_acts acts;
+  float *acts_memory;   /* device */
+  size_t acts_capacity; /* floats */
+  int B, T;
+  int32_t *tokens, *targets; /* (B,T) host copies of the last forward's */
+  float *host_scratch;       /* (B,T) losses / dloss on the host */
+  size_t host_capacity;      /* elements of tokens, targets, host_scratch */
+  int has_targets;
+  float mean_loss; /* the last forward's, or -1 without targets */
+} pcuda_model;
+
+/* Builds the backend twin of the CPU model m: the same config, its current
+ * parameters and RoPE tables copied to the backend, gradients zero. The
+ * twin does not keep m. Returns PL_OK or PL_EENV (backend error, out of
+ * memory) with why filled. Release with pcuda_model_free. */
+int pcuda_model_init(pcuda_model *dm, pcuda_ctx *ctx, const pl_model *m,
+                     char *why, size_t whylen);
+void pcuda_model_free(pcuda_model *dm);
+
+/* Copies all parameters (num_params floats, pl_params order) from / to the
+ * host. PL_OK or the backend's sticky error. */
+int pcuda_model_set_params(pcuda_model *dm, const float *params);
+int pcuda_model_get_params(pcuda_model *dm, float *params);
+/* Copies all gradients to the host. */
+int pcuda_model_get_grads(pcuda_model *dm, float *grads);
+
+/* pl_model_forward on the backend: tokens and targets are host arrays (B,T)
+ * with the same rules; logits stay on the backend in dm->acts.logits. Waits
+ * for the kernels (it sums the losses on the host). Returns the mean loss,
+ * -1 without targets, NAN on bad arguments or a backend error (message on
+ * stderr, as the CPU's). */
+float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
+                          const int32_t *targets, int B, int T);
+
+/* pl_model_zero_grad. */
+void pcuda_model_zero_grad(pcuda_model *dm);
+
+/* pl_model_backward and pl_model_backward_weighted (dloss_dlogp: a host
+ * array (B,T)). Return PL_OK, PL_EINPUT (no forward with targets) or
+ * PL_EENV (backend error, why on stderr). */
+int pcuda_model_backward(pcuda_model *dm);
+int pcuda_model_backward_weighted(pcuda_model *dm, const float *dloss_dlogp);
+
+/* ---- AdamW (policy/cuda/pcuda_adamw.c), mirroring policy/adamw.c ---- */
+
+typedef struct pcuda_adamw {
+  pcuda_ctx *ctx; /* the model's backend */
+  pl_adamw_config cfg;
+  float *m, *v;        /* (n) each, device, in state_memory */
+  float *state_memory; /* device */
+  double
+      *norm_scratch; /* device: the norm's per-block partials, then the sum */
+  size_t n;
+  int64_t step; /* updates done so far */
+} pcuda_adamw;
+
+/* pl_adamw_init for the backend twin: zeroed state. PL_OK, PL_EINPUT (bad
+ * cfg, the CPU's check and message) or PL_EENV. */
+int pcuda_adamw_init(pcuda_adamw *opt, pcuda_model *dm,
+                     const pl_adamw_config *cfg, char *why, size_t whylen);
+void pcuda_adamw_free(pcuda_adamw *opt);
+
+/* pl_adamw_step on the backend: returns the global gradient norm before
+ * clipping (NAN on a backend error). */
+float pcuda_adamw_step(pcuda_adamw *opt, pcuda_model *dm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
