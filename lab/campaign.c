@@ -12,6 +12,13 @@
  * grpo|bnpo|dr_grpo|dapo, got 'foo'". The fields, their types and defaults
  * are documented at the top of lua/campaigns/quick.lua.
  *
+ * `corpus` and `exhaustive` name the two baselines a campaign is compared
+ * with (lab/compare.c): the priming corpus folder and the results file of
+ * `kernlab search exhaustive`. Neither has to exist: the comparison says
+ * when one is missing, so they are not checked here. `kernlab search` loads
+ * a campaign with LAB_CAMPAIGN_NO_POLICY: it samples no policy, so a
+ * missing checkpoint or tokenizer is not an error there.
+ *
  * Not here: running the campaign (lab/run_cmd.c).
  */
 #include "lab/lab.h"
@@ -19,7 +26,6 @@
 #include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -216,14 +222,6 @@ static void check_keys(parser *p, int tidx, const char *prefix,
   }
 }
 
-static void budget_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  luaL_error(L,
-             "the campaign file ran for more than %d instructions "
-             "(an endless loop?)",
-             (int)CAMPAIGN_MAX_INSTRUCTIONS);
-}
-
 static char *read_all(const char *path, char *why, size_t whylen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -258,15 +256,31 @@ static void check_readable(parser *p, const char *field, const char *path,
 
 int lab_campaign_load(const char *path, lab_campaign *c, char *why,
                       size_t whylen) {
+  return lab_campaign_load_flags(path, 0, c, why, whylen);
+}
+
+int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
+                            char *why, size_t whylen) {
   memset(c, 0, sizeof *c);
-  snprintf(c->path, sizeof c->path, "%s", path);
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  snprintf(c->name, sizeof c->name, "%s", base);
-  size_t nl = strlen(c->name);
-  if (nl > 4 && !strcmp(c->name + nl - 4, ".lua")) c->name[nl - 4] = 0;
-  c->text = read_all(path, why, whylen);
-  if (!c->text) return LAB_EXIT_USAGE;
+  if (!path) { /* the embedded default */
+    snprintf(c->path, sizeof c->path, "lua/campaigns/quick.lua (built in)");
+    snprintf(c->name, sizeof c->name, "quick");
+    c->text = strdup(lab_quick_campaign);
+    if (!c->text) {
+      snprintf(why, whylen, "out of memory");
+      return LAB_EXIT_ENV;
+    }
+  } else {
+    snprintf(c->path, sizeof c->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(c->name, sizeof c->name, "%s", base);
+    size_t nl = strlen(c->name);
+    if (nl > 4 && !strcmp(c->name + nl - 4, ".lua")) c->name[nl - 4] = 0;
+    c->text = read_all(path, why, whylen);
+    if (!c->text) return LAB_EXIT_USAGE;
+  }
+  path = c->path; /* the name messages use */
 
   /* Defaults (lua/campaigns/quick.lua lists them). */
   c->M = c->N = c->K = 256;
@@ -292,24 +306,13 @@ int lab_campaign_load(const char *path, lab_campaign *c, char *why,
   c->clip = 1.0f;
   c->seed = 1;
 
-  lua_State *L = luaL_newstate();
+  lua_State *L = lab_lua_open(CAMPAIGN_MAX_INSTRUCTIONS);
   if (!L) {
+    free(c->text);
+    c->text = NULL;
     snprintf(why, whylen, "%s: out of memory for a Lua state", path);
     return LAB_EXIT_ENV;
   }
-  luaL_requiref(L, "_G", luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  lua_settop(L, 0);
-  /* No file access from the base library either. */
-  static const char *const drop[] = {"dofile", "loadfile", "require",
-                                     "collectgarbage"};
-  for (size_t i = 0; i < sizeof drop / sizeof *drop; i++) {
-    lua_pushnil(L);
-    lua_setglobal(L, drop[i]);
-  }
-  lua_sethook(L, budget_hook, LUA_MASKCOUNT, (int)CAMPAIGN_MAX_INSTRUCTIONS);
 
   parser P = {L, path, why, whylen, 0};
   parser *p = &P;
@@ -338,7 +341,8 @@ int lab_campaign_load(const char *path, lab_campaign *c, char *why,
   }
   check_keys(p, 1, NULL,
              "name|task|backend|checkpoint|tokenizer|group_size|"
-             "prompts_per_step|steps|sampling|grpo|optim|reward|seed|out");
+             "prompts_per_step|steps|sampling|grpo|optim|reward|seed|out|"
+             "corpus|exhaustive");
   get_str(p, 1, NULL, "name", c->name, sizeof c->name);
 
   long long v;
@@ -419,6 +423,11 @@ int lab_campaign_load(const char *path, lab_campaign *c, char *why,
   c->seed = (uint64_t)v;
   snprintf(c->out, sizeof c->out, "runs/%s.h5", c->name);
   get_str(p, 1, NULL, "out", c->out, sizeof c->out);
+  snprintf(c->corpus, sizeof c->corpus, "runs/corpus");
+  get_str(p, 1, NULL, "corpus", c->corpus, sizeof c->corpus);
+  snprintf(c->exhaustive, sizeof c->exhaustive, "runs/%.900s-exhaustive.h5",
+           c->name);
+  get_str(p, 1, NULL, "exhaustive", c->exhaustive, sizeof c->exhaustive);
 
   char w[256];
   if (!p->failed && pl_sampling_validate(&c->sampling, w, sizeof w) != PL_OK)
@@ -428,8 +437,10 @@ int lab_campaign_load(const char *path, lab_campaign *c, char *why,
   char hint[1200];
   snprintf(hint, sizeof hint, " (prime one with `kernlab prime --out %.1000s`)",
            c->checkpoint);
-  check_readable(p, "checkpoint", c->checkpoint, hint);
-  check_readable(p, "tokenizer", c->tokenizer, hint);
+  if (!(flags & LAB_CAMPAIGN_NO_POLICY)) {
+    check_readable(p, "checkpoint", c->checkpoint, hint);
+    check_readable(p, "tokenizer", c->tokenizer, hint);
+  }
   check_readable(p, "reward", c->reward, "");
   if (!p->failed) rc = 0;
 done:

@@ -10,17 +10,15 @@
  * DIR/train, so that later campaigns can show discovery beyond what the
  * policy was shown. DIR/MANIFEST.tsv lists every variant with its verdict.
  *
- * The script runs in a Lua state with only base, string, table and math,
- * plus `kl.seed(name)`; it reads seeds, it writes nothing itself.
+ * The script runs in lab/lua_script.c's restricted Lua state (base,
+ * string, table and math without file access, an instruction budget) plus
+ * `kl.seed(name)`; it reads seeds, it writes nothing itself.
  */
 #include "lab/lab.h"
 
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -48,125 +46,33 @@ typedef struct corpus_run {
 
 static char seeds_dir[1024];
 
-/* kl.seed(name): the text of kernels/seeds/<name>. */
-static int lua_seed(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
-  for (const char *p = name; *p; p++)
-    if (!(*p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
-          (*p >= 'a' && *p <= 'z')))
-      return luaL_error(L, "kl.seed: '%s' is not a seed file name", name);
-  char path[1200], why[600];
-  snprintf(path, sizeof path, "%s/%s", seeds_dir, name);
-  char *src;
-  size_t len;
-  if (kl_source_load(path, &src, &len, why, sizeof why) != KL_OK)
-    return luaL_error(L, "kl.seed: %s", why);
-  lua_pushlstring(L, src, len);
-  free(src);
-  return 1;
-}
-
-static const char *field_string(lua_State *L, int idx, const char *key) {
-  lua_getfield(L, idx, key);
-  const char *s = lua_isstring(L, -1) ? lua_tostring(L, -1) : NULL;
-  lua_pop(L, 1);
-  return s;
-}
-
-/* Runs the script; fills *out with its variants. Returns 0 or -1 with why
- * naming the script (and line, for Lua errors). */
+/* Runs the script (lab/lua_script.c: a restricted Lua state with
+ * kl.seed); fills *out with its variants. Returns 0 or -1 with why naming
+ * the script (and line, for Lua errors). */
 static int run_script(const char *path, variant **out, int *n, double *holdout,
                       char *why, size_t whylen) {
-  lua_State *L = luaL_newstate();
-  if (!L) {
-    snprintf(why, whylen, "out of memory for Lua");
+  lab_seed_variant *sv = NULL;
+  int count = 0;
+  if (lab_seed_script_run(path, seeds_dir, &sv, &count, holdout, why, whylen) !=
+      0)
     return -1;
-  }
-  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  lua_pop(L, 4);
-  int rc = -1;
-  if (luaL_loadfilex(L, path, "t") != LUA_OK ||
-      lua_pcall(L, 0, 1, 0) != LUA_OK) {
-    snprintf(why, whylen, "%s", lua_tostring(L, -1));
-    goto done;
-  }
-  if (!lua_istable(L, -1)) {
-    snprintf(why, whylen, "%s: expected the script to return a table", path);
-    goto done;
-  }
-  lua_getfield(L, -1, "holdout_fraction");
-  *holdout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
-  lua_pop(L, 1);
-  if (!(*holdout >= 0 && *holdout < 1)) {
-    snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
-    goto done;
-  }
-  lua_getfield(L, -1, "generate");
-  if (!lua_isfunction(L, -1)) {
-    snprintf(why, whylen, "%s: expected a function `generate(kl)`", path);
-    goto done;
-  }
-  lua_newtable(L);
-  lua_pushcfunction(L, lua_seed);
-  lua_setfield(L, -2, "seed");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-    snprintf(why, whylen, "%s", lua_tostring(L, -1));
-    goto done;
-  }
-  if (!lua_istable(L, -1)) {
-    snprintf(why, whylen, "%s: generate() must return a list of variants",
-             path);
-    goto done;
-  }
-  int count = (int)luaL_len(L, -1);
   variant *v = calloc((size_t)(count ? count : 1), sizeof *v);
   if (!v) {
+    lab_seed_variants_free(sv, count);
     snprintf(why, whylen, "out of memory");
-    goto done;
+    return -1;
   }
-  for (int i = 0; i < count; i++) {
-    lua_geti(L, -1, i + 1);
-    const char *name = lua_istable(L, -1) ? field_string(L, -1, "name") : NULL;
-    const char *config =
-        lua_istable(L, -1) ? field_string(L, -1, "config") : NULL;
-    size_t len = 0;
-    const char *src = NULL;
-    if (lua_istable(L, -1)) {
-      lua_getfield(L, -1, "source");
-      src = lua_isstring(L, -1) ? lua_tolstring(L, -1, &len) : NULL;
-      if (src) {
-        v[i].source = malloc(len + 1);
-        if (v[i].source) {
-          memcpy(v[i].source, src, len);
-          v[i].source[len] = 0;
-        }
-      }
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    if (!name || !config || !v[i].source) {
-      snprintf(why, whylen,
-               "%s: variant %d: expected {name = string, config = string, "
-               "source = string}",
-               path, i + 1);
-      for (int j = 0; j <= i; j++)
-        free(v[j].source);
-      free(v);
-      goto done;
-    }
-    snprintf(v[i].name, sizeof v[i].name, "%s", name);
-    snprintf(v[i].config, sizeof v[i].config, "%s", config);
-    v[i].len = len;
+  for (int i = 0; i < count; i++) { /* the sources change hands */
+    memcpy(v[i].name, sv[i].name, sizeof v[i].name);
+    memcpy(v[i].config, sv[i].config, sizeof v[i].config);
+    v[i].source = sv[i].source;
+    v[i].len = sv[i].len;
+    sv[i].source = NULL;
   }
+  lab_seed_variants_free(sv, count);
   *out = v;
   *n = count;
-  rc = 0;
-done:
-  lua_close(L);
-  return rc;
+  return 0;
 }
 
 static void *corpus_thread(void *arg) {

@@ -417,12 +417,17 @@ int lab_eval(int argc, char **argv) {
       const char *n = kl_flag_name(b);
       flag_names[b] = n ? n : "";
     }
-    res_campaign_meta meta = {
-        .config = "kernlab eval", .reward_script = reward_path,
-        .reward_sha256 = script ? rw_sha256(script) : NULL,
-        .device = "cpu", .backend = backend, .kernlab_version = "0.1",
-        .nvrtc_version = kl_nvrtc_version(), .seed = opts.seed,
-        .flag_names = flag_names, .n_flags = 64};
+    res_campaign_meta meta = {.config = "kernlab eval",
+                              .reward_script = reward_path,
+                              .reward_sha256 =
+                                  script ? rw_sha256(script) : NULL,
+                              .device = "cpu",
+                              .backend = backend,
+                              .kernlab_version = "0.1",
+                              .nvrtc_version = kl_nvrtc_version(),
+                              .seed = opts.seed,
+                              .flag_names = flag_names,
+                              .n_flags = 64};
     int code = 0;
     store = res_open_append(out_path, &meta, &code, why, sizeof why);
     if (!store) {
@@ -442,10 +447,10 @@ int lab_eval(int argc, char **argv) {
       sbx_slot_executor(slot, &ex);
       bopts.exec = &ex;
       /* The baseline: cuBLAS SGEMM on a GPU, the naive seed on cpu-emu. */
-      baseline = !strcmp(backend, "gpu")
-                     ? kl_gpu_cublas_time_us(target, &bopts, NULL, why,
-                                             sizeof why)
-                     : kl_eval_baseline(target, &bopts, why, sizeof why);
+      baseline =
+          !strcmp(backend, "gpu")
+              ? kl_gpu_cublas_time_us(target, &bopts, NULL, why, sizeof why)
+              : kl_eval_baseline(target, &bopts, why, sizeof why);
     }
     sbx_slot_free(slot);
     if (baseline < 0) fprintf(stderr, "kernlab: warning: %s\n", why);
@@ -470,7 +475,8 @@ int lab_eval(int argc, char **argv) {
   memset(&pool, 0, sizeof pool);
   pool.items = calloc((size_t)nfiles, sizeof(eval_item));
   if (!pool.items) return LAB_EXIT_ENV;
-  for (int i = 0; i < nfiles; i++) pool.items[i].file = files[i];
+  for (int i = 0; i < nfiles; i++)
+    pool.items[i].file = files[i];
   pool.n = nfiles;
   pool.opts = &opts;
   pool.backend = backend;
@@ -529,9 +535,8 @@ int lab_eval(int argc, char **argv) {
       }
       int64_t id;
       if (res_append_candidate(store, &rc_, it->src ? it->src : "",
-                               it->src ? it->len : 0, r->sample_us,
-                               r->samples, cn, cv, ncomp, &id, why,
-                               sizeof why) != 0) {
+                               it->src ? it->len : 0, r->sample_us, r->samples,
+                               cn, cv, ncomp, &id, why, sizeof why) != 0) {
         fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
         exit_code = LAB_EXIT_ENV;
       }
@@ -546,8 +551,10 @@ int lab_eval(int argc, char **argv) {
       break;
     }
   }
-  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
-  for (int i = 0; i < nfiles; i++) free(pool.items[i].src);
+  for (int i = 0; i < started; i++)
+    pthread_join(tids[i], NULL);
+  for (int i = 0; i < nfiles; i++)
+    free(pool.items[i].src);
   if (store && res_close(store, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
     exit_code = LAB_EXIT_ENV;

@@ -92,6 +92,7 @@ void lab_res_candidate(const kl_result *r, const rw_components *reward,
   c->seed = r->seed;
   c->compile_ms = r->compile_ms;
   c->wall_unix = (double)time(NULL);
-  if (reward) res_strset(c->reward_sha256, sizeof c->reward_sha256,
-                         reward->script_sha256);
+  if (reward)
+    res_strset(c->reward_sha256, sizeof c->reward_sha256,
+               reward->script_sha256);
 }

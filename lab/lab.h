@@ -19,6 +19,16 @@
 
 enum { LAB_EXIT_OK = 0, LAB_EXIT_USAGE = 2, LAB_EXIT_ENV = 3 };
 
+/* In a command with an `int exit_code` and a `cleanup:` label: prints
+ * "kernlab CMD: MESSAGE" on stderr, sets exit_code and jumps to cleanup. */
+#define LAB_FAIL(cmd, code, ...)                                               \
+  do {                                                                         \
+    fprintf(stderr, "kernlab " cmd ": " __VA_ARGS__);                          \
+    fputc('\n', stderr);                                                       \
+    exit_code = (code);                                                        \
+    goto cleanup;                                                              \
+  } while (0)
+
 /* kernlab eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...
  *   [--seed S] [--threads N] [--jobs N] [--timeout S] [--compile-timeout S]
  *   [--reward F.lua] [--out RUN.h5] [--json]
@@ -41,7 +51,7 @@ int lab_tokenizer(int argc, char **argv);
  *   kernlab show RUN.h5 ID [--source|--ptx|--stats]
  *   kernlab diff RUN.h5 ID1 ID2
  *   kernlab export RUN.h5 --format csv|jsonl [-o FILE] [--source]
- *   kernlab report RUN.h5 -o report.html [-n N] */
+ *   kernlab report RUN.h5 [MORE.h5...] -o report.html [-n N] */
 int lab_top(int argc, char **argv);
 int lab_show(int argc, char **argv);
 int lab_diff(int argc, char **argv);
@@ -119,6 +129,10 @@ typedef struct lab_campaign {
   float lr, weight_decay, clip;
   int warmup;
   uint64_t seed;
+  /* Baselines (kernlab search, and run's closing comparison): */
+  char corpus[1024];     /* the priming corpus folder ("runs/corpus") */
+  char exhaustive[1024]; /* exhaustive search results
+                            ("runs/<name>-exhaustive.h5") */
 } lab_campaign;
 
 /* Runs the campaign file in a plain Lua state (base, string, table, math;
@@ -127,12 +141,162 @@ typedef struct lab_campaign {
  * file and the field ("quick.lua: grpo.loss_type: expected one of ...") or
  * the file:line of a Lua error; LAB_EXIT_ENV when out of memory. Checks
  * that the checkpoint, tokenizer and reward files exist. Free with
- * lab_campaign_free. */
+ * lab_campaign_free. path NULL: the built-in default, lab_quick_campaign. */
 int lab_campaign_load(const char *path, lab_campaign *c, char *why,
                       size_t whylen);
+/* The text of lua/campaigns/quick.lua as it was at build time. */
+extern const char lab_quick_campaign[];
 void lab_campaign_free(lab_campaign *c);
+/* lab_campaign_load's flags: LAB_CAMPAIGN_NO_POLICY skips the checks that
+ * the checkpoint and tokenizer exist (kernlab search uses no policy). */
+enum { LAB_CAMPAIGN_NO_POLICY = 1 };
+int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
+                            char *why, size_t whylen);
 
 /* kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume] (lab/run_cmd.c) */
 int lab_run(int argc, char **argv);
+
+/* ---- restricted Lua states and seed scripts (lab/lua_script.c) ---- */
+
+struct lua_State;
+/* A Lua state with only the base, string, table and math libraries, minus
+ * dofile, loadfile, require and collectgarbage (no file access), and a
+ * count hook that raises an error after max_instructions VM instructions
+ * (an endless loop in a config file is an error, not a hang). NULL when out
+ * of memory. The caller closes it with lua_close. */
+struct lua_State *lab_lua_open(long max_instructions);
+
+/* One configuration a seed script returns: a seed kernel with its #define
+ * values set (lua/corpus.lua, lua/search_space.lua). */
+typedef struct lab_seed_variant {
+  char name[128];   /* unique per variant for search spaces */
+  char config[128]; /* the configuration (corpus: shared by its styles) */
+  char *source;     /* NUL-terminated, owned */
+  size_t len;
+} lab_seed_variant;
+
+/* Runs the seed script at path in lab_lua_open's state: it returns a table
+ * { generate = function(kl) ... end, holdout_fraction = x (optional) };
+ * generate is called with kl.seed(name) (the text of seeds_dir/<name>;
+ * names are [a-z0-9_.]) and returns a list of {name, config, source}
+ * tables (config defaults to name). *holdout_fraction (may be NULL)
+ * receives the field, 0 when absent. Returns 0, or -1 with why naming the
+ * script (and file:line for Lua errors). Free *out with
+ * lab_seed_variants_free. */
+int lab_seed_script_run(const char *path, const char *seeds_dir,
+                        lab_seed_variant **out, int *n,
+                        double *holdout_fraction, char *why, size_t whylen);
+void lab_seed_variants_free(lab_seed_variant *v, int n);
+
+/* ---- evaluation on sandbox slots (lab/evaluator.c), shared by the
+ * commands that evaluate many candidates (search; run can use it too) ---- */
+
+/* The seed of one (step, group, purpose) of a campaign: a pure function of
+ * its arguments, never 0. step -1 is "before the first step". */
+uint64_t lab_derive_seed(uint64_t seed, int step, int group, int purpose);
+/* Seconds on the monotonic clock (for durations and ETAs). */
+double lab_now_s(void);
+/* mkdir -p of path's folder. Returns 0 or -1 (errno set). */
+int lab_make_parent(const char *path);
+
+struct sbx_slot;
+typedef struct lab_evaluator {
+  char backend[16];     /* resolved: "cpu-emu" or "gpu" */
+  char task[48];        /* "fp32_MxNxK" */
+  kl_eval_options opts; /* backend, the task shape, threads per slot,
+                           baseline_us; exec is per slot */
+  double baseline_us;   /* cuBLAS (gpu) or the naive seed; -1 untimed */
+  struct sbx_slot **slots;
+  int n_slots;
+  struct lab_pool *pool; /* one thread per slot, for the evaluator's life */
+} lab_evaluator;
+
+/* Resolves c's backend, loads NVRTC (a warning on stderr when absent),
+ * starts min(cores, max_parallel) sandbox slots and times the baseline at
+ * c's task shape (cuBLAS SGEMM on gpu, the naive seed on cpu-emu) with
+ * inputs from seed. Notes and warnings go to stderr prefixed "kernlab ".
+ * Returns 0, or an exit code (3: no device for gpu, cannot start a slot)
+ * with why. Free with lab_evaluator_stop (also after a failure). */
+int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
+                        int max_parallel, uint64_t seed, char *why,
+                        size_t whylen);
+void lab_evaluator_stop(lab_evaluator *e);
+
+/* opts = e->opts with exec on slot 0 (ex, filled here, must outlive
+ * opts): for a single evaluation outside lab_evaluator_run. */
+void lab_evaluator_options(lab_evaluator *e, kl_executor *ex,
+                           kl_eval_options *opts);
+
+/* One candidate to evaluate; label and src are borrowed. */
+typedef struct lab_eval_item {
+  const char *label;
+  const char *src;
+  size_t len;
+  kl_result r; /* out: the result, r.baseline_us set */
+  int rc;      /* out: kl_eval_source's return */
+} lab_eval_item;
+
+/* Evaluates items[0..n) with kl_eval_source, inputs from seed, on the
+ * evaluator's threads, one per slot (as many at a time as there are
+ * slots). The threads live until lab_evaluator_stop: sandbox workers die
+ * with the thread that started them. */
+void lab_evaluator_run(lab_evaluator *e, lab_eval_item *items, int n,
+                       uint64_t seed);
+
+/* Scores items[0..n) with script in groups of group_size (the last group
+ * may be smaller), ctx = the task and the group, as a campaign step does;
+ * comps (n, zeroed by the caller) receive the components (an unscored
+ * candidate keeps an empty one). Returns how many groups failed to score,
+ * why holding the first failure; -1 when out of memory. */
+int lab_score_groups(rw_script *script, const lab_eval_item *items, int n,
+                     int group_size, const char *task, const kl_shape *shape,
+                     rw_components *comps, char *why, size_t whylen);
+/* Fills s's n_candidates, reward mean/std/max/min (over scored candidates;
+ * NaN when none) and correct_frac from one step's items and comps. */
+void lab_step_stats(const lab_eval_item *items, const rw_components *comps,
+                    int n, res_step *s);
+/* Appends one evaluated item to store with its reward components (reward
+ * NULL or unscored: none) at (step, group, sample). Returns RES_OK or
+ * RES_EENV with why. */
+int lab_record_candidate(res_file *store, const lab_eval_item *it,
+                         const rw_components *reward, const char *task,
+                         int step, int group, int sample, char *why,
+                         size_t whylen);
+
+/* Opens (creating it with the campaign's attributes: config_text, the
+ * reward script's path and hash, backend, seed, the flag names; device
+ * "cpu", the machine the lab runs on) the results file at path for
+ * appending. Returns NULL with why and *exit (2 not a results file, 3 I/O)
+ * when it cannot. Close with res_close. */
+res_file *lab_results_open(const char *path, const char *config_text,
+                           const char *reward_path, rw_script *script,
+                           const char *backend, uint64_t seed, int *exit,
+                           char *why, size_t whylen);
+
+/* ---- baselines (lab/compare.c) ---- */
+
+/* Prints how the results file run_h5 compares with the two baselines:
+ *   best     its best correct, unflagged kernel (time, % of the baseline,
+ *            label) or that there is none;
+ *   corpus   the fastest `train` kernel of corpus_dir/MANIFEST.tsv,
+ *            evaluated now with opts (the caller's backend, task shape,
+ *            seed, baseline; opts->exec NULL: a sandbox slot of its own),
+ *            so both times come from the same machine and run;
+ *   95%      how many evaluations (candidates in id order) run_h5 needed
+ *            to reach 95% of the exhaustive best, i.e. a time <=
+ *            best_exhaustive / 0.95, or that it did not; a line naming
+ *            exhaustive_h5 and how to make it when it is absent, and one
+ *            saying so when its task or backend differs from run_h5's.
+ * One line each on out, prefixed "compare: ". corpus_dir or exhaustive_h5
+ * NULL skips that part. Returns 0, or LAB_EXIT_USAGE / LAB_EXIT_ENV when
+ * run_h5 cannot be read (a line on out says why). */
+int lab_compare_print(const char *run_h5, const char *exhaustive_h5,
+                      const char *corpus_dir, const kl_eval_options *opts,
+                      FILE *out);
+
+/* kernlab search random|exhaustive CAMPAIGN.lua [--out FILE.h5]
+ * [--budget N] [--exhaustive FILE.h5] [--space FILE.lua] [--limit N]
+ * [--list] (lab/search_cmd.c) */
+int lab_search(int argc, char **argv);
 
 #endif

@@ -1,7 +1,6 @@
 /*
  * lab/main.c — entry point of the `kernlab` command: dispatches subcommands
- * and prints help. Subcommands that later issues add are listed in the help
- * as planned, so the CLI of DESIGN.md is visible from the start.
+ * and prints help.
  */
 #include "lab/lab.h"
 
@@ -44,11 +43,12 @@ static const char usage[] =
     "      metric deltas and a line diff of two candidates' sources\n"
     "  export RUN.h5 --format csv|jsonl [-o FILE] [--source]\n"
     "      every candidate as CSV or JSON lines (--source: with its text)\n"
-    "  report RUN.h5 -o report.html [-n N]\n"
+    "  report RUN.h5 [MORE.h5...] -o report.html [-n N]\n"
     "      one self-contained HTML page (no network, no scripts): SVG plots\n"
     "      of reward, correct fraction and best time per step, the time\n"
     "      histogram, reward components, and the N fastest correct kernels\n"
-    "      (default 50) with their sources\n"
+    "      (default 50) with their sources; with several files, first a plot\n"
+    "      of best time against evaluations, one line per file\n"
     "  rescore RUN.h5 --reward F.lua [--json] [-n N]\n"
     "      re-apply a reward formula to stored metrics (nothing compiled or\n"
     "      run, the file not modified): rank correlation, top N before and\n"
@@ -72,9 +72,14 @@ static const char usage[] =
     "      from the policy, evaluate and score them, update the policy; one\n"
     "      line per step; results in RUN.h5 (default runs/NAME.h5), policy\n"
     "      in RUN.ckpt; --resume continues a killed campaign\n"
+    "  search random|exhaustive CAMPAIGN.lua [--out FILE.h5] [--budget N]\n"
+    "      [--exhaustive FILE.h5] [--space FILE.lua] [--limit N] [--list]\n"
+    "      the search baselines: evaluate (seed, #define) configurations of\n"
+    "      lua/search_space.lua as the campaign evaluates its samples; random\n"
+    "      (the campaign's budget, seeded) or every configuration; results in\n"
+    "      runs/NAME-random.h5 / the campaign's `exhaustive` file; ends with\n"
+    "      the evaluations needed to reach 95% of the exhaustive best\n"
     "  help            this text\n"
-    "\n"
-    "planned (later issues): search\n"
     "\n"
     "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
     "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
@@ -102,6 +107,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "corpus")) return lab_corpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "prime")) return lab_prime(argc - 1, argv + 1);
   if (!strcmp(cmd, "run")) return lab_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "search")) return lab_search(argc - 1, argv + 1);
   if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
   if (!strcmp(cmd, "top")) return lab_top(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);

@@ -6,6 +6,11 @@
  * page to a temporary file next to the target that is renamed into place
  * only when complete, so a failed report never leaves half a page behind.
  * `-o -` writes to stdout.
+ *
+ * Several files (`kernlab report RUN.h5 RANDOM.h5 EXHAUSTIVE.h5 -o x.html`)
+ * make one page: a comparison of all of them first (best time against
+ * evaluations, one line per file, named by its path), then the usual page
+ * about the first. Every file is opened before anything is written.
  */
 #include "lab/lab.h"
 
@@ -17,7 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char report_synopsis[] = "report RUN.h5 -o report.html [-n N]";
+static const char report_synopsis[] =
+    "report RUN.h5 [MORE.h5...] -o report.html [-n N]";
 
 /* Writes the page to out_path through a temporary file renamed into place.
  * Returns an exit code; prints one line on failure. */
@@ -71,7 +77,9 @@ static int write_page(const res_reader *r, const res_report_opts *o,
 }
 
 int lab_report(int argc, char **argv) {
-  const char *path = NULL, *out = NULL;
+  enum { MAX_FILES = 64 };
+  const char *paths[MAX_FILES], *out = NULL;
+  int n = 0;
   res_report_opts o = {.top_n = 50};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-o") && i + 1 < argc) {
@@ -85,25 +93,34 @@ int lab_report(int argc, char **argv) {
       o.top_n = (int)v;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return lab_usage("report", "unknown option", argv[i], report_synopsis);
-    } else if (!path) {
-      path = argv[i];
+    } else if (n < MAX_FILES) {
+      paths[n++] = argv[i];
     } else {
-      return lab_usage("report", "unexpected argument", argv[i],
-                       report_synopsis);
+      return lab_usage("report", "at most 64 results files, got more at",
+                       argv[i], report_synopsis);
     }
   }
-  if (!path)
+  if (!n)
     return lab_usage("report", "no results file given", NULL, report_synopsis);
   if (!out)
     return lab_usage("report",
                      "no output given (-o report.html, or -o - for "
                      "stdout)",
                      NULL, report_synopsis);
-  int exit = 0;
-  res_reader *r = lab_open_run("report", path, &exit);
-  if (!r) return exit;
-  o.title = path;
-  int rc = write_page(r, &o, out);
-  res_reader_close(r);
+  /* Every file opens before the page is started. */
+  res_reader *r[MAX_FILES];
+  int exit = 0, opened = 0;
+  for (; opened < n; opened++)
+    if (!(r[opened] = lab_open_run("report", paths[opened], &exit))) break;
+  int rc = exit;
+  if (opened == n) {
+    o.title = paths[0];
+    o.compare = (const res_reader *const *)r + 1;
+    o.compare_names = paths + 1;
+    o.n_compare = n - 1;
+    rc = write_page(r[0], &o, out);
+  }
+  for (int i = 0; i < opened; i++)
+    res_reader_close(r[i]);
   return rc;
 }

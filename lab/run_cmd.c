@@ -80,30 +80,8 @@
 
 static const char synopsis[] =
     "usage: kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
-    "  (default campaign: lua/campaigns/quick.lua)\n";
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/* The seed of one (step, group, purpose): a pure function, so a resumed
- * campaign re-derives what the killed one used. Never 0 (0 asks the
- * evaluator to pick one). */
-static uint64_t derive_seed(uint64_t seed, int step, int group, int purpose) {
-  uint64_t s = mix64(mix64(mix64(seed) ^ (uint64_t)step) ^
-                     ((uint64_t)group << 8 | (uint64_t)purpose));
-  s &= 0xffffffffffffull;
-  return s ? s : 1;
-}
+    "  (without a file: the built-in default, lua/campaigns/quick.lua as it\n"
+    "   was when kernlab was built)\n";
 
 /* ---- model loading ---- */
 
@@ -131,22 +109,6 @@ static int load_model(pl_model *m, pl_ckpt_header *h, const char *path,
 
 static int pl_exit(int rc) {
   return rc == PL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
-}
-
-/* mkdir -p of path's folder. */
-static int make_parent(const char *path) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  char *slash = strrchr(tmp, '/');
-  if (!slash || slash == tmp) return 0;
-  *slash = 0;
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-      *p = '/';
-    }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* What an earlier run of this campaign left in the results file. */
@@ -298,7 +260,6 @@ int lab_run(int argc, char **argv) {
       campaign_path = argv[i];
     }
   }
-  if (!campaign_path) campaign_path = "lua/campaigns/quick.lua";
 
   char why[1024];
   lab_campaign c;
@@ -465,7 +426,7 @@ int lab_run(int argc, char **argv) {
   opts.shapes[0] = (kl_shape){c.M, c.N, c.K};
   opts.n_shapes = 1;
   opts.threads = cores / n_slots > 0 ? cores / n_slots : 1;
-  opts.seed = derive_seed(c.seed, -1, 0, 0);
+  opts.seed = lab_derive_seed(c.seed, -1, 0, 0);
   double baseline;
   {
     kl_executor bex;
@@ -487,7 +448,7 @@ int lab_run(int argc, char **argv) {
   snprintf(task, sizeof task, "fp32_%dx%dx%d", c.M, c.N, c.K);
 
   /* The results file. */
-  if (make_parent(c.out) != 0 || make_parent(ckpt_out) != 0)
+  if (lab_make_parent(c.out) != 0 || lab_make_parent(ckpt_out) != 0)
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
          strerror(errno));
   const char *flag_names[64];
@@ -526,11 +487,11 @@ int lab_run(int argc, char **argv) {
   if (start_step >= c.steps) printf("nothing to do: all steps are done\n");
   fflush(stdout);
 
-  double best_time = pr.best_time_us, t_run = now_s();
+  double best_time = pr.best_time_us, t_run = lab_now_s();
   double wall0 = pr.wall_s;
   int steps_run = 0;
   for (int step = start_step; step < c.steps; step++) {
-    double t_step = now_s();
+    double t_step = lab_now_s();
     if (step > start_step) {
       int rl = rw_reload(&script, c.reward, why, sizeof why);
       if (rl == RW_RELOADED)
@@ -541,17 +502,17 @@ int lab_run(int argc, char **argv) {
                c.reward, why);
     }
     /* Sample; every row goes to the evaluation queue as soon as it stops. */
-    eval_begin_step(&queue, derive_seed(c.seed, step, 0, 2));
+    eval_begin_step(&queue, lab_derive_seed(c.seed, step, 0, 2));
     prog.step = step;
     prog.sampled = prog.evaluated = 0;
     progress_draw(&prog);
-    double t0 = now_s();
+    double t0 = lab_now_s();
     long gen_tokens = 0;
     row_sink sink = {&queue, cands, tok, step, 0, G, 0, "", &prog};
     for (int g = 0; g < P; g++) {
       sink.group = g;
       rc = pl_generate_notify(&model, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
-                              &c.sampling, derive_seed(c.seed, step, g, 1),
+                              &c.sampling, lab_derive_seed(c.seed, step, g, 1),
                               &gens[g], n_threads ? on_row_done : NULL, &sink,
                               why, sizeof why);
       if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
@@ -561,7 +522,7 @@ int lab_run(int argc, char **argv) {
       for (int i = 0; i < G; i++)
         gen_tokens += gens[g].lengths[i];
     }
-    double gen_s = now_s() - t0;
+    double gen_s = lab_now_s() - t0;
     if (sink.failed)
       FAIL(LAB_EXIT_ENV, "step %d: decode: %s", step + 1, sink.why);
     double logp_sum = 0;
@@ -704,7 +665,7 @@ int lab_run(int argc, char **argv) {
     s.best_time_us = best_time;
     s.lr = u.lr;
     s.grad_norm = u.grad_norm;
-    s.wall_s = wall0 + (now_s() - t_run);
+    s.wall_s = wall0 + (lab_now_s() - t_run);
     if (step >= pr.steps_done &&
         res_append_step(store, &s, why, sizeof why) != RES_OK)
       FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
@@ -715,7 +676,7 @@ int lab_run(int argc, char **argv) {
     if (rc) FAIL(LAB_EXIT_ENV, "%s", why);
 
     steps_run++;
-    double per_step = (now_s() - t_run) / steps_run;
+    double per_step = (lab_now_s() - t_run) / steps_run;
     prog.per_step = per_step;
     char eta[32], best[64];
     lab_fmt_eta(eta, sizeof eta, per_step * (c.steps - step - 1));
@@ -728,7 +689,7 @@ int lab_run(int argc, char **argv) {
            "kl %.4f  clip %.3f  loss %.4g  %.0f tok/s  %.1fs  ETA %s%s\n",
            step + 1, c.steps, mean, s.reward_max, n_correct, n_cand, best, s.kl,
            s.clip_frac, s.loss, gen_s > 0 ? gen_tokens / gen_s : 0,
-           now_s() - t_step, eta,
+           lab_now_s() - t_step, eta,
            step < pr.steps_done ? "  (re-run, already recorded)" : "");
     fflush(stdout);
     for (int k = 0; k < n_cand; k++) {
@@ -767,6 +728,10 @@ int lab_run(int argc, char **argv) {
     }
     if (r) res_reader_close(r);
   }
+  /* Against the baselines: the priming corpus's best kernel, timed now on
+   * a slot of its own with the campaign's options, and the evaluations it
+   * took to come within 5% of exhaustive search (lab/compare.c). */
+  lab_compare_print(c.out, c.exhaustive, c.corpus, &opts, stdout);
 
 cleanup:
   progress_clear(&prog);

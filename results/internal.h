@@ -134,7 +134,12 @@ void res__html_esc(FILE *f, const char *s, size_t n);
 void res__html_esc_short(FILE *f, const char *s, size_t max);
 /* Writes the six plots' <figure>s; unit labels the time axes. Returns
  * RES_OK, or RES_EENV with a reason when out of memory. */
-int res__report_plots(FILE *f, const res_reader *r, const char *unit,
-                      char *why, size_t whylen);
+int res__report_plots(FILE *f, const res_reader *r, const char *unit, char *why,
+                      size_t whylen);
+/* The comparison <figure> of a report on several files: best correct,
+ * unflagged time so far against evaluations (candidates in id order), one
+ * line per run, named by names in the legend. */
+void res__plot_compare(FILE *f, const res_reader *const *runs,
+                       const char *const *names, int n_runs, const char *unit);
 
 #endif

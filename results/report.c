@@ -17,6 +17,12 @@
  * page declares UTF-8 and a browser shows a bad sequence as U+FFFD, which
  * cannot form markup.
  *
+ * Several files (a campaign and its search baselines): the page opens with
+ * a comparison section (res__plot_compare's plot and a table of each
+ * file's best); everything after it is about the first file, so a report
+ * on one file is unchanged. "Best" there is correct and unflagged, as a
+ * campaign's own "best so far".
+ *
  * Not done here: reading the file (results/reader.c) and choosing where the
  * page goes (lab/report_cmd.c).
  */
@@ -257,6 +263,73 @@ static void leaderboard(FILE *f, const res_reader *r,
   fputs("</tbody></table></section>\n", f);
 }
 
+/* ---- several files ------------------------------------------------------- */
+
+/* One row per file: candidates, correct, best correct unflagged time, the
+ * kernel and the evaluation that reached it, and its speed relative to the
+ * best of all the files. */
+static void compare_table(FILE *f, const res_reader *const *runs,
+                          const char *const *names, int n) {
+  double overall = INFINITY;
+  for (int k = 0; k < n; k++)
+    for (int64_t i = 0; i < res_count(runs[k]); i++) {
+      const res_candidate *c = res_get(runs[k], i);
+      if (c->correct && c->time_us > 0 && !c->flags)
+        overall = fmin(overall, c->time_us);
+    }
+  fputs("<table class=\"compare\"><tr><th>file</th><th>candidates</th>"
+        "<th>correct</th><th>best time (us)</th><th>reached at "
+        "evaluation</th><th>speed vs the best file</th><th>best kernel</th>"
+        "</tr>\n",
+        f);
+  for (int k = 0; k < n; k++) {
+    const res_candidate *best = NULL;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < res_count(runs[k]); i++) {
+      const res_candidate *c = res_get(runs[k], i);
+      correct += c->correct;
+      if (c->correct && c->time_us > 0 && !c->flags &&
+          (!best || c->time_us < best->time_us))
+        best = c;
+    }
+    fprintf(f, "<tr class=\"file\" data-series=\"compare-%d\"><td>", k);
+    esc(f, names[k]);
+    fprintf(f, "</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td>",
+            (long long)res_count(runs[k]), (long long)correct);
+    num_cell(f, "%.3f", best ? best->time_us : NAN);
+    num_cell(f, "%.0f", best ? (double)best->id + 1 : NAN);
+    num_cell(f, "%.0f%%", best ? 100.0 * overall / best->time_us : NAN);
+    fputs("<td>", f);
+    if (best) ESC_FIELD(f, best->label);
+    fputs("</td></tr>\n", f);
+  }
+  fputs("</table>\n", f);
+}
+
+static void comparison(FILE *f, const res_reader *r, const res_report_opts *o,
+                       const char *unit) {
+  enum { MAX_RUNS = 64 };
+  const res_reader *runs[MAX_RUNS];
+  const char *names[MAX_RUNS];
+  int n = 0;
+  runs[n] = r, names[n++] = o->title;
+  for (int k = 0; k < o->n_compare && n < MAX_RUNS; k++)
+    runs[n] = o->compare[k], names[n++] = o->compare_names[k];
+  fputs("<section id=\"comparison\"><h2>Comparison</h2>\n<p>", f);
+  fprintf(f,
+          "%d files side by side (a campaign and its search baselines, "
+          "say): the best correct, unflagged kernel so far against the "
+          "number of candidates evaluated. The sections below are about "
+          "the first file, ",
+          n);
+  esc(f, o->title);
+  fputs(".</p>\n<div class=\"compare-plot\">\n", f);
+  res__plot_compare(f, runs, names, n, unit);
+  fputs("</div>\n", f);
+  compare_table(f, runs, names, n);
+  fputs("</section>\n", f);
+}
+
 /* ---- the page ------------------------------------------------------------ */
 
 static const char css[] =
@@ -281,6 +354,10 @@ static const char css[] =
     "svg .tick,svg .legend{font-size:11px;fill:#57606a}"
     "svg .label{font-size:12px;fill:#1f2328}"
     "svg .cand{fill:#bab0ac}svg .total{stroke:#1f2328;stroke-width:2}"
+    ".compare-plot{max-width:760px;margin:0 0 12px}"
+    "ul.legend-list{list-style:none;margin:4px 0 0 8px;padding:0;"
+    "font-size:12px;color:#57606a;word-break:break-all}"
+    "ul.legend-list svg{vertical-align:middle}"
     ".empty{color:#57606a;font-style:italic;padding:30px 10px;"
     "text-align:center}"
     "table{border-collapse:collapse;background:#fff}"
@@ -375,12 +452,17 @@ int res_report_html(const res_reader *r, const res_report_opts *o, FILE *out,
   fprintf(out, "</title>\n<style>%s</style></head>\n<body><main>\n", css);
   fputs("<h1>kernlab report</h1>\n<p class=\"sub\">", out);
   esc(out, o->title);
+  for (int k = 0; k < o->n_compare; k++) {
+    fputs(" &middot; ", out);
+    esc(out, o->compare_names[k]);
+  }
   fputs("</p>\n", out);
   summary(out, r, ns, unit);
   if (emu)
     fputs("<p class=\"note\">cpu-emu times are CPU times of the emulator, "
           "not GPU speed.</p>\n",
           out);
+  if (o->n_compare > 0) comparison(out, r, o, unit);
   fputs("<section id=\"plots\"><h2>Campaign progress</h2>\n"
         "<div class=\"plots\">\n",
         out);

@@ -11,6 +11,10 @@
  *   - mean of each reward component         (/reward_components, bars)
  *   - components of the top candidates by reward (stacked bars: positive
  *     parts up from zero, negative parts down)
+ * and, for a report on several files (res__plot_compare), the best correct
+ * time so far against evaluations, one staircase per file on a log time
+ * axis (times of a search and a campaign span decades), with an HTML
+ * legend of the file names under it.
  * A plot without data is a <p class="empty"> saying why instead. Strings
  * from the file go through res__html_esc (results/report.c).
  */
@@ -78,6 +82,7 @@ typedef struct plot {
   FILE *f;
   double x0, x1, xstep, y0, y1, ystep;
   int ypct; /* y ticks as percentages */
+  int ylog; /* y0, y1 are log10 of the values; ticks at 1, 2, 5 x 10^k */
 } plot;
 
 static double px(const plot *p, double x) {
@@ -101,6 +106,15 @@ static void figure_empty(FILE *f, const char *id, const char *caption,
   fprintf(f, "<p class=\"empty\">%s</p></figure>\n", why);
 }
 
+/* One horizontal grid line with its label at data value y. */
+static void y_tick(const plot *p, double y, const char *lab) {
+  fprintf(p->f,
+          "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" "
+          "y2=\"%.1f\"/><text class=\"tick\" x=\"%d\" y=\"%.1f\" "
+          "text-anchor=\"end\">%s</text>\n",
+          PL, W - PR, py(p, y), py(p, y), PL - 6, py(p, y) + 4, lab);
+}
+
 /* Opens the <svg> and draws grid, ticks and axis labels. xlabels == 0
  * leaves the x axis unlabelled (bar charts label their own). */
 static void plot_begin(const plot *p, const char *id, const char *xlabel,
@@ -111,14 +125,20 @@ static void plot_begin(const plot *p, const char *id, const char *xlabel,
           "width=\"%d\" height=\"%d\" role=\"img\">\n",
           id, W, H, W, H);
   char lab[32];
-  for (double y = p->y0; y <= p->y1 + p->ystep * 1e-6; y += p->ystep) {
+  for (double y = p->y0; !p->ylog && y <= p->y1 + p->ystep * 1e-6;
+       y += p->ystep) {
     tick_label(lab, sizeof lab, y, p->ystep, p->ypct);
-    fprintf(f,
-            "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" "
-            "y2=\"%.1f\"/><text class=\"tick\" x=\"%d\" y=\"%.1f\" "
-            "text-anchor=\"end\">%s</text>\n",
-            PL, W - PR, py(p, y), py(p, y), PL - 6, py(p, y) + 4, lab);
+    y_tick(p, y, lab);
   }
+  /* Log axis: 1, 2, 5 per decade, or 1 alone when the range is wide. */
+  int wide = p->y1 - p->y0 > 2.5;
+  for (int d = (int)floor(p->y0); p->ylog && d <= (int)ceil(p->y1); d++)
+    for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
+      double y = d + log10((double)m);
+      if ((wide && m > 1) || y < p->y0 - 1e-9 || y > p->y1 + 1e-9) continue;
+      snprintf(lab, sizeof lab, "%g", m * pow(10, d));
+      y_tick(p, y, lab);
+    }
   for (double x = p->x0; xlabels && x <= p->x1 + p->xstep * 1e-6;
        x += p->xstep) {
     tick_label(lab, sizeof lab, x, p->xstep, 0);
@@ -500,6 +520,106 @@ static void plot_comp_top(FILE *f, const res_reader *r,
           "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" "
           "y2=\"%.1f\"/>\n</svg></figure>\n",
           PL, W - PR, py(&p, 0), py(&p, 0));
+}
+
+/* ---- several files: best time against evaluations ---- */
+
+/* Best correct, unflagged time so far after each candidate of r, in id
+ * order (the order of evaluation); -1 before the first. best (n). */
+static void best_so_far(const res_reader *r, double *best, int64_t n) {
+  double b = -1;
+  for (int64_t i = 0; i < n; i++) {
+    const res_candidate *c = res_get(r, i);
+    if (c->correct && c->time_us > 0 && !c->flags && (b < 0 || c->time_us < b))
+      b = c->time_us;
+    best[i] = b;
+  }
+}
+
+void res__plot_compare(FILE *f, const res_reader *const *runs,
+                       const char *const *names, int n_runs, const char *unit) {
+  const char *cap = "Best time so far against evaluations, one line per file";
+  int64_t most = 0, total = 0;
+  for (int k = 0; k < n_runs; k++) {
+    most = res_count(runs[k]) > most ? res_count(runs[k]) : most;
+    total += res_count(runs[k]);
+  }
+  double *best = malloc(sizeof *best * (size_t)(total ? total : 1));
+  if (!best) {
+    figure_empty(f, "plot-compare", cap, "Out of memory.");
+    return;
+  }
+  plot p = {.f = f,
+            .x0 = 0,
+            .x1 = (double)most,
+            .y0 = INFINITY,
+            .y1 = -INFINITY,
+            .ylog = 1};
+  double *b = best;
+  for (int k = 0; k < n_runs; k++) {
+    best_so_far(runs[k], b, res_count(runs[k]));
+    for (int64_t i = 0; i < res_count(runs[k]); i++)
+      if (b[i] > 0)
+        p.y0 = fmin(p.y0, log10(b[i])), p.y1 = fmax(p.y1, log10(b[i]));
+    b += res_count(runs[k]);
+  }
+  if (!is_num(p.y0)) {
+    free(best);
+    figure_empty(f, "plot-compare", cap,
+                 "No file holds a correct, timed kernel yet.");
+    return;
+  }
+  /* Whole 1-2-5 steps around the data, so the ends carry ticks. */
+  static const double steps[] = {1, 2, 5, 10};
+  double lo = pow(10, p.y0), hi = pow(10, p.y1);
+  double dlo = pow(10, floor(p.y0)), dhi = pow(10, floor(p.y1));
+  int i = 2;
+  while (i > 0 && steps[i] * dlo > lo * (1 + 1e-9))
+    i--;
+  p.y0 = log10(steps[i] * dlo);
+  i = 0;
+  while (steps[i] * dhi < hi * (1 - 1e-9))
+    i++;
+  p.y1 = log10(steps[i] * dhi);
+  if (!(p.y1 > p.y0)) p.y0 -= 0.15, p.y1 += 0.15;
+  p.xstep = nice_range(&p.x0, &p.x1, 1);
+  figure_begin(f, "plot-compare", cap);
+  plot_begin(&p, "compare", "evaluations (candidates in the order evaluated)",
+             unit, 1);
+  b = best;
+  for (int k = 0; k < n_runs; k++) {
+    int64_t n = res_count(runs[k]), pts = 0;
+    fprintf(f,
+            "<polyline class=\"series\" data-series=\"compare-%d\" "
+            "data-evaluations=\"%lld\" data-best=\"%.6g\" fill=\"none\" "
+            "stroke=\"%s\" stroke-width=\"2\" points=\"",
+            k, (long long)n, n ? b[n - 1] : -1.0, PALETTE(k));
+    /* A staircase: level until the evaluation that improves it. */
+    for (int64_t j = 0; j < n; j++) {
+      if (b[j] <= 0 || (j > 0 && b[j] == b[j - 1] && j + 1 < n)) continue;
+      if (j > 0 && b[j - 1] > 0 && b[j] != b[j - 1])
+        fprintf(f, "%s%.1f,%.1f", pts++ ? " " : "", px(&p, (double)j + 1),
+                py(&p, log10(b[j - 1])));
+      fprintf(f, "%s%.1f,%.1f", pts++ ? " " : "", px(&p, (double)j + 1),
+              py(&p, log10(b[j])));
+    }
+    fputs("\"><title>", f);
+    esc(f, names[k]);
+    fputs("</title></polyline>\n", f);
+    b += n;
+  }
+  fputs("</svg>\n<ul class=\"legend-list\">\n", f);
+  for (int k = 0; k < n_runs; k++) {
+    fprintf(f,
+            "<li data-series=\"compare-%d\"><svg class=\"swatch\" "
+            "width=\"14\" height=\"10\"><rect width=\"14\" height=\"10\" "
+            "fill=\"%s\"/></svg> ",
+            k, PALETTE(k));
+    esc(f, names[k]);
+    fputs("</li>\n", f);
+  }
+  fputs("</ul></figure>\n", f);
+  free(best);
 }
 
 int res__report_plots(FILE *f, const res_reader *r, const char *unit, char *why,

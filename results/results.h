@@ -240,16 +240,24 @@ const res_step *res_get_step(const res_reader *r, int64_t i);
 typedef struct res_report_opts {
   const char *title; /* shown on the page, e.g. the file's path */
   int top_n;         /* leaderboard rows; <= 0 means 50 */
+  /* Other results files to compare with (e.g. a campaign and its search
+   * baselines): n_compare readers and their names; 0 for none. */
+  const res_reader *const *compare;
+  const char *const *compare_names;
+  int n_compare;
 } res_report_opts;
 
 /* Writes one self-contained HTML page about r to out: summary, SVG plots
  * (reward mean/max, correct fraction and best time per step, the time
  * histogram of correct kernels, reward components), status counts, the
  * top_n fastest correct kernels with their sources, the campaign's
- * attributes. No scripts and nothing fetched from the network; every string
- * from the file is HTML-escaped. Empty files (no steps, no candidates) get
- * a page that says so. Returns RES_OK, or RES_EENV with a reason when out
- * of memory or when writing to out fails. */
+ * attributes. With o->n_compare > 0 the page opens with a comparison of r
+ * (named o->title) and the other files: best correct time so far against
+ * evaluations, one line per file, and a table of each file's best; the
+ * rest of the page is about r. No scripts and nothing fetched from the
+ * network; every string from the files is HTML-escaped. Empty files (no steps,
+ * no candidates) get a page that says so. Returns RES_OK, or RES_EENV with a
+ * reason when out of memory or when writing to out fails. */
 int res_report_html(const res_reader *r, const res_report_opts *o, FILE *out,
                     char *why, size_t whylen);
 

@@ -1,5 +1,6 @@
 --[[
-lua/campaigns/quick.lua — the default campaign (`kernlab run` with no file):
+lua/campaigns/quick.lua — the default campaign, built into kernlab (`kernlab run`
+with no file runs the text this file had at build time):
 GRPO on the CPU emulator with the primed small policy, sized to finish in a
 few minutes on two cores. Prime the policy first:
 
@@ -39,6 +40,13 @@ defaults:
   out               string   results file             ("runs/<name>.h5");
                              the policy is saved next to it as runs/<name>.ckpt
                              after every step
+  corpus            string   the priming corpus folder        ("runs/corpus");
+                             the campaign ends by timing its best train
+                             kernel next to the campaign's best
+  exhaustive        string   results of `kernlab search exhaustive` for this
+                             campaign    ("runs/<name>-exhaustive.h5"); the
+                             campaign and random search report the evaluations
+                             they needed to reach 95% of its best
 
 Relative paths are relative to the folder kernlab runs in.
 ]]

@@ -128,9 +128,15 @@ def test_cli(run, tmp):
     check(not [f for f in os.listdir(tmp) if ".tmp." in f], "no temp left")
     rc, so, _ = kernlab("report", run, "-o", "-", "-n", "2")
     check(rc == 0 and so.count('<tr class="cand') == 2, "-o - and -n 2")
-    for bad in (["-n", "0"], ["-n", "x"], ["--bogus"], ["extra"]):
+    for bad in (["-n", "0"], ["-n", "x"], ["--bogus"]):
         rc, _, se = kernlab("report", run, "-o", out, *bad)
         check(rc == 2 and "usage:" in se, "report %s: usage error 2" % bad)
+    # A second file is one to compare with: a missing one is a bad file.
+    extra = os.path.join(tmp, "extra.html")
+    rc, _, se = kernlab("report", run, "no-such-run.h5", "-o", extra)
+    check(rc == 2 and "no-such-run.h5" in se and se.count("\n") == 1 and
+          not os.path.exists(extra),
+          "a missing second file: one line naming it, exit 2, no page: %r" % se)
     rc, _, se = kernlab("report", run)
     check(rc == 2 and "-o" in se, "no -o: usage error naming -o")
     rc, _, se = kernlab("report")
@@ -286,6 +292,43 @@ def test_dom(exe, run, tmp):
         check(word in out, "page mentions %s" % word)
 
 
+def test_compare(exe, run, tmp):
+    """Two files: the comparison plot, one staircase per file, the legend
+    naming both, a table row each; then the first file's usual plots."""
+    other = os.path.join(tmp, "other.h5")
+    subprocess.run([FIXTURE, other, "5"], check=True, timeout=60)
+    page = os.path.join(tmp, "compare.html")
+    rc, _, se = kernlab("report", run, other, "-o", page)
+    check(rc == 0, "report on two files exits 0: %s" % se)
+    rc, out, err = chromium(exe, page, "--dump-dom")
+    check(rc == 0, "chromium on the comparison page: %s" % err[-300:])
+    d = dom(out)
+    charts = [s.attrs.get("data-plot") for s in d.all("svg", "chart")]
+    check(sorted(charts) == ["best", "compare", "components", "correct",
+                             "hist", "reward", "stacked"],
+          "the comparison plot and the first file's six: %s" % charts)
+    lines = {p.attrs["data-series"]: p for p in d.all("polyline", "series")
+             if p.attrs.get("data-series", "").startswith("compare-")}
+    check(sorted(lines) == ["compare-0", "compare-1"], "one line per file: %s"
+          % sorted(lines))
+    check([lines[k].attrs.get("data-evaluations") for k in sorted(lines)] ==
+          ["30", "5"], "each line spans its file's candidates")
+    pts = points(lines["compare-0"]) if "compare-0" in lines else []
+    # SVG y grows downwards: a time that never rises is a y that never
+    # falls.
+    check(pts and all(b[0] >= a[0] and b[1] >= a[1] - 0.05
+                      for a, b in zip(pts, pts[1:])),
+          "best so far never gets worse (x grows, time never rises): %s"
+          % pts[:6])
+    legend = [li.inner_text().strip() for li in d.all("li")
+              if li.attrs.get("data-series", "").startswith("compare-")]
+    check(legend == [run, other], "legend names the files: %s" % legend)
+    rows = list(d.all("tr", "file"))
+    check(len(rows) == 2, "a table row per file: %d" % len(rows))
+    check(len(list(d.all("tr", "cand"))) == 21,
+          "the leaderboard is the first file's (21 rows)")
+
+
 def test_hostile(exe, tmp):
     run = os.path.join(tmp, "hostile.h5")
     subprocess.run([TEST_REPORT, "--write-hostile", run], check=True,
@@ -383,6 +426,7 @@ def main():
         if exe:
             test_dom(exe, run, tmp)
             test_hostile(exe, tmp)
+            test_compare(exe, run, tmp)
             test_screenshot(exe, run, tmp, "full", True)
             empty = os.path.join(tmp, "none.h5")
             subprocess.run([FIXTURE, empty, "0"], check=True, timeout=60)

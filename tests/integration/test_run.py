@@ -195,4 +195,11 @@ with tempfile.TemporaryDirectory() as d:
               "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
 
+    # No file: the built-in quick.lua, from any folder (here one without
+    # lua/ or runs/: it names itself and the checkpoint it needs).
+    r = run("run", "--out", os.path.join(d, "builtin.h5"), cwd=d)
+    check(r.returncode == 2 and "quick.lua (built in)" in r.stderr and
+          "runs/policy.ckpt" in r.stderr and "kernlab prime" in r.stderr,
+          "built-in default campaign: %d %s" % (r.returncode, r.stderr))
+
 done()

@@ -1,0 +1,254 @@
+/*
+ * lab/compare.c — a campaign (or a search) against its two baselines:
+ * the best kernel of the priming corpus, and exhaustive search over the
+ * seed template space (lua/search_space.lua, `kernlab search exhaustive`).
+ * `kernlab run` prints it at the end of a campaign, `kernlab search` at the
+ * end of a search (lab_compare_print in lab/lab.h).
+ *
+ * Choices where the issue is silent:
+ *   - "best" everywhere is the fastest correct kernel with no anti-cheat
+ *     flag, as the campaign's own "best so far" (a flagged kernel is not a
+ *     result, whatever its time);
+ *   - the corpus's best is the fastest `train` kernel by the manifest's
+ *     time (measured when the corpus was built, possibly at another shape);
+ *     it is evaluated again here with the caller's options, so the two
+ *     times printed side by side come from the same machine, backend,
+ *     shape and baseline. Held-out kernels are left out: the policy never
+ *     saw them, the question is whether it went beyond what it was shown;
+ *   - "evaluations to reach 95% of the exhaustive best" counts candidates
+ *     in id order (the order they were evaluated) up to the first whose
+ *     time is <= exhaustive best / 0.95. Times of two files come from two
+ *     runs, so on the noisy CPU emulator the answer is good to a few
+ *     percent; a file for another task shape or backend is not compared.
+ */
+#include "lab/lab.h"
+
+#include "sandbox/sandbox.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The fastest correct, unflagged kernel of a results file. */
+typedef struct best_kernel {
+  int64_t n;          /* candidates in the file */
+  int64_t id;         /* -1: none */
+  double time_us;     /* its median time */
+  double baseline_us; /* the baseline stored with it */
+  char label[129];
+  char task[33], backend[17]; /* of the first candidate */
+  int code;                   /* why the file did not open: */
+  char why[1024];             /* RES_EINPUT / RES_EENV and a reason */
+} best_kernel;
+
+static int usable(const res_candidate *c) {
+  return c->correct && c->time_us > 0 && !c->flags;
+}
+
+/* Opens path and finds its best kernel; NULL with b->code and b->why when
+ * the file does not open. The caller closes the reader. */
+static res_reader *read_best(const char *path, best_kernel *b) {
+  memset(b, 0, sizeof *b);
+  b->id = -1;
+  res_reader *r = res_open_read(path, &b->code, b->why, sizeof b->why);
+  if (!r) return NULL;
+  b->n = res_count(r);
+  for (int64_t i = 0; i < b->n; i++) {
+    const res_candidate *c = res_get(r, i);
+    if (i == 0) {
+      snprintf(b->task, sizeof b->task, "%.*s", (int)sizeof c->task, c->task);
+      snprintf(b->backend, sizeof b->backend, "%.*s", (int)sizeof c->backend,
+               c->backend);
+    }
+    if (!usable(c) || (b->id >= 0 && c->time_us >= b->time_us)) continue;
+    b->id = i;
+    b->time_us = c->time_us;
+    b->baseline_us = c->baseline_us;
+    snprintf(b->label, sizeof b->label, "%.*s", (int)sizeof c->label, c->label);
+  }
+  return r;
+}
+
+/* "785% of the baseline" or "" when there is no baseline. */
+static void pct_of_baseline(char *buf, size_t n, double baseline, double t) {
+  if (baseline > 0 && t > 0)
+    snprintf(buf, n, ", %.0f%% of the baseline", 100.0 * baseline / t);
+  else
+    buf[0] = 0;
+}
+
+/* ---- the priming corpus's best train kernel ---- */
+
+/* Finds the fastest train kernel in dir/MANIFEST.tsv (lab/corpus_cmd.c
+ * writes it: name, config, split, status, time_us_cpu_emu). Returns 0 with
+ * its name and manifest time, or -1 with why. */
+static int corpus_best(const char *dir, char *name, size_t namelen,
+                       double *time_us, char *why, size_t whylen) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(why, whylen,
+             "no priming corpus at %s (no MANIFEST.tsv; build one with "
+             "`kernlab corpus --out %s`)",
+             dir, dir);
+    return -1;
+  }
+  char line[2048];
+  int found = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *field[5], *save = NULL, *p = line;
+    int k = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (; k < 5 && (field[k] = strtok_r(p, "\t", &save)); k++)
+      p = NULL;
+    if (k < 5 || strcmp(field[2], "train")) continue;
+    char *end;
+    double t = strtod(field[4], &end);
+    if (*end || !(t > 0) || (found && t >= *time_us)) continue;
+    snprintf(name, namelen, "%s", field[0]);
+    *time_us = t;
+    found = 1;
+  }
+  fclose(f);
+  if (!found) snprintf(why, whylen, "%.900s lists no timed train kernel", path);
+  return found ? 0 : -1;
+}
+
+static void print_corpus(const char *dir, const best_kernel *run,
+                         const kl_eval_options *opts, FILE *out) {
+  char name[512], why[1024];
+  double manifest_us = 0;
+  if (corpus_best(dir, name, sizeof name, &manifest_us, why, sizeof why)) {
+    fprintf(out, "compare: corpus: %s\n", why);
+    return;
+  }
+  char path[2048], *src = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/train/%s.cu", dir, name);
+  if (kl_source_load(path, &src, &len, why, sizeof why) != KL_OK) {
+    fprintf(out, "compare: corpus: %s\n", why);
+    return;
+  }
+  kl_eval_options o = *opts;
+  sbx_slot *own = NULL;
+  kl_executor ex;
+  if (!o.exec && (own = sbx_slot_new(NULL))) {
+    sbx_slot_executor(own, &ex);
+    o.exec = &ex;
+  }
+  kl_result r;
+  int rc = kl_eval_source(name, src, len, &o, &r);
+  free(src);
+  sbx_slot_free(own);
+  if (rc != KL_OK || !r.correct || !(r.time_us > 0)) {
+    fprintf(out,
+            "compare: corpus: its best train kernel %s did not evaluate "
+            "here: %s%s%s\n",
+            name, r.status, r.error[0] ? ": " : "", r.error);
+    return;
+  }
+  char pct[64], vs[128] = "";
+  pct_of_baseline(pct, sizeof pct, opts->baseline_us, r.time_us);
+  if (run->id >= 0)
+    snprintf(vs, sizeof vs, "; the best kernel above is %.2fx %s",
+             run->time_us <= r.time_us ? r.time_us / run->time_us
+                                       : run->time_us / r.time_us,
+             run->time_us <= r.time_us ? "faster" : "slower");
+  fprintf(out,
+          "compare: priming corpus best (train, %s/MANIFEST.tsv): %s, "
+          "%.1f us here%s (%.1f us in the manifest, at the corpus's "
+          "shape)%s\n",
+          dir, name, r.time_us, pct, manifest_us, vs);
+}
+
+/* ---- evaluations to reach 95% of the exhaustive best ---- */
+
+static void print_95(const char *run_h5, const res_reader *run,
+                     const best_kernel *rb, const char *exhaustive_h5,
+                     FILE *out) {
+  best_kernel eb;
+  res_reader *ex = read_best(exhaustive_h5, &eb);
+  if (!ex) {
+    if (access(exhaustive_h5, F_OK) != 0)
+      fprintf(out,
+              "compare: 95%% of the exhaustive best: no exhaustive search "
+              "results at %s (make them with `kernlab search exhaustive "
+              "CAMPAIGN.lua`, which writes the campaign's `exhaustive` "
+              "file)\n",
+              exhaustive_h5);
+    else
+      fprintf(out, "compare: 95%% of the exhaustive best: %s\n", eb.why);
+    return;
+  }
+  res_reader_close(ex);
+  if (eb.id < 0) {
+    fprintf(out,
+            "compare: 95%% of the exhaustive best: %s holds no correct "
+            "kernel to compare with\n",
+            exhaustive_h5);
+    return;
+  }
+  if (rb->n && (strcmp(eb.task, rb->task) || strcmp(eb.backend, rb->backend))) {
+    fprintf(out,
+            "compare: 95%% of the exhaustive best: not comparable: %s is "
+            "%s on %s, %s is %s on %s\n",
+            exhaustive_h5, eb.task, eb.backend, run_h5, rb->task, rb->backend);
+    return;
+  }
+  double target = eb.time_us / 0.95;
+  int64_t reached = -1;
+  for (int64_t i = 0; i < rb->n && reached < 0; i++) {
+    const res_candidate *c = res_get(run, i);
+    if (usable(c) && c->time_us <= target) reached = i + 1;
+  }
+  fprintf(out,
+          "compare: 95%% of the exhaustive best (%.1f us, %s, in %s; "
+          "target <= %.1f us): ",
+          eb.time_us, eb.label, exhaustive_h5, target);
+  if (reached > 0)
+    fprintf(out, "reached after %lld of %lld evaluations\n", (long long)reached,
+            (long long)rb->n);
+  else if (rb->id >= 0)
+    fprintf(out,
+            "not reached in %lld evaluations (best %.1f us, %.0f%% of the "
+            "exhaustive best's speed)\n",
+            (long long)rb->n, rb->time_us, 100.0 * eb.time_us / rb->time_us);
+  else
+    fprintf(out, "not reached in %lld evaluations (no correct kernel)\n",
+            (long long)rb->n);
+}
+
+int lab_compare_print(const char *run_h5, const char *exhaustive_h5,
+                      const char *corpus_dir, const kl_eval_options *opts,
+                      FILE *out) {
+  best_kernel rb;
+  res_reader *run = read_best(run_h5, &rb);
+  if (!run) {
+    fprintf(out, "compare: %s\n", rb.why);
+    return rb.code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  }
+  double baseline =
+      opts && opts->baseline_us > 0 ? opts->baseline_us : rb.baseline_us;
+  if (rb.id >= 0) {
+    char pct[64];
+    pct_of_baseline(pct, sizeof pct, baseline, rb.time_us);
+    fprintf(out,
+            "compare: best correct kernel of %s: %.1f us (%s)%s, %s (id "
+            "%lld of %lld)\n",
+            run_h5, rb.time_us, rb.backend, pct, rb.label, (long long)rb.id,
+            (long long)rb.n);
+  } else {
+    fprintf(out,
+            "compare: %s holds no correct, unflagged kernel (%lld "
+            "candidates)\n",
+            run_h5, (long long)rb.n);
+  }
+  if (corpus_dir && opts) print_corpus(corpus_dir, &rb, opts, out);
+  if (exhaustive_h5) print_95(run_h5, run, &rb, exhaustive_h5, out);
+  res_reader_close(run);
+  fflush(out);
+  return 0;
+}

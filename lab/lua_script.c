@@ -1,0 +1,201 @@
+/*
+ * lab/lua_script.c — the Lua the lab runs that is configuration, not a
+ * reward formula: campaign files (lab/campaign.c) and seed scripts, the
+ * generators that turn kernels/seeds/ into configurations (lua/corpus.lua
+ * for `kernlab corpus`, lua/search_space.lua for `kernlab search`).
+ *
+ * Both run in one kind of state (lab_lua_open): base, string, table and
+ * math only, with dofile, loadfile, require and collectgarbage removed, so
+ * a script can compute values but cannot read files or the environment,
+ * and an instruction budget so an endless loop is an error. These scripts
+ * are trusted configuration written by the user; the reward engine
+ * (reward/) is the sandbox for untrusted-looking Lua, with memory caps.
+ *
+ * A seed script's only window on the disk is kl.seed(name), which returns
+ * the text of one file of the seeds folder; names are restricted to
+ * [a-z0-9_.] so "../" cannot leave it.
+ */
+#include "lab/lab.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The count hook fires once, after the budget: the script ran too long. */
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  long budget;
+  memcpy(&budget, lua_getextraspace(L), sizeof budget);
+  luaL_error(L,
+             "the script ran for more than %I instructions (an endless "
+             "loop?)",
+             (lua_Integer)budget);
+}
+
+struct lua_State *lab_lua_open(long max_instructions) {
+  lua_State *L = luaL_newstate();
+  if (!L) return NULL;
+  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+  lua_settop(L, 0);
+  static const char *const drop[] = {"dofile", "loadfile", "require",
+                                     "collectgarbage"};
+  for (size_t i = 0; i < sizeof drop / sizeof *drop; i++) {
+    lua_pushnil(L);
+    lua_setglobal(L, drop[i]);
+  }
+  memcpy(lua_getextraspace(L), &max_instructions, sizeof max_instructions);
+  if (max_instructions > 0 && max_instructions <= 0x7fffffff)
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, (int)max_instructions);
+  return L;
+}
+
+/* ---- seed scripts ---- */
+
+#define SEED_SCRIPT_MAX_INSTRUCTIONS 200000000L
+
+/* kl.seed(name): the text of <seeds_dir>/<name>; seeds_dir is upvalue 1. */
+static int lua_seed(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  const char *dir = lua_tostring(L, lua_upvalueindex(1));
+  for (const char *p = name; *p; p++)
+    if (!(*p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+          (*p >= 'a' && *p <= 'z')))
+      return luaL_error(L, "kl.seed: '%s' is not a seed file name", name);
+  if (!name[0] || !strcmp(name, ".") || !strcmp(name, ".."))
+    return luaL_error(L, "kl.seed: '%s' is not a seed file name", name);
+  char path[1200], why[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char *src;
+  size_t len;
+  if (kl_source_load(path, &src, &len, why, sizeof why) != KL_OK)
+    return luaL_error(L, "kl.seed: %s", why);
+  lua_pushlstring(L, src, len);
+  free(src);
+  return 1;
+}
+
+/* t[key] of the table at idx as a string, or NULL (not a string). The
+ * pointer lives as long as the table does. */
+static const char *field_string(lua_State *L, int idx, const char *key,
+                                size_t *len) {
+  lua_getfield(L, idx, key);
+  const char *s =
+      lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, len) : NULL;
+  lua_pop(L, 1);
+  return s;
+}
+
+/* Copies the list at the top of the stack into a fresh array. */
+static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
+                         int *n, char *why, size_t whylen) {
+  int count = (int)luaL_len(L, -1);
+  lab_seed_variant *v = calloc((size_t)(count > 0 ? count : 1), sizeof *v);
+  if (!v) {
+    snprintf(why, whylen, "%s: out of memory for %d variants", path, count);
+    return -1;
+  }
+  for (int i = 0; i < count; i++) {
+    lua_geti(L, -1, i + 1);
+    const char *name = NULL, *config = NULL, *src = NULL;
+    size_t nlen = 0, clen = 0, len = 0;
+    if (lua_istable(L, -1)) {
+      name = field_string(L, -1, "name", &nlen);
+      config = field_string(L, -1, "config", &clen);
+      src = field_string(L, -1, "source", &len);
+      if (!config) config = name, clen = nlen;
+    }
+    const char *bad =
+        !name || !src ? "expected {name = string, config = "
+                        "string (optional), source = string}"
+        : !nlen || nlen >= sizeof v[i].name || strlen(name) != nlen
+            ? "name: expected a non-empty string under 128 bytes"
+        : !clen || clen >= sizeof v[i].config || strlen(config) != clen
+            ? "config: expected a non-empty string under 128 "
+              "bytes"
+            : NULL;
+    if (!bad && !(v[i].source = malloc(len + 1)))
+      bad = "out of memory for its source";
+    if (bad) {
+      snprintf(why, whylen, "%s: variant %d: %s", path, i + 1, bad);
+      lua_pop(L, 1);
+      lab_seed_variants_free(v, i + 1);
+      return -1;
+    }
+    memcpy(v[i].source, src, len);
+    v[i].source[len] = 0;
+    v[i].len = len;
+    memcpy(v[i].name, name, nlen + 1);
+    memcpy(v[i].config, config, clen + 1);
+    lua_pop(L, 1);
+  }
+  *out = v;
+  *n = count;
+  return 0;
+}
+
+int lab_seed_script_run(const char *path, const char *seeds_dir,
+                        lab_seed_variant **out, int *n,
+                        double *holdout_fraction, char *why, size_t whylen) {
+  *out = NULL;
+  *n = 0;
+  lua_State *L = lab_lua_open(SEED_SCRIPT_MAX_INSTRUCTIONS);
+  if (!L) {
+    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
+    return -1;
+  }
+  int rc = -1;
+  if (luaL_loadfilex(L, path, "t") != LUA_OK ||
+      lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    /* Lua's messages start with "path:line:" except cannot-open ones,
+     * which already name the file. */
+    snprintf(why, whylen, "%s", lua_tostring(L, -1));
+    goto done;
+  }
+  if (!lua_istable(L, -1)) {
+    snprintf(why, whylen, "%s: expected the script to return a table", path);
+    goto done;
+  }
+  lua_getfield(L, -1, "holdout_fraction");
+  double h = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  lua_pop(L, 1);
+  if (!(h >= 0 && h < 1)) {
+    snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
+    goto done;
+  }
+  if (holdout_fraction) *holdout_fraction = h;
+  lua_getfield(L, -1, "generate");
+  if (!lua_isfunction(L, -1)) {
+    snprintf(why, whylen, "%s: expected a function `generate(kl)`", path);
+    goto done;
+  }
+  lua_newtable(L);
+  lua_pushstring(L, seeds_dir);
+  lua_pushcclosure(L, lua_seed, 1);
+  lua_setfield(L, -2, "seed");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    snprintf(why, whylen, "%s", lua_tostring(L, -1));
+    goto done;
+  }
+  lua_sethook(L, NULL, 0, 0);
+  if (!lua_istable(L, -1)) {
+    snprintf(why, whylen, "%s: generate() must return a list of variants",
+             path);
+    goto done;
+  }
+  rc = read_variants(L, path, out, n, why, whylen);
+done:
+  lua_close(L);
+  return rc;
+}
+
+void lab_seed_variants_free(lab_seed_variant *v, int n) {
+  for (int i = 0; v && i < n; i++)
+    free(v[i].source);
+  free(v);
+}

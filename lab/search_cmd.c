@@ -1,0 +1,414 @@
+/*
+ * lab/search_cmd.c — `kernlab search random|exhaustive CAMPAIGN.lua`: the
+ * search baselines, in the same framework as a campaign.
+ *
+ * The space is lua/search_space.lua (--space): (seed, #define values)
+ * configurations of the kernels in kernels/seeds/, read by the seed-script
+ * plumbing the corpus uses (lab/lua_script.c). Both modes evaluate
+ * configurations exactly as `kernlab run` evaluates the policy's samples
+ * (lab/evaluator.c: the campaign's backend and task shape, sandbox slots, one
+ * thread per slot, the baseline timed once at start), score them with the
+ * campaign's reward script in groups of group_size, and write the results
+ * format of a campaign, so `kernlab top/show/report` work unchanged: random a
+ * seeded sample (the campaign's seed) of the space, of the campaign's
+ * evaluation budget, steps x prompts_per_step x group_size (--budget N
+ * overrides it); without replacement while the space lasts, then a fresh
+ * shuffle, so every configuration is measured once before any twice; exhaustive
+ * every configuration once, in the script's order. Candidate i is recorded as
+ * step i / (prompts_per_step * group_size), group (i / group_size) %
+ * prompts_per_step, sample i % group_size, and each such "step" gets a /steps
+ * record (reward mean/std/max/min, correct fraction, best time so far; the
+ * policy's fields, which search has no value for, are NaN) and one line on
+ * stdout. At the end: lab_compare_print (lab/compare.c): the best correct
+ * kernel, the priming corpus's best, and evaluations to reach 95% of the
+ * exhaustive best.
+ *
+ * Choices where the issue is silent:
+ *   - the output file is never reused: an existing one is an error that
+ *     names it (a search is a few minutes; there is no --resume);
+ *   - `exhaustive` writes the campaign's `exhaustive` file by default
+ *     (runs/<name>-exhaustive.h5), the file random search and `kernlab
+ *     run` compare with; `random` writes runs/<name>-random.h5;
+ *   - --limit N keeps the first N configurations of the space (tests, and
+ *     a quick look); --list prints the space and evaluates nothing;
+ *   - the reward script is loaded once (no hot reload: a search is short);
+ *   - the results file's config attribute is the campaign's text with one
+ *     leading Lua comment line saying which search made the file;
+ *   - search samples no policy: the campaign's checkpoint and tokenizer
+ *     need not exist (lab_campaign_load_flags, LAB_CAMPAIGN_NO_POLICY).
+ */
+#include "lab/lab.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char synopsis[] =
+    "search random|exhaustive CAMPAIGN.lua [--out FILE.h5] [--budget N] "
+    "[--exhaustive FILE.h5] [--space FILE.lua] [--limit N] [--list]";
+
+/* order[0..total): which configuration each evaluation takes. Exhaustive:
+ * 0..n-1. Random: blocks of n, each the start of a fresh seeded shuffle of
+ * 0..n-1 (a partial Fisher-Yates: position i draws uniformly from the
+ * configurations not yet drawn in its block; draw i of block b is the
+ * counter-based lab_derive_seed(seed, b, i, ...), so a larger budget
+ * extends the same sequence). Returns -1 when out of memory. */
+static int plan(int *order, int total, int n, int random, uint64_t seed) {
+  for (int i = 0; i < total; i++)
+    order[i] = i % n;
+  if (!random) return 0;
+  int *all = malloc(sizeof *all * (size_t)n);
+  if (!all) return -1;
+  for (int done = 0; done < total; done += n) {
+    for (int j = 0; j < n; j++)
+      all[j] = j;
+    for (int i = 0; i < n && done + i < total; i++) {
+      uint64_t draw = lab_derive_seed(seed, done / n, i, 9);
+      int k = i + (int)(draw % (uint64_t)(n - i));
+      int t = all[i];
+      all[i] = all[k], all[k] = t;
+      order[done + i] = all[i];
+    }
+  }
+  free(all);
+  return 0;
+}
+
+typedef struct search_args {
+  int random;
+  const char *campaign, *out, *exhaustive, *space;
+  long budget, limit;
+  int list;
+} search_args;
+
+static int parse_count(const char *opt, const char *s, long *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || end == s || v <= 0 || v > 10000000) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s wants a positive count, got", opt);
+    return lab_usage("search", msg, s, synopsis);
+  }
+  *out = v;
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, search_args *a) {
+  memset(a, 0, sizeof *a);
+  if (argc < 2)
+    return lab_usage("search", "no mode given (random or exhaustive)", NULL,
+                     synopsis);
+  if (!strcmp(argv[1], "random"))
+    a->random = 1;
+  else if (strcmp(argv[1], "exhaustive"))
+    return lab_usage("search",
+                     "unknown mode (expected random or exhaustive), got",
+                     argv[1], synopsis);
+  for (int i = 2; i < argc; i++) {
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int rc = 0;
+    if (!strcmp(argv[i], "--list")) {
+      a->list = 1;
+      continue;
+    }
+    int known = !strcmp(argv[i], "--out") || !strcmp(argv[i], "--budget") ||
+                !strcmp(argv[i], "--exhaustive") ||
+                !strcmp(argv[i], "--space") || !strcmp(argv[i], "--limit");
+    if (known && !val)
+      return lab_usage("search", "missing value after", argv[i], synopsis);
+    if (!strcmp(argv[i], "--out"))
+      a->out = val;
+    else if (!strcmp(argv[i], "--exhaustive"))
+      a->exhaustive = val;
+    else if (!strcmp(argv[i], "--space"))
+      a->space = val;
+    else if (!strcmp(argv[i], "--budget"))
+      rc = parse_count("--budget", val, &a->budget);
+    else if (!strcmp(argv[i], "--limit"))
+      rc = parse_count("--limit", val, &a->limit);
+    else if (argv[i][0] == '-')
+      return lab_usage("search", "unknown option", argv[i], synopsis);
+    else if (!a->campaign) {
+      a->campaign = argv[i];
+      continue;
+    } else
+      return lab_usage("search", "unexpected argument", argv[i], synopsis);
+    if (rc) return rc;
+    i++;
+  }
+  if (!a->campaign)
+    return lab_usage("search", "no campaign file given", NULL, synopsis);
+  if (!a->random && a->budget)
+    return lab_usage("search",
+                     "--budget is for random search; exhaustive evaluates "
+                     "every configuration (--limit N restricts the space)",
+                     NULL, synopsis);
+  if (!a->random && a->exhaustive)
+    return lab_usage("search",
+                     "--exhaustive names the file random search compares "
+                     "with; exhaustive search compares with its own --out",
+                     NULL, synopsis);
+  return 0;
+}
+
+/* Reads the space; refuses duplicate names. Returns 0 or prints why and
+ * returns LAB_EXIT_USAGE. */
+static int load_space(const char *path, lab_seed_variant **v, int *n) {
+  char seeds[1024], why[1024];
+  const char *src_dir = getenv("KL_SOURCE_DIR");
+  if (src_dir)
+    snprintf(seeds, sizeof seeds, "%s/kernels/seeds", src_dir);
+  else
+    snprintf(seeds, sizeof seeds, "kernels/seeds");
+  if (lab_seed_script_run(path, seeds, v, n, NULL, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab search: %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
+  for (int i = 0; i < *n; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp((*v)[i].name, (*v)[j].name)) {
+        fprintf(stderr,
+                "kernlab search: %s: configurations %d and %d are both named "
+                "'%s'; expected unique names\n",
+                path, j + 1, i + 1, (*v)[i].name);
+        return LAB_EXIT_USAGE;
+      }
+  if (*n == 0) {
+    fprintf(stderr, "kernlab search: %s: the space is empty\n", path);
+    return LAB_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* What one search needs beyond the campaign. */
+typedef struct search_run {
+  const lab_campaign *c;
+  lab_evaluator *ev;
+  rw_script *script;
+  res_file *store;
+  const char *out;
+  const lab_seed_variant *space;
+  const int *order;
+  int total;
+} search_run;
+
+/* Evaluates, scores, records and prints every step; returns an exit code. */
+static int run_steps(const search_run *s) {
+  const lab_campaign *c = s->c;
+  const int G = c->group_size, per_step = c->prompts_per_step * G;
+  const int steps = (s->total + per_step - 1) / per_step;
+  lab_eval_item *items = calloc((size_t)per_step, sizeof *items);
+  rw_components *comps = calloc((size_t)per_step, sizeof *comps);
+  if (!items || !comps) {
+    free(items), free(comps);
+    fprintf(stderr, "kernlab search: out of memory\n");
+    return LAB_EXIT_ENV;
+  }
+  char why[1024], best_label[128] = "";
+  double best = -1, t0 = lab_now_s();
+  int exit_code = 0;
+  for (int step = 0; step < steps && !exit_code; step++) {
+    double t_step = lab_now_s();
+    int first = step * per_step;
+    int n = s->total - first < per_step ? s->total - first : per_step;
+    for (int k = 0; k < n; k++) {
+      const lab_seed_variant *v = &s->space[s->order[first + k]];
+      items[k] =
+          (lab_eval_item){.label = v->name, .src = v->source, .len = v->len};
+    }
+    lab_evaluator_run(s->ev, items, n, lab_derive_seed(c->seed, step, 0, 2));
+    for (int k = 0; k < n; k++)
+      if (items[k].rc == KL_EENV) {
+        fprintf(stderr, "kernlab search: step %d: evaluation: %s\n", step + 1,
+                items[k].r.error);
+        exit_code = LAB_EXIT_ENV;
+      }
+    if (exit_code) break;
+    memset(comps, 0, sizeof *comps * (size_t)per_step);
+    if (lab_score_groups(s->script, items, n, G, s->ev->task,
+                         &s->ev->opts.shapes[0], comps, why, sizeof why))
+      fprintf(stderr, "kernlab search: step %d: reward: %s\n", step + 1, why);
+    for (int k = 0; k < n && !exit_code; k++) {
+      const kl_result *r = &items[k].r;
+      if (r->correct && r->time_us > 0 && !r->flags &&
+          (best < 0 || r->time_us < best)) {
+        best = r->time_us;
+        snprintf(best_label, sizeof best_label, "%s", items[k].label);
+      }
+      if (lab_record_candidate(s->store, &items[k], &comps[k], s->ev->task,
+                               step, (k / G) % c->prompts_per_step, k % G, why,
+                               sizeof why) != RES_OK) {
+        fprintf(stderr, "kernlab search: %s: %s\n", s->out, why);
+        exit_code = LAB_EXIT_ENV;
+      }
+    }
+    res_step rs = {0};
+    lab_step_stats(items, comps, n, &rs);
+    for (int k = 0; k < n; k++)
+      rw_components_free(&comps[k]);
+    if (exit_code) break;
+    rs.step = step;
+    rs.kl = rs.loss = rs.entropy = rs.clip_frac = rs.len_mean = NAN;
+    rs.lr = rs.grad_norm = NAN;
+    rs.best_time_us = best;
+    rs.wall_s = lab_now_s() - t0;
+    if (res_append_step(s->store, &rs, why, sizeof why) != RES_OK) {
+      fprintf(stderr, "kernlab search: %s: %s\n", s->out, why);
+      exit_code = LAB_EXIT_ENV;
+      break;
+    }
+    char best_s[256] = "-";
+    double baseline = s->ev->baseline_us;
+    if (best > 0)
+      snprintf(best_s, sizeof best_s, "%.1f us%s %s", best,
+               baseline > 0 ? "" : " (no baseline)", best_label);
+    if (best > 0 && baseline > 0)
+      snprintf(best_s, sizeof best_s, "%.1f us (%.0f%% of baseline) %s", best,
+               100.0 * baseline / best, best_label);
+    int done = first + n;
+    double eta = (lab_now_s() - t0) / done * (s->total - done);
+    printf("step %d/%d  evals %d/%d  reward mean %.3f max %.3f  correct "
+           "%d/%d  best %s  %.1fs  ETA %.0fs\n",
+           step + 1, steps, done, s->total, rs.reward_mean, rs.reward_max,
+           (int)lround(rs.correct_frac * n), n, best_s, lab_now_s() - t_step,
+           eta);
+    fflush(stdout);
+  }
+  free(items), free(comps);
+  return exit_code;
+}
+
+/* The results file's config attribute: a comment line, then the campaign.
+ * Owned by the caller. */
+static char *describe_search(const search_args *a, const lab_campaign *c,
+                             const char *space, int total, int n_space) {
+  size_t cap = strlen(c->text) + 512 + strlen(space);
+  char *text = malloc(cap);
+  if (!text) return NULL;
+  snprintf(text, cap,
+           "-- kernlab search %s: %d evaluations of %d configurations from "
+           "%s, seed %llu\n%s",
+           a->random ? "random" : "exhaustive", total, n_space, space,
+           (unsigned long long)c->seed, c->text);
+  return text;
+}
+
+int lab_search(int argc, char **argv) {
+  search_args a;
+  int ex = parse_args(argc, argv, &a);
+  if (ex) return ex;
+  char why[1024];
+  lab_campaign c;
+  ex = lab_campaign_load_flags(a.campaign, LAB_CAMPAIGN_NO_POLICY, &c, why,
+                               sizeof why);
+  if (ex) {
+    fprintf(stderr, "kernlab search: %s\n", why);
+    return ex;
+  }
+  char space_path[1100];
+  const char *src_dir = getenv("KL_SOURCE_DIR");
+  if (a.space)
+    snprintf(space_path, sizeof space_path, "%s", a.space);
+  else if (src_dir)
+    snprintf(space_path, sizeof space_path, "%s/lua/search_space.lua", src_dir);
+  else
+    snprintf(space_path, sizeof space_path, "lua/search_space.lua");
+
+  lab_seed_variant *space = NULL;
+  int n_loaded = 0, n_space = 0, *order = NULL;
+  char *config_text = NULL;
+  rw_script *script = NULL;
+  res_file *store = NULL;
+  lab_evaluator ev;
+  memset(&ev, 0, sizeof ev);
+  int exit_code = 0;
+#define FAIL(code, ...) LAB_FAIL("search", code, __VA_ARGS__)
+
+  exit_code = load_space(space_path, &space, &n_loaded);
+  if (exit_code) goto cleanup;
+  n_space = n_loaded;
+  if (a.limit && a.limit < n_space) n_space = (int)a.limit;
+  if (a.list) {
+    for (int i = 0; i < n_space; i++)
+      printf("%s\n", space[i].name);
+    printf("%d configurations in %s\n", n_space, space_path);
+    goto cleanup;
+  }
+
+  const int per_step = c.prompts_per_step * c.group_size;
+  long total =
+      a.random ? (a.budget ? a.budget : (long)c.steps * per_step) : n_space;
+  if (total > 10000000)
+    FAIL(LAB_EXIT_USAGE, "a budget of %ld is too large", total);
+  char out[1100], exhaustive[1100];
+  if (a.out)
+    snprintf(out, sizeof out, "%s", a.out);
+  else if (a.random)
+    snprintf(out, sizeof out, "runs/%s-random.h5", c.name);
+  else
+    snprintf(out, sizeof out, "%s", c.exhaustive);
+  snprintf(exhaustive, sizeof exhaustive, "%s",
+           !a.random      ? out
+           : a.exhaustive ? a.exhaustive
+                          : c.exhaustive);
+  if (access(out, F_OK) == 0)
+    FAIL(LAB_EXIT_USAGE,
+         "%s already exists: remove it, or pass --out for a new file", out);
+
+  order = malloc(sizeof *order * (size_t)total);
+  if (!order || plan(order, (int)total, n_space, a.random,
+                     lab_derive_seed(c.seed, -1, 0, 7)) != 0)
+    FAIL(LAB_EXIT_ENV, "out of memory for %ld evaluations", total);
+  script = rw_load(c.reward, NULL, why, sizeof why);
+  if (!script || rw_validate(script, why, sizeof why) != RW_OK)
+    FAIL(LAB_EXIT_USAGE, "reward %s: %s", c.reward, why);
+
+  int rc = lab_evaluator_start(
+      &ev, &c, per_step, lab_derive_seed(c.seed, -1, 0, 0), why, sizeof why);
+  if (rc) FAIL(rc, "%s", why);
+
+  if (lab_make_parent(out) != 0)
+    FAIL(LAB_EXIT_ENV, "cannot create the folder of %s", out);
+  config_text = describe_search(&a, &c, space_path, (int)total, n_space);
+  if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");
+  store = lab_results_open(out, config_text, c.reward, script, ev.backend,
+                           c.seed, &rc, why, sizeof why);
+  if (!store) FAIL(rc, "%s: %s", out, why);
+
+  printf("search %s %s: %s %s, %ld evaluations of %d configurations (%s), "
+         "%d per step, reward %s\n",
+         a.random ? "random" : "exhaustive", c.name, ev.backend, ev.task, total,
+         n_space, space_path, per_step, c.reward);
+  printf("baseline (%s): %.1f us%s; results %s\n",
+         !strcmp(ev.backend, "gpu") ? "cuBLAS SGEMM" : "naive seed",
+         ev.baseline_us,
+         !strcmp(ev.backend, "cpu-emu") ? " (CPU-emulator time, not GPU)" : "",
+         out);
+  fflush(stdout);
+
+  search_run run = {&c, &ev, script, store, out, space, order, (int)total};
+  exit_code = run_steps(&run);
+  int closed = res_close(store, why, sizeof why);
+  store = NULL;
+  if (closed != RES_OK && !exit_code) FAIL(LAB_EXIT_ENV, "%s: %s", out, why);
+  if (exit_code) goto cleanup;
+
+  /* The summary, measured with the same evaluator (slot 0). */
+  kl_executor exe;
+  kl_eval_options opts;
+  lab_evaluator_options(&ev, &exe, &opts);
+  lab_compare_print(out, exhaustive, c.corpus, &opts, stdout);
+
+cleanup:
+  if (store) res_close(store, why, sizeof why);
+  lab_evaluator_stop(&ev);
+  rw_free(script);
+  free(config_text);
+  free(order);
+  lab_seed_variants_free(space, n_loaded);
+  lab_campaign_free(&c);
+  return exit_code;
+#undef FAIL
+}

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""tests/integration/test_search.py — `kernlab search random|exhaustive`,
+the search baselines, and `kernlab report` on several files.
+
+usage: test_search.py KERNLAB SOURCE_DIR
+
+A tiny campaign (64x64x64, G 2, 3 steps: a budget of 6 evaluations) whose
+checkpoint does not exist (search samples no policy), and a five-entry
+space written here: four correct seeds and one that writes only C[0], so
+the verdicts are known. Checks:
+  - the real lua/search_space.lua: 60 to 150 uniquely named configurations
+    covering all nine seeds (--list), and a few of them evaluated;
+  - random before any exhaustive file: budget 6 over 5 configurations takes
+    each once before any twice, one line per step, a line saying the
+    exhaustive file is missing and how to make it;
+  - exhaustive: every configuration once, the broken one recorded as
+    incorrect, step/group/sample and /steps records as a campaign's, the
+    95% line, the file readable by `kernlab top` and h5py;
+  - random again: the same seed draws the same configurations, and the
+    printed "evaluations to reach 95%" equals the count computed here from
+    the two files;
+  - refusals: an existing output (file untouched), a bad mode, --budget
+    with exhaustive, a malformed campaign (Lua error, unknown field, wrong
+    type for the new fields), duplicate names in a space, a space script
+    reaching for files (dofile, kl.seed("../..")): exit 2, one clear
+    message;
+  - `kernlab report A.h5 B.h5 -o x.html`: a comparison plot with one line
+    per file and a legend naming them; one file: no comparison.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+KERNLAB, SRC = sys.argv[1], sys.argv[2]
+from kltest import check, done  # noqa: E402
+
+ENV = dict(os.environ, KL_SOURCE_DIR=SRC)
+
+
+def kernlab(*args, cwd=None):
+    return subprocess.run([KERNLAB, *args], capture_output=True, text=True,
+                          errors="replace", timeout=600, cwd=cwd, env=ENV)
+
+
+def candidates(h5):
+    e = kernlab("export", h5, "--format", "jsonl")
+    if e.returncode != 0:
+        print(e.stderr, file=sys.stderr)
+        return []
+    return [json.loads(l) for l in e.stdout.splitlines() if l.strip()]
+
+
+def steps_h5py(h5):
+    try:
+        import h5py
+    except ImportError:
+        return None
+    with h5py.File(h5, "r", swmr=True) as f:
+        return [(int(s["step"]), int(s["n_candidates"]),
+                 float(s["correct_frac"]), float(s["best_time_us"]))
+                for s in f["steps"][:]]
+
+
+def campaign(path, d, extra=""):
+    with open(path, "w") as f:
+        f.write("""-- a tiny campaign for the search tests
+return {
+  task = {M = 64, N = 64, K = 64},
+  backend = "cpu-emu",
+  checkpoint = %r,
+  group_size = 2,
+  steps = 3,
+  reward = %r,
+  seed = 11,
+  corpus = %r,
+  exhaustive = %r,
+  %s
+}
+""" % (os.path.join(d, "no-such-policy.ckpt"),
+       os.path.join(SRC, "lua", "reward", "default.lua"),
+       os.path.join(d, "no-corpus"), os.path.join(d, "exh.h5"), extra))
+
+
+SPACE = r'''
+return {
+  generate = function(kl)
+    local naive = kl.seed("02_coalesced.cu")
+    return {
+      {name = "coalesced", source = naive},
+      {name = "coalesced_bs8", source = naive:gsub("#define BS 32", "#define BS 8")},
+      {name = "smem", source = kl.seed("03_smem_tiling.cu")},
+      {name = "blocktile", source = kl.seed("05_blocktile_2d.cu")},
+      {name = "broken", source = naive:gsub("C%[row %* N %+ col%] = acc;", "C[0] = acc;")},
+    }
+  end
+}
+'''
+NAMES = {"coalesced", "coalesced_bs8", "smem", "blocktile", "broken"}
+
+
+def usable(c):
+    return c["correct"] and c["time_us"] > 0 and not c["flags"]
+
+
+def test_real_space(d, camp):
+    p = kernlab("search", "exhaustive", camp, "--list")
+    names = p.stdout.splitlines()[:-1]
+    check(p.returncode == 0, "--list exits 0: %s" % p.stderr)
+    check(60 <= len(names) <= 150, "real space: 60-150 configurations, got %d"
+          % len(names))
+    check(len(set(names)) == len(names), "real space: unique names")
+    seeds = {n[:2] for n in names}
+    check(seeds == {"%02d" % i for i in range(1, 10)},
+          "real space covers all nine seeds: %s" % sorted(seeds))
+    check(p.stdout.splitlines()[-1].startswith("%d configurations" % len(names)),
+          "--list ends with the count: %s" % p.stdout[-200:])
+    out = os.path.join(d, "real.h5")
+    p = kernlab("search", "random", camp, "--budget", "3", "--out", out)
+    check(p.returncode == 0, "random on the real space exits 0: %s" % p.stderr[-400:])
+    got = [c["label"] for c in candidates(out)]
+    check(len(got) == 3 and len(set(got)) == 3 and set(got) <= set(names),
+          "3 distinct configurations of the real space: %s" % got)
+    check(all(c["correct"] for c in candidates(out)),
+          "real-space configurations verify: %s" %
+          [(c["label"], c["status"]) for c in candidates(out)])
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        camp = os.path.join(d, "tiny.lua")
+        campaign(camp, d)
+        space = os.path.join(d, "space.lua")
+        open(space, "w").write(SPACE)
+        test_real_space(d, camp)
+
+        # Random before the exhaustive file exists.
+        rnd = os.path.join(d, "rnd.h5")
+        p = kernlab("search", "random", camp, "--space", space, "--out", rnd)
+        check(p.returncode == 0, "random exits 0: %s" % p.stderr[-600:])
+        lines = [l for l in p.stdout.splitlines() if re.match(r"step \d+/3 ", l)]
+        check(len(lines) == 3, "one line per step (3): %s" % p.stdout)
+        check(all("evals" in l and "reward mean" in l and "best" in l
+                  for l in lines), "step lines say evals, reward, best")
+        check(re.search(r"no exhaustive search results at .*exh\.h5.*kernlab "
+                        r"search exhaustive", p.stdout) is not None,
+              "missing exhaustive file: said, with how to make it: %s" % p.stdout)
+        check("no priming corpus at" in p.stdout, "missing corpus: said")
+        rc = candidates(rnd)
+        labels = [c["label"] for c in rc]
+        check(len(rc) == 6, "budget steps*G*P = 6 evaluations, got %d" % len(rc))
+        check(set(labels[:5]) == NAMES,
+              "first 5 draws: each configuration once: %s" % labels)
+        check([(c["step"], c["group"], c["sample"]) for c in rc] ==
+              [(i // 2, 0, i % 2) for i in range(6)], "step/group/sample")
+        check(all(c["reward"] is not None for c in rc), "every candidate scored")
+        st = steps_h5py(rnd)
+        check(st is None or [s[:2] for s in st] == [(0, 2), (1, 2), (2, 2)],
+              "3 /steps records of 2: %s" % st)
+
+        # Exhaustive: every configuration once.
+        exh = os.path.join(d, "exh.h5")
+        p = kernlab("search", "exhaustive", camp, "--space", space)
+        check(p.returncode == 0, "exhaustive exits 0: %s" % p.stderr[-600:])
+        check(os.path.exists(exh), "exhaustive writes the campaign's "
+              "`exhaustive` file by default")
+        ec = candidates(exh)
+        check(sorted(c["label"] for c in ec) == sorted(NAMES),
+              "every configuration once: %s" % [c["label"] for c in ec])
+        bad = [c for c in ec if c["label"] == "broken"]
+        check(bad and not bad[0]["correct"] and bad[0]["status"] != "ok",
+              "the broken configuration is recorded as incorrect: %s" %
+              (bad[0]["status"] if bad else None))
+        check(all(c["correct"] for c in ec if c["label"] != "broken"),
+              "the others verify")
+        st = steps_h5py(exh)
+        check(st is None or len(st) == 3 and st[-1][1] == 1,
+              "3 step records, the last one of 1: %s" % st)
+        check(st is None or all(s[3] > 0 for s in st),
+              "best time so far recorded per step: %s" % st)
+        best = min(c["time_us"] for c in ec if usable(c))
+        m = re.search(r"95% of the exhaustive best .*reached after (\d+) of 5 "
+                      r"evaluations", p.stdout)
+        check(m is not None, "exhaustive prints the 95%% line: %s" % p.stdout)
+        want = next(i + 1 for i, c in enumerate(ec)
+                    if usable(c) and c["time_us"] <= best / 0.95)
+        check(m is not None and int(m.group(1)) == want,
+              "exhaustive: evaluations to 95%% = %d: %s" % (want, m and m.group(0)))
+        t = kernlab("top", exh)
+        check(t.returncode == 0 and "5 candidates, 4 correct" in t.stdout,
+              "kernlab top reads it: %s" % t.stdout[:200])
+
+        # Random again, same seed: same draws; the 95% count checked.
+        rnd2 = os.path.join(d, "rnd2.h5")
+        p = kernlab("search", "random", camp, "--space", space, "--out", rnd2)
+        check(p.returncode == 0, "random again exits 0: %s" % p.stderr[-600:])
+        r2 = candidates(rnd2)
+        check([c["label"] for c in r2] == labels, "same seed, same draws")
+        hit = next((i + 1 for i, c in enumerate(r2)
+                    if usable(c) and c["time_us"] <= best / 0.95), None)
+        line = next((l for l in p.stdout.splitlines() if "95% of" in l), "")
+        if hit:
+            check("reached after %d of 6 evaluations" % hit in line,
+                  "random: reached after %d: %s" % (hit, line))
+        else:
+            check("not reached in 6 evaluations" in line,
+                  "random: not reached: %s" % line)
+        p = kernlab("search", "random", camp, "--space", space, "--out",
+                    os.path.join(d, "b3.h5"), "--budget", "3", "--exhaustive", exh)
+        b3 = [c["label"] for c in candidates(os.path.join(d, "b3.h5"))]
+        check(p.returncode == 0 and b3 == labels[:3], "--budget 3: the first 3 "
+              "draws of the same sequence: %s vs %s" % (b3, labels[:3]))
+        p = kernlab("search", "exhaustive", camp, "--space", space, "--limit", "2",
+                    "--out", os.path.join(d, "lim.h5"))
+        lim = [c["label"] for c in candidates(os.path.join(d, "lim.h5"))]
+        check(p.returncode == 0 and lim == ["coalesced", "coalesced_bs8"],
+              "--limit 2: the first two configurations: %s" % lim)
+
+        # Refusals.
+        before = os.stat(exh)
+        p = kernlab("search", "exhaustive", camp, "--space", space)
+        check(p.returncode == 2 and exh in p.stderr and "already exists" in p.stderr,
+              "refuses to overwrite, naming the file: %s" % p.stderr)
+        after = os.stat(exh)
+        check((before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns),
+              "the existing file is untouched")
+        p = kernlab("search", "greedy", camp)
+        check(p.returncode == 2 and "unknown mode" in p.stderr and
+              "random or exhaustive" in p.stderr and "greedy" in p.stderr,
+              "bad mode: exit 2, a clear message: %s" % p.stderr)
+        p = kernlab("search")
+        check(p.returncode == 2 and "usage:" in p.stderr, "no mode: usage")
+        p = kernlab("search", "exhaustive", camp, "--budget", "4")
+        check(p.returncode == 2 and "--budget" in p.stderr,
+              "--budget with exhaustive: exit 2: %s" % p.stderr)
+        p = kernlab("search", "random", camp, "--budget", "0")
+        check(p.returncode == 2 and "positive count" in p.stderr,
+              "--budget 0: exit 2: %s" % p.stderr)
+        for name, extra, needle in (
+                ("syntax.lua", "steps = = 3,", "syntax.lua:"),
+                ("typo.lua", "stepz = 3,", "stepz: unknown field"),
+                ("corpus.lua", "", "corpus: expected a string"),
+                ("exh.lua", "", "exhaustive: expected a non-empty string")):
+            bad_camp = os.path.join(d, name)
+            campaign(bad_camp, d, extra)
+            text = open(bad_camp).read()
+            if name == "corpus.lua":
+                text = re.sub(r"corpus = '[^']*'", "corpus = 3", text)
+            if name == "exh.lua":
+                text = re.sub(r"exhaustive = '[^']*'", "exhaustive = ''", text)
+            open(bad_camp, "w").write(text)
+            p = kernlab("search", "random", bad_camp, "--space", space)
+            check(p.returncode == 2 and needle in p.stderr and
+                  p.stderr.count("\n") == 1,
+                  "malformed campaign %s: exit 2 naming %r: %s"
+                  % (name, needle, p.stderr))
+        for text, needle in (
+                ('return {generate = function(kl) return dofile("/etc/passwd") end}',
+                 "dofile"),
+                ('return {generate = function(kl) return {{name = "x", source = '
+                 'kl.seed("../../etc/passwd")}} end}', "not a seed file name")):
+            jail = os.path.join(d, "jail.lua")
+            open(jail, "w").write(text)
+            p = kernlab("search", "exhaustive", camp, "--space", jail, "--out",
+                        os.path.join(d, "jail.h5"))
+            check(p.returncode == 2 and needle in p.stderr and "jail.lua" in p.stderr,
+                  "space scripts cannot read files (%s): %s" % (needle, p.stderr))
+        dup = os.path.join(d, "dup.lua")
+        open(dup, "w").write(SPACE.replace('name = "smem"', 'name = "blocktile"'))
+        p = kernlab("search", "exhaustive", camp, "--space", dup, "--out",
+                    os.path.join(d, "dup.h5"))
+        check(p.returncode == 2 and "'blocktile'" in p.stderr and
+              "unique" in p.stderr, "duplicate names refused: %s" % p.stderr)
+        check(not os.path.exists(os.path.join(d, "dup.h5")), "nothing written")
+
+        # One report on several files.
+        html = os.path.join(d, "cmp.html")
+        p = kernlab("report", exh, rnd, rnd2, "-o", html)
+        check(p.returncode == 0, "report on 3 files exits 0: %s" % p.stderr)
+        page = open(html).read() if p.returncode == 0 else ""
+        check('data-plot="compare"' in page, "a comparison plot")
+        series = re.findall(r'<polyline class="series" data-series="compare-(\d)" '
+                            r'data-evaluations="(\d+)"', page)
+        check(series == [("0", "5"), ("1", "6"), ("2", "6")],
+              "one line per file with its evaluations: %s" % series)
+        legend = re.findall(r'<li data-series="compare-\d">.*?</svg> ([^<]*)</li>', page)
+        check(legend == [exh, rnd, rnd2], "legend names the files: %s" % legend)
+        check(page.count('<tr class="file"') == 3, "a table row per file")
+        p = kernlab("report", exh, "-o", html)
+        check(p.returncode == 0 and 'data-plot="compare"' not in open(html).read(),
+              "one file: no comparison plot")
+        p = kernlab("report", exh, os.path.join(d, "missing.h5"), "-o", html + "2")
+        check(p.returncode == 2 and "missing.h5" in p.stderr and
+              not os.path.exists(html + "2"),
+              "a missing second file: exit 2 naming it, nothing written: %s"
+              % p.stderr)
+    done()
+
+
+main()
