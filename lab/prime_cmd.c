@@ -4,7 +4,7 @@
  *
  *   kernlab prime [--corpus DIR] [--out CKPT] [--steps N] [--tok FILE.tok]
  *                 [--size tiny|small] [--batch B] [--seq T] [--lr X]
- *                 [--seed S]
+ *                 [--seed S] [--policy-device cpu|gpu|auto]
  *
  * Every *.cu file of the corpus (default runs/corpus/train, written by
  * `kernlab corpus`) that passes the source checks becomes one document,
@@ -21,8 +21,13 @@
  * Sizes: `small` (the default: d 192, 4 layers, 4 heads, seq 1024) is meant
  * to prime in about ten minutes on two cores; `tiny` (d 64, 2 layers, seq
  * 256) is for tests.
+ *
+ * --policy-device (lab/policy_device.h): cpu (the default) trains on the
+ * CPU; gpu trains through the policy's CUDA runtime and exits 3 with the
+ * reason when no device answers; auto takes the device when there is one.
  */
 #include "lab/lab.h"
+#include "lab/policy_device.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -161,6 +166,7 @@ int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small";
   int steps = 300, batch = 0, seq = 0, keep_comments = 0;
+  int policy_device = LAB_POLICY_CPU;
   float lr = 0;
   uint64_t seed = 1;
   for (int i = 1; i < argc; i++) {
@@ -188,6 +194,8 @@ int lab_prime(int argc, char **argv) {
       lr = (float)atof(val);
     else if (!strcmp(a, "--seed") && strtoull(val, NULL, 0) > 0)
       seed = strtoull(val, NULL, 0);
+    else if (!strcmp(a, "--policy-device") && lab_policy_device_parse(val) >= 0)
+      policy_device = lab_policy_device_parse(val);
     else
       goto usage;
     i++;
@@ -207,6 +215,12 @@ int lab_prime(int argc, char **argv) {
   if (seq >= cfg.max_seq) seq = cfg.max_seq - 1;
 
   char why[1024];
+  pcuda_ctx *dev = NULL;
+  if (lab_policy_device_open(policy_device, "kernlab prime", &dev, why,
+                             sizeof why) != LAB_EXIT_OK) {
+    fprintf(stderr, "kernlab prime: %s\n", why);
+    return LAB_EXIT_ENV;
+  }
   corpus_docs docs = {0};
   if (read_corpus(corpus, !keep_comments, &docs, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab prime: %s\n", why);
@@ -291,6 +305,11 @@ int lab_prime(int argc, char **argv) {
     fprintf(stderr, "kernlab prime: optimiser: %s\n", why);
     return LAB_EXIT_ENV;
   }
+  lab_policy pol;
+  if (lab_policy_init(&pol, dev, &m, &opt, NULL, why, sizeof why)) {
+    fprintf(stderr, "kernlab prime: policy device: %s\n", why);
+    return LAB_EXIT_ENV;
+  }
   fprintf(stderr,
           "kernlab prime: %d kernels from %s, %zu tokens (vocab %d, %s); "
           "model d %d, %d layers, %d heads, %zu parameters; %d steps of "
@@ -319,15 +338,16 @@ int lab_prime(int argc, char **argv) {
       memcpy(x + (size_t)b * seq, stream + start, sizeof(int32_t) * seq);
       memcpy(y + (size_t)b * seq, stream + start + 1, sizeof(int32_t) * seq);
     }
-    float loss = pl_model_forward(&m, x, y, batch, seq);
+    const float *losses;
+    float loss = lab_policy_forward(&pol, 0, x, y, batch, seq, &losses);
     if (!isfinite(loss)) {
       fprintf(stderr, "kernlab prime: step %d: the loss is %f; stopping\n",
               step, loss);
       return LAB_EXIT_ENV;
     }
-    pl_model_zero_grad(&m);
-    pl_model_backward(&m);
-    float norm = pl_adamw_step(&opt, &m);
+    lab_policy_zero_grad(&pol);
+    lab_policy_backward(&pol, NULL);
+    float norm = lab_policy_step(&pol);
     if (first < 0) first = loss;
     last = loss;
     double el = now_s() - t0;
@@ -342,7 +362,8 @@ int lab_prime(int argc, char **argv) {
     if ((step + 1) % 100 == 0 || step == steps - 1) {
       h.step = (uint64_t)step + 1;
       h.opt_step = (uint64_t)opt.step;
-      if (pl_ckpt_save(out, &h, m.params_memory, m.num_params, opt.m, opt.v,
+      if (lab_policy_sync(&pol, why, sizeof why) != PL_OK ||
+          pl_ckpt_save(out, &h, m.params_memory, m.num_params, opt.m, opt.v,
                        why, sizeof why) != PL_OK) {
         fprintf(stderr, "\nkernlab prime: %s\n", why);
         return LAB_EXIT_ENV;
@@ -352,6 +373,7 @@ int lab_prime(int argc, char **argv) {
   if (tty) fputc('\n', stderr);
   printf("primed: %d steps, loss %.4f -> %.4f; checkpoint %s, tokenizer %s\n",
          steps, first, last, out, tok_path);
+  lab_policy_close(&pol);
   pl_adamw_free(&opt);
   pl_model_free(&m);
   pl_tok_free(tok);
@@ -367,6 +389,7 @@ usage:
   fprintf(stderr,
           "usage: kernlab prime [--corpus DIR] [--out CKPT] [--steps N] "
           "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "
-          "[--lr X] [--seed S] [--keep-comments]\n");
+          "[--lr X] [--seed S] [--keep-comments] "
+          "[--policy-device cpu|gpu|auto]\n");
   return LAB_EXIT_USAGE;
 }

@@ -1,6 +1,6 @@
 /*
- * lab/run_cmd.c — `kernlab run CAMPAIGN.lua [--out RUN.h5] [--resume]`: the
- * GRPO campaign loop.
+ * lab/run_cmd.c — `kernlab run CAMPAIGN.lua [--out RUN.h5] [--resume]
+ * [--policy-device cpu|gpu|auto]`: the GRPO campaign loop.
  *
  * One step, for each of prompts_per_step groups of G completions:
  *   prompt      <|bos|> + the tokens of lab_prompt_header() (what priming
@@ -61,9 +61,17 @@
  * ETA) is redrawn in place under the step lines; otherwise only the step
  * lines are printed.
  *
+ * --policy-device (lab/policy_device.h): where the policy samples and
+ * trains. cpu (the default): the C code of policy/; gpu: the policy's CUDA
+ * runtime (pcuda_generate, the pcuda model and AdamW), exit 3 with the
+ * reason when no device answers; auto: the device when one answers, else
+ * the CPU, saying so on stderr. The checkpoint is written from the CPU model
+ * either way (the device's parameters and AdamW state are copied back first).
+ *
  * Not here (yet): several task shapes per campaign.
  */
 #include "lab/lab.h"
+#include "lab/policy_device.h"
 #include "lab/run_internal.h"
 
 #include "sandbox/sandbox.h"
@@ -80,6 +88,7 @@
 
 static const char synopsis[] =
     "usage: kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
+    "                   [--policy-device cpu|gpu|auto]\n"
     "  (without a file: the built-in default, lua/campaigns/quick.lua as it\n"
     "   was when kernlab was built)\n";
 
@@ -148,10 +157,11 @@ typedef struct update_out {
   float grad_norm, lr;
 } update_out;
 
-/* One to num_iterations GRPO updates of m on the step's completions.
- * gens (n_groups) hold G rows each; adv (n_groups*G). */
-static int grpo_update(const lab_campaign *c, pl_model *m, pl_model *ref,
-                       pl_adamw *opt, const int32_t *prompt, int plen,
+/* One to num_iterations GRPO updates of the policy (and its reference
+ * when beta > 0) on the step's completions. gens (n_groups) hold G rows
+ * each; adv (n_groups*G). */
+static int grpo_update(const lab_campaign *c, lab_policy *pol,
+                       const int32_t *prompt, int plen,
                        const pl_generation *gens, int n_groups,
                        const float *adv, update_out *u, char *why,
                        size_t whylen) {
@@ -194,38 +204,39 @@ static int grpo_update(const lab_campaign *c, pl_model *m, pl_model *ref,
       }
     }
   }
+  const float *losses;
   if (refp) {
-    float l = pl_model_forward(ref, x, y, B, T);
+    float l = lab_policy_forward(pol, 1, x, y, B, T, &losses);
     if (!isfinite(l)) {
       snprintf(why, whylen, "the reference model's forward failed");
       rc = PL_EENV;
       goto done;
     }
     for (size_t k = 0; k < BT; k++)
-      refp[k] = mask[k] ? -ref->acts.losses[k] : 0;
+      refp[k] = mask[k] ? -losses[k] : 0;
   }
   int sampler_old = c->sampling.temperature == 1.0f;
   for (int it = 0; it < c->num_iterations; it++) {
-    float l = pl_model_forward(m, x, y, B, T);
+    float l = lab_policy_forward(pol, 0, x, y, B, T, &losses);
     if (!isfinite(l)) {
       snprintf(why, whylen, "the policy's forward gave a loss of %g", l);
       rc = PL_EENV;
       goto done;
     }
     for (size_t k = 0; k < BT; k++)
-      logp[k] = mask[k] ? -m->acts.losses[k] : 0;
+      logp[k] = mask[k] ? -losses[k] : 0;
     if (it == 0 && !sampler_old) memcpy(old, logp, BT * sizeof *old);
     rc = pl_grpo_loss(dl, &u->st, &c->grpo, logp, old, refp, adv, mask, trunc,
                       B, T, why, whylen);
     if (rc) goto done;
-    pl_model_zero_grad(m);
-    rc = pl_model_backward_weighted(m, dl);
+    lab_policy_zero_grad(pol);
+    rc = lab_policy_backward(pol, dl);
     if (rc) {
       snprintf(why, whylen, "backward failed");
       goto done;
     }
-    u->lr = pl_adamw_lr_at(&opt->cfg, opt->step);
-    u->grad_norm = pl_adamw_step(opt, m);
+    u->lr = pl_adamw_lr_at(&pol->opt->cfg, pol->opt->step);
+    u->grad_norm = lab_policy_step(pol);
   }
 done:
   free(x);
@@ -243,10 +254,19 @@ done:
 
 int lab_run(int argc, char **argv) {
   const char *campaign_path = NULL, *out_arg = NULL;
-  int resume = 0;
+  int resume = 0, policy_device = LAB_POLICY_CPU;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--resume")) {
       resume = 1;
+    } else if (!strcmp(argv[i], "--policy-device") && i + 1 < argc) {
+      policy_device = lab_policy_device_parse(argv[++i]);
+      if (policy_device < 0) {
+        fprintf(stderr,
+                "kernlab run: --policy-device '%s': expected cpu, gpu or "
+                "auto\n%s",
+                argv[i], synopsis);
+        return LAB_EXIT_USAGE;
+      }
     } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
       out_arg = argv[++i];
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -286,6 +306,8 @@ int lab_run(int argc, char **argv) {
   memset(&ref, 0, sizeof ref);
   pl_adamw opt;
   memset(&opt, 0, sizeof opt);
+  lab_policy pol; /* where the policy computes: the CPU or a device */
+  memset(&pol, 0, sizeof pol);
   rw_script *script = NULL;
   res_file *store = NULL;
   sbx_slot **slots = NULL;
@@ -338,6 +360,9 @@ int lab_run(int argc, char **argv) {
             c.out);
   }
 
+  ex = lab_policy_device_open(policy_device, "kernlab run", &pol.ctx, why,
+                              sizeof why);
+  if (ex) FAIL(ex, "%s", why);
   rc = pl_tok_load(&tok, c.tokenizer, why, sizeof why);
   if (rc) FAIL(pl_exit(rc), "tokenizer: %s", why);
   pl_ckpt_header h;
@@ -379,6 +404,9 @@ int lab_run(int argc, char **argv) {
     memcpy(opt.v, ck_v, opt.n * sizeof(float));
     opt.step = (int64_t)h.opt_step;
   }
+  if (lab_policy_init(&pol, pol.ctx, &model, &opt,
+                      c.grpo.beta > 0 ? &ref : NULL, why, sizeof why))
+    FAIL(LAB_EXIT_ENV, "policy device: %s", why);
 
   script = rw_load(c.reward, NULL, why, sizeof why);
   if (!script || rw_validate(script, why, sizeof why) != RW_OK)
@@ -511,10 +539,10 @@ int lab_run(int argc, char **argv) {
     row_sink sink = {&queue, cands, tok, step, 0, G, 0, "", &prog};
     for (int g = 0; g < P; g++) {
       sink.group = g;
-      rc = pl_generate_notify(&model, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
-                              &c.sampling, lab_derive_seed(c.seed, step, g, 1),
-                              &gens[g], n_threads ? on_row_done : NULL, &sink,
-                              why, sizeof why);
+      rc = lab_policy_generate(&pol, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
+                               &c.sampling, lab_derive_seed(c.seed, step, g, 1),
+                               &gens[g], n_threads ? on_row_done : NULL, &sink,
+                               why, sizeof why);
       if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
       if (!n_threads) /* no slot thread: queue the group, evaluated below */
         for (int i = 0; i < G; i++)
@@ -608,8 +636,8 @@ int lab_run(int argc, char **argv) {
     update_out u;
     memset(&u, 0, sizeof u);
     if (!rc)
-      rc = grpo_update(&c, &model, c.grpo.beta > 0 ? &ref : NULL, &opt, prompt,
-                       plen, gens, P, adv, &u, why, sizeof why);
+      rc = grpo_update(&c, &pol, prompt, plen, gens, P, adv, &u, why,
+                       sizeof why);
     if (rc) {
       for (int k = 0; k < n_cand; k++)
         rw_components_free(&comps[k]);
@@ -671,8 +699,10 @@ int lab_run(int argc, char **argv) {
       FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
     h.step = (uint64_t)step + 1;
     h.opt_step = (uint64_t)opt.step;
-    rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,
-                      opt.m, opt.v, why, sizeof why);
+    rc = lab_policy_sync(&pol, why, sizeof why);
+    if (!rc)
+      rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,
+                        opt.m, opt.v, why, sizeof why);
     if (rc) FAIL(LAB_EXIT_ENV, "%s", why);
 
     steps_run++;
@@ -757,6 +787,7 @@ cleanup:
   free(ck_m);
   free(ck_v);
   rw_free(script);
+  lab_policy_close(&pol);
   pl_adamw_free(&opt);
   pl_model_free(&model);
   if (c.grpo.beta > 0) pl_model_free(&ref);

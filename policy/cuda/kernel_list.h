@@ -27,7 +27,11 @@
   X(crossentropy_softmax_backward_kernel)                                      \
   X(global_norm_squared_kernel)                                                \
   X(global_norm_reduce_kernel)                                                 \
-  X(adamw_kernel)
+  X(adamw_kernel)                                                              \
+  X(kv_cache_write_kernel)                                                     \
+  X(kv_cache_copy_kernel)                                                      \
+  X(attention_cached_kernel)                                                   \
+  X(sample_kernel)
 
 #define PCUDA_KERNEL_ENUM(name) PCUDA_K_##name,
 enum pcuda_kernel_id { PCUDA_KERNEL_LIST(PCUDA_KERNEL_ENUM) PCUDA_NUM_KERNELS };

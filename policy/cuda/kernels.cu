@@ -16,3 +16,5 @@
 #include "policy/cuda/swiglu.cu"
 #include "policy/cuda/crossentropy.cu"
 #include "policy/cuda/adamw.cu"
+#include "policy/cuda/kvcache.cu"
+#include "policy/cuda/sample.cu"

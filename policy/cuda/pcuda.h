@@ -45,11 +45,24 @@
  * to fp32 rounding, not bit for bit: tests/unit/test_policy_cuda.c states
  * the tolerances.
  *
- * Not here yet (later slices of issue #10): sampling on the device
- * (temperature / top-p / min-p), the KV-cache generation path, bf16, and the
- * lab's --policy-device / --policy-matmul switches. The attention kernels
- * are naive (no flash attention), the embedding and RMSNorm weight
- * gradients are one thread per column.
+ * Sampling (policy/cuda/pcuda_generate.c, pcuda_sample.c) mirrors
+ * policy/generate.c and policy/sampler.c: a KV cache on the backend, the
+ * cached forward (one query per token row against its cache row), and the
+ * sampler (temperature, top-p, min-p) as a kernel. The RNG is NOT ported:
+ * each row's pl_rng stays on the host and draws u with pl_rng_uniform
+ * exactly when pl_sample would; the kernel turns (logits, u) into the token
+ * with the CPU's arithmetic (weights in double, the same candidate
+ * shortcut, the same sorted order for the draw), so a fixed seed gives the
+ * CPU's tokens unless a draw lands within rounding of a CDF boundary
+ * (tests/unit/test_policy_cuda_gen.c holds pcuda_generate to pl_generate).
+ * A decode step uploads the fed tokens and draws and downloads four
+ * numbers per row.
+ *
+ * Not here yet (later slices of issue #10): bf16, the lab's
+ * --policy-matmul switch, a device benchmark. The attention kernels are
+ * naive (no flash attention), the embedding and RMSNorm weight gradients
+ * are one thread per column, the sampler's sort is a bitonic sort per row
+ * in global memory.
  */
 #ifndef POLICY_CUDA_PCUDA_H
 #define POLICY_CUDA_PCUDA_H
@@ -138,7 +151,10 @@ typedef struct pcuda_model {
   size_t acts_capacity; /* floats */
   int B, T;
   int32_t *tokens, *targets; /* (B,T) host copies of the last forward's */
-  float *host_scratch;       /* (B,T) losses / dloss on the host */
+  float *host_scratch;       /* (B,T) on the host: after a forward with
+                                targets the per-token losses (-log p of the
+                                target, 0 where it is -1), as pl_acts.losses,
+                                until the next backward (its dloss) */
   size_t host_capacity;      /* elements of tokens, targets, host_scratch */
   int has_targets;
   float mean_loss; /* the last forward's, or -1 without targets */
@@ -198,6 +214,63 @@ void pcuda_adamw_free(pcuda_adamw *opt);
 /* pl_adamw_step on the backend: returns the global gradient norm before
  * clipping (NAN on a backend error). */
 float pcuda_adamw_step(pcuda_adamw *opt, pcuda_model *dm);
+
+/* ---- sampling (policy/cuda/pcuda_sample.c, pcuda_generate.c), mirroring
+ * policy/sampler.c and policy/generate.c ---- */
+
+/* pl_sample_batch for rows rows of logits already on the backend: row b at
+ * logits + b*row_stride (device; row_stride 0: every row the same), rngs
+ * (rows,) on the host, one draw each unless greedy. PL_OK, PL_EINPUT (bad
+ * settings or sizes; a non-finite logit, why "row g: sampling: logit i is
+ * ...") or PL_EENV (backend). */
+int pcuda_sample_batch(pcuda_ctx *ctx, const float *logits, size_t row_stride,
+                       int rows, int vocab, const pl_sampling *s, pl_rng *rngs,
+                       pl_sample_out *out, char *why, size_t whylen);
+
+/* pl_kv_cache on the backend: k and v (L,G,max_seq,C) each, after RoPE,
+ * the CPU's layout; scratch holds the cached forward's activations, grown
+ * on demand, and its logits. */
+typedef struct pcuda_kv_cache {
+  pcuda_ctx *ctx;
+  int L, G, max_seq, C;
+  float *k, *v;        /* device, in memory */
+  float *memory;       /* device */
+  float *scratch;      /* device */
+  size_t scratch_rows; /* token rows the scratch holds */
+  float *logits;       /* device (B*T,V): the last pcuda_forward_cached's */
+  int32_t *host_ids;   /* host: tokens then rows of the last call */
+  size_t host_cap;     /* int32 slots of host_ids */
+} pcuda_kv_cache;
+
+/* pl_kv_cache_init / free / copy_prefix on the backend (the same checks
+ * and messages; PL_EENV for backend memory). */
+int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
+                        const pl_config *cfg, int G, int max_seq, char *why,
+                        size_t whylen);
+void pcuda_kv_cache_free(pcuda_kv_cache *kv);
+int pcuda_kv_cache_copy_prefix(pcuda_kv_cache *kv, int src, int dst, int n_pos);
+
+/* pl_forward_cached on the backend: tokens (B,T) and rows (B, NULL: row b)
+ * are host arrays with the CPU's rules; the logits (B*T,V) stay on the
+ * backend in kv->logits. Waits for the kernels. Returns PL_OK, PL_EINPUT
+ * (the CPU's checks) or PL_EENV (backend), with why filled. */
+int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
+                         const int32_t *tokens, const int *rows, int B, int T,
+                         int pos0, char *why, size_t whylen);
+
+/* pl_generate / pl_generate_notify on the backend's model: the same
+ * arguments, checks, streams (pl_rng_seed_stream(seed, g) on the host),
+ * stop rules and output (release with pl_generation_free); on_row runs on
+ * the calling thread as each row stops. Returns PL_OK, PL_EINPUT or PL_EENV
+ * (why says which). */
+int pcuda_generate(pcuda_model *dm, const int32_t *prompt, int prompt_len,
+                   int G, int max_new, int eos_id, const pl_sampling *sampling,
+                   uint64_t seed, pl_generation *out, char *why, size_t whylen);
+int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
+                          int prompt_len, int G, int max_new, int eos_id,
+                          const pl_sampling *sampling, uint64_t seed,
+                          pl_generation *out, pl_row_done_fn on_row, void *ctx,
+                          char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include "policy/cuda/pcuda.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,6 +73,39 @@ int pcuda_gemm(pcuda_ctx *ctx, float *c, const float *a, const float *b, int M,
 
 /* Blocks of n threads covering `count` elements: ceil(count / n). */
 unsigned pcuda_blocks(size_t count, unsigned n);
+
+/* The device sampler (pcuda_sample.c, sample.cu) with its scratch for up
+ * to `rows` rows of `vocab` logits: device arrays in one allocation
+ * (memory), their host copies in another (host). */
+typedef struct pcuda_sampler {
+  pcuda_ctx *ctx;
+  int rows, vocab, vocab_p2; /* vocab_p2: a power of two >= vocab */
+  double *w, *cw, *uniform;  /* device: (rows,vocab), (rows,vocab_p2), (rows) */
+  int32_t *cid;              /* device (rows,vocab_p2) */
+  int32_t *token, *n_kept;   /* device (rows) each */
+  float *logprob, *logprob_sample; /* device (rows) each */
+  void *memory;                    /* device */
+  double *u_host; /* (rows): the caller's draws, one per row (pl_rng) */
+  int32_t *token_host, *n_kept_host;
+  float *logprob_host, *logprob_sample_host;
+  void *host;
+} pcuda_sampler;
+
+/* Allocates a sampler for rows x vocab on ctx. PL_OK, PL_EINPUT (a size
+ * below 1) or PL_EENV, with why filled. */
+int pcuda_sampler_init(pcuda_sampler *sm, pcuda_ctx *ctx, int rows, int vocab,
+                       char *why, size_t whylen);
+void pcuda_sampler_free(pcuda_sampler *sm);
+
+/* pl_sample for rows rows of logits on the backend (row b at logits +
+ * b*row_stride; row_stride 0: all rows the same), with sm->u_host[b] as row
+ * b's draw (ignored when greedy; the caller draws it from the row's pl_rng
+ * as pl_sample would). Fills out (rows). PL_OK, PL_EINPUT (bad settings; a
+ * non-finite logit, why naming the row and index, as pl_sample_batch) or
+ * the backend's PL_EENV. */
+int pcuda_sampler_run(pcuda_sampler *sm, const float *logits, size_t row_stride,
+                      int rows, const pl_sampling *s, pl_sample_out *out,
+                      char *why, size_t whylen);
 
 /* The kernel names of kernel_list.h, by id. */
 extern const char *const pcuda_kernel_names[PCUDA_NUM_KERNELS];

@@ -255,7 +255,8 @@ static void matmul_backward(pcuda_ctx *ctx, float *dinp /*(N,IC)*/,
 static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
                        const float *cos_t, const float *sin_t, int B, int T,
                        int C, int NH, float dir) {
-  void *args[] = {&qkv, &cos_t, &sin_t, &B, &T, &C, &NH, &dir};
+  int pos0 = 0; /* the training forward starts every row at position 0 */
+  void *args[] = {&qkv, &cos_t, &sin_t, &B, &T, &C, &NH, &pos0, &dir};
   pcuda_launch(ctx, PCUDA_K_rope_apply_kernel,
                dim1(pcuda_blocks((size_t)B * T * C, ELEM_THREADS)),
                dim1(ELEM_THREADS), 0, args);

@@ -4,7 +4,9 @@
  * pair (x[2i], x[2i+1]) of the head dimension by angle(t, i), read from the
  * model's tables (computed once on the host, in double, by pl_model_init's
  * formula). dir = +1 is the forward rotation, -1 its transpose (the
- * backward). v is untouched.
+ * backward). v is untouched. Token t of a row sits at position pos0 + t:
+ * 0 for the training forward, the cache's next free position for
+ * generation's cached forward (policy/generate.c's rope_row).
  */
 #include "policy/cuda/common.cuh"
 
@@ -13,7 +15,7 @@
 extern "C" __global__ void
 rope_apply_kernel(float *qkv /*(B,T,3C)*/, const float *cos_t,
                   const float *sin_t /*(max_seq,hs/2)*/, int B, int T, int C,
-                  int NH, float dir) {
+                  int NH, int pos0, float dir) {
   int hs = C / NH, half = hs / 2;
   size_t idx = global_index();
   if (idx >= (size_t)B * T * C) return;
@@ -24,7 +26,7 @@ rope_apply_kernel(float *qkv /*(B,T,3C)*/, const float *cos_t,
   r /= NH;
   int part = (int)(r % 2); /* 0: q, 1: k */
   size_t bt = r / 2;
-  int t = (int)(bt % T);
+  int t = pos0 + (int)(bt % T);
   float *x = qkv + bt * 3 * C + part * C + h * hs;
   float c = cos_t[(size_t)t * half + i], s = dir * sin_t[(size_t)t * half + i];
   float x0 = x[2 * i], x1 = x[2 * i + 1];

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/gpu/bundle.sh — builds kernlab here (the CPU machine) and packs what
 # a device machine lacks into tests/gpu/bundle.tar.gz (git-ignored, < 60 MB):
-#   bin/kernlab, bin/test_gpu_probe, bin/test_policy_cuda   the binaries
+#   bin/kernlab, bin/test_gpu_probe, bin/test_policy_cuda(_gen)   the binaries
 #   lib/*                             every shared library ldd lists except
 #                                     glibc's own and libcuda; plus
 #                                     libcupti.so.13 (small, dlopened)
@@ -16,15 +16,17 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 cd "$root"
 cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target kernlab test_gpu_probe test_policy_cuda
+cmake --build "$build" -j"$(nproc)" --target kernlab test_gpu_probe test_policy_cuda test_policy_cuda_gen
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "$build/kernlab" "$stage/bin/"
 probe=$(find "$build" -name test_gpu_probe -type f -perm -u+x | head -n1)
 [ -n "$probe" ] && cp "$probe" "$stage/bin/"
-pcuda=$(find "$build" -name test_policy_cuda -type f -perm -u+x | head -n1)
-[ -n "$pcuda" ] && cp "$pcuda" "$stage/bin/"
+for t in test_policy_cuda test_policy_cuda_gen; do
+  f=$(find "$build" -name "$t" -type f -perm -u+x | head -n1)
+  [ -n "$f" ] && cp "$f" "$stage/bin/"
+done
 for bin in "$stage"/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do

@@ -24,7 +24,10 @@
 #   6. a short GPU campaign: a tiny policy primed on the spot, two GRPO steps
 #      with --backend gpu (the loop on the device; its kernels are garbage)
 #   7. the policy's CUDA runtime (policy/cuda, issue 10): test_policy_cuda
-#      --device, every kernel against its CPU twin, cuBLAS and tiled GEMMs
+#      --device (every kernel against its CPU twin, cuBLAS and tiled GEMMs,
+#      ten training steps), test_policy_cuda_gen --device (sampler, KV
+#      cache, generation against the CPU's), then prime + one campaign step
+#      with --policy-device gpu
 # Everything goes to $OUT (check.log, summary.md, eval JSON); summary.md is
 # printed last. Append it to tests/gpu/LOG.md (format there) and commit.
 set -u
@@ -226,15 +229,32 @@ else
 fi
 
 # ---- 7. the policy's CUDA runtime against the CPU model ----
-note "policy: test_policy_cuda --device"
-PCUDA=$(dirname "$KL")/test_policy_cuda
-[ -x "$PCUDA" ] || PCUDA=$(find build -name test_policy_cuda -type f 2>/dev/null | head -n1)
-if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
-  kl timeout 120 "$PCUDA" --device >"$OUT/policy_cuda.log" 2>&1
-  prc=$?
-  sum "- policy CUDA runtime (test_policy_cuda --device): exit $prc; $(grep -E 'passed|failed|skip' "$OUT/policy_cuda.log" | tail -n 2 | tr '\n' ' ')"
+# test_policy_cuda: every kernel against its CPU twin, ten training steps;
+# test_policy_cuda_gen: the device sampler, the KV cache and pcuda_generate
+# against pl_generate, and the lab's --policy-device facade; then a tiny
+# prime and one campaign step with --policy-device gpu (the policy on the
+# device, end to end).
+for t in test_policy_cuda test_policy_cuda_gen; do
+  note "policy: $t --device"
+  PCUDA=$(dirname "$KL")/$t
+  [ -x "$PCUDA" ] || PCUDA=$(find build -name "$t" -type f 2>/dev/null | head -n1)
+  if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
+    kl timeout 120 "$PCUDA" --device >"$OUT/$t.log" 2>&1
+    prc=$?
+    sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|worst' "$OUT/$t.log" | tail -n 2 | tr '\n' ' ')"
+  else
+    sum "- policy CUDA runtime: no $t binary in the bundle"
+  fi
+done
+note "policy: prime and a campaign step with --policy-device gpu"
+if kl timeout 90 "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" \
+     --size tiny --steps 30 --lr 3e-3 --policy-device gpu >"$OUT/policy_device.log" 2>&1 &&
+   sed -e "s|$cdir/p.ckpt|$cdir/pg.ckpt|; s|steps = 2|steps = 1|; s|$cdir/gpu.h5|$cdir/pgpu.h5|" \
+     "$cdir/gpu.lua" >"$cdir/pgpu.lua" &&
+   kl timeout 180 "$KL" run "$cdir/pgpu.lua" --policy-device gpu >>"$OUT/policy_device.log" 2>&1; then
+  sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s')"
 else
-  sum "- policy CUDA runtime: no test_policy_cuda binary in the bundle"
+  sum "- --policy-device gpu: FAILED: $(tail -n 3 "$OUT/policy_device.log" | tr '\n' ' ')"
 fi
 
 note "done in $(elapsed)s"

@@ -7,6 +7,8 @@ A tiny priming run on the seed and honest kernels: the loss falls, the
 checkpoint and tokenizer are written and load again (generate samples from
 them), and bad input is a clear exit 2: a missing corpus folder, a folder
 without valid kernels, a corrupt checkpoint, a tokenizer that does not match.
+--policy-device: without a device, gpu exits 3 with the reason and auto
+falls back to the CPU (saying so) and trains as cpu does.
 """
 import os
 import re
@@ -45,6 +47,35 @@ with tempfile.TemporaryDirectory() as d:
     g2 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
              "--max-tokens", "20", "--seed", "3")
     check(g.stdout == g2.stdout, "the same seed gives the same samples")
+
+    # --policy-device: gpu needs a device (exit 3 with the reason where
+    # none answers); auto falls back to the CPU, says so, and then trains
+    # exactly as the default (cpu) does.
+    def losses(out):
+        m = re.search(r"loss ([0-9.]+) -> ([0-9.]+)", out)
+        return m and m.groups()
+    pc = run("prime", "--corpus", corpus, "--out", os.path.join(d, "c.ckpt"), "--size", "tiny",
+             "--steps", "3", "--policy-device", "cpu")
+    pa = run("prime", "--corpus", corpus, "--out", os.path.join(d, "a.ckpt"), "--size", "tiny",
+             "--steps", "3", "--policy-device", "auto")
+    pg = run("prime", "--corpus", corpus, "--out", os.path.join(d, "g.ckpt"), "--size", "tiny",
+             "--steps", "3", "--policy-device", "gpu")
+    check(pc.returncode == 0 and pa.returncode == 0,
+          "--policy-device cpu and auto exit 0: %s %s" % (pc.stderr[-300:], pa.stderr[-300:]))
+    if "no device for the policy" in pa.stderr:
+        check("--policy-device auto" in pa.stderr and "runs on the CPU" in pa.stderr,
+              "auto says it falls back to the CPU: %s" % pa.stderr[-300:])
+        check(losses(pa.stdout) and losses(pa.stdout) == losses(pc.stdout),
+              "auto on the CPU trains as cpu does: %s vs %s" % (losses(pa.stdout), losses(pc.stdout)))
+        check(pg.returncode == 3 and "--policy-device gpu" in pg.stderr and
+              "no device for the policy" in pg.stderr,
+              "gpu without a device: exit 3 with the reason: %d %s" % (pg.returncode, pg.stderr))
+        check(not os.path.exists(os.path.join(d, "g.ckpt")), "gpu without a device writes nothing")
+    else:
+        check(pg.returncode == 0 and "policy on" in pg.stderr,
+              "gpu with a device trains: %d %s" % (pg.returncode, pg.stderr[-300:]))
+    p = run("prime", "--corpus", corpus, "--out", ck, "--size", "tiny", "--policy-device", "tpu")
+    check(p.returncode == 2 and "usage" in p.stderr, "--policy-device tpu: exit 2: %s" % p.stderr)
 
     p = run("prime", "--corpus", os.path.join(d, "nope"), "--out", ck, "--size", "tiny")
     check(p.returncode == 2 and "nope" in p.stderr, "missing corpus: exit 2 naming it: %s" % p.stderr)

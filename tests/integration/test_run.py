@@ -8,8 +8,9 @@ campaigns (G 2, 32x32x32, 64 tokens) on cpu-emu. A tiny model writes
 garbage (compile errors, flags): the loop must still score, update, record
 and print. Checks: one line per step, every candidate recorded once with its
 step/group/sample, --resume after a finished run and after a kill records
-nothing twice, an existing results file needs --resume, and bad campaign
-files exit 2 naming the file:line or the field.
+nothing twice, an existing results file needs --resume, bad campaign
+files exit 2 naming the file:line or the field, and --policy-device gpu
+exits 3 with the reason where no device answers while auto falls back.
 """
 import json
 import os
@@ -108,6 +109,32 @@ with tempfile.TemporaryDirectory() as d:
     again = candidates(os.path.join(d, "runs", "again.h5"))
     check(r2.returncode == 0 and [c["src_sha256"] for c in again] ==
           [c["src_sha256"] for c in cands], "same seed, same samples")
+
+    # --policy-device: without a device, gpu exits 3 with the reason before
+    # any compute and writes nothing; auto falls back to the CPU, says so,
+    # and samples what cpu does.
+    c1 = os.path.join(d, "one.lua")
+    campaign(c1, ck, 1)
+    gout = os.path.join(d, "runs", "gpu.h5")
+    rg = run("run", c1, "--out", gout, "--policy-device", "gpu")
+    aout = os.path.join(d, "runs", "auto.h5")
+    ra = run("run", c1, "--out", aout, "--policy-device", "auto")
+    check(ra.returncode == 0, "--policy-device auto exits 0: %s" % ra.stderr[-800:])
+    if "no device for the policy" in ra.stderr:
+        check(rg.returncode == 3 and "--policy-device gpu" in rg.stderr and
+              "no device for the policy" in rg.stderr,
+              "gpu without a device: exit 3 with the reason: %d %s" % (rg.returncode, rg.stderr))
+        check(not os.path.exists(gout), "gpu without a device writes no results file")
+        check("--policy-device auto" in ra.stderr and "runs on the CPU" in ra.stderr,
+              "auto says it falls back: %s" % ra.stderr[-300:])
+        check([c["src_sha256"] for c in candidates(aout)] ==
+              [c["src_sha256"] for c in cands if c["step"] == 0],
+              "auto on the CPU samples what cpu does")
+    else:
+        check(rg.returncode == 0, "gpu with a device runs: %s" % rg.stderr[-800:])
+    r = run("run", c1, "--out", gout, "--policy-device", "tpu")
+    check(r.returncode == 2 and "expected cpu, gpu or auto" in r.stderr,
+          "--policy-device tpu: exit 2: %s" % r.stderr)
 
     # On a terminal: the progress bar, redrawn in place, and the step lines;
     # two groups per step go through the evaluation queue.

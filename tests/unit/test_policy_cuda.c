@@ -18,7 +18,10 @@
  * log-sum-exp, per-token losses) and the mean loss; after a backward (mean
  * loss, then GRPO's weighted one, then accumulation on top), every
  * parameter gradient, layer by layer; then three AdamW steps (gradient norm,
- * parameters, m and v). Two configs: a tiny ragged one (sizes that are not
+ * parameters, m and v); then ten training steps on each side independently
+ * (forward, backward of the mean loss and then of GRPO's weighted loss,
+ * AdamW), whose losses must stay within 1e-4 of the CPU's (measured on
+ * cpu-emu: about 1e-7). Two configs: a tiny ragged one (sizes that are not
  * multiples of any block size, masked targets) and a wider one whose rows
  * exceed the row kernels' 128 threads and whose sequence exceeds the
  * attention kernels' 64.
@@ -420,16 +423,104 @@ static const suite suites[] = {
      70},
 };
 
+/* ---- ten training steps --------------------------------------------------
+ * Both sides train from the same initial parameters, each on its own, on
+ * one batch (as llm.c's ten steps): forward, zero_grad, backward
+ * (the mean loss for steps 0-4, GRPO's weighted loss for steps 5-9), AdamW
+ * (lr 1e-2, clipping, warm-up and decay). Nothing is copied between them
+ * after the start, so the rounding differences compound as in a real run;
+ * every step's loss must stay within TOL_TRAIN_LOSS (relative) of the
+ * CPU's, and the loss must fall. */
+#define TOL_TRAIN_LOSS 1e-4
+static double worst_train;
+
+static void run_training(pcuda_ctx *ctx, const char *backend) {
+  const suite *s = &suites[0];
+  char why[256], label[96];
+  snprintf(label, sizeof label, "%s/%s training", backend, s->name);
+  int B = s->B, T = s->T, BT = B * T, V = s->cfg.vocab;
+  pl_model m;
+  pcuda_model dm;
+  int rc = pl_model_init(&m, &s->cfg, 4321, why, sizeof why);
+  CHECK(rc == PL_OK, "%s: pl_model_init: %s", label, why);
+  if (rc != PL_OK) return;
+  for (size_t i = 0; i < m.param_sizes[2]; i++)
+    m.params.wqkv[i] *= 10.0f;
+  rc = pcuda_model_init(&dm, ctx, &m, why, sizeof why);
+  CHECK(rc == PL_OK, "%s: pcuda_model_init: %s", label, why);
+  if (rc != PL_OK) {
+    pl_model_free(&m);
+    return;
+  }
+  pl_adamw_config ac = pl_adamw_defaults();
+  ac.lr = 1e-2f;
+  ac.warmup_steps = 2;
+  ac.total_steps = 10;
+  pl_adamw opt;
+  pcuda_adamw dopt;
+  CHECK(pl_adamw_init(&opt, &m, &ac, why, sizeof why) == PL_OK, "%s", why);
+  CHECK(pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) == PL_OK, "%s: %s",
+        label, why);
+  int32_t *tokens = malloc(BT * sizeof(int32_t));
+  int32_t *targets = malloc(BT * sizeof(int32_t));
+  float *adv = malloc(BT * sizeof(float));
+  float first = 0.0f, last = 0.0f;
+  printf("test_policy_cuda: %s: losses (backend / CPU):", label);
+  make_batch(tokens, targets, BT, V);
+  for (int i = 0; i < BT; i++)
+    adv[i] = i % 3 == 0 ? -0.5f : 0.25f; /* d loss / d logp */
+  for (int step = 0; step < 10; step++) {
+    float loss = pl_model_forward(&m, tokens, targets, B, T);
+    float dloss = pcuda_model_forward(&dm, tokens, targets, B, T);
+    double err = fabs((double)dloss - loss) / fabs((double)loss);
+    CHECK(isfinite(dloss) && err <= TOL_TRAIN_LOSS,
+          "%s: step %d: loss %.9g on the backend, %.9g on the CPU (%.3g)",
+          label, step, dloss, loss, err);
+    if (err / TOL_TRAIN_LOSS > worst_train) worst_train = err / TOL_TRAIN_LOSS;
+    printf(" %.6f/%.6f", dloss, loss);
+    pl_model_zero_grad(&m);
+    pcuda_model_zero_grad(&dm);
+    if (step < 5) {
+      pl_model_backward(&m);
+      CHECK(pcuda_model_backward(&dm) == PL_OK, "%s: backward", label);
+    } else {
+      pl_model_backward_weighted(&m, adv);
+      CHECK(pcuda_model_backward_weighted(&dm, adv) == PL_OK,
+            "%s: weighted backward", label);
+    }
+    float norm = pl_adamw_step(&opt, &m);
+    float dnorm = pcuda_adamw_step(&dopt, &dm);
+    CHECK(isfinite(dnorm) && fabsf(dnorm - norm) <= 1e-3f * norm,
+          "%s: step %d: gradient norm %.9g on the backend, %.9g on the CPU",
+          label, step, dnorm, norm);
+    if (step == 0) first = loss;
+    if (step == 4) last = loss;
+  }
+  printf("\n");
+  CHECK(last < first, "%s: the loss did not fall (%g -> %g)", label, first,
+        last);
+  CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "%s: backend: %s", label,
+        why);
+  free(tokens);
+  free(targets);
+  free(adv);
+  pl_adamw_free(&opt);
+  pcuda_adamw_free(&dopt);
+  pcuda_model_free(&dm);
+  pl_model_free(&m);
+}
+
 static void run_all(pcuda_ctx *ctx, const char *backend) {
   printf("test_policy_cuda: backend %s\n", pcuda_describe(ctx));
   for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
     run_suite(ctx, &suites[i], backend);
+  run_training(ctx, backend);
 }
 
 static void report_worst(void) {
   printf("test_policy_cuda: worst error / tolerance: forward %.3f, gradients "
-         "%.3f, AdamW %.3f\n",
-         worst_forward, worst_grad, worst_adamw);
+         "%.3f, AdamW %.3f, training losses %.3f\n",
+         worst_forward, worst_grad, worst_adamw, worst_train);
 }
 
 /* The gpu-label mode: exit 77 with the reason when no device answers. */

@@ -1,0 +1,146 @@
+/*
+ * lab/policy_device.c — --policy-device for `kernlab prime` and `kernlab
+ * run`: each call goes to the policy's CUDA runtime when the lab opened a
+ * device, else to the CPU model (lab/policy_device.h says why the CPU model
+ * stays the one of record).
+ *
+ * The device is opened through pcuda_device_open (the driver and cuBLAS
+ * are dlopen'd, so kernlab links no CUDA library and runs the same without
+ * one). The lab process then holds a CUDA context while it forks the
+ * sandbox's workers: they exec at once and never touch CUDA, which is what
+ * the driver allows.
+ */
+#include "lab/policy_device.h"
+#include "lab/lab.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int lab_policy_device_parse(const char *arg) {
+  if (!arg) return -1;
+  if (!strcmp(arg, "cpu")) return LAB_POLICY_CPU;
+  if (!strcmp(arg, "gpu")) return LAB_POLICY_GPU;
+  if (!strcmp(arg, "auto")) return LAB_POLICY_AUTO;
+  return -1;
+}
+
+int lab_policy_device_open(int mode, const char *cmd, pcuda_ctx **ctx,
+                           char *why, size_t whylen) {
+  *ctx = NULL;
+  if (mode == LAB_POLICY_CPU) return LAB_EXIT_OK;
+  char reason[256];
+  if (pcuda_device_open(ctx, PCUDA_GEMM_AUTO, reason, sizeof reason) == PL_OK) {
+    fprintf(stderr, "%s: policy on %s\n", cmd, pcuda_describe(*ctx));
+    return LAB_EXIT_OK;
+  }
+  if (mode == LAB_POLICY_GPU) {
+    snprintf(why, whylen,
+             "--policy-device gpu: no device for the policy: %s (use "
+             "--policy-device cpu or auto)",
+             reason);
+    return LAB_EXIT_ENV;
+  }
+  fprintf(stderr,
+          "%s: --policy-device auto: no device for the policy (%s); the "
+          "policy runs on the CPU\n",
+          cmd, reason);
+  return LAB_EXIT_OK;
+}
+
+int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, pl_model *m, pl_adamw *opt,
+                    pl_model *ref, char *why, size_t whylen) {
+  memset(p, 0, sizeof *p);
+  p->m = m;
+  p->opt = opt;
+  p->ref = ref;
+  p->ctx = ctx;
+  if (!ctx) return LAB_EXIT_OK;
+  int rc = pcuda_model_init(&p->dm, ctx, m, why, whylen);
+  if (!rc && ref) rc = pcuda_model_init(&p->dref, ctx, ref, why, whylen);
+  if (!rc && opt) {
+    rc = pcuda_adamw_init(&p->dopt, &p->dm, &opt->cfg, why, whylen);
+    if (!rc) {
+      size_t bytes = opt->n * sizeof(float);
+      pcuda_upload(ctx, p->dopt.m, opt->m, bytes);
+      pcuda_upload(ctx, p->dopt.v, opt->v, bytes);
+      p->dopt.step = opt->step;
+      rc = pcuda_status(ctx, why, whylen);
+    }
+  }
+  return rc ? LAB_EXIT_ENV : LAB_EXIT_OK;
+}
+
+void lab_policy_close(lab_policy *p) {
+  if (p->ctx) {
+    pcuda_adamw_free(&p->dopt);
+    pcuda_model_free(&p->dref);
+    pcuda_model_free(&p->dm);
+    pcuda_close(p->ctx);
+  }
+  memset(p, 0, sizeof *p);
+}
+
+const char *lab_policy_describe(const lab_policy *p) {
+  return p->ctx ? pcuda_describe(p->ctx) : "cpu";
+}
+
+float lab_policy_forward(lab_policy *p, int use_ref, const int32_t *tokens,
+                         const int32_t *targets, int B, int T,
+                         const float **losses) {
+  if (p->ctx) {
+    pcuda_model *dm = use_ref ? &p->dref : &p->dm;
+    float loss = pcuda_model_forward(dm, tokens, targets, B, T);
+    *losses = dm->host_scratch;
+    return loss;
+  }
+  pl_model *m = use_ref ? p->ref : p->m;
+  float loss = pl_model_forward(m, tokens, targets, B, T);
+  *losses = m->acts.losses;
+  return loss;
+}
+
+void lab_policy_zero_grad(lab_policy *p) {
+  if (p->ctx)
+    pcuda_model_zero_grad(&p->dm);
+  else
+    pl_model_zero_grad(p->m);
+}
+
+int lab_policy_backward(lab_policy *p, const float *dloss_dlogp) {
+  if (p->ctx)
+    return dloss_dlogp ? pcuda_model_backward_weighted(&p->dm, dloss_dlogp)
+                       : pcuda_model_backward(&p->dm);
+  return dloss_dlogp ? pl_model_backward_weighted(p->m, dloss_dlogp)
+                     : pl_model_backward(p->m);
+}
+
+float lab_policy_step(lab_policy *p) {
+  if (!p->ctx) return pl_adamw_step(p->opt, p->m);
+  float norm = pcuda_adamw_step(&p->dopt, &p->dm);
+  p->opt->step = p->dopt.step;
+  return norm;
+}
+
+int lab_policy_sync(lab_policy *p, char *why, size_t whylen) {
+  if (!p->ctx) return PL_OK;
+  pcuda_model_get_params(&p->dm, p->m->params_memory);
+  if (p->opt) {
+    size_t bytes = p->opt->n * sizeof(float);
+    pcuda_download(p->ctx, p->opt->m, p->dopt.m, bytes);
+    pcuda_download(p->ctx, p->opt->v, p->dopt.v, bytes);
+    p->opt->step = p->dopt.step;
+  }
+  return pcuda_status(p->ctx, why, whylen);
+}
+
+int lab_policy_generate(lab_policy *p, const int32_t *prompt, int prompt_len,
+                        int G, int max_new, int eos_id,
+                        const pl_sampling *sampling, uint64_t seed,
+                        pl_generation *out, pl_row_done_fn on_row, void *ctx,
+                        char *why, size_t whylen) {
+  if (p->ctx)
+    return pcuda_generate_notify(&p->dm, prompt, prompt_len, G, max_new, eos_id,
+                                 sampling, seed, out, on_row, ctx, why, whylen);
+  return pl_generate_notify(p->m, prompt, prompt_len, G, max_new, eos_id,
+                            sampling, seed, out, on_row, ctx, why, whylen);
+}

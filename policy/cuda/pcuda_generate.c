@@ -1,0 +1,456 @@
+/*
+ * policy/cuda/pcuda_generate.c — sampling-time inference on a CUDA
+ * backend: policy/generate.c function by function. The KV cache
+ * (pcuda_kv_cache, the CPU's (L,G,max_seq,C) layout), the cached forward
+ * (the layers of pcuda_model_forward on token rows at positions pos0.., with
+ * attention reading the cache: kv_cache_write_kernel, then
+ * attention_cached_kernel, policy/cuda/kvcache.cu), and batched generation
+ * of G completions of one prompt with the device sampler
+ * (pcuda_sample.c).
+ *
+ * Generation follows pl_generate_notify step by step: the same checks and
+ * messages, the prompt prefilled once into row 0 and its keys and values
+ * copied to every row, every row's first token drawn from the prompt's last
+ * logits (the sampler reads that one row for all G, row_stride 0, instead
+ * of the CPU's copies), then one batch per step of the last token of every
+ * unfinished row, the same stop rules, the same output. Each row's pl_rng
+ * stays on the host (pl_rng_seed_stream(seed, g)); its draw goes to the
+ * kernel (pcuda_sample.c says why).
+ *
+ * What stays on the backend: the parameters, the cache, the activations,
+ * the logits. What crosses per decode step: the fed tokens and their rows
+ * (up), the draws (up), four numbers per row (down).
+ *
+ * The layer launchers below restate pcuda_model.c's (they are static
+ * there), as generate.c restates model.c's.
+ */
+#include "policy/cuda/pcuda_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ELEM_THREADS 256u
+#define ROW_THREADS 128u
+#define ATT_THREADS 64u
+
+static int fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
+  if (why && whylen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+static pcuda_dim dim1(unsigned x) {
+  return (pcuda_dim){x, 1, 1};
+}
+
+/* ------------------------------------------------------------------------ */
+/* the cache */
+
+int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
+                        const pl_config *cfg, int G, int max_seq, char *why,
+                        size_t whylen) {
+  memset(kv, 0, sizeof *kv);
+  if (G < 1)
+    return fail(why, whylen, PL_EINPUT, "kv cache: G = %d, expected >= 1", G);
+  if (max_seq < 1 || max_seq > cfg->max_seq)
+    return fail(why, whylen, PL_EINPUT,
+                "kv cache: max_seq = %d, expected 1..%d (the model's max_seq)",
+                max_seq, cfg->max_seq);
+  kv->ctx = ctx;
+  kv->L = cfg->n_layers;
+  kv->G = G;
+  kv->max_seq = max_seq;
+  kv->C = cfg->d_model;
+  size_t n = (size_t)kv->L * G * max_seq * kv->C;
+  kv->memory = pcuda_alloc(ctx, 2 * n * sizeof(float));
+  if (!kv->memory) {
+    char err[256] = "";
+    pcuda_status(ctx, err, sizeof err);
+    memset(kv, 0, sizeof *kv);
+    return fail(why, whylen, PL_EENV,
+                "kv cache: %zu floats (L %d, G %d, max_seq %d, C %d) on the "
+                "backend: %s",
+                2 * n, cfg->n_layers, G, max_seq, cfg->d_model, err);
+  }
+  kv->k = kv->memory;
+  kv->v = kv->memory + n;
+  return PL_OK;
+}
+
+void pcuda_kv_cache_free(pcuda_kv_cache *kv) {
+  if (kv->ctx) {
+    pcuda_free(kv->ctx, kv->memory);
+    pcuda_free(kv->ctx, kv->scratch);
+  }
+  free(kv->host_ids);
+  memset(kv, 0, sizeof *kv);
+}
+
+int pcuda_kv_cache_copy_prefix(pcuda_kv_cache *kv, int src, int dst,
+                               int n_pos) {
+  if (src < 0 || src >= kv->G || dst < 0 || dst >= kv->G || n_pos < 0 ||
+      n_pos > kv->max_seq)
+    return PL_EINPUT;
+  if (src == dst || n_pos == 0) return PL_OK;
+  int L = kv->L, G = kv->G, max_seq = kv->max_seq, C = kv->C;
+  void *args[] = {&kv->k, &kv->v, &L, &G, &max_seq, &C, &src, &dst, &n_pos};
+  return pcuda_launch(kv->ctx, PCUDA_K_kv_cache_copy_kernel,
+                      dim1(pcuda_blocks((size_t)L * n_pos * C, ELEM_THREADS)),
+                      dim1(ELEM_THREADS), 0, args);
+}
+
+/* The cached forward's activations for N token rows (generate.c's
+ * fwd_scratch, plus rstd for the RMSNorm kernel, the logits, and the token
+ * and row ids), in one device allocation grown on demand. */
+typedef struct fwd_scratch {
+  float *x, *ln, *rstd, *qkv, *atty, *tmp, *h13, *hmul, *logits;
+  int32_t *tokens, *rows;
+} fwd_scratch;
+
+static size_t scratch_floats(const pl_config *c, size_t N) {
+  size_t C = c->d_model, F = c->d_ff, V = c->vocab;
+  /* x ln qkv atty tmp: 7C; h13 hmul: 3F; rstd; logits; tokens and rows
+   * (at most N each) as one float slot per id */
+  return N * (7 * C + 3 * F + 1 + V + 2);
+}
+
+static int scratch_for(pcuda_kv_cache *kv, const pl_config *c, size_t N,
+                       fwd_scratch *s) {
+  if (N > kv->scratch_rows) {
+    pcuda_free(kv->ctx, kv->scratch);
+    kv->scratch = pcuda_alloc(kv->ctx, scratch_floats(c, N) * sizeof(float));
+    kv->scratch_rows = kv->scratch ? N : 0;
+    if (!kv->scratch) return PL_EENV;
+  }
+  if (kv->host_cap < 2 * N) {
+    free(kv->host_ids);
+    kv->host_ids = malloc(2 * N * sizeof(int32_t));
+    kv->host_cap = kv->host_ids ? 2 * N : 0;
+    if (!kv->host_ids) return PL_EENV;
+  }
+  size_t C = c->d_model, F = c->d_ff, V = c->vocab;
+  float *p = kv->scratch;
+  s->x = p, p += N * C;
+  s->ln = p, p += N * C;
+  s->rstd = p, p += N;
+  s->qkv = p, p += N * 3 * C;
+  s->atty = p, p += N * C;
+  s->tmp = p, p += N * C;
+  s->h13 = p, p += N * 2 * F;
+  s->hmul = p, p += N * F;
+  s->logits = p, p += N * V;
+  s->tokens = (int32_t *)p;
+  s->rows = s->tokens + N;
+  return PL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* layers (pcuda_model.c's launchers, restated) */
+
+static void embedding_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
+                              const int32_t *tokens, const float *wte, int N,
+                              int C) {
+  void *args[] = {&out, &tokens, &wte, &N, &C};
+  pcuda_launch(ctx, PCUDA_K_embedding_forward_kernel,
+               dim1(pcuda_blocks((size_t)N * C, ELEM_THREADS)),
+               dim1(ELEM_THREADS), 0, args);
+}
+
+static void rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
+                            float *rstd /*(N)*/, const float *inp,
+                            const float *w /*(C)*/, int N, int C) {
+  void *args[] = {&out, &rstd, &inp, &w, &N, &C};
+  pcuda_launch(ctx, PCUDA_K_rmsnorm_forward_kernel, dim1((unsigned)N),
+               dim1(ROW_THREADS), 0, args);
+}
+
+/* out = inp · w^T (w stored (OC,IC)) */
+static void matmul_forward(pcuda_ctx *ctx, float *out /*(N,OC)*/,
+                           const float *inp /*(N,IC)*/,
+                           const float *w /*(OC,IC)*/, int N, int IC, int OC) {
+  pcuda_gemm(ctx, out, inp, w, N, OC, IC, IC, IC, OC, 0, 1, 1.0f, 0.0f);
+}
+
+/* q and k of token row b*T + t rotated to position pos0 + t */
+static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
+                       const float *cos_t, const float *sin_t, int B, int T,
+                       int C, int NH, int pos0) {
+  float dir = 1.0f;
+  void *args[] = {&qkv, &cos_t, &sin_t, &B, &T, &C, &NH, &pos0, &dir};
+  pcuda_launch(ctx, PCUDA_K_rope_apply_kernel,
+               dim1(pcuda_blocks((size_t)B * T * C, ELEM_THREADS)),
+               dim1(ELEM_THREADS), 0, args);
+}
+
+static void swiglu_forward(pcuda_ctx *ctx, float *out /*(N,F)*/,
+                           const float *h13 /*(N,2F)*/, int N, int F) {
+  void *args[] = {&out, &h13, &N, &F};
+  pcuda_launch(ctx, PCUDA_K_swiglu_forward_kernel,
+               dim1(pcuda_blocks((size_t)N * F, ELEM_THREADS)),
+               dim1(ELEM_THREADS), 0, args);
+}
+
+/* x += d (residual_add) */
+static void residual_add(pcuda_ctx *ctx, float *x, const float *d, size_t n) {
+  const float *a = x;
+  void *args[] = {&x, &a, &d, &n};
+  pcuda_launch(ctx, PCUDA_K_residual_forward_kernel,
+               dim1(pcuda_blocks(n, ELEM_THREADS)), dim1(ELEM_THREADS), 0,
+               args);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the cached forward */
+
+int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
+                         const int32_t *tokens, const int *rows, int B, int T,
+                         int pos0, char *why, size_t whylen) {
+  const pl_config *c = &dm->cfg;
+  int C = c->d_model, L = c->n_layers, NH = c->n_heads, F = c->d_ff;
+  int V = c->vocab, max_seq = kv->max_seq;
+  pcuda_ctx *ctx = dm->ctx;
+  if (kv->L != L || kv->C != C)
+    return fail(why, whylen, PL_EINPUT,
+                "forward_cached: cache is for L %d, C %d; model has L %d, "
+                "C %d",
+                kv->L, kv->C, L, C);
+  if (B < 1 || B > kv->G || T < 1 || pos0 < 0 || pos0 + T > kv->max_seq)
+    return fail(why, whylen, PL_EINPUT,
+                "forward_cached: B %d, T %d at position %d out of range "
+                "(cache: G %d rows, max_seq %d)",
+                B, T, pos0, kv->G, kv->max_seq);
+  for (int b = 0; b < B; b++) {
+    int r = rows ? rows[b] : b;
+    if (r < 0 || r >= kv->G)
+      return fail(why, whylen, PL_EINPUT,
+                  "forward_cached: rows[%d] = %d outside the cache's [0,%d)", b,
+                  r, kv->G);
+  }
+  size_t N = (size_t)B * T;
+  for (size_t n = 0; n < N; n++)
+    if (tokens[n] < 0 || tokens[n] >= V)
+      return fail(why, whylen, PL_EINPUT,
+                  "forward_cached: token %d at %zu outside [0,%d)", tokens[n],
+                  n, V);
+  fwd_scratch s;
+  if (scratch_for(kv, c, N, &s) != PL_OK) {
+    char err[256] = "out of memory";
+    pcuda_status(ctx, err, sizeof err);
+    return fail(why, whylen, PL_EENV, "forward_cached: %zu token rows: %s", N,
+                err);
+  }
+  /* token row n = b*T + t is row rows[b]'s token at position pos0 + t */
+  int32_t *ids = kv->host_ids;
+  memcpy(ids, tokens, N * sizeof(int32_t));
+  for (int b = 0; b < B; b++)
+    ids[N + b] = rows ? rows[b] : b;
+  pcuda_upload(ctx, s.tokens, ids, (N + B) * sizeof(int32_t));
+
+  const pl_params *p = &dm->params;
+  int n_rows = (int)N;
+  embedding_forward(ctx, s.x, s.tokens, p->wte, n_rows, C);
+  for (int l = 0; l < L; l++) {
+    const float *wqkv = p->wqkv + (size_t)l * 3 * C * C;
+    const float *wo = p->wo + (size_t)l * C * C;
+    const float *w13 = p->w13 + (size_t)l * 2 * F * C;
+    const float *w2 = p->w2 + (size_t)l * C * F;
+    /* this layer's cache, (G,max_seq,C) */
+    float *kc = kv->k + (size_t)l * kv->G * max_seq * C;
+    float *vc = kv->v + (size_t)l * kv->G * max_seq * C;
+
+    rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_att + (size_t)l * C, n_rows,
+                    C);
+    matmul_forward(ctx, s.qkv, s.ln, wqkv, n_rows, C, 3 * C);
+    /* RoPE, then k and v into the cache, for all N rows before any query
+     * reads them (a prefill's query t reads keys pos0..pos0+t) */
+    rope_apply(ctx, s.qkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, pos0);
+    void *wargs[] = {&kc, &vc, &s.qkv, &s.rows, &B, &T, &pos0, &max_seq, &C};
+    pcuda_launch(ctx, PCUDA_K_kv_cache_write_kernel,
+                 dim1(pcuda_blocks(N * C, ELEM_THREADS)), dim1(ELEM_THREADS), 0,
+                 wargs);
+    void *aargs[] = {&s.atty, &s.qkv, &kc,      &vc, &s.rows, &B,
+                     &T,      &pos0,  &max_seq, &C,  &NH};
+    pcuda_launch(ctx, PCUDA_K_attention_cached_kernel, dim1((unsigned)(N * NH)),
+                 dim1(ATT_THREADS), (size_t)(pos0 + T) * sizeof(float), aargs);
+    matmul_forward(ctx, s.tmp, s.atty, wo, n_rows, C, C);
+    residual_add(ctx, s.x, s.tmp, N * C);
+    rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_ffn + (size_t)l * C, n_rows,
+                    C);
+    matmul_forward(ctx, s.h13, s.ln, w13, n_rows, C, 2 * F);
+    swiglu_forward(ctx, s.hmul, s.h13, n_rows, F);
+    matmul_forward(ctx, s.tmp, s.hmul, w2, n_rows, F, C);
+    residual_add(ctx, s.x, s.tmp, N * C);
+  }
+  rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_final, n_rows, C);
+  matmul_forward(ctx, s.logits, s.ln, p->wte, n_rows, C, V); /* tied head */
+  kv->logits = s.logits;
+  char err[256];
+  if (pcuda_status(ctx, err, sizeof err) != PL_OK)
+    return fail(why, whylen, PL_EENV, "forward_cached: %s", err);
+  return PL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* batched generation */
+
+/* generate.c's generation_alloc: one block that pl_generation_free
+ * releases; tokens -1, log-probs 0, lengths 0. */
+static int generation_alloc(pl_generation *out, int G, int max_new) {
+  size_t cells = (size_t)G * max_new;
+  size_t bytes = cells * (sizeof(int32_t) + 2 * sizeof(float)) +
+                 (size_t)G * (2 * sizeof(int32_t) + sizeof(uint8_t));
+  char *mem = calloc(1, bytes);
+  if (!mem) return PL_EENV;
+  memset(out, 0, sizeof *out);
+  out->memory = mem;
+  out->G = G;
+  out->max_new = max_new;
+  out->tokens = (int32_t *)mem;
+  out->logprobs = (float *)(out->tokens + cells);
+  out->logprobs_sample = out->logprobs + cells;
+  out->lengths = (int32_t *)(out->logprobs_sample + cells);
+  out->stop = out->lengths + G;
+  out->truncated = (uint8_t *)(out->stop + G);
+  for (size_t i = 0; i < cells; i++)
+    out->tokens[i] = -1;
+  return PL_OK;
+}
+
+int pcuda_generate(pcuda_model *dm, const int32_t *prompt, int prompt_len,
+                   int G, int max_new, int eos_id, const pl_sampling *sampling,
+                   uint64_t seed, pl_generation *out, char *why,
+                   size_t whylen) {
+  return pcuda_generate_notify(dm, prompt, prompt_len, G, max_new, eos_id,
+                               sampling, seed, out, NULL, NULL, why, whylen);
+}
+
+int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
+                          int prompt_len, int G, int max_new, int eos_id,
+                          const pl_sampling *sampling, uint64_t seed,
+                          pl_generation *out, pl_row_done_fn on_row, void *ctx,
+                          char *why, size_t whylen) {
+  const pl_config *c = &dm->cfg;
+  int V = c->vocab, P = prompt_len;
+  memset(out, 0, sizeof *out);
+  if (G < 1)
+    return fail(why, whylen, PL_EINPUT,
+                "generate: G = %d sequences, expected >= 1", G);
+  if (max_new < 1)
+    return fail(why, whylen, PL_EINPUT,
+                "generate: max_new = %d tokens, expected >= 1", max_new);
+  if (!prompt || P < 1)
+    return fail(why, whylen, PL_EINPUT,
+                "generate: prompt of %d tokens, expected at least 1", P);
+  if (P >= c->max_seq)
+    return fail(why, whylen, PL_EINPUT,
+                "generate: prompt of %d tokens leaves no room in the model's "
+                "max_seq %d (expected prompt_len < max_seq)",
+                P, c->max_seq);
+  for (int i = 0; i < P; i++)
+    if (prompt[i] < 0 || prompt[i] >= V)
+      return fail(why, whylen, PL_EINPUT,
+                  "generate: prompt token %d at %d outside the vocab [0,%d)",
+                  prompt[i], i, V);
+  if (eos_id < -1 || eos_id >= V)
+    return fail(why, whylen, PL_EINPUT,
+                "generate: eos_id = %d, expected -1 (none) or a token in "
+                "[0,%d)",
+                eos_id, V);
+  int rc = pl_sampling_validate(sampling, why, whylen);
+  if (rc) return rc;
+
+  /* as the CPU: prompt + completion fit in max_seq; the last token is
+   * never fed back, so the cache needs P + cap - 1 positions */
+  int cap = max_new < c->max_seq - P ? max_new : c->max_seq - P;
+  pcuda_kv_cache kv;
+  rc = pcuda_kv_cache_init(&kv, dm->ctx, c, G, P + cap - 1, why, whylen);
+  if (rc) return rc;
+  pcuda_sampler sm;
+  rc = pcuda_sampler_init(&sm, dm->ctx, G, V, why, whylen);
+  if (rc) {
+    pcuda_kv_cache_free(&kv);
+    return rc;
+  }
+  pl_rng *rngs = malloc((size_t)G * sizeof *rngs);
+  int *active = malloc((size_t)G * sizeof *active);
+  int32_t *feed = malloc((size_t)G * sizeof *feed);
+  pl_sample_out *so = malloc((size_t)G * sizeof *so);
+  if (!rngs || !active || !feed || !so ||
+      generation_alloc(out, G, max_new) != PL_OK) {
+    rc = fail(why, whylen, PL_EENV,
+              "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
+              max_new);
+    goto done;
+  }
+  for (int g = 0; g < G; g++) {
+    pl_rng_seed_stream(&rngs[g], seed, (uint64_t)g);
+    active[g] = g;
+  }
+
+  /* prefill once into row 0, then share its keys and values */
+  rc = pcuda_forward_cached(dm, &kv, prompt, NULL, 1, P, 0, why, whylen);
+  if (rc) goto done;
+  for (int g = 1; g < G; g++)
+    pcuda_kv_cache_copy_prefix(&kv, 0, g, P);
+  /* every row's first token comes from the prompt's last logits */
+  const float *logits = kv.logits + (size_t)(P - 1) * V;
+  size_t stride = 0;
+
+  int n_active = G;
+  for (int i = 0; n_active > 0; i++) {
+    /* logits row b belongs to row active[b]; all sit at step i */
+    for (int b = 0; b < n_active; b++)
+      sm.u_host[b] =
+          sampling->temperature > 0.0f ? pl_rng_uniform(&rngs[active[b]]) : 0.0;
+    rc = pcuda_sampler_run(&sm, logits, stride, n_active, sampling, so, why,
+                           whylen);
+    if (rc) goto done;
+    int kept = 0;
+    for (int b = 0; b < n_active; b++) {
+      int g = active[b];
+      size_t cell = (size_t)g * max_new + i;
+      out->tokens[cell] = so[b].token;
+      out->logprobs[cell] = so[b].logprob;
+      out->logprobs_sample[cell] = so[b].logprob_sample;
+      out->lengths[g] = i + 1;
+      if (so[b].token == eos_id)
+        out->stop[g] = PL_STOP_EOS;
+      else if (i + 1 == max_new)
+        out->stop[g] = PL_STOP_MAX_NEW;
+      else if (i + 1 == cap)
+        out->stop[g] = PL_STOP_MAX_SEQ;
+      else {
+        active[kept] = g;
+        feed[kept++] = so[b].token;
+        continue;
+      }
+      out->truncated[g] = out->stop[g] != PL_STOP_EOS;
+      if (on_row) on_row(ctx, out, g);
+    }
+    n_active = kept;
+    if (!n_active) break;
+    /* token i of each live row sits at position P + i */
+    rc = pcuda_forward_cached(dm, &kv, feed, active, n_active, 1, P + i, why,
+                              whylen);
+    if (rc) goto done;
+    logits = kv.logits;
+    stride = (size_t)V;
+  }
+  rc = PL_OK;
+
+done:
+  if (rc) pl_generation_free(out);
+  pcuda_sampler_free(&sm);
+  pcuda_kv_cache_free(&kv);
+  free(rngs);
+  free(active);
+  free(feed);
+  free(so);
+  return rc;
+}
