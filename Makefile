@@ -5,7 +5,9 @@
 #               campaign is compared with) when they are missing, runs
 #               lua/campaigns/quick.lua, writes the report of the campaign
 #               next to the search
-#   make test   everything ctest runs, plus the unit tests under ASan/UBSan
+#   make test   every ctest test but the `slow` ones (priming the default
+#               model: `cd build && ctest -L slow`), plus the unit tests
+#               under ASan/UBSan
 .PHONY: demo test build deps clean
 
 deps:
@@ -25,7 +27,7 @@ demo: build
 	@echo "report: runs/quick.html   (kernlab top runs/quick.h5 for the leaderboard)"
 
 test: build
-	cd build && ctest --output-on-failure -j2
+	cd build && ctest -LE slow --output-on-failure -j2
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKL_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j2
 	cd build-asan && ctest -L unit --output-on-failure -j2

@@ -47,6 +47,18 @@ static int usable(const res_candidate *c) {
   return c->correct && c->time_us > 0 && !c->flags;
 }
 
+int64_t lab_best_candidate(const res_reader *r) {
+  int64_t best = -1, n = res_count(r);
+  double best_us = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const res_candidate *c = res_get(r, i);
+    if (!usable(c) || (best >= 0 && c->time_us >= best_us)) continue;
+    best = i;
+    best_us = c->time_us;
+  }
+  return best;
+}
+
 /* Opens path and finds its best kernel; NULL with b->code and b->why when
  * the file does not open. The caller closes the reader. */
 static res_reader *read_best(const char *path, best_kernel *b) {
@@ -55,15 +67,15 @@ static res_reader *read_best(const char *path, best_kernel *b) {
   res_reader *r = res_open_read(path, &b->code, b->why, sizeof b->why);
   if (!r) return NULL;
   b->n = res_count(r);
-  for (int64_t i = 0; i < b->n; i++) {
-    const res_candidate *c = res_get(r, i);
-    if (i == 0) {
-      snprintf(b->task, sizeof b->task, "%.*s", (int)sizeof c->task, c->task);
-      snprintf(b->backend, sizeof b->backend, "%.*s", (int)sizeof c->backend,
-               c->backend);
-    }
-    if (!usable(c) || (b->id >= 0 && c->time_us >= b->time_us)) continue;
-    b->id = i;
+  if (b->n > 0) {
+    const res_candidate *c = res_get(r, 0);
+    snprintf(b->task, sizeof b->task, "%.*s", (int)sizeof c->task, c->task);
+    snprintf(b->backend, sizeof b->backend, "%.*s", (int)sizeof c->backend,
+             c->backend);
+  }
+  b->id = lab_best_candidate(r);
+  if (b->id >= 0) {
+    const res_candidate *c = res_get(r, b->id);
     b->time_us = c->time_us;
     b->baseline_us = c->baseline_us;
     snprintf(b->label, sizeof b->label, "%.*s", (int)sizeof c->label, c->label);

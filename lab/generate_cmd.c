@@ -6,6 +6,7 @@
  *   kernlab generate --ckpt F --tok F.tok --prompt TEXT [-n G]
  *                    [--max-tokens N] [--temperature T] [--top-p P]
  *                    [--min-p M] [--seed S] [--no-bos]
+ *                    [--policy-matmul RUN.h5]
  *
  * The prompt is <|bos|> (unless --no-bos) then TEXT's tokens; a completion
  * stops at <|eos|>, at N tokens, or at the model's max_seq. Each completion
@@ -13,11 +14,17 @@
  * mean logprob X ==", the end token not printed. It does not pick a prompt
  * format: the caller writes the task header (see lua/corpus.lua).
  *
+ * --policy-matmul RUN.h5 (lab/policy_matmul.c): the model's GEMMs through
+ * the best correct, unflagged kernel of a results file on the CPU emulator
+ * (slow; checked against BLAS first, exit 2 when it disagrees).
+ *
  * Exit codes: 0, 2 bad usage / bad or mismatched file, 3 I/O or memory.
  */
 #include "lab/lab.h"
+#include "lab/policy_device.h"
 
 #include "policy/policy.h"
+#include "sandbox/sandbox.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +32,7 @@
 static const char synopsis[] =
     "usage: kernlab generate --ckpt FILE --tok FILE.tok --prompt TEXT [-n G]\n"
     "         [--max-tokens N] [--temperature T] [--top-p P] [--min-p M]\n"
-    "         [--seed S] [--no-bos]\n";
+    "         [--seed S] [--no-bos] [--policy-matmul RUN.h5]\n";
 
 static int usage(const char *msg, const char *arg) {
   fprintf(stderr, "kernlab generate: %s%s%s\n%s", msg, arg ? " " : "",
@@ -63,6 +70,7 @@ static int load_model(pl_model *m, const char *path, const pl_tokenizer *tok,
 
 int lab_generate(int argc, char **argv) {
   const char *ckpt = NULL, *tok_path = NULL, *prompt = NULL;
+  const char *policy_matmul = NULL;
   double G = 1, max_new = 256, seed = 0;
   pl_sampling s = pl_sampling_default();
   int bos = 1;
@@ -82,6 +90,8 @@ int lab_generate(int argc, char **argv) {
       tok_path = v;
     else if (!strcmp(a, "--prompt"))
       prompt = v;
+    else if (!strcmp(a, "--policy-matmul"))
+      policy_matmul = v;
     else if (!parse_num(v, &x))
       return usage("expected a number, got", v);
     else if (!strcmp(a, "-n"))
@@ -112,8 +122,22 @@ int lab_generate(int argc, char **argv) {
   size_t n_ids = 0;
   pl_generation out;
   memset(&out, 0, sizeof out);
+  lab_matmul *mm = NULL;
   int rc = pl_tok_load(&tok, tok_path, why, sizeof why);
   if (!rc) rc = load_model(&m, ckpt, tok, why, sizeof why);
+  if (!rc && policy_matmul) {
+    kl_emu_set_launcher(sbx_host_compile_launcher());
+    int ex = lab_policy_matmul_open(policy_matmul, NULL, &m.cfg, (int)G, &mm,
+                                    why, sizeof why);
+    if (ex) {
+      fprintf(stderr, "kernlab generate: %s\n", why);
+      pl_model_free(&m);
+      pl_tok_free(tok);
+      return ex;
+    }
+    fprintf(stderr, "kernlab generate: policy GEMMs through %s\n",
+            lab_policy_matmul_describe(mm));
+  }
   if (!rc)
     rc = pl_tok_encode(tok, prompt, strlen(prompt), &ids, &n_ids, why,
                        sizeof why);
@@ -149,6 +173,12 @@ int lab_generate(int argc, char **argv) {
     free(text);
   }
   if (rc) fprintf(stderr, "kernlab generate: %s\n", why);
+  if (mm) {
+    char line[512];
+    lab_policy_matmul_report(mm, line, sizeof line);
+    fprintf(stderr, "kernlab generate: --policy-matmul: %s\n", line);
+    lab_policy_matmul_close(mm);
+  }
   pl_generation_free(&out);
   free(full);
   free(ids);

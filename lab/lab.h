@@ -294,6 +294,11 @@ int lab_compare_print(const char *run_h5, const char *exhaustive_h5,
                       const char *corpus_dir, const kl_eval_options *opts,
                       FILE *out);
 
+/* A results file's best kernel, as lab_compare_print (and --policy-matmul,
+ * lab/policy_matmul.c) mean it: the fastest correct candidate (time_us >
+ * 0) with no anti-cheat flag. Its id, or -1 when r holds none. */
+int64_t lab_best_candidate(const res_reader *r);
+
 /* kernlab search random|exhaustive CAMPAIGN.lua [--out FILE.h5]
  * [--budget N] [--exhaustive FILE.h5] [--space FILE.lua] [--limit N]
  * [--list] (lab/search_cmd.c) */

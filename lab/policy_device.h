@@ -2,14 +2,18 @@
  * lab/policy_device.h — where the policy computes for `kernlab prime` and
  * `kernlab run` (--policy-device cpu|gpu|auto): the CPU model of
  * policy/policy.h, or its twin on a device through the policy's CUDA
- * runtime (policy/cuda/pcuda.h). Not a public header: prime_cmd.c and
- * run_cmd.c share it with lab/policy_device.c.
+ * runtime (policy/cuda/pcuda.h). Not a public header: prime_cmd.c,
+ * run_cmd.c and generate_cmd.c share it with lab/policy_device.c and
+ * lab/policy_matmul.c.
  *
  * The CPU model stays the one of record: checkpoints are written from it,
  * so on a device lab_policy_sync copies the parameters and AdamW's state
  * back before each save. Every other call goes to the device when there is
  * one, and to the CPU otherwise, with the same meaning (pcuda.h's functions
  * mirror the CPU's).
+ *
+ * It also declares --policy-matmul RUN.h5 (lab/policy_matmul.c): a kernel
+ * from a results file behind the policy's GEMMs, on either side.
  */
 #ifndef LAB_POLICY_DEVICE_H
 #define LAB_POLICY_DEVICE_H
@@ -72,5 +76,30 @@ int lab_policy_generate(lab_policy *p, const int32_t *prompt, int prompt_len,
                         const pl_sampling *sampling, uint64_t seed,
                         pl_generation *out, pl_row_done_fn on_row, void *ctx,
                         char *why, size_t whylen);
+
+/* ---- --policy-matmul RUN.h5 (lab/policy_matmul.c) ---- */
+
+typedef struct lab_matmul lab_matmul;
+
+/* Takes path's best correct, unflagged kernel (lab_best_candidate), checks
+ * its text again, builds it for the policy's backend (ctx NULL: the CPU
+ * emulator; else NVRTC and ctx's device), checks it against the default
+ * path on cfg's GEMMs at 1, 67 and min(rows, 512) tokens, and routes the
+ * policy's GEMMs through it: a pl_gemm_hook on the CPU, pcuda_set_matmul on
+ * the device. lab/policy_matmul.c says which GEMMs, the tolerance and what
+ * trust this implies. Returns LAB_EXIT_OK with *out (close it with
+ * lab_policy_matmul_close before ctx is closed), LAB_EXIT_USAGE (no such
+ * kernel, a kernel that fails the checks, does not build, or disagrees)
+ * or LAB_EXIT_ENV (I/O, no compiler or NVRTC), with why saying which. */
+int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
+                           const pl_config *cfg, int rows, lab_matmul **out,
+                           char *why, size_t whylen);
+/* Puts the default GEMMs back and frees mm (NULL: nothing). */
+void lab_policy_matmul_close(lab_matmul *mm);
+/* One line about the kernel and its check, owned by mm. */
+const char *lab_policy_matmul_describe(const lab_matmul *mm);
+/* One line about its use so far into buf: how many GEMMs went through it
+ * (on the CPU), and whether it failed on the way (then -1). */
+int lab_policy_matmul_report(const lab_matmul *mm, char *buf, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
  *   kernlab prime [--corpus DIR] [--out CKPT] [--steps N] [--tok FILE.tok]
  *                 [--size tiny|small] [--batch B] [--seq T] [--lr X]
  *                 [--seed S] [--policy-device cpu|gpu|auto]
+ *                 [--policy-matmul RUN.h5]
  *
  * Every *.cu file of the corpus (default runs/corpus/train, written by
  * `kernlab corpus`) that passes the source checks becomes one document,
@@ -25,9 +26,15 @@
  * --policy-device (lab/policy_device.h): cpu (the default) trains on the
  * CPU; gpu trains through the policy's CUDA runtime and exits 3 with the
  * reason when no device answers; auto takes the device when there is one.
+ * --policy-matmul RUN.h5 (lab/policy_matmul.c): the policy's GEMMs through
+ * the best correct, unflagged kernel of a results file, checked against
+ * the default path first (exit 2 when it disagrees); on the CPU that is the
+ * emulator, slow, for tests with a tiny model.
  */
 #include "lab/lab.h"
 #include "lab/policy_device.h"
+
+#include "sandbox/sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -164,7 +171,7 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
 
 int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
-  const char *tok_path = NULL, *size = "small";
+  const char *tok_path = NULL, *size = "small", *policy_matmul = NULL;
   int steps = 300, batch = 0, seq = 0, keep_comments = 0;
   int policy_device = LAB_POLICY_CPU;
   float lr = 0;
@@ -196,6 +203,8 @@ int lab_prime(int argc, char **argv) {
       seed = strtoull(val, NULL, 0);
     else if (!strcmp(a, "--policy-device") && lab_policy_device_parse(val) >= 0)
       policy_device = lab_policy_device_parse(val);
+    else if (!strcmp(a, "--policy-matmul"))
+      policy_matmul = val;
     else
       goto usage;
     i++;
@@ -294,10 +303,13 @@ int lab_prime(int argc, char **argv) {
     return LAB_EXIT_ENV;
   }
   pl_adamw_config oc = pl_adamw_defaults();
-  /* 1e-3 by default: on the ~17K-token corpus, 300 steps at 3e-4 stopped
-   * at loss 0.48 and 0 of 32 samples compiled; at 1e-3, loss 0.03 and 3 of
-   * 32 compiled (tests/bench/policy_prime_quality.py). */
-  oc.lr = lr > 0 ? lr : 1e-3f;
+  /* 2e-3 by default, measured with tests/bench/policy_prime_quality.py
+   * (64 samples at T 1, min-p 0.1, correct on cpu-emu) on the ~18K-token
+   * default corpus, 300 steps of the small model: 3e-4 stopped at loss
+   * 0.48 and nothing compiled; 1e-3 reached loss 0.025 and 58% correct
+   * (once lua/corpus.lua named per family, 3% before); 2e-3 reached loss
+   * 0.014 and 70-77% correct. */
+  oc.lr = lr > 0 ? lr : 2e-3f;
   oc.total_steps = steps;
   oc.warmup_steps = steps / 10;
   pl_adamw opt;
@@ -310,6 +322,23 @@ int lab_prime(int argc, char **argv) {
     fprintf(stderr, "kernlab prime: policy device: %s\n", why);
     return LAB_EXIT_ENV;
   }
+  /* From here on every exit goes through done: (the leaks a process
+   * about to exit has do not matter, but the ASan build runs this). */
+  int exit_code = LAB_EXIT_OK;
+  int32_t *x = NULL, *y = NULL;
+  lab_matmul *mm = NULL;
+  if (policy_matmul) {
+    kl_emu_set_launcher(sbx_host_compile_launcher());
+    int ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &cfg, batch * seq,
+                                    &mm, why, sizeof why);
+    if (ex != LAB_EXIT_OK) {
+      fprintf(stderr, "kernlab prime: %s\n", why);
+      exit_code = ex;
+      goto done;
+    }
+    fprintf(stderr, "kernlab prime: policy GEMMs through %s\n",
+            lab_policy_matmul_describe(mm));
+  }
   fprintf(stderr,
           "kernlab prime: %d kernels from %s, %zu tokens (vocab %d, %s); "
           "model d %d, %d layers, %d heads, %zu parameters; %d steps of "
@@ -317,9 +346,13 @@ int lab_prime(int argc, char **argv) {
           docs.n, corpus, n_tokens, cfg.vocab, tok_path, cfg.d_model,
           cfg.n_layers, cfg.n_heads, m.num_params, steps, batch, seq);
 
-  int32_t *x = malloc(sizeof(int32_t) * (size_t)batch * seq);
-  int32_t *y = malloc(sizeof(int32_t) * (size_t)batch * seq);
-  if (!x || !y) return LAB_EXIT_ENV;
+  x = malloc(sizeof(int32_t) * (size_t)batch * seq);
+  y = malloc(sizeof(int32_t) * (size_t)batch * seq);
+  if (!x || !y) {
+    fprintf(stderr, "kernlab prime: out of memory\n");
+    exit_code = LAB_EXIT_ENV;
+    goto done;
+  }
   uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1;
   double t0 = now_s();
   float first = -1, last = -1;
@@ -343,7 +376,8 @@ int lab_prime(int argc, char **argv) {
     if (!isfinite(loss)) {
       fprintf(stderr, "kernlab prime: step %d: the loss is %f; stopping\n",
               step, loss);
-      return LAB_EXIT_ENV;
+      exit_code = LAB_EXIT_ENV;
+      goto done;
     }
     lab_policy_zero_grad(&pol);
     lab_policy_backward(&pol, NULL);
@@ -366,13 +400,21 @@ int lab_prime(int argc, char **argv) {
           pl_ckpt_save(out, &h, m.params_memory, m.num_params, opt.m, opt.v,
                        why, sizeof why) != PL_OK) {
         fprintf(stderr, "\nkernlab prime: %s\n", why);
-        return LAB_EXIT_ENV;
+        exit_code = LAB_EXIT_ENV;
+        goto done;
       }
     }
   }
   if (tty) fputc('\n', stderr);
   printf("primed: %d steps, loss %.4f -> %.4f; checkpoint %s, tokenizer %s\n",
          steps, first, last, out, tok_path);
+done:
+  if (mm) {
+    char line[512];
+    lab_policy_matmul_report(mm, line, sizeof line);
+    fprintf(stderr, "kernlab prime: --policy-matmul: %s\n", line);
+    lab_policy_matmul_close(mm);
+  }
   lab_policy_close(&pol);
   pl_adamw_free(&opt);
   pl_model_free(&m);
@@ -384,12 +426,12 @@ int lab_prime(int argc, char **argv) {
   free(stream);
   free(x);
   free(y);
-  return LAB_EXIT_OK;
+  return exit_code;
 usage:
   fprintf(stderr,
           "usage: kernlab prime [--corpus DIR] [--out CKPT] [--steps N] "
           "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "
           "[--lr X] [--seed S] [--keep-comments] "
-          "[--policy-device cpu|gpu|auto]\n");
+          "[--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]\n");
   return LAB_EXIT_USAGE;
 }

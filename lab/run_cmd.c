@@ -1,6 +1,7 @@
 /*
  * lab/run_cmd.c — `kernlab run CAMPAIGN.lua [--out RUN.h5] [--resume]
- * [--policy-device cpu|gpu|auto]`: the GRPO campaign loop.
+ * [--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]`: the GRPO
+ * campaign loop.
  *
  * One step, for each of prompts_per_step groups of G completions:
  *   prompt      <|bos|> + the tokens of lab_prompt_header() (what priming
@@ -68,6 +69,12 @@
  * the CPU, saying so on stderr. The checkpoint is written from the CPU model
  * either way (the device's parameters and AdamW state are copied back first).
  *
+ * --policy-matmul RUN.h5 (lab/policy_matmul.c): the policy's GEMMs, sampling
+ * and training, through the best correct, unflagged kernel of a finished
+ * campaign's results, checked against the default path before the first
+ * step (exit 2 when it disagrees); on the
+ * CPU that is the emulator, slow, for tests with a tiny model.
+ *
  * Not here (yet): several task shapes per campaign.
  */
 #include "lab/lab.h"
@@ -88,7 +95,8 @@
 
 static const char synopsis[] =
     "usage: kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
-    "                   [--policy-device cpu|gpu|auto]\n"
+    "                   [--policy-device cpu|gpu|auto] [--policy-matmul "
+    "RUN.h5]\n"
     "  (without a file: the built-in default, lua/campaigns/quick.lua as it\n"
     "   was when kernlab was built)\n";
 
@@ -253,7 +261,7 @@ done:
 /* ---- the command ---- */
 
 int lab_run(int argc, char **argv) {
-  const char *campaign_path = NULL, *out_arg = NULL;
+  const char *campaign_path = NULL, *out_arg = NULL, *policy_matmul = NULL;
   int resume = 0, policy_device = LAB_POLICY_CPU;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--resume")) {
@@ -269,6 +277,8 @@ int lab_run(int argc, char **argv) {
       }
     } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
       out_arg = argv[++i];
+    } else if (!strcmp(argv[i], "--policy-matmul") && i + 1 < argc) {
+      policy_matmul = argv[++i];
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       fputs(synopsis, stdout);
       return LAB_EXIT_OK;
@@ -308,6 +318,7 @@ int lab_run(int argc, char **argv) {
   memset(&opt, 0, sizeof opt);
   lab_policy pol; /* where the policy computes: the CPU or a device */
   memset(&pol, 0, sizeof pol);
+  lab_matmul *mm = NULL; /* --policy-matmul */
   rw_script *script = NULL;
   res_file *store = NULL;
   sbx_slot **slots = NULL;
@@ -407,6 +418,14 @@ int lab_run(int argc, char **argv) {
   if (lab_policy_init(&pol, pol.ctx, &model, &opt,
                       c.grpo.beta > 0 ? &ref : NULL, why, sizeof why))
     FAIL(LAB_EXIT_ENV, "policy device: %s", why);
+  if (policy_matmul) {
+    kl_emu_set_launcher(sbx_host_compile_launcher());
+    ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &model.cfg,
+                                n_cand * c.max_tokens, &mm, why, sizeof why);
+    if (ex) FAIL(ex, "%s", why);
+    fprintf(stderr, "kernlab run: policy GEMMs through %s\n",
+            lab_policy_matmul_describe(mm));
+  }
 
   script = rw_load(c.reward, NULL, why, sizeof why);
   if (!script || rw_validate(script, why, sizeof why) != RW_OK)
@@ -762,6 +781,11 @@ int lab_run(int argc, char **argv) {
    * a slot of its own with the campaign's options, and the evaluations it
    * took to come within 5% of exhaustive search (lab/compare.c). */
   lab_compare_print(c.out, c.exhaustive, c.corpus, &opts, stdout);
+  if (mm) {
+    char line[512];
+    lab_policy_matmul_report(mm, line, sizeof line);
+    fprintf(stderr, "kernlab run: --policy-matmul: %s\n", line);
+  }
 
 cleanup:
   progress_clear(&prog);
@@ -787,6 +811,7 @@ cleanup:
   free(ck_m);
   free(ck_v);
   rw_free(script);
+  lab_policy_matmul_close(mm); /* before the device it is installed on */
   lab_policy_close(&pol);
   pl_adamw_free(&opt);
   pl_model_free(&model);

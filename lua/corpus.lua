@@ -35,17 +35,30 @@ local function set_defines(text, values)
   return text
 end
 
--- Surface variation: a few consistent renames and an indentation width.
+-- Surface variation. Names: each seed family is written with one naming
+-- style (a few consistent renames, chosen by the family), so names vary
+-- across families but a kernel's names follow from the lines the policy has
+-- already written. Renaming per variant instead made the same code appear
+-- under three spellings: the primed small model then mixed them within one
+-- kernel (`float sum[..]` declared, `acc[i]` used), and 0-3 of 32 samples
+-- compiled. Indentation (two or four spaces) varies per variant: it is
+-- local, every line repeats the one above.
 local renames = {
   { acc = "sum", row = "r", col = "c" },
   { acc = "accum", row = "gy", col = "gx" },
   {},
 }
-local function restyle(text, style)
-  for from, to in pairs(renames[(style % #renames) + 1]) do
+local family_of = {}
+local function restyle(text, seed, variant)
+  if not family_of[seed] then
+    local n = 0
+    for _ in pairs(family_of) do n = n + 1 end
+    family_of[seed] = n
+  end
+  for from, to in pairs(renames[(family_of[seed] % #renames) + 1]) do
     text = text:gsub("%f[%w_]" .. from .. "%f[^%w_]", to)
   end
-  if style % 2 == 1 then
+  if variant % 2 == 1 then
     -- four-space indentation instead of two
     text = text:gsub("\n( +)", function(sp) return "\n" .. sp .. sp end)
   end
@@ -68,7 +81,7 @@ function M.generate(kl)
       variants[#variants + 1] = {
         name = config .. "_s" .. style,
         config = config,
-        source = restyle(text, style),
+        source = restyle(text, seed, style),
       }
       style = style + 1
     end

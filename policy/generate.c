@@ -6,7 +6,7 @@
  * of room before its end token).
  *
  * The per-token math mirrors policy/model.c operation by operation
- * (RMSNorm, the (N,IC)·(OC,IC)^T matmuls through cblas_sgemm, interleaved
+ * (RMSNorm, the (N,IC)·(OC,IC)^T matmuls through pl_linear_gemm, interleaved
  * RoPE from the model's tables, causal softmax in float with the maximum
  * subtracted, SwiGLU, the tied head), so the cached logits equal the full
  * forward's up to float summation order; tests/unit/test_generate.c holds
@@ -144,8 +144,7 @@ static void rmsnorm(float *out /*(N,C)*/, const float *inp /*(N,C)*/,
 /* out = inp · w^T (w stored (OC,IC)) */
 static void matmul(float *out /*(N,OC)*/, const float *inp /*(N,IC)*/,
                    const float *w /*(OC,IC)*/, size_t N, int IC, int OC) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, IC, 1.0f,
-              inp, IC, w, IC, 0.0f, out, OC);
+  pl_linear_gemm(0, 1, (int)N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
 }
 
 /* Rotates q and k (the first two C-blocks of one qkv row) of every head by

@@ -11,9 +11,11 @@
  * (+=); activation gradients overwrite, except the residual stream's.
  *
  * Every matmul, attention's included, goes through cblas_sgemm (OpenBLAS,
- * its threads use both cores); the element-wise loops are plain C. It does
- * not do: a KV cache (the sampler's business), dropout, biases, mixed
- * precision, or anything but temperature-1 logits.
+ * its threads use both cores); the element-wise loops are plain C. The
+ * linear layers' GEMMs go through pl_linear_gemm, which a hook can take
+ * over (policy.h; the lab's --policy-matmul); without one it is
+ * cblas_sgemm. It does not do: a KV cache (the sampler's business),
+ * dropout, biases, mixed precision, or anything but temperature-1 logits.
  */
 #include "policy/policy.h"
 
@@ -91,6 +93,26 @@ static void point_params(pl_params *p, float *memory,
 
 void pl_set_num_threads(int n) {
   openblas_set_num_threads(n);
+}
+
+/* The linear layers' GEMM hook (policy.h); NULL: cblas_sgemm. */
+static pl_gemm_hook gemm_hook;
+static void *gemm_hook_ctx;
+
+void pl_set_gemm_hook(pl_gemm_hook fn, void *ctx) {
+  gemm_hook = fn;
+  gemm_hook_ctx = ctx;
+}
+
+void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc) {
+  if (gemm_hook && gemm_hook(gemm_hook_ctx, trans_a, trans_b, M, N, K, alpha, A,
+                             lda, B, ldb, beta, C, ldc) == 0)
+    return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+              ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -321,8 +343,7 @@ static void rmsnorm_backward(float *dinp /*(N,C)*/, float *dw /*(C)*/,
 static void matmul_forward(float *out /*(N,OC)*/, const float *inp /*(N,IC)*/,
                            const float *w /*(OC,IC)*/, size_t N, int IC,
                            int OC) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, IC, 1.0f,
-              inp, IC, w, IC, 0.0f, out, OC);
+  pl_linear_gemm(0, 1, (int)N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
 }
 
 /* dinp = dout · w (overwritten); dw += dout^T · inp */
@@ -331,10 +352,8 @@ static void matmul_backward(float *dinp /*(N,IC)*/, float *dw /*(OC,IC)*/,
                             const float *inp /*(N,IC)*/,
                             const float *w /*(OC,IC)*/, size_t N, int IC,
                             int OC) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, IC, OC, 1.0f,
-              dout, OC, w, IC, 0.0f, dinp, IC);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, (int)N, 1.0f,
-              dout, OC, inp, IC, 1.0f, dw, IC);
+  pl_linear_gemm(0, 0, (int)N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
+  pl_linear_gemm(1, 0, OC, IC, (int)N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
 }
 
 /* Rotates q and k of every head in place: the interleaved pair

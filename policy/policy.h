@@ -5,8 +5,8 @@
  *
  * The CPU code is the readable reference (llm.c style: name_forward /
  * name_backward pairs, outputs first, sizes last, shapes in comments, one
- * allocation per tensor family); policy/cuda/ will mirror it. Prefix: pl_.
- * Errors are values: functions return PL_OK or a PL_E* code and write a
+ * allocation per tensor family); policy/cuda/ mirrors it (pcuda.h). Prefix:
+ * pl_. Errors are values: functions return PL_OK or a PL_E* code and write a
  * one-line reason into why.
  *
  * Sections below belong to their files: tokenizer (policy/tokenizer.c),
@@ -207,6 +207,28 @@ void pl_model_free(pl_model *m);
 
 /* Uses n threads for the matmuls (OpenBLAS). Default: OpenBLAS's own. */
 void pl_set_num_threads(int n);
+
+/* The linear layers' GEMM. Every linear layer and the tied head, forward
+ * and backward (pl_model_forward/backward, pl_forward_cached), computes
+ *   C = alpha op(A) op(B) + beta C,  row-major, op(X) = trans ? X^T : X,
+ * with cblas_sgemm's meaning of M, N, K and the leading dimensions. By
+ * default that is cblas_sgemm itself. A hook may take these calls (the
+ * lab's --policy-matmul: a kernel a campaign found, run on the CPU
+ * emulator): it returns 0 when it computed C, nonzero to leave the call to
+ * BLAS. Attention's per-head products always stay on BLAS. The hook is
+ * process-wide: set it before any compute and not while a model runs;
+ * NULL restores BLAS. Without a hook the CPU path is what it was (one
+ * pointer test per GEMM). */
+typedef int (*pl_gemm_hook)(void *ctx, int trans_a, int trans_b, int M, int N,
+                            int K, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C,
+                            int ldc);
+void pl_set_gemm_hook(pl_gemm_hook fn, void *ctx);
+/* One linear-layer GEMM: through the hook when one is set and takes it,
+ * else cblas_sgemm (row-major). */
+void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc);
 
 /* Runs the model on tokens (B,T), every value in [0,V), T <= max_seq.
  * Logits land in m->acts.logits (B,T,V). With targets (B,T) (-1 = no loss

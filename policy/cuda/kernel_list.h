@@ -15,6 +15,8 @@
   X(rmsnorm_backward_kernel)                                                   \
   X(rmsnorm_backward_dweight_kernel)                                           \
   X(gemm_tiled_kernel)                                                         \
+  X(pack_matrix_kernel)                                                        \
+  X(scale_add_kernel)                                                          \
   X(rope_apply_kernel)                                                         \
   X(attention_forward_kernel)                                                  \
   X(attention_backward_dscore_kernel)                                          \
@@ -31,7 +33,9 @@
   X(kv_cache_write_kernel)                                                     \
   X(kv_cache_copy_kernel)                                                      \
   X(attention_cached_kernel)                                                   \
-  X(sample_kernel)
+  X(sample_kernel)                                                             \
+  X(cast_bf16_kernel)                                                          \
+  X(gemm_tiled_bf16_kernel)
 
 #define PCUDA_KERNEL_ENUM(name) PCUDA_K_##name,
 enum pcuda_kernel_id { PCUDA_KERNEL_LIST(PCUDA_KERNEL_ENUM) PCUDA_NUM_KERNELS };

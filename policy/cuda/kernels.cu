@@ -11,6 +11,7 @@
 #include "policy/cuda/embedding.cu"
 #include "policy/cuda/rmsnorm.cu"
 #include "policy/cuda/matmul.cu"
+#include "policy/cuda/pack.cu"
 #include "policy/cuda/rope.cu"
 #include "policy/cuda/attention.cu"
 #include "policy/cuda/swiglu.cu"
@@ -18,3 +19,4 @@
 #include "policy/cuda/adamw.cu"
 #include "policy/cuda/kvcache.cu"
 #include "policy/cuda/sample.cu"
+#include "policy/cuda/bf16.cu"

@@ -58,11 +58,45 @@
  * A decode step uploads the fed tokens and draws and downloads four
  * numbers per row.
  *
- * Not here yet (later slices of issue #10): bf16, the lab's
- * --policy-matmul switch, a device benchmark. The attention kernels are
- * naive (no flash attention), the embedding and RMSNorm weight gradients
- * are one thread per column, the sampler's sort is a bitonic sort per row
- * in global memory.
+ * bf16 with fp32 master weights (policy/cuda/pcuda_model_bf16.c, bf16.cu;
+ * pcuda_model_init_dtype with PCUDA_DTYPE_BF16; pcuda_model_init is fp32
+ * and that path is unchanged by it). What is in which precision:
+ *   - parameters: fp32, the master copy (params_memory); AdamW reads the
+ *     fp32 gradients and updates the master in fp32 with the fp32 kernel,
+ *     then casts the whole master into the bf16 copy (params_bf16, round to
+ *     nearest even), once per update (and on init and set_params). An
+ *     update smaller than half a bf16 step is kept in the master and
+ *     reaches the copy when the steps add up; without the master it would
+ *     vanish (tests/unit/test_policy_cuda_bf16.c checks both).
+ *   - GEMMs (every linear layer and the tied head, forward and backward):
+ *     both operands bf16 (the weight from the bf16 copy; the activation or
+ *     activation gradient rounded to bf16 into a scratch just before the
+ *     GEMM), products and sums in fp32, the output fp32. On a device this
+ *     is cublasGemmEx (CUDA_R_16BF A and B, CUDA_R_32F C,
+ *     CUBLAS_COMPUTE_32F: tensor cores); without cuBLAS, and on the
+ *     emulator, the tiled kernel's bf16 variant.
+ *   - everything else in fp32, with the fp32 path's kernels: the embedding
+ *     lookup and the norms read the fp32 master weights; RMSNorm, RoPE,
+ *     attention (scores, softmax), SwiGLU, the residual stream, the loss
+ *     and its gradient, and every stored activation stay fp32.
+ *   - gradients: fp32, accumulated in fp32 (the GEMMs accumulate into
+ *     them with beta = 1 in fp32).
+ * This is a documented subset of llm.c's scheme (pcuda_model_bf16.c says
+ * why): the arithmetic of PyTorch's autocast for linear layers, but with
+ * fp32 GEMM outputs, and activations stored in fp32, so the bf16 path
+ * saves GEMM time (tensor cores), not activation memory (it adds the bf16
+ * weight copy and a scratch). Sampling (pcuda_generate, the cached
+ * forward) still runs fp32 GEMMs on the master weights.
+ *
+ * A candidate kernel can stand in for cuBLAS behind the fp32 GEMMs (the
+ * lab's --policy-matmul; pcuda_set_matmul, at the end of this file);
+ * tests/bench/bench_policy_cuda.c measures training and sampling on a
+ * device against the CPU, such a kernel and PyTorch.
+ *
+ * Not here yet (later slices of issue #10): bf16 activation storage and
+ * bf16 sampling. The attention kernels are naive (no flash attention), the
+ * embedding and RMSNorm weight gradients are one thread per column, the
+ * sampler's sort is a bitonic sort per row in global memory.
  */
 #ifndef POLICY_CUDA_PCUDA_H
 #define POLICY_CUDA_PCUDA_H
@@ -122,6 +156,17 @@ int pcuda_zero(pcuda_ctx *ctx, void *dev, size_t bytes);
 
 /* ---- the model (policy/cuda/pcuda_model.c), mirroring policy/model.c ---- */
 
+/* The model's precision (pcuda_model_init_dtype). */
+enum {
+  PCUDA_DTYPE_FP32 = 0, /* everything fp32 (pcuda_model_init) */
+  PCUDA_DTYPE_BF16 = 1, /* bf16 GEMM operands, fp32 master weights, fp32
+                           gradients and the rest (see the top of this
+                           file) */
+};
+
+/* A bf16 value as its 16 bits (the top half of the fp32 bits). */
+typedef uint16_t pcuda_bf16;
+
 /* Activations of a (B,T) batch on the backend: pl_acts's fields with the
  * same names, shapes and meanings, plus what the device path needs. One
  * allocation (acts_memory). Differences from the CPU: datt holds dS of
@@ -158,6 +203,13 @@ typedef struct pcuda_model {
   size_t host_capacity;      /* elements of tokens, targets, host_scratch */
   int has_targets;
   float mean_loss; /* the last forward's, or -1 without targets */
+  /* the bf16 path (pcuda_model_init_dtype); all zero for fp32 */
+  int dtype;                /* PCUDA_DTYPE_FP32 or PCUDA_DTYPE_BF16 */
+  pcuda_bf16 *params_bf16;  /* (num_params) device: the master weights
+                               rounded to bf16, pl_params order, refreshed
+                               after each update */
+  pcuda_bf16 *bf16_scratch; /* device: a GEMM's operands rounded to bf16 */
+  size_t bf16_scratch_cap;  /* elements of bf16_scratch */
 } pcuda_model;
 
 /* Builds the backend twin of the CPU model m: the same config, its current
@@ -204,6 +256,30 @@ typedef struct pcuda_adamw {
   size_t n;
   int64_t step; /* updates done so far */
 } pcuda_adamw;
+
+/* ---- bf16 with fp32 master weights (policy/cuda/pcuda_model_bf16.c) ---- */
+
+/* fp32 -> bf16, round to nearest even (NaN stays NaN): the device's
+ * __float2bfloat16_rn, bit for bit. */
+pcuda_bf16 pcuda_bf16_from_float(float f);
+/* bf16 -> fp32, exact. */
+float pcuda_bf16_to_float(pcuda_bf16 b);
+
+/* "fp32", "bf16", or "?" for anything else. */
+const char *pcuda_dtype_name(int dtype);
+
+/* pcuda_model_init with a dtype: PCUDA_DTYPE_FP32 is pcuda_model_init
+ * itself; PCUDA_DTYPE_BF16 adds the bf16 copy of the weights (cast from the
+ * master) and makes every forward and backward GEMM a bf16 one. Returns
+ * PL_OK, PL_EINPUT (unknown dtype) or PL_EENV, with why filled. The rest of
+ * the API is the same for both; pcuda_model_get_params returns the fp32
+ * master. Release with pcuda_model_free. */
+int pcuda_model_init_dtype(pcuda_model *dm, pcuda_ctx *ctx, const pl_model *m,
+                           int dtype, char *why, size_t whylen);
+
+/* Copies the bf16 copy of the weights (num_params, pl_params order) to the
+ * host. PL_OK, PL_EINPUT (an fp32 model has none) or the sticky error. */
+int pcuda_model_get_params_bf16(pcuda_model *dm, pcuda_bf16 *params);
 
 /* pl_adamw_init for the backend twin: zeroed state. PL_OK, PL_EINPUT (bad
  * cfg, the CPU's check and message) or PL_EENV. */
@@ -271,6 +347,55 @@ int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
                           const pl_sampling *sampling, uint64_t seed,
                           pl_generation *out, pl_row_done_fn on_row, void *ctx,
                           char *why, size_t whylen);
+
+/* ---- a candidate's matmul behind the GEMMs: the lab's --policy-matmul
+ * (policy/cuda/pcuda_runtime.c, pcuda_device.c, pack.cu) ----
+ *
+ * A kernel of the candidate contract (kernels/abi.h) computes C = A·B, NN,
+ * row-major, contiguous (lda K, ldb N, ldc N), alpha 1, beta 0. With one
+ * installed, every fp32 pcuda_gemm (the linear layers and the tied head,
+ * forward and backward, and the cached forward of pcuda_generate) goes
+ * through it, whatever its shape (the contract promises every M, N, K >=
+ * 1): an operand that is transposed or has a wider leading dimension is
+ * packed into a contiguous scratch first (pack_matrix_kernel), and unless
+ * the product can go straight into C (alpha 1, beta 0, ldc N) it lands in
+ * the scratch and scale_add_kernel writes alpha·product + beta·C. The
+ * packing costs O(MK + KN + MN) against the GEMM's O(MNK). Attention's
+ * kernels and the bf16 path's GEMMs do not use it. Trust: the kernel runs
+ * in the policy's context with the policy's memory in reach (lab/
+ * policy_matmul.c says what the lab checks before installing one). */
+
+/* Computes C (M,N) = A (M,K) · B (K,N), contiguous, on the backend: 0, or
+ * -1 with why filled (pcuda_gemm makes it the context's sticky error). */
+typedef int (*pcuda_matmul_fn)(void *impl, const float *A, const float *B,
+                               float *C, int M, int N, int K, char *why,
+                               size_t whylen);
+
+/* Routes ctx's GEMMs through fn (called with impl); fn NULL goes back to
+ * cuBLAS or the tiled kernel. The caller keeps impl alive while installed.
+ * Frees the scratch when uninstalling. */
+void pcuda_set_matmul(pcuda_ctx *ctx, pcuda_matmul_fn fn, void *impl);
+
+/* Device backend only: loads cubin (an sm_90 cubin of the contract, e.g.
+ * kl_nvrtc_compile's) into ctx's context, finds `matmul`, and installs it
+ * with its launch geometry launch = {block_x, block_y, tile_rows,
+ * tile_cols, dyn_smem_bytes} (kl_launch's order; the caller validated it).
+ * Grid (ceil(N/tile_cols), ceil(M/tile_rows)), as the harness launches it.
+ * PL_OK, PL_EINPUT (not a device context) or PL_EENV with why (a module
+ * that does not load, no `matmul`). The module lives until pcuda_close. */
+int pcuda_device_load_matmul(pcuda_ctx *ctx, const void *cubin,
+                             size_t cubin_size, const int launch[5], char *why,
+                             size_t whylen);
+
+/* pcuda_gemm for callers outside policy/cuda (the lab's check of a
+ * candidate against the default path): row-major C = alpha op(A) op(B) +
+ * beta C on the backend (pointers are device memory), through the
+ * installed candidate when use_matmul is 1 and one is installed, else
+ * through cuBLAS or the tiled kernel. PL_OK or the sticky error. */
+int pcuda_linear_gemm(pcuda_ctx *ctx, int use_matmul, float *c, const float *a,
+                      const float *b, int M, int N, int K, int lda, int ldb,
+                      int ldc, int trans_a, int trans_b, float alpha,
+                      float beta);
 
 #ifdef __cplusplus
 }

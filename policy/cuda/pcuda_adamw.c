@@ -5,7 +5,9 @@
  * and the bias corrections are computed on the host by the CPU's code and
  * expressions, so both sides feed the kernel the same floats; weight decay
  * follows pl_param_decays tensor by tensor. State (m, v) is one device
- * allocation.
+ * allocation. A bf16 model (pcuda_model_init_dtype) is updated the same
+ * way, in fp32 on its fp32 master weights, and then its bf16 copy is
+ * refreshed from them (pcuda_model_cast_params).
  */
 #include "policy/cuda/pcuda_internal.h"
 
@@ -107,6 +109,8 @@ float pcuda_adamw_step(pcuda_adamw *opt, pcuda_model *dm) {
                  (pcuda_dim){256u, 1, 1}, 0, args);
     off += n;
   }
+  /* a bf16 model: its GEMMs read the bf16 copy of the updated master */
+  pcuda_model_cast_params(dm);
   char why[256];
   if (pcuda_status(ctx, why, sizeof why) != PL_OK) {
     fprintf(stderr, "pcuda_adamw_step: %s\n", why);

@@ -3,7 +3,8 @@
  * runtime: the CUDA driver API and cuBLAS opened with dlopen, the fatbin
  * that nvcc built from policy/cuda/kernels.cu at build time loaded with
  * cuModuleLoadData, kernels launched with cuLaunchKernel, GEMMs through
- * cublasSgemm.
+ * cublasSgemm (fp32) and, for the bf16 path, cublasGemmEx (bf16 A and B,
+ * fp32 C and compute).
  *
  * Why dlopen (as kernels/gpu.c): one binary runs with and without a GPU and
  * links no CUDA library; a machine without a driver gets a sentence, never a
@@ -13,6 +14,10 @@
  * kernels/gpu.c's loader: that one is the candidate run worker's (CUPTI,
  * NVML, a process-wide state), and the policy module must not reach into
  * kernels/ internals.
+ *
+ * A candidate's matmul (the lab's --policy-matmul) is one more module in
+ * the same context: pcuda_device_load_matmul loads its cubin and installs
+ * a launcher for pcuda_gemm (pcuda_runtime.c does the packing).
  *
  * Everything runs on the legacy default stream (kernels, copies and
  * cuBLAS), so operations are ordered without events. Device 0 only
@@ -85,6 +90,11 @@ typedef struct cublasContext *cublasHandle_t;
 #define CUBLAS_OP_N 0
 #define CUBLAS_OP_T 1
 #define CUBLAS_DEFAULT_MATH 0 /* fp32 stays fp32: no TF32 */
+/* cublasGemmEx's types (library_types.h, cublas_api.h) */
+#define CUDA_R_32F 0
+#define CUDA_R_16BF 14
+#define CUBLAS_COMPUTE_32F 68
+#define CUBLAS_GEMM_DEFAULT (-1)
 typedef struct cublas_api {
   void *lib;
   int (*Create)(cublasHandle_t *); /* cublasCreate_v2 */
@@ -93,6 +103,9 @@ typedef struct cublas_api {
   int (*Sgemm)(cublasHandle_t, int, int, int, int, int, const float *,
                const float *, int, const float *, int, const float *, float *,
                int); /* cublasSgemm_v2 */
+  int (*GemmEx)(cublasHandle_t, int, int, int, int, int, const void *,
+                const void *, int, int, const void *, int, int, const void *,
+                void *, int, int, int, int); /* cublasGemmEx */
   cublasHandle_t handle;
 } cublas_api;
 
@@ -104,6 +117,12 @@ typedef struct device_state {
   CUmodule module;
   CUfunction fn[PCUDA_NUM_KERNELS];
   int smem_set[PCUDA_NUM_KERNELS]; /* dynamic smem limit raised to this */
+  /* a candidate's matmul (pcuda_device_load_matmul); module NULL: none */
+  struct {
+    CUmodule module;
+    CUfunction fn;
+    int block_x, block_y, tile_rows, tile_cols, dyn_smem;
+  } cand;
 } device_state;
 
 static const char *cu_error(const device_state *st, CUresult rc) {
@@ -182,7 +201,8 @@ static int load_cublas(cublas_api *b, char *why, size_t whylen) {
   if (sym(b->lib, &b->Create, "cublasCreate_v2", lib, why, whylen) ||
       sym(b->lib, &b->Destroy, "cublasDestroy_v2", lib, why, whylen) ||
       sym(b->lib, &b->SetMathMode, "cublasSetMathMode", lib, why, whylen) ||
-      sym(b->lib, &b->Sgemm, "cublasSgemm_v2", lib, why, whylen))
+      sym(b->lib, &b->Sgemm, "cublasSgemm_v2", lib, why, whylen) ||
+      sym(b->lib, &b->GemmEx, "cublasGemmEx", lib, why, whylen))
     return -1;
   int rc = b->Create(&b->handle);
   if (rc != 0) {
@@ -269,6 +289,24 @@ static int dev_gemm(pcuda_ctx *ctx, float *c, const float *a, const float *b,
   return -1;
 }
 
+/* dev_gemm's transposition trick with bf16 A and B and an fp32 C: the bf16
+ * path's GEMM (pcuda_gemm_bf16). CUBLAS_COMPUTE_32F: fp32 products and
+ * sums, on tensor cores. */
+static int dev_gemm_bf16(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
+                         const pcuda_bf16 *b, int M, int N, int K, int lda,
+                         int ldb, int ldc, int trans_a, int trans_b,
+                         float alpha, float beta) {
+  cublas_api *bl = &ST(ctx)->blas;
+  int rc = bl->GemmEx(bl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b,
+                      CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c,
+                      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (rc == 0) return 0;
+  pcuda_fail(ctx, "device: cublasGemmEx bf16 (M %d N %d K %d): status %d", M, N,
+             K, rc);
+  return -1;
+}
+
 static int dev_sync(pcuda_ctx *ctx) {
   return check(ctx, ST(ctx)->cu.CtxSynchronize(),
                "a kernel (cuCtxSynchronize)");
@@ -278,6 +316,7 @@ static void dev_close(pcuda_ctx *ctx) {
   device_state *st = ST(ctx);
   if (!st) return;
   if (st->blas.handle) st->blas.Destroy(st->blas.handle);
+  if (st->cand.module) st->cu.ModuleUnload(st->cand.module);
   if (st->module) st->cu.ModuleUnload(st->module);
   if (st->ctx) st->cu.DevicePrimaryCtxRelease(st->dev);
   /* the libraries stay loaded: unloading libcuda is not safe */
@@ -377,11 +416,100 @@ int pcuda_device_open(pcuda_ctx **out, int gemm, char *why, size_t whylen) {
   if (gemm == PCUDA_GEMM_AUTO &&
       load_cublas(&st->blas, blas_why, sizeof blas_why) == 0) {
     snprintf(ctx->desc, sizeof ctx->desc, "%s, cuBLAS GEMM", name);
+    ctx->gemm_bf16 = dev_gemm_bf16; /* the bf16 path's, with the handle */
   } else {
     ctx->ops = &device_ops_tiled;
     snprintf(ctx->desc, sizeof ctx->desc, "%s, tiled GEMM (cuBLAS: %s)", name,
              blas_why);
   }
   *out = ctx;
+  return PL_OK;
+}
+
+/* ---- a candidate's matmul (pcuda.h, pcuda_device_load_matmul) ---- */
+
+/* pcuda_matmul_fn for the loaded candidate (impl: the context): the
+ * harness's launch, grid (ceil(N/tile_cols), ceil(M/tile_rows)). */
+static int dev_candidate_matmul(void *impl, const float *A, const float *B,
+                                float *C, int M, int N, int K, char *why,
+                                size_t whylen) {
+  pcuda_ctx *ctx = impl;
+  device_state *st = ST(ctx);
+  unsigned gx = (unsigned)((N + st->cand.tile_cols - 1) / st->cand.tile_cols);
+  unsigned gy = (unsigned)((M + st->cand.tile_rows - 1) / st->cand.tile_rows);
+  if (gy > 65535u) {
+    snprintf(why, whylen, "grid y %u over the device's 65535 (tile_rows %d)",
+             gy, st->cand.tile_rows);
+    return -1;
+  }
+  void *args[] = {&A, &B, &C, &M, &N, &K};
+  CUresult rc =
+      st->cu.LaunchKernel(st->cand.fn, gx, gy, 1, (unsigned)st->cand.block_x,
+                          (unsigned)st->cand.block_y, 1,
+                          (unsigned)st->cand.dyn_smem, NULL, args, NULL);
+  if (rc == 0) return 0;
+  snprintf(why, whylen, "launching matmul (grid %u,%u block %d,%d): %s", gx, gy,
+           st->cand.block_x, st->cand.block_y, cu_error(st, rc));
+  return -1;
+}
+
+int pcuda_device_load_matmul(pcuda_ctx *ctx, const void *cubin,
+                             size_t cubin_size, const int launch[5], char *why,
+                             size_t whylen) {
+  if (ctx->ops != &device_ops && ctx->ops != &device_ops_tiled) {
+    snprintf(why, whylen, "pcuda_device_load_matmul: not a device context");
+    return PL_EINPUT;
+  }
+  device_state *st = ST(ctx);
+  if (!cubin || !cubin_size) {
+    snprintf(why, whylen, "candidate matmul: no cubin");
+    return PL_EINPUT;
+  }
+  if (launch[0] < 1 || launch[1] < 1 || launch[0] * launch[1] > 1024 ||
+      launch[2] < 1 || launch[3] < 1 || launch[4] < 0) {
+    snprintf(why, whylen,
+             "candidate matmul: launch geometry (%d, %d, %d, %d, %d) out of "
+             "the contract's range",
+             launch[0], launch[1], launch[2], launch[3], launch[4]);
+    return PL_EINPUT;
+  }
+  if (st->cand.module) { /* a second candidate replaces the first */
+    pcuda_set_matmul(ctx, NULL, NULL);
+    st->cu.ModuleUnload(st->cand.module);
+    st->cand.module = NULL;
+  }
+  CUresult rc = st->cu.ModuleLoadData(&st->cand.module, cubin);
+  if (rc != 0) {
+    st->cand.module = NULL;
+    snprintf(why, whylen,
+             "candidate matmul: cuModuleLoadData of its %zu-byte cubin: %s",
+             cubin_size, cu_error(st, rc));
+    return PL_EENV;
+  }
+  if ((rc = st->cu.ModuleGetFunction(&st->cand.fn, st->cand.module,
+                                     "matmul")) != 0) {
+    snprintf(why, whylen, "candidate matmul: no `matmul` in its cubin: %s",
+             cu_error(st, rc));
+    st->cu.ModuleUnload(st->cand.module);
+    st->cand.module = NULL;
+    return PL_EENV;
+  }
+  if (launch[4] > CU_DYN_SMEM_DEFAULT_LIMIT &&
+      (rc = st->cu.FuncSetAttribute(st->cand.fn,
+                                    CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    launch[4])) != 0) {
+    snprintf(why, whylen,
+             "candidate matmul: %d bytes of dynamic shared memory: %s",
+             launch[4], cu_error(st, rc));
+    st->cu.ModuleUnload(st->cand.module);
+    st->cand.module = NULL;
+    return PL_EENV;
+  }
+  st->cand.block_x = launch[0];
+  st->cand.block_y = launch[1];
+  st->cand.tile_rows = launch[2];
+  st->cand.tile_cols = launch[3];
+  st->cand.dyn_smem = launch[4];
+  pcuda_set_matmul(ctx, dev_candidate_matmul, ctx);
   return PL_OK;
 }

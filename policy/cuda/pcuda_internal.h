@@ -43,10 +43,24 @@ typedef struct pcuda_ops {
 
 struct pcuda_ctx {
   const pcuda_ops *ops;
-  void *impl;     /* the backend's own state */
+  void *impl; /* the backend's own state */
+  /* a candidate's matmul that pcuda_gemm routes through (pcuda_set_matmul;
+   * NULL: cuBLAS or the tiled kernel), and its scratch: packed operands
+   * and the product, on the backend */
+  pcuda_matmul_fn matmul;
+  void *matmul_impl;
+  float *mm_scratch;
+  size_t mm_scratch_cap; /* floats */
   int failed;     /* sticky: the first failure stops everything after it */
   char why[256];  /* its reason */
   char desc[256]; /* pcuda_describe */
+  /* cuBLAS's bf16 GEMM (cublasGemmEx), row-major as pcuda_gemm_bf16; set
+   * by the device backend when cuBLAS loaded, NULL: the tiled kernel's bf16
+   * variant. Kept out of pcuda_ops so that the backends' tables stay as
+   * the fp32 path has them. */
+  int (*gemm_bf16)(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
+                   const pcuda_bf16 *b, int M, int N, int K, int lda, int ldb,
+                   int ldc, int trans_a, int trans_b, float alpha, float beta);
 };
 
 /* Allocates a context for ops (impl NULL). NULL when out of memory. */
@@ -65,11 +79,49 @@ int pcuda_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid, pcuda_dim block,
  *   C[m,n] = alpha * sum_k A'(m,k) B'(k,n) + beta * C[m,n],
  *   A'(m,k) = trans_a ? A[k*lda+m] : A[m*lda+k],
  *   B'(k,n) = trans_b ? B[n*ldb+k] : B[k*ldb+n]; C not read when beta == 0.
- * Through the backend's gemm (cuBLAS) when it has one, else the tiled
- * kernel. */
+ * Through the installed candidate matmul when there is one (pcuda.h,
+ * pcuda_set_matmul), else the backend's gemm (cuBLAS) when it has one, else
+ * the tiled kernel. */
 int pcuda_gemm(pcuda_ctx *ctx, float *c, const float *a, const float *b, int M,
                int N, int K, int lda, int ldb, int ldc, int trans_a,
                int trans_b, float alpha, float beta);
+
+/* ---- the bf16 path (pcuda_model_bf16.c) ---- */
+
+/* pcuda_gemm with bf16 A and B and fp32 C (fp32 products and sums):
+ * cuBLAS's GemmEx when the backend has it (ctx->gemm_bf16), else
+ * gemm_tiled_bf16_kernel (bf16.cu). */
+int pcuda_gemm_bf16(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
+                    const pcuda_bf16 *b, int M, int N, int K, int lda, int ldb,
+                    int ldc, int trans_a, int trans_b, float alpha, float beta);
+
+/* out (n) = in (n) rounded to bf16 (cast_bf16_kernel). */
+void pcuda_cast_bf16(pcuda_ctx *ctx, pcuda_bf16 *out, const float *in,
+                     size_t n);
+
+/* Refreshes dm->params_bf16 from the fp32 master (nothing for an fp32
+ * model). PL_OK or the sticky error. */
+int pcuda_model_cast_params(pcuda_model *dm);
+
+/* Makes room in dm->bf16_scratch for the GEMM operands of a (B,T) batch
+ * (nothing for an fp32 model). Called at the start of a forward, when no
+ * kernel is in flight. PL_OK or PL_EENV. */
+int pcuda_bf16_ensure_scratch(pcuda_model *dm, int B, int T);
+
+/* matmul_forward / matmul_backward of pcuda_model.c in bf16: the same
+ * arguments and results (out = inp · w^T; dinp = dout · w, dw += dout^T ·
+ * inp), with inp and dout rounded to bf16 into the scratch and w read from
+ * the bf16 copy of the weights (w must point into dm->params_memory). */
+void pcuda_bf16_matmul_forward(pcuda_model *dm, float *out /*(N,OC)*/,
+                               const float *inp /*(N,IC)*/,
+                               const float *w /*(OC,IC)*/, int N, int IC,
+                               int OC);
+void pcuda_bf16_matmul_backward(pcuda_model *dm, float *dinp /*(N,IC)*/,
+                                float *dw /*(OC,IC)*/,
+                                const float *dout /*(N,OC)*/,
+                                const float *inp /*(N,IC)*/,
+                                const float *w /*(OC,IC)*/, int N, int IC,
+                                int OC);
 
 /* Blocks of n threads covering `count` elements: ceil(count / n). */
 unsigned pcuda_blocks(size_t count, unsigned n);

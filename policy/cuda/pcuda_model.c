@@ -16,6 +16,9 @@
  *     (B,NH,T,T)), since the heads run in parallel;
  *   - GEMMs go through pcuda_gemm: cuBLAS on a device, the tiled kernel on
  *     the emulator (or when cuBLAS is missing).
+ *   - a bf16 model (pcuda_model_init_dtype) runs its linear layers through
+ *     their bf16 twins (linear_forward / linear_backward below pick;
+ *     pcuda_model_bf16.c); everything else is the same code for both.
  * Parameter gradients accumulate (+=), activation gradients overwrite,
  * except the residual stream's, as on the CPU.
  */
@@ -85,6 +88,8 @@ void pcuda_model_free(pcuda_model *dm) {
     pcuda_free(ctx, dm->rope_cos);
     pcuda_free(ctx, dm->rope_sin);
     pcuda_free(ctx, dm->acts_memory);
+    pcuda_free(ctx, dm->params_bf16);
+    pcuda_free(ctx, dm->bf16_scratch);
   }
   free(dm->tokens);
   free(dm->targets);
@@ -93,8 +98,10 @@ void pcuda_model_free(pcuda_model *dm) {
 }
 
 int pcuda_model_set_params(pcuda_model *dm, const float *params) {
-  return pcuda_upload(dm->ctx, dm->params_memory, params,
-                      dm->num_params * sizeof(float));
+  int rc = pcuda_upload(dm->ctx, dm->params_memory, params,
+                        dm->num_params * sizeof(float));
+  /* a bf16 model's GEMMs read the bf16 copy: refresh it */
+  return rc == PL_OK ? pcuda_model_cast_params(dm) : rc;
 }
 
 int pcuda_model_get_params(pcuda_model *dm, float *params) {
@@ -252,6 +259,29 @@ static void matmul_backward(pcuda_ctx *ctx, float *dinp /*(N,IC)*/,
   pcuda_gemm(ctx, dw, dout, inp, OC, IC, N, OC, IC, IC, 1, 0, 1.0f, 1.0f);
 }
 
+/* The model's linear layers in its dtype: matmul_forward / matmul_backward
+ * above for fp32, their bf16 twins (pcuda_model_bf16.c: bf16 operands,
+ * fp32 sums and outputs) for PCUDA_DTYPE_BF16. w points into
+ * dm->params_memory. */
+static void linear_forward(pcuda_model *dm, float *out /*(N,OC)*/,
+                           const float *inp /*(N,IC)*/,
+                           const float *w /*(OC,IC)*/, int N, int IC, int OC) {
+  if (dm->dtype == PCUDA_DTYPE_BF16)
+    pcuda_bf16_matmul_forward(dm, out, inp, w, N, IC, OC);
+  else
+    matmul_forward(dm->ctx, out, inp, w, N, IC, OC);
+}
+
+static void linear_backward(pcuda_model *dm, float *dinp /*(N,IC)*/,
+                            float *dw /*(OC,IC)*/, const float *dout /*(N,OC)*/,
+                            const float *inp /*(N,IC)*/,
+                            const float *w /*(OC,IC)*/, int N, int IC, int OC) {
+  if (dm->dtype == PCUDA_DTYPE_BF16)
+    pcuda_bf16_matmul_backward(dm, dinp, dw, dout, inp, w, N, IC, OC);
+  else
+    matmul_backward(dm->ctx, dinp, dw, dout, inp, w, N, IC, OC);
+}
+
 static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
                        const float *cos_t, const float *sin_t, int B, int T,
                        int C, int NH, float dir) {
@@ -364,7 +394,8 @@ float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
               tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i], i, V);
       return NAN;
     }
-  if (ensure_acts(dm, B, T) != PL_OK) {
+  if (ensure_acts(dm, B, T) != PL_OK ||
+      pcuda_bf16_ensure_scratch(dm, B, T) != PL_OK) {
     char why[256] = "out of memory";
     pcuda_status(ctx, why, sizeof why);
     fprintf(stderr, "pcuda_model_forward: B=%d T=%d: %s\n", B, T, why);
@@ -402,20 +433,20 @@ float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
     float *res_ffn = a->res_ffn + l * BT * C;
 
     rmsnorm_forward(ctx, ln1, ln1_rstd, res_in, rms_att, N, C);
-    matmul_forward(ctx, qkv, ln1, wqkv, N, C, 3 * C);
+    linear_forward(dm, qkv, ln1, wqkv, N, C, 3 * C);
     rope_apply(ctx, qkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, 1.0f);
     attention_forward(ctx, atty, att, qkv, B, T, C, NH);
-    matmul_forward(ctx, a->dln, atty, wo, N, C, C); /* dln: scratch */
+    linear_forward(dm, a->dln, atty, wo, N, C, C); /* dln: scratch */
     residual_forward(ctx, res_att, res_in, a->dln, BT * C);
     rmsnorm_forward(ctx, ln2, ln2_rstd, res_att, rms_ffn, N, C);
-    matmul_forward(ctx, h13, ln2, w13, N, C, 2 * F);
+    linear_forward(dm, h13, ln2, w13, N, C, 2 * F);
     swiglu_forward(ctx, hmul, h13, N, F);
-    matmul_forward(ctx, a->dln, hmul, w2, N, F, C);
+    linear_forward(dm, a->dln, hmul, w2, N, F, C);
     residual_forward(ctx, res_ffn, res_att, a->dln, BT * C);
   }
   rmsnorm_forward(ctx, a->lnf, a->lnf_rstd, a->res_ffn + (L - 1) * BT * C,
                   p->rms_final, N, C);
-  matmul_forward(ctx, a->logits, a->lnf, p->wte, N, C, V); /* tied head */
+  linear_forward(dm, a->logits, a->lnf, p->wte, N, C, V); /* tied head */
   crossentropy_forward(ctx, a->losses, a->lse, a->logits, a->targets, N, V);
 
   /* the mean over counted positions, summed as the CPU does */
@@ -452,7 +483,7 @@ static void model_backward(pcuda_model *dm) {
   crossentropy_softmax_backward(ctx, a->dlogits, a->dloss, a->logits, a->lse,
                                 a->targets, N, V);
   /* head: dlnf = dlogits · wte (into dln), dwte += dlogits^T · lnf */
-  matmul_backward(ctx, a->dln, g->wte, a->dlogits, a->lnf, p->wte, N, C, V);
+  linear_backward(dm, a->dln, g->wte, a->dlogits, a->lnf, p->wte, N, C, V);
   pcuda_zero(ctx, a->dres, BT * C * sizeof(float));
   rmsnorm_backward(ctx, a->dres, g->rms_final, a->dln,
                    a->res_ffn + (L - 1) * BT * C, p->rms_final, a->lnf_rstd, N,
@@ -480,16 +511,16 @@ static void model_backward(pcuda_model *dm) {
     const float *h13 = a->h13 + l * BT * 2 * F, *hmul = a->hmul + l * BT * F;
 
     /* MLP: dres is d/d res_ffn here, and flows straight to res_att too */
-    matmul_backward(ctx, a->dhmul, dw2, a->dres, hmul, w2, N, F, C);
+    linear_backward(dm, a->dhmul, dw2, a->dres, hmul, w2, N, F, C);
     swiglu_backward(ctx, a->dh13, a->dhmul, h13, N, F);
-    matmul_backward(ctx, a->dln, dw13, a->dh13, ln2, w13, N, C, 2 * F);
+    linear_backward(dm, a->dln, dw13, a->dh13, ln2, w13, N, C, 2 * F);
     rmsnorm_backward(ctx, a->dres, d_rms_ffn, a->dln, res_att, rms_ffn,
                      ln2_rstd, N, C);
     /* attention: dres is now d/d res_att */
-    matmul_backward(ctx, a->datty, dwo, a->dres, atty, wo, N, C, C);
+    linear_backward(dm, a->datty, dwo, a->dres, atty, wo, N, C, C);
     attention_backward(ctx, a->dqkv, a->datt, a->datty, qkv, att, B, T, C, NH);
     rope_apply(ctx, a->dqkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, -1.0f);
-    matmul_backward(ctx, a->dln, dwqkv, a->dqkv, ln1, wqkv, N, C, 3 * C);
+    linear_backward(dm, a->dln, dwqkv, a->dqkv, ln1, wqkv, N, C, 3 * C);
     rmsnorm_backward(ctx, a->dres, d_rms_att, a->dln, res_in, rms_att, ln1_rstd,
                      N, C);
   }

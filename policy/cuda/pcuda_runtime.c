@@ -1,7 +1,9 @@
 /*
  * policy/cuda/pcuda_runtime.c — the backend-neutral half of the policy's
  * CUDA runtime: the context with its sticky error, memory and launch
- * wrappers, and the GEMM entry point that picks cuBLAS or the tiled kernel.
+ * wrappers, and the GEMM entry point that picks cuBLAS or the tiled kernel,
+ * or routes through a candidate's matmul when the lab installed one
+ * (pcuda_set_matmul: packing, the candidate, then alpha and beta).
  * The backends themselves are pcuda_device.c (driver API) and emu.cpp (the
  * CPU emulator, test library only).
  */
@@ -36,6 +38,7 @@ int pcuda_fail(pcuda_ctx *ctx, const char *fmt, ...) {
 
 void pcuda_close(pcuda_ctx *ctx) {
   if (!ctx) return;
+  pcuda_free(ctx, ctx->mm_scratch);
   if (ctx->ops && ctx->ops->close) ctx->ops->close(ctx);
   free(ctx);
 }
@@ -106,11 +109,113 @@ int pcuda_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid, pcuda_dim block,
 #define GEMM_TILE 16u
 #define GEMM_MAX_GRID_Y 65535u
 
+/* ---- a candidate's matmul (pcuda.h, pcuda_set_matmul) ---- */
+
+void pcuda_set_matmul(pcuda_ctx *ctx, pcuda_matmul_fn fn, void *impl) {
+  ctx->matmul = fn;
+  ctx->matmul_impl = impl;
+  if (!fn) {
+    pcuda_free(ctx, ctx->mm_scratch);
+    ctx->mm_scratch = NULL;
+    ctx->mm_scratch_cap = 0;
+  }
+}
+
+/* Regions of the scratch start 256 bytes apart at least, as cudaMalloc's
+ * pointers do: a candidate may load float4s from its operands. */
+static size_t round_floats(size_t n) {
+  return (n + 63) / 64 * 64;
+}
+
+/* The 32x32 tiles of pack_matrix_kernel; a device allows 65535 in y. */
+#define PACK_TILE 32u
+#define MAX_GRID_Y 65535u
+
+/* dst (rows, cols) contiguous = op(src) (pack.cu). */
+static int pack(pcuda_ctx *ctx, float *dst, const float *src, int rows,
+                int cols, int ld, int trans) {
+  pcuda_dim grid = {pcuda_blocks((size_t)cols, PACK_TILE),
+                    pcuda_blocks((size_t)rows, PACK_TILE), 1};
+  if (grid.y > MAX_GRID_Y)
+    return pcuda_fail(ctx,
+                      "candidate matmul: packing %d rows needs %u blocks "
+                      "in y, at most %u",
+                      rows, grid.y, MAX_GRID_Y);
+  void *args[] = {&dst, &src, &rows, &cols, &ld, &trans};
+  return pcuda_launch(ctx, PCUDA_K_pack_matrix_kernel, grid,
+                      (pcuda_dim){PACK_TILE, 8, 1}, 0, args);
+}
+
+/* pcuda_gemm through the candidate: pack what is not contiguous, run it,
+ * fold alpha and beta in unless the product can go straight into c. */
+static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
+                           const float *b, int M, int N, int K, int lda,
+                           int ldb, int ldc, int trans_a, int trans_b,
+                           float alpha, float beta) {
+  int pack_a = trans_a || lda != K, pack_b = trans_b || ldb != N;
+  int direct = alpha == 1.0f && beta == 0.0f && ldc == N;
+  size_t na = pack_a ? round_floats((size_t)M * K) : 0;
+  size_t nb = pack_b ? round_floats((size_t)K * N) : 0;
+  size_t need = na + nb + (direct ? 0 : (size_t)M * N);
+  if (need > ctx->mm_scratch_cap) {
+    pcuda_free(ctx, ctx->mm_scratch);
+    ctx->mm_scratch_cap = 0;
+    ctx->mm_scratch = pcuda_alloc(ctx, need * sizeof(float));
+    if (!ctx->mm_scratch) return PL_EENV;
+    ctx->mm_scratch_cap = need;
+  }
+  const float *A = a, *B = b;
+  float *C = c;
+  if (pack_a) {
+    pack(ctx, ctx->mm_scratch, a, M, K, lda, trans_a);
+    A = ctx->mm_scratch;
+  }
+  if (pack_b) {
+    pack(ctx, ctx->mm_scratch + na, b, K, N, ldb, trans_b);
+    B = ctx->mm_scratch + na;
+  }
+  if (!direct) C = ctx->mm_scratch + na + nb;
+  if (ctx->failed) return PL_EENV;
+  char why[200] = "";
+  if (ctx->matmul(ctx->matmul_impl, A, B, C, M, N, K, why, sizeof why) != 0)
+    return pcuda_fail(ctx, "candidate matmul at %dx%dx%d: %s", M, N, K, why);
+  if (direct) return PL_OK;
+  void *args[] = {&c, &C, &M, &N, &ldc, &alpha, &beta};
+  return pcuda_launch(ctx, PCUDA_K_scale_add_kernel,
+                      (pcuda_dim){pcuda_blocks((size_t)M * N, 256), 1, 1},
+                      (pcuda_dim){256, 1, 1}, 0, args);
+}
+
+static int gemm_default(pcuda_ctx *ctx, float *c, const float *a,
+                        const float *b, int M, int N, int K, int lda, int ldb,
+                        int ldc, int trans_a, int trans_b, float alpha,
+                        float beta);
+
+int pcuda_linear_gemm(pcuda_ctx *ctx, int use_matmul, float *c, const float *a,
+                      const float *b, int M, int N, int K, int lda, int ldb,
+                      int ldc, int trans_a, int trans_b, float alpha,
+                      float beta) {
+  if (ctx->failed) return PL_EENV;
+  if (M <= 0 || N <= 0 || K <= 0) return PL_OK;
+  if (use_matmul && ctx->matmul)
+    return gemm_via_matmul(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a,
+                           trans_b, alpha, beta);
+  return gemm_default(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a, trans_b,
+                      alpha, beta);
+}
+
 int pcuda_gemm(pcuda_ctx *ctx, float *c, const float *a, const float *b, int M,
                int N, int K, int lda, int ldb, int ldc, int trans_a,
                int trans_b, float alpha, float beta) {
-  if (ctx->failed) return PL_EENV;
-  if (M <= 0 || N <= 0 || K <= 0) return PL_OK;
+  return pcuda_linear_gemm(ctx, 1, c, a, b, M, N, K, lda, ldb, ldc, trans_a,
+                           trans_b, alpha, beta);
+}
+
+/* cuBLAS when the backend has it, else the tiled kernel. */
+static int gemm_default(pcuda_ctx *ctx, float *c, const float *a,
+                        const float *b, int M, int N, int K, int lda, int ldb,
+                        int ldc, int trans_a, int trans_b, float alpha,
+                        float beta) {
   if (ctx->ops->gemm)
     return run_op(ctx, ctx->ops->gemm(ctx, c, a, b, M, N, K, lda, ldb, ldc,
                                       trans_a, trans_b, alpha, beta));

@@ -12,7 +12,17 @@ shared by every row, one token per row per step, as pl_generate does),
 under torch.no_grad. Prints
     torch sampling: N tok/s (S s)
 
+With --device cuda (or auto: cuda when torch.cuda.is_available()), the
+same on the GPU (tests/bench/bench_policy_cuda.c): every tensor made there
+(torch.set_default_device, torch >= 2.0), fp32 matmuls without TF32 (the
+policy's CUDA runtime does not use it either), torch.cuda.synchronize()
+around every timed region, and one untimed short sampling run first (CUDA
+and cuBLAS initialise there). It first prints
+    torch device: cuda (NAME), torch VERSION
+The default is the CPU, as bench_policy.c runs it.
+
 usage: bench_policy_torch.py V C L NH F B T STEPS [INTRA_OP_THREADS] [--sample]
+                             [--device cpu|cuda|auto]
 (OpenBLAS's own thread count comes from OPENBLAS_NUM_THREADS, set by the
 caller.)
 """
@@ -62,11 +72,18 @@ def step(P, tok, kc, vc, pos, NH, cos, sin):
     return ptm.rmsnorm(x[:, -1], P["rms_final"]) @ P["wte"].t()
 
 
-def sample(P, V, C, L, NH, G, new, prompt_len=64):
+def sync():
+    """Waits for the GPU's queued work (nothing on the CPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def sample(P, V, C, L, NH, G, new, prompt_len=64, report=True):
     hs = C // NH
     cos, sin = ptm.rope_tables(prompt_len + new, hs)
     prompt = torch.randint(0, V, (1, prompt_len))
     with torch.no_grad():
+        sync()
         t0 = time.perf_counter()
         kc = torch.zeros(L, G, NH, prompt_len + new, hs)
         vc = torch.zeros(L, G, NH, prompt_len + new, hs)
@@ -80,14 +97,42 @@ def sample(P, V, C, L, NH, G, new, prompt_len=64):
             if i + 1 == new:
                 break
             logits = step(P, tok, kc, vc, prompt_len + i, NH, cos, sin)
+        sync()
         dt = time.perf_counter() - t0
-    print(f"torch sampling: {G * new / dt:.0f} tok/s ({dt:.2f} s)", flush=True)
+    if report:
+        print(f"torch sampling: {G * new / dt:.0f} tok/s ({dt:.2f} s)",
+              flush=True)
+
+
+def use_device(argv):
+    """--device cpu|cuda|auto: makes it the default device; returns it."""
+    want = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    if want == "cpu":
+        return want
+    if want != "cuda" or not torch.cuda.is_available():
+        sys.exit(f"bench_policy_torch: --device {want}: torch "
+                 f"{torch.__version__} has no CUDA device here")
+    if not hasattr(torch, "set_default_device"):
+        sys.exit(f"bench_policy_torch: torch {torch.__version__} is older "
+                 "than 2.0 (no torch.set_default_device)")
+    torch.set_default_device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"torch device: cuda ({torch.cuda.get_device_name(0)}), torch "
+          f"{torch.__version__}", flush=True)
+    return want
 
 
 def main():
     V, C, L, NH, FF, B, T, steps = (int(x) for x in sys.argv[1:9])
     rest = [a for a in sys.argv[9:] if a != "--sample"]
+    if "--device" in rest:
+        i = rest.index("--device")
+        rest = rest[:i] + rest[i + 2:]
     torch.set_num_threads(int(rest[0]) if rest else 2)
+    dev = use_device(sys.argv)
     torch.manual_seed(1)
     sizes = ptm.shapes(V, C, L, FF)
     flat = torch.cat([
@@ -95,6 +140,8 @@ def main():
         .reshape(-1) for n, s in sizes.items()])
     P = ptm.unflatten(flat, V, C, L, FF)
     if "--sample" in sys.argv:
+        if dev == "cuda":
+            sample(P, V, C, L, NH, B, 8, report=False)  # warm-up, untimed
         sample(P, V, C, L, NH, B, T)
         return
     opt = ptm.make_adamw(P, 3e-4, 0.9, 0.95, 1e-8, 0.1)
@@ -104,6 +151,7 @@ def main():
     targets = torch.roll(tokens, -1, dims=1)
     times = []
     for i in range(steps + 1):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad()
         logits = ptm.forward(P, tokens, NH, cos, sin)
@@ -112,6 +160,7 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        sync()
         if i:
             times.append(time.perf_counter() - t0)
     t = statistics.median(times)

@@ -26,8 +26,14 @@
 #   7. the policy's CUDA runtime (policy/cuda, issue 10): test_policy_cuda
 #      --device (every kernel against its CPU twin, cuBLAS and tiled GEMMs,
 #      ten training steps), test_policy_cuda_gen --device (sampler, KV
-#      cache, generation against the CPU's), then prime + one campaign step
-#      with --policy-device gpu
+#      cache, generation against the CPU's), test_policy_matmul --device (a
+#      kernel from a results file behind the policy's GEMMs, compiled by
+#      NVRTC, against cuBLAS; the files it must refuse), then prime + one
+#      campaign step with --policy-device gpu, a prime with --policy-matmul
+#      (a seed's results file from `eval --backend gpu --out`), and
+#      bench_policy_cuda (training and sampling tokens/s: the device vs the
+#      CPU path, vs a candidate kernel behind the GEMMs, vs PyTorch on the
+#      device); the policy-matmul part of this step takes about a minute
 # Everything goes to $OUT (check.log, summary.md, eval JSON); summary.md is
 # printed last. Append it to tests/gpu/LOG.md (format there) and commit.
 set -u
@@ -234,12 +240,12 @@ fi
 # against pl_generate, and the lab's --policy-device facade; then a tiny
 # prime and one campaign step with --policy-device gpu (the policy on the
 # device, end to end).
-for t in test_policy_cuda test_policy_cuda_gen; do
+for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_matmul; do
   note "policy: $t --device"
   PCUDA=$(dirname "$KL")/$t
   [ -x "$PCUDA" ] || PCUDA=$(find build -name "$t" -type f 2>/dev/null | head -n1)
   if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
-    kl timeout 120 "$PCUDA" --device >"$OUT/$t.log" 2>&1
+    KL_SOURCE_DIR="$root" kl timeout 120 "$PCUDA" --device >"$OUT/$t.log" 2>&1
     prc=$?
     sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|worst' "$OUT/$t.log" | tail -n 2 | tr '\n' ' ')"
   else
@@ -255,6 +261,31 @@ if kl timeout 90 "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" \
   sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s')"
 else
   sum "- --policy-device gpu: FAILED: $(tail -n 3 "$OUT/policy_device.log" | tr '\n' ' ')"
+fi
+
+note "policy: --policy-matmul (prime through a seed's kernel) and bench_policy_cuda"
+if kl timeout 60 "$KL" eval --backend gpu --jobs 1 kernels/seeds/07_warptile.cu \
+     --out "$cdir/mm.h5" >"$OUT/policy_matmul.log" 2>&1 &&
+   kl timeout 60 "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pm.ckpt" \
+     --size tiny --steps 10 --lr 3e-3 --policy-device gpu \
+     --policy-matmul "$cdir/mm.h5" >>"$OUT/policy_matmul.log" 2>&1; then
+  sum "- --policy-matmul (gpu): prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_matmul.log" | head -n1); $(grep -m1 -o 'policy GEMMs through kernel [^;]*' "$OUT/policy_matmul.log")"
+else
+  sum "- --policy-matmul (gpu): FAILED: $(tail -n 3 "$OUT/policy_matmul.log" | tr '\n' ' ')"
+fi
+BENCH=$(dirname "$KL")/bench_policy_cuda
+[ -x "$BENCH" ] || BENCH=$(find build -name bench_policy_cuda -type f 2>/dev/null | head -n1)
+if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
+  kl timeout 120 "$BENCH" --python python3 "$root" >"$OUT/bench_policy_cuda.log" 2>&1
+  brc=$?
+  sum ""
+  sum "### bench_policy_cuda (exit $brc)"
+  sum ""
+  grep -E '^(model|pcuda|cpu|torch|kernel|first)' "$OUT/bench_policy_cuda.log" | sed 's/^/    /' >>"$summary"
+  sum ""
+  grep ' vs ' "$OUT/bench_policy_cuda.log" | sed 's/^/- /' >>"$summary"
+else
+  sum "- bench_policy_cuda: no binary in the bundle"
 fi
 
 note "done in $(elapsed)s"

@@ -1,0 +1,479 @@
+/*
+ * tests/unit/test_policy_matmul.c — --policy-matmul (lab/policy_matmul.c,
+ * and the packing path of policy/cuda: pcuda_set_matmul, pack.cu): the
+ * policy's GEMMs through a kernel stored in a results file give what the
+ * default path gives, and a file without a usable kernel is refused.
+ *
+ *   test_policy_matmul            on the CPU emulator (label unit)
+ *   test_policy_matmul --device   on device 0 (label gpu; exit 77 with the
+ *                                 reason where no device answers or the
+ *                                 build has no fatbin)
+ *
+ * The results files are written here through the store's API with the
+ * sources of kernels/seeds and tests/kernels: the verdicts in them (correct,
+ * time, flags) are whatever the test says, which is how a forged or stale
+ * file looks to the lab.
+ *   1. selection: the fastest correct, unflagged row wins over a faster
+ *      wrong one and a faster flagged one (lab_best_candidate).
+ *   2. on the CPU: a tiny model (ragged sizes: d 32, d_ff 96, vocab 97,
+ *      B 2 x T 9) through seed 05_blocktile_2d on the emulator, against the
+ *      same model on BLAS: the loss of a forward, every gradient of a
+ *      backward, the loss after one AdamW step, and a greedy generation
+ *      (tokens equal, log-probs close).
+ *   3. the device path's packing on the emulator backend of pcuda: the
+ *      same kernel behind pcuda_set_matmul, against the tiled GEMM: strided
+ *      and transposed operands with alpha and beta, then the model's
+ *      forward and backward.
+ *   4. refusals, exit 2 with a sentence: a file with no correct kernel
+ *      (only a wrong one, and a correct one that is flagged), a wrong
+ *      kernel marked correct (a plain index bug, and an off-by-one that only
+ *      ragged K exposes), one that does not compile, one whose text raises
+ *      an anti-cheat flag now, a missing file.
+ * --device does 2 and 4 with the pcuda model on the device and the kernel
+ * compiled by NVRTC (pcuda_device_load_matmul), against cuBLAS.
+ *
+ * Tolerances (candidate vs default path; both fp32, they differ only in
+ * summation order): losses within 1e-5 relative, gradients within 1e-4 of
+ * the largest gradient, log-probs within 1e-4.
+ */
+#include "kltest.h"
+#include "lab/lab.h"
+#include "lab/policy_device.h"
+#include "policy/cuda/pcuda.h"
+#include "policy/policy.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOL_LOSS 1e-5
+#define TOL_GRAD 1e-4
+#define TOL_LOGPROB 1e-4
+
+static const char *src_dir;
+static char tmp_dir[512];
+
+/* ---- results files ---- */
+
+typedef struct entry {
+  const char *file; /* relative to the source folder */
+  int correct;
+  double time_us;
+  uint64_t flags;
+} entry;
+
+static char *read_source(const char *rel, size_t *len) {
+  char path[1024], why[256], *src = NULL;
+  snprintf(path, sizeof path, "%s/%s", src_dir, rel);
+  if (kl_source_load(path, &src, len, why, sizeof why) != KL_OK) {
+    fprintf(stderr, "test_policy_matmul: %s\n", why);
+    return NULL;
+  }
+  return src;
+}
+
+/* Writes name (in the temp folder) with the entries; its path in path. */
+static int write_results(const char *name, const entry *e, int n, char *path,
+                         size_t pathlen) {
+  snprintf(path, pathlen, "%s/%s", tmp_dir, name);
+  unlink(path);
+  res_campaign_meta meta = {.config = "-- test_policy_matmul",
+                            .backend = "cpu-emu",
+                            .device = "cpu-emu"};
+  char why[512];
+  int code;
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f, "%s: %s", path, why);
+  if (!f) return -1;
+  for (int i = 0; i < n; i++) {
+    size_t len;
+    char *src = read_source(e[i].file, &len);
+    CHECK(src, "source %s", e[i].file);
+    if (!src) continue;
+    res_candidate c;
+    memset(&c, 0, sizeof c);
+    c.step = -1;
+    c.group = c.sample = -1;
+    snprintf(c.task, sizeof c.task, "fp32_256");
+    snprintf(c.label, sizeof c.label, "%s", strrchr(e[i].file, '/') + 1);
+    snprintf(c.backend, sizeof c.backend, "cpu-emu");
+    snprintf(c.status, sizeof c.status, "%s", e[i].correct ? "ok" : "wrong");
+    c.compiled = 1;
+    c.correct = (uint8_t)e[i].correct;
+    c.time_us = e[i].time_us;
+    c.time_min_us = c.time_max_us = e[i].time_us;
+    c.baseline_us = 5000;
+    c.reward = NAN;
+    c.flags = e[i].flags;
+    c.shape_m = c.shape_n = c.shape_k = 256;
+    CHECK(res_append_candidate(f, &c, src, len, NULL, 0, NULL, NULL, 0, NULL,
+                               why, sizeof why) == RES_OK,
+          "append %s: %s", e[i].file, why);
+    free(src);
+  }
+  CHECK(res_close(f, why, sizeof why) == RES_OK, "close: %s", why);
+  return 0;
+}
+
+static char good_h5[600];
+
+static void check_selection(void) {
+  const entry good[] = {
+      {"tests/kernels/broken/wrong_index.cu", 0, 10, 0}, /* fastest, wrong */
+      {"kernels/seeds/01_naive.cu", 1, 5000, 0},
+      {"kernels/seeds/05_blocktile_2d.cu", 1, 400, 0}, /* the best */
+      {"tests/kernels/honest/h04_smem_tile16.cu", 1, 100,
+       (uint64_t)1 << KL_FLAG_CANARY_OVERWRITTEN}, /* faster, flagged */
+  };
+  write_results("good.h5", good, 4, good_h5, sizeof good_h5);
+  int code;
+  char why[512];
+  res_reader *r = res_open_read(good_h5, &code, why, sizeof why);
+  CHECK(r, "%s: %s", good_h5, why);
+  if (!r) return;
+  CHECK(lab_best_candidate(r) == 2, "best candidate %lld, expected 2",
+        (long long)lab_best_candidate(r));
+  res_reader_close(r);
+}
+
+/* ---- comparisons ---- */
+
+static double max_abs(const float *x, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++)
+    m = fmax(m, fabs(x[i]));
+  return m;
+}
+
+static double max_diff(const float *x, const float *y, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++)
+    m = fmax(m, fabs((double)x[i] - y[i]));
+  return m;
+}
+
+static const pl_config tiny = {97, 32, 2, 4, 96, 16};
+enum { B = 2, T = 9 };
+
+static void batch(int32_t *x, int32_t *y) {
+  uint32_t s = 11;
+  for (int i = 0; i < B * T; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (int32_t)((s >> 8) % (uint32_t)tiny.vocab);
+  }
+  for (int i = 0; i < B * T; i++)
+    y[i] = (i + 1) % T ? x[i + 1] : -1;
+}
+
+/* What one path gives: loss, gradients, loss after an AdamW step, and a
+ * greedy generation. */
+typedef struct outcome {
+  float loss, loss2;
+  float *grads;
+  pl_generation gen;
+} outcome;
+
+/* Runs the model on the CPU (ctx NULL) or through pcuda on ctx. */
+static void run_model(pcuda_ctx *ctx, outcome *o, const char *label) {
+  char why[256];
+  pl_model m;
+  memset(o, 0, sizeof *o);
+  CHECK(pl_model_init(&m, &tiny, 3, why, sizeof why) == PL_OK, "%s", why);
+  pl_adamw opt;
+  pl_adamw_config ac = pl_adamw_defaults();
+  ac.lr = 1e-2f;
+  CHECK(pl_adamw_init(&opt, &m, &ac, why, sizeof why) == PL_OK, "%s", why);
+  o->grads = calloc(m.num_params, sizeof(float));
+  int32_t x[B * T], y[B * T];
+  batch(x, y);
+  const int32_t prompt[3] = {1, 5, 9};
+  pl_sampling greedy = pl_sampling_default();
+  greedy.temperature = 0;
+  int rc;
+  if (!ctx) {
+    o->loss = pl_model_forward(&m, x, y, B, T);
+    pl_model_zero_grad(&m);
+    pl_model_backward(&m);
+    memcpy(o->grads, m.grads_memory, m.num_params * sizeof(float));
+    pl_adamw_step(&opt, &m);
+    o->loss2 = pl_model_forward(&m, x, y, B, T);
+    rc = pl_generate(&m, prompt, 3, 2, 6, -1, &greedy, 1, &o->gen, why,
+                     sizeof why);
+  } else {
+    pcuda_model dm;
+    pcuda_adamw dopt;
+    CHECK(pcuda_model_init(&dm, ctx, &m, why, sizeof why) == PL_OK, "%s: %s",
+          label, why);
+    CHECK(pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) == PL_OK, "%s: %s",
+          label, why);
+    o->loss = pcuda_model_forward(&dm, x, y, B, T);
+    pcuda_model_zero_grad(&dm);
+    pcuda_model_backward(&dm);
+    pcuda_model_get_grads(&dm, o->grads);
+    pcuda_adamw_step(&dopt, &dm);
+    o->loss2 = pcuda_model_forward(&dm, x, y, B, T);
+    rc = pcuda_generate(&dm, prompt, 3, 2, 6, -1, &greedy, 1, &o->gen, why,
+                        sizeof why);
+    CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "%s: %s", label, why);
+    pcuda_adamw_free(&dopt);
+    pcuda_model_free(&dm);
+  }
+  CHECK(rc == PL_OK, "%s: generate: %s", label, why);
+  pl_adamw_free(&opt);
+  pl_model_free(&m);
+}
+
+static size_t n_params(void) {
+  size_t s[PL_NUM_PARAM_TENSORS], n = 0;
+  pl_param_sizes(&tiny, s);
+  for (int i = 0; i < PL_NUM_PARAM_TENSORS; i++)
+    n += s[i];
+  return n;
+}
+
+/* The candidate's outcome against the default path's. */
+static void compare(const outcome *def, const outcome *cand,
+                    const char *label) {
+  CHECK(isfinite(cand->loss) &&
+            fabs(cand->loss - def->loss) <= TOL_LOSS * fmax(1, fabs(def->loss)),
+        "%s: loss %.8g through the kernel, %.8g by default", label,
+        (double)cand->loss, (double)def->loss);
+  CHECK(isfinite(cand->loss2) && fabs(cand->loss2 - def->loss2) <=
+                                     TOL_LOSS * fmax(1, fabs(def->loss2)),
+        "%s: loss after a step %.8g through the kernel, %.8g by default", label,
+        (double)cand->loss2, (double)def->loss2);
+  size_t n = n_params();
+  double gmax = max_abs(def->grads, n),
+         gd = max_diff(def->grads, cand->grads, n);
+  CHECK(gmax > 0 && gd <= TOL_GRAD * gmax,
+        "%s: gradients differ by %.3g (largest %.3g)", label, gd, gmax);
+  int same = def->gen.G == cand->gen.G;
+  double lp = 0;
+  for (int g = 0; same && g < def->gen.G; g++) {
+    same = def->gen.lengths[g] == cand->gen.lengths[g];
+    for (int i = 0; same && i < def->gen.lengths[g]; i++) {
+      size_t k = (size_t)g * def->gen.max_new + i;
+      same = def->gen.tokens[k] == cand->gen.tokens[k];
+      lp = fmax(lp, fabs(def->gen.logprobs[k] - cand->gen.logprobs[k]));
+    }
+  }
+  CHECK(same && lp <= TOL_LOGPROB,
+        "%s: greedy generation: tokens %s, log-prob difference %.3g", label,
+        same ? "equal" : "DIFFER", lp);
+  printf("%s: loss %.6f vs %.6f, after a step %.6f vs %.6f, gradients "
+         "within %.2g of %.2g, generation log-probs within %.2g\n",
+         label, (double)cand->loss, (double)def->loss, (double)cand->loss2,
+         (double)def->loss2, gd, gmax, lp);
+}
+
+static void outcome_free(outcome *o) {
+  free(o->grads);
+  pl_generation_free(&o->gen);
+}
+
+/* ---- 2. the CPU path ---- */
+
+static void check_cpu(void) {
+  outcome def, cand;
+  run_model(NULL, &def, "cpu");
+  lab_matmul *mm = NULL;
+  char why[1024];
+  int ex =
+      lab_policy_matmul_open(good_h5, NULL, &tiny, B * T, &mm, why, sizeof why);
+  CHECK(ex == LAB_EXIT_OK, "open %s: exit %d: %s", good_h5, ex, why);
+  if (ex) {
+    outcome_free(&def);
+    return;
+  }
+  printf("cpu: %s\n", lab_policy_matmul_describe(mm));
+  CHECK(strstr(lab_policy_matmul_describe(mm), "05_blocktile_2d.cu"),
+        "describe: %s", lab_policy_matmul_describe(mm));
+  run_model(NULL, &cand, "cpu, --policy-matmul");
+  char line[512];
+  CHECK(lab_policy_matmul_report(mm, line, sizeof line) == 0, "%s", line);
+  long long calls = atoll(line);
+  /* 2 forwards x 9 GEMMs, a backward x 18, and the generation's */
+  CHECK(calls >= 2 * 9 + 18, "only %lld GEMMs went through it: %s", calls,
+        line);
+  printf("cpu: %s\n", line);
+  lab_policy_matmul_close(mm);
+  compare(&def, &cand, "cpu-emu kernel vs BLAS");
+  outcome_free(&def);
+  outcome_free(&cand);
+}
+
+/* ---- 3. the device path's packing, on the emulator backend ---- */
+
+static int emu_runner(void *impl, const float *A, const float *B_, float *C,
+                      int M, int N, int K, char *why, size_t whylen) {
+  return kl_emu_run(impl, A, B_, C, M, N, K, 0, why, whylen) == KL_OK ? 0 : -1;
+}
+
+static void check_packing(void) {
+  char why[256];
+  size_t len;
+  char *src = read_source("kernels/seeds/05_blocktile_2d.cu", &len);
+  if (!src) return;
+  kl_emu_module *mod = NULL;
+  CHECK(kl_emu_build(src, len, &mod, NULL, NULL, why, sizeof why) == KL_OK,
+        "build: %s", why);
+  free(src);
+  pcuda_ctx *ctx = NULL;
+  CHECK(pcuda_emu_open(&ctx, 0, why, sizeof why) == PL_OK, "%s", why);
+  if (!mod || !ctx) {
+    kl_emu_free(mod);
+    pcuda_close(ctx);
+    return;
+  }
+  /* one GEMM of each kind, strided, with alpha and beta */
+  static const struct {
+    int M, N, K, ta, tb, lda, ldb, ldc;
+    float alpha, beta;
+  } g[] = {{37, 29, 45, 0, 1, 50, 47, 33, 1.0f, 0.0f},
+           {37, 29, 45, 1, 0, 41, 30, 29, 0.5f, 1.0f},
+           {37, 29, 45, 1, 1, 40, 46, 31, -2.0f, 0.25f},
+           {1, 67, 1, 0, 0, 1, 67, 67, 1.0f, 0.0f},
+           {67, 1, 67, 0, 0, 67, 1, 1, 1.0f, 1.0f}};
+  pcuda_set_matmul(ctx, emu_runner, mod);
+  for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+    size_t na = (size_t)(g[i].ta ? g[i].K : g[i].M) * g[i].lda;
+    size_t nb = (size_t)(g[i].tb ? g[i].N : g[i].K) * g[i].ldb;
+    size_t nc = (size_t)g[i].M * g[i].ldc;
+    float *a = pcuda_alloc(ctx, na * 4), *b = pcuda_alloc(ctx, nb * 4);
+    float *c0 = pcuda_alloc(ctx, nc * 4), *c1 = pcuda_alloc(ctx, nc * 4);
+    kl_fill_random(a, na, 7, 2 * i); /* emulator memory is host memory */
+    kl_fill_random(b, nb, 7, 2 * i + 1);
+    kl_fill_random(c0, nc, 8, i);
+    memcpy(c1, c0, nc * 4);
+    for (int use = 0; use < 2; use++)
+      pcuda_linear_gemm(ctx, use, use ? c1 : c0, a, b, g[i].M, g[i].N, g[i].K,
+                        g[i].lda, g[i].ldb, g[i].ldc, g[i].ta, g[i].tb,
+                        g[i].alpha, g[i].beta);
+    CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "gemm %zu: %s", i, why);
+    double d = max_diff(c0, c1, nc), s = max_abs(c0, nc);
+    CHECK(d <= 1e-5 * fmax(1, s),
+          "gemm %zu (%dx%dx%d ta %d tb %d): differs "
+          "by %.3g (largest %.3g)",
+          i, g[i].M, g[i].N, g[i].K, g[i].ta, g[i].tb, d, s);
+    pcuda_free(ctx, a);
+    pcuda_free(ctx, b);
+    pcuda_free(ctx, c0);
+    pcuda_free(ctx, c1);
+  }
+  pcuda_set_matmul(ctx, NULL, NULL);
+  outcome def, cand;
+  run_model(ctx, &def, "pcuda cpu-emu");
+  pcuda_set_matmul(ctx, emu_runner, mod);
+  run_model(ctx, &cand, "pcuda cpu-emu, candidate");
+  pcuda_set_matmul(ctx, NULL, NULL);
+  compare(&def, &cand, "pcuda cpu-emu: kernel (packed) vs tiled GEMM");
+  outcome_free(&def);
+  outcome_free(&cand);
+  pcuda_close(ctx);
+  kl_emu_free(mod);
+}
+
+/* ---- 4. refusals ---- */
+
+static void expect_refusal(pcuda_ctx *ctx, const char *name, const entry *e,
+                           int n, int want_exit, const char *want) {
+  char path[600], why[1024];
+  if (e)
+    write_results(name, e, n, path, sizeof path);
+  else
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+  lab_matmul *mm = NULL;
+  int ex =
+      lab_policy_matmul_open(path, ctx, &tiny, B * T, &mm, why, sizeof why);
+  CHECK(ex == want_exit && !mm && strstr(why, want) && strstr(why, path),
+        "%s: exit %d (want %d), message '%s' (want '%s' and the path)", name,
+        ex, want_exit, why, want);
+  printf("refused %s: exit %d: %s\n", name, ex, why);
+  lab_policy_matmul_close(mm);
+}
+
+static void check_refusals(pcuda_ctx *ctx) {
+  const entry none[] = {{"tests/kernels/broken/wrong_index.cu", 0, 10, 0},
+                        {"kernels/seeds/05_blocktile_2d.cu", 1, 400,
+                         (uint64_t)1 << KL_FLAG_NONDETERMINISTIC}};
+  expect_refusal(ctx, "none.h5", none, 2, LAB_EXIT_USAGE,
+                 "no correct, unflagged kernel");
+  const entry wrong[] = {{"tests/kernels/broken/wrong_index.cu", 1, 10, 0}};
+  expect_refusal(ctx, "wrong.h5", wrong, 1, LAB_EXIT_USAGE,
+                 "disagrees with the default path");
+  const entry edge[] = {{"tests/kernels/broken/edge_off_by_one.cu", 1, 10, 0}};
+  expect_refusal(ctx, "edge.h5", edge, 1, LAB_EXIT_USAGE,
+                 "disagrees with the default path");
+  const entry broken[] = {{"tests/kernels/broken/compile_error.cu", 1, 10, 0}};
+  expect_refusal(ctx, "compile.h5", broken, 1, LAB_EXIT_USAGE,
+                 ctx ? "NVRTC" : "does not build");
+  const entry flagged[] = {{"tests/cheats/timer_clock64.cu", 1, 10, 0}};
+  expect_refusal(ctx, "flagged.h5", flagged, 1, LAB_EXIT_USAGE,
+                 "raises anti-cheat flags");
+  expect_refusal(ctx, "missing.h5", NULL, 0, LAB_EXIT_USAGE, "missing.h5");
+}
+
+/* ---- --device ---- */
+
+static int run_device(void) {
+  char why[1024];
+  pcuda_ctx *ctx = NULL;
+  if (pcuda_device_open(&ctx, PCUDA_GEMM_AUTO, why, sizeof why) != PL_OK) {
+    printf("SKIP: no device for the policy's CUDA runtime: %s\n", why);
+    return 77;
+  }
+  if (kl_nvrtc_load(why, sizeof why) != KL_OK) {
+    printf("SKIP: no NVRTC to compile the kernel: %s\n", why);
+    pcuda_close(ctx);
+    return 77;
+  }
+  printf("device: %s\n", pcuda_describe(ctx));
+  check_selection();
+  outcome def, cand;
+  run_model(ctx, &def, "device");
+  lab_matmul *mm = NULL;
+  int ex =
+      lab_policy_matmul_open(good_h5, ctx, &tiny, B * T, &mm, why, sizeof why);
+  CHECK(ex == LAB_EXIT_OK, "open %s on the device: exit %d: %s", good_h5, ex,
+        why);
+  if (!ex) {
+    printf("device: %s\n", lab_policy_matmul_describe(mm));
+    run_model(ctx, &cand, "device, --policy-matmul");
+    lab_policy_matmul_close(mm);
+    compare(&def, &cand, "device: NVRTC kernel vs cuBLAS");
+    outcome_free(&cand);
+  }
+  outcome_free(&def);
+  check_refusals(ctx);
+  pcuda_close(ctx);
+  return kl_test_done("test_policy_matmul --device");
+}
+
+int main(int argc, char **argv) {
+  src_dir = getenv("KL_SOURCE_DIR");
+  if (!src_dir) src_dir = ".";
+  snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_policy_matmul.XXXXXX");
+  if (!mkdtemp(tmp_dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  int rc;
+  if (argc > 1 && !strcmp(argv[1], "--device")) {
+    rc = run_device();
+  } else if (argc > 1) {
+    fprintf(stderr, "usage: %s [--device]\n", argv[0]);
+    rc = 2;
+  } else {
+    check_selection();
+    check_cpu();
+    check_packing();
+    check_refusals(NULL);
+    rc = kl_test_done("test_policy_matmul");
+  }
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);
+  return rc;
+}
