@@ -305,6 +305,7 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   c->weight_decay = 0;
   c->clip = 1.0f;
   c->seed = 1;
+  c->timeout_s = 60;
 
   lua_State *L = lab_lua_open(CAMPAIGN_MAX_INSTRUCTIONS);
   if (!L) {
@@ -342,7 +343,7 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   check_keys(p, 1, NULL,
              "name|task|backend|checkpoint|tokenizer|group_size|"
              "prompts_per_step|steps|sampling|grpo|optim|reward|seed|out|"
-             "corpus|exhaustive");
+             "corpus|exhaustive|timeout");
   get_str(p, 1, NULL, "name", c->name, sizeof c->name);
 
   long long v;
@@ -376,6 +377,7 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   c->prompts_per_step = (int)v;
   v = c->steps, get_int(p, 1, NULL, "steps", 1, 1000000, &v);
   c->steps = (int)v;
+  get_num(p, 1, NULL, "timeout", 0.5, 3600, &c->timeout_s);
   if ((t = push_table(p, 1, "sampling"))) {
     check_keys(p, t, "sampling", "temperature|top_p|min_p|max_tokens");
     d = c->sampling.temperature;

@@ -104,6 +104,7 @@ int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
       return LAB_EXIT_ENV;
     }
   kl_eval_defaults(&e->opts);
+  e->opts.run_deadline_s = c->timeout_s;
   e->opts.backend = e->backend;
   e->opts.shapes[0] = (kl_shape){c->M, c->N, c->K};
   e->opts.n_shapes = 1;

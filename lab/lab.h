@@ -128,6 +128,7 @@ typedef struct lab_campaign {
   int num_iterations;
   float lr, weight_decay, clip;
   int warmup;
+  double timeout_s; /* wall deadline for one candidate's runs */
   uint64_t seed;
   /* Baselines (kernlab search, and run's closing comparison): */
   char corpus[1024];     /* the priming corpus folder ("runs/corpus") */

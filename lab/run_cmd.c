@@ -469,6 +469,7 @@ int lab_run(int argc, char **argv) {
       FAIL(LAB_EXIT_ENV, "cannot start sandbox slot %d", i);
   kl_eval_options opts;
   kl_eval_defaults(&opts);
+  opts.run_deadline_s = c.timeout_s;
   opts.backend = backend;
   opts.shapes[0] = (kl_shape){c.M, c.N, c.K};
   opts.n_shapes = 1;

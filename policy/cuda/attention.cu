@@ -33,23 +33,10 @@ attention_forward_kernel(float *out /*(B,T,C)*/, float *att /*(B,NH,T,T)*/,
   const float *qkv_b = qkv + b * T * C3;
   const float *q = qkv_b + (size_t)t * C3 + h * hs;
 
-  /* scores of t2 <= t, and their maximum */
-  float mx = -INFINITY;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    const float *k = qkv_b + (size_t)t2 * C3 + C + h * hs;
-    float s = 0.0f;
-    for (int d = 0; d < hs; d++)
-      s += q[d] * k[d];
-    p[t2] = scale * s;
-    mx = fmaxf(mx, p[t2]);
-  }
-  mx = block_max(mx);
-  float sum = 0.0f;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    p[t2] = expf(p[t2] - mx);
-    sum += p[t2];
-  }
-  sum = block_sum(sum);
+  /* the softmax over t2 <= t of the scores scale * q·k[t2]: its
+   * numerators in p, their sum (k[t2] at qkv_b + t2*3C + C + h*hs) */
+  float sum =
+      attention_row_exp(p, q, qkv_b + C + h * hs, (size_t)C3, hs, t, scale);
   float *att_row = att + row * T;
   for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) {
     if (t2 <= t) p[t2] /= sum;

@@ -12,21 +12,15 @@
  * __float2bfloat16_rn (round to nearest even, NaN stays NaN) and
  * __bfloat162float (exact).
  *
- * The GEMM keeps matmul.cu's contract and tiling (row-major; trans_a /
- * trans_b; C not read when beta == 0) and differs only in its loads: each
- * bf16 element is widened to fp32 as it enters the shared tile, and the
- * products and the sum are fp32, as on a tensor core with fp32
- * accumulation (a bf16 x bf16 product is exact in fp32). It is a copy of
- * gemm_tiled_kernel rather than a template of it, so that the fp32 kernel
- * stays byte for byte what the fp32 path was tested with.
+ * The GEMM is matmul.cu's (gemm_tiled.cuh: the same contract and tiling)
+ * instantiated for bf16 operands: each element is widened to fp32 as it
+ * enters the shared tile, and the products and the sum are fp32.
  */
-#include "policy/cuda/common.cuh"
+#include "policy/cuda/gemm_tiled.cuh"
 
 #ifndef KL_EMU_CUDA_SHIM_H
 #include <cuda_bf16.h>
 #endif
-
-#define PCUDA_GEMM_BF16_TILE 16
 
 /* out[i] = bf16(in[i]) for i < n, round to nearest even. One thread per
  * element, 1-D grid. */
@@ -44,32 +38,5 @@ gemm_tiled_bf16_kernel(float *c /*(M,N) ld ldc*/, const __nv_bfloat16 *a,
                        const __nv_bfloat16 *b, int M, int N, int K, int lda,
                        int ldb, int ldc, int trans_a, int trans_b, float alpha,
                        float beta) {
-  __shared__ float a_tile16[PCUDA_GEMM_BF16_TILE][PCUDA_GEMM_BF16_TILE + 1];
-  __shared__ float b_tile16[PCUDA_GEMM_BF16_TILE][PCUDA_GEMM_BF16_TILE + 1];
-  int tx = threadIdx.x, ty = threadIdx.y;
-  int row = blockIdx.y * PCUDA_GEMM_BF16_TILE + ty;
-  int col = blockIdx.x * PCUDA_GEMM_BF16_TILE + tx;
-  float acc = 0.0f;
-  for (int k0 = 0; k0 < K; k0 += PCUDA_GEMM_BF16_TILE) {
-    /* a_tile16[ty][tx] = A'(row, k0+tx); b_tile16[ty][tx] = B'(k0+ty, col),
-     * widened to fp32 */
-    int ka = k0 + tx, kb = k0 + ty;
-    float av = 0.0f, bv = 0.0f;
-    if (row < M && ka < K)
-      av = __bfloat162float(trans_a ? a[(size_t)ka * lda + row]
-                                    : a[(size_t)row * lda + ka]);
-    if (kb < K && col < N)
-      bv = __bfloat162float(trans_b ? b[(size_t)col * ldb + kb]
-                                    : b[(size_t)kb * ldb + col]);
-    a_tile16[ty][tx] = av;
-    b_tile16[ty][tx] = bv;
-    __syncthreads();
-    for (int kk = 0; kk < PCUDA_GEMM_BF16_TILE; kk++)
-      acc += a_tile16[ty][kk] * b_tile16[kk][tx];
-    __syncthreads();
-  }
-  if (row < M && col < N) {
-    float *out = c + (size_t)row * ldc + col;
-    *out = beta == 0.0f ? alpha * acc : alpha * acc + beta * *out;
-  }
+  gemm_tiled(c, a, b, M, N, K, lda, ldb, ldc, trans_a, trans_b, alpha, beta);
 }

@@ -1,7 +1,9 @@
 /*
  * policy/cuda/common.cuh — what every kernel of the policy's CUDA runtime
- * shares: the model's constants, block-wide reductions, and dynamic shared
- * memory spelled so that both compilers accept it.
+ * shares: the model's constants, block-wide reductions, dynamic shared
+ * memory spelled so that both compilers accept it, and the softmax
+ * numerator of one attention row (the training forward, attention.cu, and
+ * the cached one, kvcache.cu, compute it alike).
  *
  * Every kernel file is compiled twice (policy/cuda/pcuda.h says why): by
  * nvcc for sm_90 into the embedded fatbin, and by the host C++ compiler
@@ -48,44 +50,64 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-/* Block-wide sum / max over a 1-D block whose size is a multiple of 32 (at
- * most 1024); every thread of the block must call it, and every thread gets
- * the result. The first barrier keeps a previous call's readers from seeing
- * this call's partials. */
-__device__ inline float block_sum(float v) {
-  __shared__ float partial[32];
+/* Block-wide reduction over a 1-D block whose size is a multiple of 32 (at
+ * most 1024): warp_op (one of the warp reductions above) within each warp,
+ * then over the warps' results (identity stands in for the slots of warps
+ * the block does not have). Every thread of the block must call it, and
+ * every thread gets the result. The first barrier keeps a previous call's
+ * readers from seeing this call's partials. */
+template <typename T, T (*warp_op)(T)>
+__device__ inline T block_reduce(T v, T identity) {
+  __shared__ T partial[32];
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int nwarps = blockDim.x / 32;
-  v = warp_sum(v);
+  v = warp_op(v);
   __syncthreads();
   if (lane == 0) partial[warp] = v;
   __syncthreads();
-  return warp_sum(lane < nwarps ? partial[lane] : 0.0f);
+  return warp_op(lane < nwarps ? partial[lane] : identity);
+}
+__device__ inline float block_sum(float v) {
+  return block_reduce<float, warp_sum>(v, 0.0f);
 }
 __device__ inline double block_sum_double(double v) {
-  __shared__ double partial_d[32];
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int nwarps = blockDim.x / 32;
-  v = warp_sum_double(v);
-  __syncthreads();
-  if (lane == 0) partial_d[warp] = v;
-  __syncthreads();
-  return warp_sum_double(lane < nwarps ? partial_d[lane] : 0.0);
+  return block_reduce<double, warp_sum_double>(v, 0.0);
 }
 __device__ inline float block_max(float v) {
-  __shared__ float partial_m[32];
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int nwarps = blockDim.x / 32;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) partial_m[warp] = v;
-  __syncthreads();
-  return warp_max(lane < nwarps ? partial_m[lane] : -INFINITY);
+  return block_reduce<float, warp_max>(v, -INFINITY);
 }
 
 /* The global index of this thread in a 1-D grid, in 64 bits. */
 __device__ inline size_t global_index(void) {
   return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+/* One query's causal attention row, up to its normalisation:
+ *   p[j] = exp(scale * q·k_j - max_j' scale * q·k_j')  for j = 0..last,
+ * k_j = k0 + j * k_stride (hs floats each, as q), the block's threads
+ * striding over j. Returns sum_j p[j]; every thread of the block must call
+ * it (block reductions), and every thread gets the sum. p[j] is written by
+ * one thread each: the caller synchronises before reading another's. */
+__device__ inline float attention_row_exp(float *p /*(last+1)*/,
+                                          const float *q /*(hs)*/,
+                                          const float *k0, size_t k_stride,
+                                          int hs, int last, float scale) {
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j <= last; j += blockDim.x) {
+    const float *k = k0 + (size_t)j * k_stride;
+    float s = 0.0f;
+    for (int d = 0; d < hs; d++)
+      s += q[d] * k[d];
+    p[j] = scale * s;
+    mx = fmaxf(mx, p[j]);
+  }
+  mx = block_max(mx);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j <= last; j += blockDim.x) {
+    p[j] = expf(p[j] - mx);
+    sum += p[j];
+  }
+  return block_sum(sum);
 }
 
 #endif

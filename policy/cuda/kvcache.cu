@@ -69,23 +69,9 @@ attention_cached_kernel(float *out /*(N,C)*/, const float *qkv /*(N,3C)*/,
   const float *k0 = kc + (size_t)rows[b] * max_seq * C + h * hs;
   const float *v0 = vc + (size_t)rows[b] * max_seq * C + h * hs;
 
-  /* scores of positions 0..pos, and their maximum */
-  float mx = -INFINITY;
-  for (int j = threadIdx.x; j <= pos; j += blockDim.x) {
-    const float *k = k0 + (size_t)j * C;
-    float s = 0.0f;
-    for (int d = 0; d < hs; d++)
-      s += k[d] * q[d];
-    p[j] = scale * s;
-    mx = fmaxf(mx, p[j]);
-  }
-  mx = block_max(mx);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j <= pos; j += blockDim.x) {
-    p[j] = expf(p[j] - mx);
-    sum += p[j];
-  }
-  sum = block_sum(sum);
+  /* the softmax over positions 0..pos of the scores scale * q·k[j]: its
+   * numerators in p, their sum (k[j] at k0 + j*C) */
+  float sum = attention_row_exp(p, q, k0, (size_t)C, hs, pos, scale);
   for (int j = threadIdx.x; j <= pos; j += blockDim.x)
     p[j] /= sum;
   __syncthreads(); /* every p[j] is final before anyone sums P V */

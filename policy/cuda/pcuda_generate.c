@@ -21,8 +21,10 @@
  * the logits. What crosses per decode step: the fed tokens and their rows
  * (up), the draws (up), four numbers per row (down).
  *
- * The layer launchers below restate pcuda_model.c's (they are static
- * there), as generate.c restates model.c's.
+ * The layers the cached forward shares with the training forward are
+ * launched through pcuda_model.c's launchers (pcuda_internal.h); the ones
+ * below differ from the model's (the GEMM, RoPE at a position, the
+ * in-place residual).
  */
 #include "policy/cuda/pcuda_internal.h"
 
@@ -32,7 +34,6 @@
 #include <string.h>
 
 #define ELEM_THREADS 256u
-#define ROW_THREADS 128u
 #define ATT_THREADS 64u
 
 static int fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
@@ -151,24 +152,8 @@ static int scratch_for(pcuda_kv_cache *kv, const pl_config *c, size_t N,
 }
 
 /* ------------------------------------------------------------------------ */
-/* layers (pcuda_model.c's launchers, restated) */
-
-static void embedding_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
-                              const int32_t *tokens, const float *wte, int N,
-                              int C) {
-  void *args[] = {&out, &tokens, &wte, &N, &C};
-  pcuda_launch(ctx, PCUDA_K_embedding_forward_kernel,
-               dim1(pcuda_blocks((size_t)N * C, ELEM_THREADS)),
-               dim1(ELEM_THREADS), 0, args);
-}
-
-static void rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
-                            float *rstd /*(N)*/, const float *inp,
-                            const float *w /*(C)*/, int N, int C) {
-  void *args[] = {&out, &rstd, &inp, &w, &N, &C};
-  pcuda_launch(ctx, PCUDA_K_rmsnorm_forward_kernel, dim1((unsigned)N),
-               dim1(ROW_THREADS), 0, args);
-}
+/* layers the cached forward launches its own way (the others:
+ * pcuda_model.c's launchers) */
 
 /* out = inp · w^T (w stored (OC,IC)) */
 static void matmul_forward(pcuda_ctx *ctx, float *out /*(N,OC)*/,
@@ -188,21 +173,9 @@ static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
                dim1(ELEM_THREADS), 0, args);
 }
 
-static void swiglu_forward(pcuda_ctx *ctx, float *out /*(N,F)*/,
-                           const float *h13 /*(N,2F)*/, int N, int F) {
-  void *args[] = {&out, &h13, &N, &F};
-  pcuda_launch(ctx, PCUDA_K_swiglu_forward_kernel,
-               dim1(pcuda_blocks((size_t)N * F, ELEM_THREADS)),
-               dim1(ELEM_THREADS), 0, args);
-}
-
 /* x += d (residual_add) */
 static void residual_add(pcuda_ctx *ctx, float *x, const float *d, size_t n) {
-  const float *a = x;
-  void *args[] = {&x, &a, &d, &n};
-  pcuda_launch(ctx, PCUDA_K_residual_forward_kernel,
-               dim1(pcuda_blocks(n, ELEM_THREADS)), dim1(ELEM_THREADS), 0,
-               args);
+  pcuda_residual_forward(ctx, x, x, d, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -254,7 +227,7 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
 
   const pl_params *p = &dm->params;
   int n_rows = (int)N;
-  embedding_forward(ctx, s.x, s.tokens, p->wte, n_rows, C);
+  pcuda_embedding_forward(ctx, s.x, s.tokens, p->wte, n_rows, C);
   for (int l = 0; l < L; l++) {
     const float *wqkv = p->wqkv + (size_t)l * 3 * C * C;
     const float *wo = p->wo + (size_t)l * C * C;
@@ -264,8 +237,8 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
     float *kc = kv->k + (size_t)l * kv->G * max_seq * C;
     float *vc = kv->v + (size_t)l * kv->G * max_seq * C;
 
-    rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_att + (size_t)l * C, n_rows,
-                    C);
+    pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_att + (size_t)l * C,
+                          n_rows, C);
     matmul_forward(ctx, s.qkv, s.ln, wqkv, n_rows, C, 3 * C);
     /* RoPE, then k and v into the cache, for all N rows before any query
      * reads them (a prefill's query t reads keys pos0..pos0+t) */
@@ -280,14 +253,14 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
                  dim1(ATT_THREADS), (size_t)(pos0 + T) * sizeof(float), aargs);
     matmul_forward(ctx, s.tmp, s.atty, wo, n_rows, C, C);
     residual_add(ctx, s.x, s.tmp, N * C);
-    rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_ffn + (size_t)l * C, n_rows,
-                    C);
+    pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_ffn + (size_t)l * C,
+                          n_rows, C);
     matmul_forward(ctx, s.h13, s.ln, w13, n_rows, C, 2 * F);
-    swiglu_forward(ctx, s.hmul, s.h13, n_rows, F);
+    pcuda_swiglu_forward(ctx, s.hmul, s.h13, n_rows, F);
     matmul_forward(ctx, s.tmp, s.hmul, w2, n_rows, F, C);
     residual_add(ctx, s.x, s.tmp, N * C);
   }
-  rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_final, n_rows, C);
+  pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_final, n_rows, C);
   matmul_forward(ctx, s.logits, s.ln, p->wte, n_rows, C, V); /* tied head */
   kv->logits = s.logits;
   char err[256];

@@ -75,7 +75,16 @@ int pcuda_fail(pcuda_ctx *ctx, const char *fmt, ...)
 int pcuda_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid, pcuda_dim block,
                  size_t dyn_smem, void **args);
 
-/* Row-major GEMM, the contract of gemm_tiled_kernel (matmul.cu):
+/* Launches one of the tiled GEMM kernels (gemm_tiled_kernel,
+ * gemm_tiled_bf16_kernel: grid (ceil(N/16), ceil(M/16)), block (16, 16))
+ * with args, the kernel's 13 arguments. When M needs more blocks in y than
+ * a device allows, records the failure "WHAT M rows needs ..." instead
+ * (what: "tiled GEMM: M ="). PL_OK or the sticky error. */
+int pcuda_launch_gemm_tiled(pcuda_ctx *ctx, int kernel, const char *what, int M,
+                            int N, void **args);
+
+/* Row-major GEMM, the contract of gemm_tiled_kernel (matmul.cu,
+ * gemm_tiled.cuh):
  *   C[m,n] = alpha * sum_k A'(m,k) B'(k,n) + beta * C[m,n],
  *   A'(m,k) = trans_a ? A[k*lda+m] : A[m*lda+k],
  *   B'(k,n) = trans_b ? B[n*ldb+k] : B[k*ldb+n]; C not read when beta == 0.
@@ -125,6 +134,23 @@ void pcuda_bf16_matmul_backward(pcuda_model *dm, float *dinp /*(N,IC)*/,
 
 /* Blocks of n threads covering `count` elements: ceil(count / n). */
 unsigned pcuda_blocks(size_t count, unsigned n);
+
+/* ---- layers the model and the cached forward share (pcuda_model.c) ---- */
+
+/* out = wte[tokens] */
+void pcuda_embedding_forward(pcuda_ctx *ctx, float *out /*(BT,C)*/,
+                             const int32_t *tokens /*(BT)*/,
+                             const float *wte /*(V,C)*/, int BT, int C);
+/* out = inp * rstd * w per row, rstd = 1 / sqrt(mean(inp^2) + eps) */
+void pcuda_rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
+                           float *rstd /*(N)*/, const float *inp /*(N,C)*/,
+                           const float *w /*(C)*/, int N, int C);
+/* out = silu(gate) * up, h13 holding gate and up side by side */
+void pcuda_swiglu_forward(pcuda_ctx *ctx, float *out /*(N,F)*/,
+                          const float *h13 /*(N,2F)*/, int N, int F);
+/* out = a + b (out may be a) */
+void pcuda_residual_forward(pcuda_ctx *ctx, float *out, const float *a,
+                            const float *b, size_t n);
 
 /* The device sampler (pcuda_sample.c, sample.cu) with its scratch for up
  * to `rows` rows of `vocab` logits: device arrays in one allocation

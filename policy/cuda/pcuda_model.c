@@ -201,11 +201,12 @@ static int ensure_acts(pcuda_model *dm, int B, int T) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* layers: each launches the kernels of policy/cuda/<layer>.cu */
+/* layers: each launches the kernels of policy/cuda/<layer>.cu (the
+ * pcuda_ ones are the cached forward's too, pcuda_internal.h) */
 
-static void embedding_forward(pcuda_ctx *ctx, float *out /*(BT,C)*/,
-                              const int32_t *tokens, const float *wte /*(V,C)*/,
-                              int BT, int C) {
+void pcuda_embedding_forward(pcuda_ctx *ctx, float *out /*(BT,C)*/,
+                             const int32_t *tokens, const float *wte /*(V,C)*/,
+                             int BT, int C) {
   void *args[] = {&out, &tokens, &wte, &BT, &C};
   pcuda_launch(ctx, PCUDA_K_embedding_forward_kernel,
                dim1(pcuda_blocks((size_t)BT * C, ELEM_THREADS)),
@@ -221,9 +222,9 @@ static void embedding_backward(pcuda_ctx *ctx, float *dwte /*(V,C)*/,
                0, args);
 }
 
-static void rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
-                            float *rstd /*(N)*/, const float *inp /*(N,C)*/,
-                            const float *w /*(C)*/, int N, int C) {
+void pcuda_rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
+                           float *rstd /*(N)*/, const float *inp /*(N,C)*/,
+                           const float *w /*(C)*/, int N, int C) {
   void *args[] = {&out, &rstd, &inp, &w, &N, &C};
   pcuda_launch(ctx, PCUDA_K_rmsnorm_forward_kernel, dim1((unsigned)N),
                dim1(ROW_THREADS), 0, args);
@@ -322,8 +323,8 @@ static void attention_backward(pcuda_ctx *ctx, float *dqkv /*(B,T,3C)*/,
                dim1(ELEM_THREADS), 0, kvargs);
 }
 
-static void swiglu_forward(pcuda_ctx *ctx, float *out /*(N,F)*/,
-                           const float *h13 /*(N,2F)*/, int N, int F) {
+void pcuda_swiglu_forward(pcuda_ctx *ctx, float *out /*(N,F)*/,
+                          const float *h13 /*(N,2F)*/, int N, int F) {
   void *args[] = {&out, &h13, &N, &F};
   pcuda_launch(ctx, PCUDA_K_swiglu_forward_kernel,
                dim1(pcuda_blocks((size_t)N * F, ELEM_THREADS)),
@@ -339,8 +340,8 @@ static void swiglu_backward(pcuda_ctx *ctx, float *dh13 /*(N,2F)*/,
                dim1(ELEM_THREADS), 0, args);
 }
 
-static void residual_forward(pcuda_ctx *ctx, float *out, const float *a,
-                             const float *b, size_t n) {
+void pcuda_residual_forward(pcuda_ctx *ctx, float *out, const float *a,
+                            const float *b, size_t n) {
   void *args[] = {&out, &a, &b, &n};
   pcuda_launch(ctx, PCUDA_K_residual_forward_kernel,
                dim1(pcuda_blocks(n, ELEM_THREADS)), dim1(ELEM_THREADS), 0,
@@ -414,7 +415,7 @@ float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
   int N = (int)BT; /* rows of every (BT, .) activation */
   pcuda_upload(ctx, a->tokens, dm->tokens, BT * sizeof(int32_t));
   pcuda_upload(ctx, a->targets, dm->targets, BT * sizeof(int32_t));
-  embedding_forward(ctx, a->encoded, a->tokens, p->wte, N, C);
+  pcuda_embedding_forward(ctx, a->encoded, a->tokens, p->wte, N, C);
   for (int l = 0; l < L; l++) {
     /* this layer's slices of the stacked parameters and activations */
     const float *res_in = l == 0 ? a->encoded : a->res_ffn + (l - 1) * BT * C;
@@ -432,20 +433,20 @@ float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
     float *h13 = a->h13 + l * BT * 2 * F, *hmul = a->hmul + l * BT * F;
     float *res_ffn = a->res_ffn + l * BT * C;
 
-    rmsnorm_forward(ctx, ln1, ln1_rstd, res_in, rms_att, N, C);
+    pcuda_rmsnorm_forward(ctx, ln1, ln1_rstd, res_in, rms_att, N, C);
     linear_forward(dm, qkv, ln1, wqkv, N, C, 3 * C);
     rope_apply(ctx, qkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, 1.0f);
     attention_forward(ctx, atty, att, qkv, B, T, C, NH);
     linear_forward(dm, a->dln, atty, wo, N, C, C); /* dln: scratch */
-    residual_forward(ctx, res_att, res_in, a->dln, BT * C);
-    rmsnorm_forward(ctx, ln2, ln2_rstd, res_att, rms_ffn, N, C);
+    pcuda_residual_forward(ctx, res_att, res_in, a->dln, BT * C);
+    pcuda_rmsnorm_forward(ctx, ln2, ln2_rstd, res_att, rms_ffn, N, C);
     linear_forward(dm, h13, ln2, w13, N, C, 2 * F);
-    swiglu_forward(ctx, hmul, h13, N, F);
+    pcuda_swiglu_forward(ctx, hmul, h13, N, F);
     linear_forward(dm, a->dln, hmul, w2, N, F, C);
-    residual_forward(ctx, res_ffn, res_att, a->dln, BT * C);
+    pcuda_residual_forward(ctx, res_ffn, res_att, a->dln, BT * C);
   }
-  rmsnorm_forward(ctx, a->lnf, a->lnf_rstd, a->res_ffn + (L - 1) * BT * C,
-                  p->rms_final, N, C);
+  pcuda_rmsnorm_forward(ctx, a->lnf, a->lnf_rstd, a->res_ffn + (L - 1) * BT * C,
+                        p->rms_final, N, C);
   linear_forward(dm, a->logits, a->lnf, p->wte, N, C, V); /* tied head */
   crossentropy_forward(ctx, a->losses, a->lse, a->logits, a->targets, N, V);
 

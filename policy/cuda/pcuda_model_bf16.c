@@ -34,8 +34,6 @@
 #include <string.h>
 
 #define CAST_THREADS 256u
-#define GEMM_TILE 16u
-#define GEMM_MAX_GRID_Y 65535u
 
 pcuda_bf16 pcuda_bf16_from_float(float f) {
   uint32_t x;
@@ -71,17 +69,10 @@ int pcuda_gemm_bf16(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
       ctx->failed = 1;
     return ctx->failed ? PL_EENV : PL_OK;
   }
-  pcuda_dim grid = {pcuda_blocks((size_t)N, GEMM_TILE),
-                    pcuda_blocks((size_t)M, GEMM_TILE), 1};
-  if (grid.y > GEMM_MAX_GRID_Y)
-    return pcuda_fail(ctx,
-                      "tiled bf16 GEMM: M = %d rows needs %u blocks in y, at "
-                      "most %u",
-                      M, grid.y, GEMM_MAX_GRID_Y);
   void *args[] = {&c,   &a,   &b,       &M,       &N,     &K,   &lda,
                   &ldb, &ldc, &trans_a, &trans_b, &alpha, &beta};
-  return pcuda_launch(ctx, PCUDA_K_gemm_tiled_bf16_kernel, grid,
-                      (pcuda_dim){GEMM_TILE, GEMM_TILE, 1}, 0, args);
+  return pcuda_launch_gemm_tiled(ctx, PCUDA_K_gemm_tiled_bf16_kernel,
+                                 "tiled bf16 GEMM: M =", M, N, args);
 }
 
 void pcuda_cast_bf16(pcuda_ctx *ctx, pcuda_bf16 *out, const float *in,

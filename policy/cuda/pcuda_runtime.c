@@ -104,10 +104,31 @@ int pcuda_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid, pcuda_dim block,
                 ctx->ops->launch(ctx, kernel, grid, block, dyn_smem, args));
 }
 
-/* The tiled kernel's grid is (ceil(N/16), ceil(M/16)); a device allows
- * 65535 blocks in y. */
+/* A device allows 65535 blocks in y. */
+#define MAX_GRID_Y 65535u
+
+/* PL_OK when grid fits a device in y; else the failure "WHAT ROWS rows
+ * needs N blocks in y, at most 65535" (what: the launch, as the message
+ * starts) is recorded and returned. */
+static int check_grid_y(pcuda_ctx *ctx, pcuda_dim grid, const char *what,
+                        int rows) {
+  if (grid.y <= MAX_GRID_Y) return PL_OK;
+  return pcuda_fail(ctx, "%s %d rows needs %u blocks in y, at most %u", what,
+                    rows, grid.y, MAX_GRID_Y);
+}
+
+/* The tiled GEMM kernels' grid is (ceil(N/16), ceil(M/16)), their block
+ * (16, 16) (gemm_tiled.cuh). */
 #define GEMM_TILE 16u
-#define GEMM_MAX_GRID_Y 65535u
+
+int pcuda_launch_gemm_tiled(pcuda_ctx *ctx, int kernel, const char *what, int M,
+                            int N, void **args) {
+  pcuda_dim grid = {pcuda_blocks((size_t)N, GEMM_TILE),
+                    pcuda_blocks((size_t)M, GEMM_TILE), 1};
+  if (check_grid_y(ctx, grid, what, M) != PL_OK) return PL_EENV;
+  return pcuda_launch(ctx, kernel, grid, (pcuda_dim){GEMM_TILE, GEMM_TILE, 1},
+                      0, args);
+}
 
 /* ---- a candidate's matmul (pcuda.h, pcuda_set_matmul) ---- */
 
@@ -127,20 +148,16 @@ static size_t round_floats(size_t n) {
   return (n + 63) / 64 * 64;
 }
 
-/* The 32x32 tiles of pack_matrix_kernel; a device allows 65535 in y. */
+/* The 32x32 tiles of pack_matrix_kernel. */
 #define PACK_TILE 32u
-#define MAX_GRID_Y 65535u
 
 /* dst (rows, cols) contiguous = op(src) (pack.cu). */
 static int pack(pcuda_ctx *ctx, float *dst, const float *src, int rows,
                 int cols, int ld, int trans) {
   pcuda_dim grid = {pcuda_blocks((size_t)cols, PACK_TILE),
                     pcuda_blocks((size_t)rows, PACK_TILE), 1};
-  if (grid.y > MAX_GRID_Y)
-    return pcuda_fail(ctx,
-                      "candidate matmul: packing %d rows needs %u blocks "
-                      "in y, at most %u",
-                      rows, grid.y, MAX_GRID_Y);
+  if (check_grid_y(ctx, grid, "candidate matmul: packing", rows) != PL_OK)
+    return PL_EENV;
   void *args[] = {&dst, &src, &rows, &cols, &ld, &trans};
   return pcuda_launch(ctx, PCUDA_K_pack_matrix_kernel, grid,
                       (pcuda_dim){PACK_TILE, 8, 1}, 0, args);
@@ -219,15 +236,8 @@ static int gemm_default(pcuda_ctx *ctx, float *c, const float *a,
   if (ctx->ops->gemm)
     return run_op(ctx, ctx->ops->gemm(ctx, c, a, b, M, N, K, lda, ldb, ldc,
                                       trans_a, trans_b, alpha, beta));
-  pcuda_dim grid = {pcuda_blocks((size_t)N, GEMM_TILE),
-                    pcuda_blocks((size_t)M, GEMM_TILE), 1};
-  if (grid.y > GEMM_MAX_GRID_Y)
-    return pcuda_fail(ctx,
-                      "tiled GEMM: M = %d rows needs %u blocks in y, at most "
-                      "%u",
-                      M, grid.y, GEMM_MAX_GRID_Y);
   void *args[] = {&c,   &a,   &b,       &M,       &N,     &K,   &lda,
                   &ldb, &ldc, &trans_a, &trans_b, &alpha, &beta};
-  return pcuda_launch(ctx, PCUDA_K_gemm_tiled_kernel, grid,
-                      (pcuda_dim){GEMM_TILE, GEMM_TILE, 1}, 0, args);
+  return pcuda_launch_gemm_tiled(ctx, PCUDA_K_gemm_tiled_kernel,
+                                 "tiled GEMM: M =", M, N, args);
 }

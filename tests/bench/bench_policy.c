@@ -23,22 +23,37 @@
  *                     [--B B] [--T T] [--steps N] [--threads N (kernlab)]
  *                     [--no-torch] [SOURCE_DIR]
  */
+#include "bench_util.h"
 #include "policy/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+/* One torch run on 2 cores: its two thread pools (intra-op OpenMP threads
+ * and OpenBLAS's own) and what the setup is called. */
+typedef struct torch_setup {
+  int intra, blas;
+  const char *what;
+} torch_setup;
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
+/* Runs bench_policy_torch.py with args (its model and batch) under setup
+ * and returns the tokens/s its line `match` reports (a sscanf format with
+ * one %lf), printing that line; 0 with a message on stderr when it fails
+ * (`baseline`: what failed). */
+static double torch_rate(const char *src, const torch_setup *setup,
+                         const char *args, const char *match,
+                         const char *baseline) {
+  char cmd[1024], prefix[128];
+  snprintf(cmd, sizeof cmd,
+           "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d /usr/bin/python3 "
+           "%s/tests/bench/bench_policy_torch.py %s",
+           setup->blas, setup->intra, src, args);
+  snprintf(prefix, sizeof prefix, "%s: ", setup->what);
+  double tps = bench_run_rate(cmd, match, prefix, NULL, NULL, 0);
+  if (tps <= 0)
+    fprintf(stderr, "bench_policy: the torch %s failed (%s)\n", baseline, cmd);
+  return tps;
 }
 
 int main(int argc, char **argv) {
@@ -51,15 +66,7 @@ int main(int argc, char **argv) {
   int B = 8, T = 256, steps = 5, torch = 1, threads = 2;
   const char *src = KL_DEFAULT_SOURCE_DIR;
   for (int i = 1; i < argc; i++) {
-    int *dst = !strcmp(argv[i], "--vocab")     ? &cfg.vocab
-               : !strcmp(argv[i], "--d")       ? &cfg.d_model
-               : !strcmp(argv[i], "--layers")  ? &cfg.n_layers
-               : !strcmp(argv[i], "--heads")   ? &cfg.n_heads
-               : !strcmp(argv[i], "--B")       ? &B
-               : !strcmp(argv[i], "--T")       ? &T
-               : !strcmp(argv[i], "--steps")   ? &steps
-               : !strcmp(argv[i], "--threads") ? &threads
-                                               : NULL;
+    int *dst = bench_model_option(argv[i], &cfg, &B, &T, &steps, &threads);
     if (dst && i + 1 < argc)
       *dst = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-torch"))
@@ -90,13 +97,7 @@ int main(int argc, char **argv) {
   pl_set_num_threads(threads);
   int32_t *tokens = malloc(sizeof(int32_t) * B * T);
   int32_t *targets = malloc(sizeof(int32_t) * B * T);
-  uint32_t s = 7;
-  for (int i = 0; i < B * T; i++) {
-    s = s * 1664525u + 1013904223u;
-    tokens[i] = (int32_t)((s >> 8) % (uint32_t)cfg.vocab);
-  }
-  for (int i = 0; i < B * T; i++)
-    targets[i] = i + 1 < B * T ? tokens[i + 1] : -1;
+  bench_batch(tokens, targets, B * T, cfg.vocab);
 
   printf("model: vocab %d, d %d, %d layers, %d heads, d_ff %d: %zu "
          "parameters; batch B=%d T=%d; %d threads\n",
@@ -106,26 +107,26 @@ int main(int argc, char **argv) {
   double fwd = 0, bwd = 0, upd = 0;
   float loss = 0;
   for (int i = -1; i < steps; i++) { /* step -1: warm-up, untimed */
-    double t0 = now_s();
+    double t0 = bench_now_s();
     pl_model_zero_grad(&m);
     loss = pl_model_forward(&m, tokens, targets, B, T);
-    double t1 = now_s();
+    double t1 = bench_now_s();
     pl_model_backward(&m);
-    double t2 = now_s();
+    double t2 = bench_now_s();
     pl_adamw_step(&opt, &m);
-    double t3 = now_s();
+    double t3 = bench_now_s();
     if (i < 0) continue;
     total[i] = t3 - t0;
     fwd += t1 - t0;
     bwd += t2 - t1;
     upd += t3 - t2;
   }
-  qsort(total, steps, sizeof *total, cmp);
-  double kl_tps = (double)B * T / total[steps / 2];
+  double median = bench_median(total, steps);
+  double kl_tps = (double)B * T / median;
   printf("kernlab: %.1f ms/step (forward %.1f, backward %.1f, update %.1f "
          "mean), loss %.4f, %.0f tok/s\n",
-         total[steps / 2] * 1e3, fwd / steps * 1e3, bwd / steps * 1e3,
-         upd / steps * 1e3, loss, kl_tps);
+         median * 1e3, fwd / steps * 1e3, bwd / steps * 1e3, upd / steps * 1e3,
+         loss, kl_tps);
   double kl_sample_tps = 0;
   {
     /* Sampling: pl_generate with the KV cache, G = B rows of 256 new tokens
@@ -137,10 +138,10 @@ int main(int argc, char **argv) {
     if (pl_model_init(&sm, &sc, 1, why, sizeof why) == PL_OK) {
       pl_sampling sp = pl_sampling_default();
       pl_generation gen;
-      double t0 = now_s();
+      double t0 = bench_now_s();
       int rc = pl_generate(&sm, tokens, 64, B, 256, -1, &sp, 1, &gen, why,
                            sizeof why);
-      double dt = now_s() - t0;
+      double dt = bench_now_s() - t0;
       if (rc == PL_OK) {
         long n = 0;
         for (int g = 0; g < B; g++)
@@ -158,32 +159,21 @@ int main(int argc, char **argv) {
   if (torch) {
     /* torch's two thread pools: its intra-op OpenMP threads and OpenBLAS's
      * own. Three ways to use 2 cores; the fastest is the baseline. */
-    static const struct {
-      int intra, blas;
-      const char *what;
-    } tc[] = {{2, 2, "torch default (intra-op 2, OpenBLAS 2)"},
-              {1, 2, "torch intra-op 1, OpenBLAS 2 (kernlab's split)"},
-              {2, 1, "torch intra-op 2, OpenBLAS 1"}};
+    static const torch_setup tc[] = {
+        {2, 2, "torch default (intra-op 2, OpenBLAS 2)"},
+        {1, 2, "torch intra-op 1, OpenBLAS 2 (kernlab's split)"},
+        {2, 1, "torch intra-op 2, OpenBLAS 1"}};
     double best = 0, dflt = 0;
     const char *best_what = "";
     for (int k = 0; k < 3; k++) {
-      char cmd[1024], line[512];
-      snprintf(cmd, sizeof cmd,
-               "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d /usr/bin/python3 "
-               "%s/tests/bench/bench_policy_torch.py %d %d %d %d %d %d %d %d "
-               "%d",
-               tc[k].blas, tc[k].intra, src, cfg.vocab, cfg.d_model,
-               cfg.n_layers, cfg.n_heads, cfg.d_ff, B, T, steps, tc[k].intra);
-      FILE *p = popen(cmd, "r");
-      double tps = 0;
-      while (p && fgets(line, sizeof line, p))
-        if (sscanf(line, "torch: %*f ms/step, loss %*f, %lf tok/s", &tps) == 1)
-          printf("%s: %s", tc[k].what, line);
-      int rc = p ? pclose(p) : -1;
-      if (rc != 0 || tps <= 0) {
-        fprintf(stderr, "bench_policy: the torch baseline failed (%s)\n", cmd);
-        return 1;
-      }
+      char args[256];
+      snprintf(args, sizeof args, "%d %d %d %d %d %d %d %d %d", cfg.vocab,
+               cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, B, T, steps,
+               tc[k].intra);
+      double tps =
+          torch_rate(src, &tc[k], args,
+                     "torch: %*f ms/step, loss %*f, %lf tok/s", "baseline");
+      if (tps <= 0) return 1;
       if (k == 0) dflt = tps;
       if (tps > best) {
         best = tps;
@@ -196,26 +186,13 @@ int main(int argc, char **argv) {
     double sbest = 0;
     const char *sbest_what = "";
     for (int k = 0; k < 3 && kl_sample_tps > 0; k++) {
-      char cmd[1024], line[512];
-      snprintf(cmd, sizeof cmd,
-               "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d /usr/bin/python3 "
-               "%s/tests/bench/bench_policy_torch.py %d %d %d %d %d %d 256 1 "
-               "%d --sample",
-               tc[k].blas, tc[k].intra, src, cfg.vocab, cfg.d_model,
-               cfg.n_layers, cfg.n_heads, cfg.d_ff, B, tc[k].intra);
-      FILE *p = popen(cmd, "r");
-      double tps = 0;
-      while (p && fgets(line, sizeof line, p))
-        if (sscanf(line, "torch sampling: %lf tok/s", &tps) == 1)
-          printf("%s: %s", tc[k].what, line);
-      int rc = p ? pclose(p) : -1;
-      if (rc != 0 || tps <= 0) {
-        fprintf(stderr,
-                "bench_policy: the torch sampling baseline failed "
-                "(%s)\n",
-                cmd);
-        return 1;
-      }
+      char args[256];
+      snprintf(args, sizeof args, "%d %d %d %d %d %d 256 1 %d --sample",
+               cfg.vocab, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, B,
+               tc[k].intra);
+      double tps = torch_rate(src, &tc[k], args, "torch sampling: %lf tok/s",
+                              "sampling baseline");
+      if (tps <= 0) return 1;
       if (tps > sbest) {
         sbest = tps;
         sbest_what = tc[k].what;

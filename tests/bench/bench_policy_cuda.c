@@ -51,6 +51,7 @@
  *                          [--matmul FILE.cu] [--python PY] [--no-torch]
  *                          [--emu] [SOURCE_DIR]
  */
+#include "bench_util.h"
 #include "kernels/kernels.h"
 #include "policy/cuda/pcuda.h"
 #include "policy/policy.h"
@@ -59,22 +60,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PROMPT_LEN 64
 #define NEW_TOKENS 256
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct speed {
   double train_tps, sample_tps; /* 0: not measured */
@@ -100,7 +89,7 @@ static void train(pl_model *m, pcuda_ctx *ctx, const int32_t *x,
     return;
   }
   for (int i = -1; i < steps; i++) {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     float loss;
     if (!ctx) {
       pl_model_zero_grad(m);
@@ -115,13 +104,12 @@ static void train(pl_model *m, pcuda_ctx *ctx, const int32_t *x,
       pcuda_status(ctx, NULL, 0);
     }
     if (i < 0) out->first_loss = loss;
-    if (i >= 0) t[i] = now_s() - t0;
+    if (i >= 0) t[i] = bench_now_s() - t0;
   }
   if (ctx && pcuda_status(ctx, why, sizeof why) != PL_OK) {
     fprintf(stderr, "bench_policy_cuda: training on the device: %s\n", why);
   } else {
-    qsort(t, (size_t)steps, sizeof *t, cmp);
-    out->train_tps = (double)B * T / t[steps / 2];
+    out->train_tps = (double)B * T / bench_median(t, steps);
   }
   if (!ctx) {
     pl_adamw_free(&opt);
@@ -149,12 +137,12 @@ static void sample(const pl_model *m, pcuda_ctx *ctx, const int32_t *prompt,
   for (int pass = 0; pass < 2 && rc == PL_OK; pass++) {
     int new_tokens = pass ? NEW_TOKENS : 8;
     pl_generation gen;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     rc = ctx ? pcuda_generate(&dm, prompt, PROMPT_LEN, G, new_tokens, -1, &sp,
                               1, &gen, why, sizeof why)
              : pl_generate(m, prompt, PROMPT_LEN, G, new_tokens, -1, &sp, 1,
                            &gen, why, sizeof why);
-    dt = now_s() - t0;
+    dt = bench_now_s() - t0;
     if (rc != PL_OK) break;
     n = 0;
     for (int g = 0; g < G; g++)
@@ -222,28 +210,22 @@ static void torch_cuda(const char *python, const char *src_dir,
                        const pl_config *c, int B, int T, int steps,
                        const char *device, speed *out, char *note,
                        size_t notelen) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "torch (%s) ", device);
   for (int k = 0; k < 2; k++) {
-    char cmd[1500], line[512], last[512] = "";
+    char cmd[1500], last[512];
     snprintf(cmd, sizeof cmd,
              "%s %s/tests/bench/bench_policy_torch.py %d %d %d %d %d %d %d %d "
              "4 --device %s%s 2>&1",
              python, src_dir, c->vocab, c->d_model, c->n_layers, c->n_heads,
              c->d_ff, B, k ? NEW_TOKENS : T, k ? 1 : steps, device,
              k ? " --sample" : "");
-    FILE *p = popen(cmd, "r");
-    double tps = 0;
-    while (p && fgets(line, sizeof line, p)) {
-      if (k == 0 && !strncmp(line, "torch device:", 13)) printf("%s", line);
-      if (sscanf(line,
-                 k ? "torch sampling: %lf tok/s"
-                   : "torch: %*f ms/step, loss %*f, %lf tok/s",
-                 &tps) == 1)
-        printf("torch (%s) %s", device, line);
-      snprintf(last, sizeof last, "%s", line);
-    }
-    int rc = p ? pclose(p) : -1;
-    if (rc != 0 || tps <= 0) {
-      last[strcspn(last, "\n")] = 0;
+    double tps =
+        bench_run_rate(cmd,
+                       k ? "torch sampling: %lf tok/s"
+                         : "torch: %*f ms/step, loss %*f, %lf tok/s",
+                       prefix, k ? NULL : "torch device:", last, sizeof last);
+    if (tps <= 0) {
       snprintf(note, notelen, "`%s` failed: %s", cmd, last);
       return;
     }
@@ -267,15 +249,7 @@ int main(int argc, char **argv) {
   const char *src_dir = KL_DEFAULT_SOURCE_DIR, *matmul = NULL;
   const char *python = "python3";
   for (int i = 1; i < argc; i++) {
-    int *dst = !strcmp(argv[i], "--vocab")     ? &cfg.vocab
-               : !strcmp(argv[i], "--d")       ? &cfg.d_model
-               : !strcmp(argv[i], "--layers")  ? &cfg.n_layers
-               : !strcmp(argv[i], "--heads")   ? &cfg.n_heads
-               : !strcmp(argv[i], "--B")       ? &B
-               : !strcmp(argv[i], "--T")       ? &T
-               : !strcmp(argv[i], "--steps")   ? &steps
-               : !strcmp(argv[i], "--threads") ? &threads
-                                               : NULL;
+    int *dst = bench_model_option(argv[i], &cfg, &B, &T, &steps, &threads);
     if (dst && i + 1 < argc)
       *dst = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--matmul") && i + 1 < argc)
@@ -336,18 +310,9 @@ int main(int argc, char **argv) {
          pcuda_describe(ctx));
   int32_t *x = malloc(sizeof(int32_t) * B * T);
   int32_t *y = malloc(sizeof(int32_t) * B * T);
-  uint32_t s = 7;
-  for (int i = 0; i < B * T; i++) {
-    s = s * 1664525u + 1013904223u;
-    x[i] = (int32_t)((s >> 8) % (uint32_t)cfg.vocab);
-  }
-  for (int i = 0; i < B * T; i++)
-    y[i] = i + 1 < B * T ? x[i + 1] : -1;
+  uint32_t s = bench_batch(x, y, B * T, cfg.vocab);
   int32_t prompt[PROMPT_LEN];
-  for (int i = 0; i < PROMPT_LEN; i++) {
-    s = s * 1664525u + 1013904223u;
-    prompt[i] = (int32_t)((s >> 8) % (uint32_t)cfg.vocab);
-  }
+  bench_tokens(prompt, PROMPT_LEN, cfg.vocab, &s);
   /* Every path starts from the same weights: the trainers update copies
    * (the CPU one last, so its updates touch nobody else's start). */
   float *start = malloc(m.num_params * sizeof(float));

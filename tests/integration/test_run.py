@@ -210,6 +210,7 @@ with tempfile.TemporaryDirectory() as d:
         "enum.lua": ("return {grpo = {loss_type = 'foo'}, checkpoint = %r}\n" % ck,
                      "grpo.loss_type: expected one of grpo|bnpo|dr_grpo|dapo"),
         "unknown.lua": ("return {group_sise = 3, checkpoint = %r}\n" % ck, "group_sise"),
+        "timeout.lua": ("return {timeout = 0, checkpoint = %r}\n" % ck, "timeout"),
         "nockpt.lua": ("return {checkpoint = %r}\n" % os.path.join(d, "nope.ckpt"), "nope.ckpt"),
         "notable.lua": ("return 5\n", "table"),
     }

@@ -47,6 +47,7 @@
  * (it misses by about 300x-3000x).
  */
 #include "kltest.h"
+#include "pcuda_testutil.h"
 #include "policy/cuda/pcuda.h"
 #include "policy/policy.h"
 
@@ -60,15 +61,6 @@
 #define TOL_ADAMW 1e-5
 
 static double worst_forward, worst_grad, worst_adamw; /* error / tolerance */
-static int verbose; /* PCUDA_TEST_VERBOSE set: print every tensor's error */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
-}
 
 /* max|got - ref| / max|ref|, or +inf when got has a NaN/inf; *ref_max gets
  * max|ref|. */
@@ -109,7 +101,7 @@ static int agrees(pcuda_ctx *ctx, const char *what, const float *dev,
   CHECK(ref_max > 0.0, "%s: the reference is all zeros", what);
   CHECK(err <= tol, "%s: max|gpu-cpu| / max|cpu| = %.3g > %.1g (max|cpu| %.3g)",
         what, err, tol, ref_max);
-  if (verbose) printf("  %-56s %.3g\n", what, err);
+  if (pt_verbose) printf("  %-56s %.3g\n", what, err);
   if (worst && err / tol > *worst) *worst = err / tol;
   return rc == PL_OK && err <= tol;
 }
@@ -169,94 +161,44 @@ static void compare_forward(pcuda_ctx *ctx, const pl_model *m,
 
 /* ---- gradients ---------------------------------------------------------- */
 
-/* Every gradient tensor, stacked ones layer by layer, and the fused
- * matrices part by part (wqkv's q, k, v rows; w13's gate and up rows), so
- * that a small part's error is not measured against a larger part's
- * scale. */
+/* Every gradient part (pt_for_each_grad_part) within TOL_GRAD. */
+typedef struct grad_pair {
+  pcuda_ctx *ctx;
+  const float *cpu, *gpu;
+} grad_pair;
+
+static void part_agrees(void *arg, const char *what, size_t at, size_t len) {
+  const grad_pair *g = arg;
+  agrees(g->ctx, what, g->gpu + at, g->cpu + at, len, TOL_GRAD, &worst_grad, 0);
+}
+
 static void compare_grads(pcuda_ctx *ctx, const pl_model *m,
                           const pcuda_model *dm, const char *label) {
-  const float *cpu = m->grads_memory, *gpu = dm->grads_memory;
-  int L = m->cfg.n_layers;
-  static const char *const qkv_parts[] = {"q", "k", "v"};
-  static const char *const w13_parts[] = {"gate", "up"};
-  char what[160];
-  size_t off = 0;
-  for (int t = 0; t < PL_NUM_PARAM_TENSORS; t++) {
-    size_t n = m->param_sizes[t];
-    int stacked = t >= 1 && t <= 6; /* rms_att .. w2 are (L, ...) */
-    int layers = stacked ? L : 1;
-    int parts = t == 2 ? 3 : t == 5 ? 2 : 1;
-    size_t len = n / layers / parts;
-    for (int l = 0; l < layers; l++)
-      for (int k = 0; k < parts; k++) {
-        size_t at = off + ((size_t)l * parts + k) * len;
-        const char *part = t == 2 ? qkv_parts[k] : t == 5 ? w13_parts[k] : "";
-        if (stacked)
-          snprintf(what, sizeof what, "%s: d%s%s%s layer %d", label,
-                   pl_param_names[t], *part ? " " : "", part, l);
-        else
-          snprintf(what, sizeof what, "%s: d%s", label, pl_param_names[t]);
-        agrees(ctx, what, gpu + at, cpu + at, len, TOL_GRAD, &worst_grad, 0);
-      }
-    off += n;
-  }
+  grad_pair g = {ctx, m->grads_memory, dm->grads_memory};
+  pt_for_each_grad_part(m, label, part_agrees, &g);
 }
 
 /* ---- one config --------------------------------------------------------- */
 
-typedef struct suite {
-  const char *name;
-  pl_config cfg;
-  int B, T;
-} suite;
-
-static void make_batch(int32_t *tokens, int32_t *targets, int BT, int V) {
-  for (int i = 0; i < BT; i++) {
-    tokens[i] = (int32_t)(rnd() % (uint32_t)V);
-    targets[i] = (int32_t)(rnd() % (uint32_t)V);
-  }
-  targets[1] = -1; /* masked positions count for nothing */
-  targets[BT - 1] = -1;
-}
-
 /* Forward (with and without targets), backward (mean, weighted, then
  * accumulated), the control, and AdamW, on one config. */
-static void run_suite(pcuda_ctx *ctx, const suite *s, const char *backend) {
+static void run_suite(pcuda_ctx *ctx, const pt_suite *s, const char *backend) {
   char why[256], label[96];
   snprintf(label, sizeof label, "%s/%s", backend, s->name);
   int B = s->B, T = s->T, BT = B * T, V = s->cfg.vocab;
   pl_model m;
   pcuda_model dm;
-  int rc = pl_model_init(&m, &s->cfg, 1234, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pl_model_init: %s", label, why);
-  if (rc != PL_OK) return;
-  /* Larger q/k/v weights than the init's 0.02, so attention is peaked
-   * rather than uniform (the q and k gradients are then not negligible
-   * next to v's), a larger embedding for sharper logits, and non-trivial
-   * norm weights, so every path carries signal. */
-  for (size_t i = 0; i < m.param_sizes[2]; i++)
-    m.params.wqkv[i] *= 10.0f;
-  for (size_t i = 0; i < m.param_sizes[0]; i++)
-    m.params.wte[i] *= 5.0f;
-  for (size_t i = 0; i < m.param_sizes[1]; i++)
-    m.params.rms_att[i] = 0.5f + (float)(rnd() % 1000) / 1000.0f;
-  for (size_t i = 0; i < m.param_sizes[4]; i++)
-    m.params.rms_ffn[i] = 0.5f + (float)(rnd() % 1000) / 1000.0f;
-  for (size_t i = 0; i < m.param_sizes[7]; i++)
-    m.params.rms_final[i] = 0.5f + (float)(rnd() % 1000) / 1000.0f;
-  rc = pcuda_model_init(&dm, ctx, &m, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pcuda_model_init: %s", label, why);
-  if (rc != PL_OK) {
-    pl_model_free(&m);
+  /* peaked attention, sharp logits, non-trivial norm weights */
+  if (pt_make_model(&m, s, 1234, label) != PL_OK) return;
+  if (pt_pcuda_model_init(&dm, ctx, &m, PCUDA_DTYPE_FP32, label) != PL_OK)
     return;
-  }
   int32_t *tokens = malloc(BT * sizeof(int32_t));
   int32_t *targets = malloc(BT * sizeof(int32_t));
   float *w = malloc(BT * sizeof(float));
   float *params = malloc(m.num_params * sizeof(float));
-  make_batch(tokens, targets, BT, V);
+  pt_make_batch(tokens, targets, BT, V);
   for (int i = 0; i < BT; i++)
-    w[i] = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f; /* advantages */
+    w[i] = ((float)(pt_rnd() % 2001) - 1000.0f) / 1000.0f; /* advantages */
 
   /* forward with targets: the loss and every activation */
   float loss = pl_model_forward(&m, tokens, targets, B, T);
@@ -353,9 +295,7 @@ static void run_suite(pcuda_ctx *ctx, const suite *s, const char *backend) {
   ac.total_steps = 3;
   pl_adamw opt;
   pcuda_adamw dopt;
-  CHECK(pl_adamw_init(&opt, &m, &ac, why, sizeof why) == PL_OK, "%s", why);
-  CHECK(pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) == PL_OK, "%s: %s",
-        label, why);
+  pt_adamw_init(&opt, &dopt, &m, &dm, &ac, label);
   pl_adamw_config bad = ac;
   bad.beta1 = 1.5f;
   pcuda_adamw tmp;
@@ -400,120 +340,27 @@ static void run_suite(pcuda_ctx *ctx, const suite *s, const char *backend) {
   pl_model_free(&m);
 }
 
-static const suite suites[] = {
-    /* sizes no block size divides; head size 8 */
-    {"tiny",
-     {.vocab = 37,
-      .d_model = 24,
-      .n_layers = 2,
-      .n_heads = 3,
-      .d_ff = 40,
-      .max_seq = 9},
-     2,
-     7},
-    /* rows wider than 128 threads (C 160, V 300), T 70 > 64 threads */
-    {"wide",
-     {.vocab = 300,
-      .d_model = 160,
-      .n_layers = 1,
-      .n_heads = 2,
-      .d_ff = 96,
-      .max_seq = 72},
-     1,
-     70},
-};
-
-/* ---- ten training steps --------------------------------------------------
- * Both sides train from the same initial parameters, each on its own, on
- * one batch (as llm.c's ten steps): forward, zero_grad, backward
- * (the mean loss for steps 0-4, GRPO's weighted loss for steps 5-9), AdamW
- * (lr 1e-2, clipping, warm-up and decay). Nothing is copied between them
- * after the start, so the rounding differences compound as in a real run;
- * every step's loss must stay within TOL_TRAIN_LOSS (relative) of the
- * CPU's, and the loss must fall. */
+/* Ten training steps (pt_train): every step's loss within TOL_TRAIN_LOSS
+ * (relative) of the CPU's, the gradient norms within 1e-3, and the loss
+ * must fall. */
 #define TOL_TRAIN_LOSS 1e-4
 static double worst_train;
 
 static void run_training(pcuda_ctx *ctx, const char *backend) {
-  const suite *s = &suites[0];
-  char why[256], label[96];
-  snprintf(label, sizeof label, "%s/%s training", backend, s->name);
-  int B = s->B, T = s->T, BT = B * T, V = s->cfg.vocab;
-  pl_model m;
-  pcuda_model dm;
-  int rc = pl_model_init(&m, &s->cfg, 4321, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pl_model_init: %s", label, why);
-  if (rc != PL_OK) return;
-  for (size_t i = 0; i < m.param_sizes[2]; i++)
-    m.params.wqkv[i] *= 10.0f;
-  rc = pcuda_model_init(&dm, ctx, &m, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pcuda_model_init: %s", label, why);
-  if (rc != PL_OK) {
-    pl_model_free(&m);
-    return;
-  }
-  pl_adamw_config ac = pl_adamw_defaults();
-  ac.lr = 1e-2f;
-  ac.warmup_steps = 2;
-  ac.total_steps = 10;
-  pl_adamw opt;
-  pcuda_adamw dopt;
-  CHECK(pl_adamw_init(&opt, &m, &ac, why, sizeof why) == PL_OK, "%s", why);
-  CHECK(pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) == PL_OK, "%s: %s",
-        label, why);
-  int32_t *tokens = malloc(BT * sizeof(int32_t));
-  int32_t *targets = malloc(BT * sizeof(int32_t));
-  float *adv = malloc(BT * sizeof(float));
-  float first = 0.0f, last = 0.0f;
-  printf("test_policy_cuda: %s: losses (backend / CPU):", label);
-  make_batch(tokens, targets, BT, V);
-  for (int i = 0; i < BT; i++)
-    adv[i] = i % 3 == 0 ? -0.5f : 0.25f; /* d loss / d logp */
-  for (int step = 0; step < 10; step++) {
-    float loss = pl_model_forward(&m, tokens, targets, B, T);
-    float dloss = pcuda_model_forward(&dm, tokens, targets, B, T);
-    double err = fabs((double)dloss - loss) / fabs((double)loss);
-    CHECK(isfinite(dloss) && err <= TOL_TRAIN_LOSS,
-          "%s: step %d: loss %.9g on the backend, %.9g on the CPU (%.3g)",
-          label, step, dloss, loss, err);
-    if (err / TOL_TRAIN_LOSS > worst_train) worst_train = err / TOL_TRAIN_LOSS;
-    printf(" %.6f/%.6f", dloss, loss);
-    pl_model_zero_grad(&m);
-    pcuda_model_zero_grad(&dm);
-    if (step < 5) {
-      pl_model_backward(&m);
-      CHECK(pcuda_model_backward(&dm) == PL_OK, "%s: backward", label);
-    } else {
-      pl_model_backward_weighted(&m, adv);
-      CHECK(pcuda_model_backward_weighted(&dm, adv) == PL_OK,
-            "%s: weighted backward", label);
-    }
-    float norm = pl_adamw_step(&opt, &m);
-    float dnorm = pcuda_adamw_step(&dopt, &dm);
-    CHECK(isfinite(dnorm) && fabsf(dnorm - norm) <= 1e-3f * norm,
-          "%s: step %d: gradient norm %.9g on the backend, %.9g on the CPU",
-          label, step, dnorm, norm);
-    if (step == 0) first = loss;
-    if (step == 4) last = loss;
-  }
-  printf("\n");
-  CHECK(last < first, "%s: the loss did not fall (%g -> %g)", label, first,
-        last);
-  CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "%s: backend: %s", label,
-        why);
-  free(tokens);
-  free(targets);
-  free(adv);
-  pl_adamw_free(&opt);
-  pcuda_adamw_free(&dopt);
-  pcuda_model_free(&dm);
-  pl_model_free(&m);
+  const pt_train_spec spec = {.prog = "test_policy_cuda",
+                              .dtype = PCUDA_DTYPE_FP32,
+                              .vs = "backend / CPU",
+                              .digits = 6,
+                              .tol_loss = TOL_TRAIN_LOSS,
+                              .tol_norm = 1e-3f,
+                              .worst_loss = &worst_train};
+  pt_train(ctx, backend, &spec);
 }
 
 static void run_all(pcuda_ctx *ctx, const char *backend) {
   printf("test_policy_cuda: backend %s\n", pcuda_describe(ctx));
-  for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
-    run_suite(ctx, &suites[i], backend);
+  for (int i = 0; i < PT_NUM_SUITES; i++)
+    run_suite(ctx, &pt_suites[i], backend);
   run_training(ctx, backend);
 }
 
@@ -523,36 +370,10 @@ static void report_worst(void) {
          worst_forward, worst_grad, worst_adamw, worst_train);
 }
 
-/* The gpu-label mode: exit 77 with the reason when no device answers. */
-static int run_device(void) {
+/* Without a device the device backend fails with a sentence, not a loader
+ * error: this binary links no CUDA library. */
+static void probe_device(void) {
   char why[256];
-  pcuda_ctx *ctx = NULL;
-  if (pcuda_device_open(&ctx, PCUDA_GEMM_AUTO, why, sizeof why) != PL_OK) {
-    printf("SKIP: no device for the policy's CUDA runtime: %s\n", why);
-    return 77;
-  }
-  run_all(ctx, "device");
-  pcuda_close(ctx);
-  CHECK(pcuda_device_open(&ctx, PCUDA_GEMM_TILED, why, sizeof why) == PL_OK,
-        "second open (tiled GEMM): %s", why);
-  if (ctx) {
-    run_all(ctx, "device-tiled");
-    pcuda_close(ctx);
-  }
-  report_worst();
-  return kl_test_done("test_policy_cuda --device");
-}
-
-int main(int argc, char **argv) {
-  verbose = getenv("PCUDA_TEST_VERBOSE") != NULL;
-  if (argc > 1 && !strcmp(argv[1], "--device")) return run_device();
-  if (argc > 1) {
-    fprintf(stderr, "usage: %s [--device]\n", argv[0]);
-    return 2;
-  }
-  char why[256];
-  /* Without a device the device backend fails with a sentence, not a
-   * loader error: this binary links no CUDA library. */
   pcuda_ctx *dev = NULL;
   int rc = pcuda_device_open(&dev, PCUDA_GEMM_AUTO, why, sizeof why);
   if (rc == PL_OK) {
@@ -564,13 +385,10 @@ int main(int argc, char **argv) {
   }
   printf("test_policy_cuda: fatbin %s\n",
          pcuda_has_fatbin() ? "embedded (nvcc)" : "absent (no nvcc)");
+}
 
-  pcuda_ctx *ctx = NULL;
-  rc = pcuda_emu_open(&ctx, 0, why, sizeof why);
-  CHECK(rc == PL_OK, "pcuda_emu_open: %s", why);
-  if (rc != PL_OK) return kl_test_done("test_policy_cuda");
-  run_all(ctx, "cpu-emu");
-  pcuda_close(ctx);
-  report_worst();
-  return kl_test_done("test_policy_cuda");
+int main(int argc, char **argv) {
+  const pt_program program = {"test_policy_cuda", run_all, report_worst,
+                              probe_device};
+  return pt_main(argc, argv, &program);
 }

@@ -63,6 +63,7 @@
  *      bad dtype is refused.
  */
 #include "kltest.h"
+#include "pcuda_testutil.h"
 #include "policy/cuda/pcuda.h"
 #include "policy/policy.h"
 
@@ -80,15 +81,6 @@
 
 static double worst_gemm, worst_loss, worst_grad, worst_train, worst_master;
 static double min_cos = 1.0;
-static int verbose; /* PCUDA_TEST_VERBOSE set: print every tensor */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
-}
 
 static float round_bf16(float f) {
   return pcuda_bf16_to_float(pcuda_bf16_from_float(f));
@@ -101,66 +93,6 @@ static float *download(pcuda_ctx *ctx, const float *dev, size_t n) {
     return NULL;
   }
   return h;
-}
-
-/* ---- configs and models -------------------------------------------------- */
-
-typedef struct suite {
-  const char *name;
-  pl_config cfg;
-  int B, T;
-} suite;
-
-static const suite suites[] = {
-    /* sizes no block or tile size divides; head size 8 */
-    {"tiny",
-     {.vocab = 37,
-      .d_model = 24,
-      .n_layers = 2,
-      .n_heads = 3,
-      .d_ff = 40,
-      .max_seq = 9},
-     2,
-     7},
-    /* rows wider than 128 threads, K = 160 in the GEMMs, T 70 */
-    {"wide",
-     {.vocab = 300,
-      .d_model = 160,
-      .n_layers = 1,
-      .n_heads = 2,
-      .d_ff = 96,
-      .max_seq = 72},
-     1,
-     70},
-};
-
-/* The CPU model of test_policy_cuda.c: peaked attention (q/k/v x10), sharper
- * logits (wte x5), non-trivial norm weights, so every path carries signal. */
-static int make_model(pl_model *m, const suite *s, uint64_t seed) {
-  char why[256];
-  int rc = pl_model_init(m, &s->cfg, seed, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pl_model_init: %s", s->name, why);
-  if (rc != PL_OK) return rc;
-  for (size_t i = 0; i < m->param_sizes[2]; i++)
-    m->params.wqkv[i] *= 10.0f;
-  for (size_t i = 0; i < m->param_sizes[0]; i++)
-    m->params.wte[i] *= 5.0f;
-  for (size_t i = 0; i < m->param_sizes[1]; i++)
-    m->params.rms_att[i] = 0.5f + (float)(rnd() % 1000) / 1000.0f;
-  for (size_t i = 0; i < m->param_sizes[4]; i++)
-    m->params.rms_ffn[i] = 0.5f + (float)(rnd() % 1000) / 1000.0f;
-  for (size_t i = 0; i < m->param_sizes[7]; i++)
-    m->params.rms_final[i] = 0.5f + (float)(rnd() % 1000) / 1000.0f;
-  return PL_OK;
-}
-
-static void make_batch(int32_t *tokens, int32_t *targets, int BT, int V) {
-  for (int i = 0; i < BT; i++) {
-    tokens[i] = (int32_t)(rnd() % (uint32_t)V);
-    targets[i] = (int32_t)(rnd() % (uint32_t)V);
-  }
-  targets[1] = -1; /* masked positions count for nothing */
-  targets[BT - 1] = -1;
 }
 
 /* ---- 1. the bf16 arithmetic ---------------------------------------------- */
@@ -215,7 +147,7 @@ static void check_gemm(pcuda_ctx *ctx, const char *what, const float *got_dev,
           "rounded to bf16?",
           what, err32);
     if (err / TOL_BF16_GEMM > worst_gemm) worst_gemm = err / TOL_BF16_GEMM;
-    if (verbose)
+    if (pt_verbose)
       printf("  %-48s bf16 ref %.3g, fp32 ref %.3g\n", what, err, err32);
   }
   free(got);
@@ -237,7 +169,7 @@ static int copy_is_rounded_master(pcuda_model *dm, const float *master,
   return ok;
 }
 
-static void run_arithmetic(pcuda_ctx *ctx, const suite *s, const char *label,
+static void run_arithmetic(pcuda_ctx *ctx, const pt_suite *s, const char *label,
                            pl_model *m, pcuda_model *dm, const int32_t *tokens,
                            const int32_t *targets) {
   char what[160];
@@ -274,61 +206,51 @@ static double rel_l2(const float *got, const float *ref, size_t n,
   return rr > 0.0 ? sqrt(dd / rr) : sqrt(dd);
 }
 
-/* Every gradient tensor, stacked ones layer by layer, fused ones part by
- * part. quiet: no CHECKs; returns the worst error / TOL_GRAD either way. */
+/* compare_grads' state: the two sides' gradients, the worst error /
+ * TOL_GRAD so far, and whether the parts are CHECKed. */
+typedef struct grad_pair {
+  const float *cpu, *gpu;
+  double worst;
+  int quiet;
+} grad_pair;
+
+static void part_close(void *arg, const char *what, size_t at, size_t len) {
+  grad_pair *g = arg;
+  double cosine = 0.0, norm = 0.0;
+  double err = rel_l2(g->gpu + at, g->cpu + at, len, &cosine, &norm);
+  if (err / TOL_GRAD > g->worst) g->worst = err / TOL_GRAD;
+  if (g->quiet) return;
+  CHECK(norm > 0.0, "%s: the reference is all zeros", what);
+  CHECK(err <= TOL_GRAD,
+        "%s: ||bf16 - fp32|| / ||fp32|| = %.3g > %.1g (cosine %.5f)", what, err,
+        TOL_GRAD, cosine);
+  if (cosine < min_cos) min_cos = cosine;
+  if (pt_verbose) printf("  %-48s %.3g (cosine %.6f)\n", what, err, cosine);
+}
+
+/* Every gradient part (pt_for_each_grad_part) within TOL_GRAD in relative
+ * L2 error. quiet: no CHECKs; returns the worst error / TOL_GRAD either
+ * way. */
 static double compare_grads(pcuda_model *dm, const pl_model *m,
                             const char *label, int quiet) {
   float *gpu = malloc(m->num_params * sizeof(float));
   CHECK(gpu && pcuda_model_get_grads(dm, gpu) == PL_OK, "%s: gradients", label);
   if (!gpu) return INFINITY;
-  const float *cpu = m->grads_memory;
-  int L = m->cfg.n_layers;
-  static const char *const qkv_parts[] = {"q", "k", "v"};
-  static const char *const w13_parts[] = {"gate", "up"};
-  double worst = 0.0;
-  size_t off = 0;
-  for (int t = 0; t < PL_NUM_PARAM_TENSORS; t++) {
-    size_t n = m->param_sizes[t];
-    int stacked = t >= 1 && t <= 6; /* rms_att .. w2 are (L, ...) */
-    int layers = stacked ? L : 1;
-    int parts = t == 2 ? 3 : t == 5 ? 2 : 1;
-    size_t len = n / layers / parts;
-    for (int l = 0; l < layers; l++)
-      for (int k = 0; k < parts; k++) {
-        size_t at = off + ((size_t)l * parts + k) * len;
-        const char *part = t == 2 ? qkv_parts[k] : t == 5 ? w13_parts[k] : "";
-        char what[160];
-        if (stacked)
-          snprintf(what, sizeof what, "%s: d%s%s%s layer %d", label,
-                   pl_param_names[t], *part ? " " : "", part, l);
-        else
-          snprintf(what, sizeof what, "%s: d%s", label, pl_param_names[t]);
-        double cosine = 0.0, norm = 0.0;
-        double err = rel_l2(gpu + at, cpu + at, len, &cosine, &norm);
-        if (err / TOL_GRAD > worst) worst = err / TOL_GRAD;
-        if (quiet) continue;
-        CHECK(norm > 0.0, "%s: the reference is all zeros", what);
-        CHECK(err <= TOL_GRAD,
-              "%s: ||bf16 - fp32|| / ||fp32|| = %.3g > %.1g (cosine %.5f)",
-              what, err, TOL_GRAD, cosine);
-        if (cosine < min_cos) min_cos = cosine;
-        if (verbose) printf("  %-48s %.3g (cosine %.6f)\n", what, err, cosine);
-      }
-    off += n;
-  }
+  grad_pair g = {m->grads_memory, gpu, 0.0, quiet};
+  pt_for_each_grad_part(m, label, part_close, &g);
   free(gpu);
-  if (!quiet && worst > worst_grad) worst_grad = worst;
-  return worst;
+  if (!quiet && g.worst > worst_grad) worst_grad = g.worst;
+  return g.worst;
 }
 
-static void run_against_cpu(const suite *s, const char *label, pl_model *m,
+static void run_against_cpu(const pt_suite *s, const char *label, pl_model *m,
                             pcuda_model *dm, int32_t *tokens,
                             const int32_t *targets) {
   int B = s->B, T = s->T, BT = B * T;
   char sub[128];
   float *w = malloc(BT * sizeof(float));
   for (int i = 0; i < BT; i++)
-    w[i] = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f; /* advantages */
+    w[i] = ((float)(pt_rnd() % 2001) - 1000.0f) / 1000.0f; /* advantages */
 
   float loss = pl_model_forward(m, tokens, targets, B, T);
   float bloss = pcuda_model_forward(dm, tokens, targets, B, T);
@@ -371,7 +293,7 @@ static void run_against_cpu(const suite *s, const char *label, pl_model *m,
   pcuda_model_get_params(dm, params);
   for (size_t i = 0; i < m->num_params; i++)
     m->params_memory[i] =
-        params[i] + (rnd() % 2 ? CONTROL_STEP : -CONTROL_STEP);
+        params[i] + (pt_rnd() % 2 ? CONTROL_STEP : -CONTROL_STEP);
   pcuda_upload(dm->ctx, dm->params_memory, m->params_memory,
                m->num_params * sizeof(float));
   pl_model_forward(m, tokens, targets, B, T);
@@ -393,23 +315,18 @@ static void run_against_cpu(const suite *s, const char *label, pl_model *m,
   free(w);
 }
 
-static void run_suite(pcuda_ctx *ctx, const suite *s, const char *backend) {
+static void run_suite(pcuda_ctx *ctx, const pt_suite *s, const char *backend) {
   char why[256], label[96];
   snprintf(label, sizeof label, "%s/%s", backend, s->name);
   int BT = s->B * s->T;
   pl_model m;
   pcuda_model dm;
-  if (make_model(&m, s, 1234) != PL_OK) return;
-  int rc =
-      pcuda_model_init_dtype(&dm, ctx, &m, PCUDA_DTYPE_BF16, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pcuda_model_init_dtype(bf16): %s", label, why);
-  if (rc != PL_OK) {
-    pl_model_free(&m);
+  if (pt_make_model(&m, s, 1234, s->name) != PL_OK) return;
+  if (pt_pcuda_model_init(&dm, ctx, &m, PCUDA_DTYPE_BF16, label) != PL_OK)
     return;
-  }
   int32_t *tokens = malloc(BT * sizeof(int32_t));
   int32_t *targets = malloc(BT * sizeof(int32_t));
-  make_batch(tokens, targets, BT, s->cfg.vocab);
+  pt_make_batch(tokens, targets, BT, s->cfg.vocab);
   run_arithmetic(ctx, s, label, &m, &dm, tokens, targets);
   run_against_cpu(s, label, &m, &dm, tokens, targets);
   CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "%s: backend: %s", label,
@@ -423,79 +340,14 @@ static void run_suite(pcuda_ctx *ctx, const suite *s, const char *backend) {
 /* ---- 3. ten training steps ----------------------------------------------- */
 
 static void run_training(pcuda_ctx *ctx, const char *backend) {
-  const suite *s = &suites[0];
-  char why[256], label[96];
-  snprintf(label, sizeof label, "%s/%s training", backend, s->name);
-  int B = s->B, T = s->T, BT = B * T;
-  pl_model m;
-  pcuda_model dm;
-  char mwhy[256];
-  if (pl_model_init(&m, &s->cfg, 4321, mwhy, sizeof mwhy) != PL_OK) {
-    CHECK(0, "%s: pl_model_init: %s", label, mwhy);
-    return;
-  }
-  for (size_t i = 0; i < m.param_sizes[2]; i++)
-    m.params.wqkv[i] *= 10.0f;
-  int rc =
-      pcuda_model_init_dtype(&dm, ctx, &m, PCUDA_DTYPE_BF16, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: pcuda_model_init_dtype: %s", label, why);
-  if (rc != PL_OK) {
-    pl_model_free(&m);
-    return;
-  }
-  pl_adamw_config ac = pl_adamw_defaults();
-  ac.lr = 1e-2f;
-  ac.warmup_steps = 2;
-  ac.total_steps = 10;
-  pl_adamw opt;
-  pcuda_adamw dopt;
-  CHECK(pl_adamw_init(&opt, &m, &ac, why, sizeof why) == PL_OK, "%s", why);
-  CHECK(pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) == PL_OK, "%s: %s",
-        label, why);
-  int32_t *tokens = malloc(BT * sizeof(int32_t));
-  int32_t *targets = malloc(BT * sizeof(int32_t));
-  float *adv = malloc(BT * sizeof(float));
-  make_batch(tokens, targets, BT, s->cfg.vocab);
-  for (int i = 0; i < BT; i++)
-    adv[i] = i % 3 == 0 ? -0.5f : 0.25f; /* d loss / d logp */
-  float first = 0.0f, last = 0.0f;
-  printf("test_policy_cuda_bf16: %s: losses (bf16 / fp32 CPU):", label);
-  for (int step = 0; step < 10; step++) {
-    float loss = pl_model_forward(&m, tokens, targets, B, T);
-    float bloss = pcuda_model_forward(&dm, tokens, targets, B, T);
-    double err = fabs((double)bloss - loss) / fabs((double)loss);
-    CHECK(isfinite(bloss) && err <= TOL_TRAIN,
-          "%s: step %d: loss %.7g in bf16, %.7g on the CPU (%.3g)", label, step,
-          bloss, loss, err);
-    if (err / TOL_TRAIN > worst_train) worst_train = err / TOL_TRAIN;
-    printf(" %.5f/%.5f", bloss, loss);
-    pl_model_zero_grad(&m);
-    pcuda_model_zero_grad(&dm);
-    if (step < 5) {
-      pl_model_backward(&m);
-      CHECK(pcuda_model_backward(&dm) == PL_OK, "%s: backward", label);
-    } else {
-      pl_model_backward_weighted(&m, adv);
-      CHECK(pcuda_model_backward_weighted(&dm, adv) == PL_OK,
-            "%s: weighted backward", label);
-    }
-    pl_adamw_step(&opt, &m);
-    CHECK(isfinite(pcuda_adamw_step(&dopt, &dm)), "%s: step %d", label, step);
-    if (step == 0) first = bloss;
-    if (step == 4) last = bloss;
-  }
-  printf("\n");
-  CHECK(last < first, "%s: the bf16 loss did not fall (%g -> %g)", label, first,
-        last);
-  CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "%s: backend: %s", label,
-        why);
-  free(tokens);
-  free(targets);
-  free(adv);
-  pl_adamw_free(&opt);
-  pcuda_adamw_free(&dopt);
-  pcuda_model_free(&dm);
-  pl_model_free(&m);
+  const pt_train_spec spec = {.prog = "test_policy_cuda_bf16",
+                              .dtype = PCUDA_DTYPE_BF16,
+                              .vs = "bf16 / fp32 CPU",
+                              .digits = 5,
+                              .tol_loss = TOL_TRAIN,
+                              .tol_norm = 0.0f, /* finite */
+                              .worst_loss = &worst_train};
+  pt_train(ctx, backend, &spec);
 }
 
 /* ---- 4. the master weights ----------------------------------------------- */
@@ -510,7 +362,7 @@ static void run_training(pcuda_ctx *ctx, const char *backend) {
  * expectations; quiet: no CHECKs (the control counts them instead). */
 static int run_master(pcuda_ctx *ctx, const char *backend, int drop_master,
                       int quiet) {
-  const suite *s = &suites[0];
+  const pt_suite *s = &pt_suites[0];
   char why[256], label[96];
   snprintf(label, sizeof label, "%s/%s master weights%s", backend, s->name,
            drop_master ? " (control: dropped)" : "");
@@ -522,18 +374,13 @@ static int run_master(pcuda_ctx *ctx, const char *backend, int drop_master,
     if (!(cond)) failed++;                                                     \
     if (!quiet) CHECK(cond, __VA_ARGS__);                                      \
   } while (0)
-  if (make_model(&m, s, 99) != PL_OK) return 1;
+  if (pt_make_model(&m, s, 99, s->name) != PL_OK) return 1;
   int C = s->cfg.d_model;
   size_t at = m.param_sizes[0] + m.param_sizes[1] + m.param_sizes[2] +
               (size_t)3 * C + 5; /* wo, layer 0, row 3, column 5 */
   m.params_memory[at] = 1.0f;
-  int rc =
-      pcuda_model_init_dtype(&dm, ctx, &m, PCUDA_DTYPE_BF16, why, sizeof why);
-  CHECK(rc == PL_OK, "%s: init: %s", label, why);
-  if (rc != PL_OK) {
-    pl_model_free(&m);
+  if (pt_pcuda_model_init(&dm, ctx, &m, PCUDA_DTYPE_BF16, label) != PL_OK)
     return 1;
-  }
   pl_adamw_config ac = pl_adamw_defaults();
   ac.lr = MASTER_LR;
   ac.weight_decay = 0.0f;
@@ -542,9 +389,7 @@ static int run_master(pcuda_ctx *ctx, const char *backend, int drop_master,
   ac.final_lr_frac = 1.0f; /* a constant lr */
   pl_adamw opt;
   pcuda_adamw dopt;
-  CHECK(pl_adamw_init(&opt, &m, &ac, why, sizeof why) == PL_OK, "%s", why);
-  CHECK(pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) == PL_OK, "%s: %s",
-        label, why);
+  pt_adamw_init(&opt, &dopt, &m, &dm, &ac, label);
   size_t n = m.num_params;
   for (size_t i = 0; i < n; i++) /* a constant gradient of mixed sign */
     m.grads_memory[i] = (i % 7 == 3 ? -1.0f : 1.0f) * 1e-3f;
@@ -618,12 +463,12 @@ static int run_master(pcuda_ctx *ctx, const char *backend, int drop_master,
 /* ---- 5. the fp32 path and the API ---------------------------------------- */
 
 static void run_api(pcuda_ctx *ctx, const char *backend) {
-  const suite *s = &suites[0];
+  const pt_suite *s = &pt_suites[0];
   char why[256];
   int BT = s->B * s->T, V = s->cfg.vocab;
   pl_model m;
   pcuda_model a, b, bad;
-  if (make_model(&m, s, 7) != PL_OK) return;
+  if (pt_make_model(&m, s, 7, s->name) != PL_OK) return;
   int rc = pcuda_model_init_dtype(&bad, ctx, &m, 3, why, sizeof why);
   CHECK(rc == PL_EINPUT && strstr(why, "dtype 3"),
         "%s: dtype 3 accepted (rc %d, '%s')", backend, rc, why);
@@ -638,7 +483,7 @@ static void run_api(pcuda_ctx *ctx, const char *backend) {
         "%s: an fp32 model carries bf16 state", backend);
   int32_t *tokens = malloc(BT * sizeof(int32_t));
   int32_t *targets = malloc(BT * sizeof(int32_t));
-  make_batch(tokens, targets, BT, V);
+  pt_make_batch(tokens, targets, BT, V);
   float la = pcuda_model_forward(&a, tokens, targets, s->B, s->T);
   float lb = pcuda_model_forward(&b, tokens, targets, s->B, s->T);
   float *xa = download(ctx, a.acts.logits, (size_t)BT * V);
@@ -668,8 +513,8 @@ static void run_api(pcuda_ctx *ctx, const char *backend) {
 static void run_all(pcuda_ctx *ctx, const char *backend) {
   printf("test_policy_cuda_bf16: backend %s\n", pcuda_describe(ctx));
   run_api(ctx, backend);
-  for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
-    run_suite(ctx, &suites[i], backend);
+  for (int i = 0; i < PT_NUM_SUITES; i++)
+    run_suite(ctx, &pt_suites[i], backend);
   run_training(ctx, backend);
   CHECK(run_master(ctx, backend, 0, 0) == 0, "%s: master weights", backend);
   int missed = run_master(ctx, backend, 1, 1);
@@ -690,39 +535,8 @@ static void report_worst(void) {
          worst_master);
 }
 
-static int run_device(void) {
-  char why[256];
-  pcuda_ctx *ctx = NULL;
-  if (pcuda_device_open(&ctx, PCUDA_GEMM_AUTO, why, sizeof why) != PL_OK) {
-    printf("SKIP: no device for the policy's CUDA runtime: %s\n", why);
-    return 77;
-  }
-  run_all(ctx, "device");
-  pcuda_close(ctx);
-  CHECK(pcuda_device_open(&ctx, PCUDA_GEMM_TILED, why, sizeof why) == PL_OK,
-        "second open (tiled GEMM): %s", why);
-  if (ctx) {
-    run_all(ctx, "device-tiled");
-    pcuda_close(ctx);
-  }
-  report_worst();
-  return kl_test_done("test_policy_cuda_bf16 --device");
-}
-
 int main(int argc, char **argv) {
-  verbose = getenv("PCUDA_TEST_VERBOSE") != NULL;
-  if (argc > 1 && !strcmp(argv[1], "--device")) return run_device();
-  if (argc > 1) {
-    fprintf(stderr, "usage: %s [--device]\n", argv[0]);
-    return 2;
-  }
-  char why[256];
-  pcuda_ctx *ctx = NULL;
-  int rc = pcuda_emu_open(&ctx, 0, why, sizeof why);
-  CHECK(rc == PL_OK, "pcuda_emu_open: %s", why);
-  if (rc != PL_OK) return kl_test_done("test_policy_cuda_bf16");
-  run_all(ctx, "cpu-emu");
-  pcuda_close(ctx);
-  report_worst();
-  return kl_test_done("test_policy_cuda_bf16");
+  const pt_program program = {"test_policy_cuda_bf16", run_all, report_worst,
+                              NULL};
+  return pt_main(argc, argv, &program);
 }
