@@ -58,9 +58,9 @@ typedef struct limit {
 typedef struct profile {
   const char *name;
   const char *purpose;
-  int seccomp;       /* 0: rlimits only (the host compiler must exec) */
-  int default_allow; /* 1: a stacked profile listing what now traps */
-  int tsync;         /* synchronise the filter to every thread (CUDA) */
+  int seccomp;        /* 0: rlimits only (the host compiler must exec) */
+  int default_allow;  /* 1: a stacked profile listing what now traps */
+  int tsync;          /* synchronise the filter to every thread (CUDA) */
   const char *status; /* how far this profile is measured */
   const rule *rules;
   size_t n_rules;
@@ -80,8 +80,7 @@ typedef struct profile {
       {"mprotect", R_ALLOW, "guard pages; relocation of loaded code"},         \
       {"madvise", R_ALLOW, "glibc returns thread stacks"},                     \
       {"mremap", R_ALLOW, "realloc of large blocks"},                          \
-      {"brk", R_ALLOW, "heap"},                                                \
-      {"futex", R_ALLOW, "thread join, locks"},                                \
+      {"brk", R_ALLOW, "heap"}, {"futex", R_ALLOW, "thread join, locks"},      \
       {"poll", R_ALLOW, "waiting on the inherited pipes"},                     \
       {"clone", R_THREAD_ONLY, "threads, never new processes"},                \
       {"clone3", R_ENOSYS, "not inspectable: glibc then uses clone"},          \
@@ -91,8 +90,9 @@ typedef struct profile {
       {"rt_sigreturn", R_ALLOW, "return from a signal handler"},               \
       {"rt_sigaction", R_NOT_SIGSYS,                                           \
        "glibc's thread-cancel handler; never SIGSYS (the trap's)"},            \
-      {"sigaltstack", R_ALLOW, "sanitizer runtimes give threads signal "       \
-                               "stacks"},                                      \
+      {"sigaltstack", R_ALLOW,                                                 \
+       "sanitizer runtimes give threads signal "                               \
+       "stacks"},                                                              \
       {"sched_yield", R_ALLOW, "spinning threads"},                            \
       {"sched_getaffinity", R_ALLOW, "glibc thread start"},                    \
       {"getpid", R_ALLOW, "harmless identity"},                                \
@@ -102,9 +102,9 @@ typedef struct profile {
       {"nanosleep", R_ALLOW, "sleeping is harmless; the deadline holds"},      \
       {"clock_nanosleep", R_ALLOW, "same"},                                    \
       {"tgkill", R_SELF_SIGNAL, "abort()/raise() on itself only"},             \
-      {"tkill", R_SELF_SIGNAL, "same"},                                        \
-      {"exit", R_ALLOW, "thread exit"},                                        \
-      {"exit_group", R_ALLOW, "process exit"}
+      {"tkill", R_SELF_SIGNAL, "same"}, {"exit", R_ALLOW, "thread exit"}, {    \
+    "exit_group", R_ALLOW, "process exit"                                      \
+  }
 
 /* compile: NVRTC parses untrusted text. It was loaded and warmed up (its
  * builtins library is dlopen'ed lazily) before the filter, so it needs no
@@ -129,7 +129,8 @@ static const rule compile_rules[] = {
     {"stat", R_ALLOW, "NVRTC looks at its include folder (no open)"},
 };
 static const limit compile_limits[] = {
-    {RLIMIT_AS, "RLIMIT_AS", 4ull << 30, "4 GiB: a template bomb ends as oom"},
+    {RLIMIT_AS, "RLIMIT_AS", SBX_COMPILE_MEMORY_LIMIT,
+     "4 GiB: a template bomb ends as oom"},
     {RLIMIT_CPU, "RLIMIT_CPU", 600, "CPU seconds over the worker's life"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 64, "few descriptors"},
@@ -142,7 +143,8 @@ static const limit compile_limits[] = {
  * the supervisor's deadline; the candidate's text has passed the include
  * allowlist, so it names no host file. */
 static const limit host_compile_limits[] = {
-    {RLIMIT_AS, "RLIMIT_AS", 4ull << 30, "4 GiB per compiler process"},
+    {RLIMIT_AS, "RLIMIT_AS", SBX_COMPILE_MEMORY_LIMIT,
+     "4 GiB per compiler process"},
     {RLIMIT_CPU, "RLIMIT_CPU", 120, "CPU seconds per compiler process"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 256ull << 20, "256 MiB per written file"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 256, "descriptors"},
@@ -198,8 +200,9 @@ static const rule run_gpu_rules[] = {
     {"fcntl", R_ALLOW, "seals on those memfds"},
 };
 static const limit run_gpu_limits[] = {
-    {RLIMIT_CPU, "RLIMIT_CPU", 600, "CPU seconds (no RLIMIT_AS: CUDA "
-                                    "reserves huge address ranges)"},
+    {RLIMIT_CPU, "RLIMIT_CPU", 600,
+     "CPU seconds (no RLIMIT_AS: CUDA "
+     "reserves huge address ranges)"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 256, "the driver opens several"},
     {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
@@ -213,8 +216,8 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
                      "exec, sockets, opening files for write, fork, ptrace, "
                      "kill"},
     [SBX_HOST_COMPILE] = {"host-compile",
-                          "the host C++ compiler building a cpu-emu module",
-                          0, 0, 0, "rlimits + namespaces + deadline", NULL, 0,
+                          "the host C++ compiler building a cpu-emu module", 0,
+                          0, 0, "rlimits + namespaces + deadline", NULL, 0,
                           host_compile_limits, N(host_compile_limits),
                           "no seccomp: the compiler must exec its passes"},
     [SBX_RUN_CPU_EMU] =
@@ -306,8 +309,8 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TCGETS));
       break;
     case R_QUERY_ONLY:
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                            SCMP_A0(SCMP_CMP_EQ, 0));
+      rc =
+          seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_EQ, 0));
       break;
     default:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
@@ -335,7 +338,9 @@ int sbx_enter_namespaces(void) {
   return ns_state > 0;
 }
 
-static int enter_namespaces(void) { return sbx_enter_namespaces() ? 0 : -1; }
+static int enter_namespaces(void) {
+  return sbx_enter_namespaces() ? 0 : -1;
+}
 
 static int enter_namespaces_now(void) {
   uid_t uid = getuid();
@@ -379,8 +384,8 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int fd, char *why,
 #endif
     struct rlimit rl = {p->limits[i].value, p->limits[i].value};
     if (setrlimit(p->limits[i].resource, &rl) != 0) {
-      snprintf(why, whylen, "%s: setrlimit %s: %s", p->name,
-               p->limits[i].name, strerror(errno));
+      snprintf(why, whylen, "%s: setrlimit %s: %s", p->name, p->limits[i].name,
+               strerror(errno));
       return -1;
     }
   }
@@ -433,8 +438,9 @@ int sbx_explain(FILE *out, int pfc) {
     else if (p->default_allow)
       fprintf(out, "  stacked filter: these now trap:\n");
     else
-      fprintf(out, "  default: trap → the process ends, status "
-                   "killed:seccomp:<syscall>%s\n  allowed:\n",
+      fprintf(out,
+              "  default: trap → the process ends, status "
+              "killed:seccomp:<syscall>%s\n  allowed:\n",
               p->tsync ? "; synchronised to every thread (TSYNC)" : "");
     for (size_t r = 0; r < p->n_rules; r++) {
       const rule *ru = &p->rules[r];

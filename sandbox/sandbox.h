@@ -35,16 +35,18 @@
 #include "kernels/kernels.h"
 
 typedef enum sbx_profile_id {
-  SBX_COMPILE = 0,   /* NVRTC on untrusted text, after a warm-up */
-  SBX_HOST_COMPILE,  /* the host C++ compiler for cpu-emu: rlimits only */
-  SBX_RUN_CPU_EMU,   /* native candidate code; the dynamic loader allowed */
+  SBX_COMPILE = 0,  /* NVRTC on untrusted text, after a warm-up */
+  SBX_HOST_COMPILE, /* the host C++ compiler for cpu-emu: rlimits only */
+  SBX_RUN_CPU_EMU,  /* native candidate code; the dynamic loader allowed */
   SBX_RUN_CPU_EMU_LOADED, /* added after dlopen: no more opening files */
-  SBX_RUN_GPU,       /* CUDA initialised first; not yet measured on a device */
+  SBX_RUN_GPU, /* CUDA initialised first; not yet measured on a device */
   SBX_PROFILE_COUNT
 } sbx_profile_id;
 
 /* RLIMIT_AS of the run-cpu-emu profile. */
 #define SBX_RUN_MEMORY_LIMIT (2ull << 30)
+/* RLIMIT_AS of the compile and host-compile workers. */
+#define SBX_COMPILE_MEMORY_LIMIT (4ull << 30)
 
 /* Exit status a confined process ends with after a trapped syscall. */
 #define SBX_TRAP_EXIT 97
@@ -84,7 +86,7 @@ int sbx_worker_main(int argc, char **argv);
 /* ---- the supervisor side ---- */
 
 typedef struct sbx_limits {
-  double compile_deadline_s; /* NVRTC per candidate (default 60) */
+  double compile_deadline_s;      /* NVRTC per candidate (default 60) */
   double host_compile_deadline_s; /* g++ per candidate (default 60) */
 } sbx_limits;
 

@@ -279,6 +279,8 @@ static int exec_compile(void *ctx, const char *src, size_t len,
   if (kl_nvrtc_cached(src, len, arch, out)) return KL_OK;
   kl_compiled_free(out);
   size_t alen = strlen(arch) + 1;
+  int killed_retry = 0;
+again:
   /* A worker can be gone between two candidates without any fault of the
    * next one: PR_SET_PDEATHSIG fires when the *thread* that started it
    * ends, and slots outlive the threads that use them. So: one fresh start
@@ -324,6 +326,15 @@ static int exec_compile(void *ctx, const char *src, size_t len,
   if (rc != 0 || type != SBX_MSG_COMPILED || mlen < sizeof(sbx_compile_reply)) {
     free(msg);
     int st = sbx_reap(&s->compile, 1000);
+    /* A SIGKILL with little memory used came from outside the compile (its
+     * starting thread ended between the liveness check and the request,
+     * or someone killed it): not the candidate's doing, so compile it
+     * again on a fresh worker, once, rather than calling it oom. */
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && !killed_retry &&
+        s->compile.maxrss_kb < (long)((SBX_COMPILE_MEMORY_LIMIT >> 10) / 2)) {
+      killed_retry = 1;
+      goto again;
+    }
     if (WIFSIGNALED(st) &&
         (WTERMSIG(st) == SIGABRT || WTERMSIG(st) == SIGKILL ||
          WTERMSIG(st) == SIGSEGV)) {

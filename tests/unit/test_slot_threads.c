@@ -3,15 +3,21 @@
  * its workers. PR_SET_PDEATHSIG kills a worker when the *thread* that
  * spawned it ends, so a slot used by one thread and then another (as the
  * campaign loop does, step after step) must restart its workers instead of
- * failing the next candidate: compile and run both still work.
+ * failing the next candidate: compile and run both still work. And a
+ * compile worker SIGKILLed from outside mid-request is retried, not called
+ * oom.
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
 #include "tests/unit/kltest.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char src[] =
@@ -50,6 +56,69 @@ static void *evaluate(void *arg) {
   return NULL;
 }
 
+/* This process's child whose command line names `word` (a worker), or -1. */
+static pid_t child_named(const char *word) {
+  DIR *d = opendir("/proc");
+  pid_t found = -1;
+  for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
+    pid_t pid = (pid_t)atoi(e->d_name);
+    if (pid <= 0) continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    int ppid = 0;
+    if (!f) continue;
+    if (fscanf(f, "%*d %*s %*c %d", &ppid) != 1) ppid = 0;
+    fclose(f);
+    if (ppid != getpid()) continue;
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+      if (!buf[i]) buf[i] = ' ';
+    buf[n] = 0;
+    if (strstr(buf, word)) found = pid;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* A compile worker killed from outside while it holds a request (stopped,
+ * so it looks alive when the request is sent, then SIGKILLed) is not the
+ * candidate's fault: the compile is retried on a fresh worker and the
+ * candidate evaluates correctly instead of being called oom. */
+static void test_killed_compile_worker(sbx_slot *slot) {
+  /* A compile on this (long-lived) thread starts a worker that stays. */
+  static char warm[sizeof src + 64];
+  snprintf(warm, sizeof warm, "%s// warm %d %ld\n", src, (int)getpid(),
+           (long)time(NULL));
+  static job wj;
+  wj.slot = slot;
+  wj.text = warm;
+  evaluate(&wj);
+  CHECK(wj.r.correct, "warm-up: %s %s", wj.r.status, wj.r.error);
+  pid_t w = child_named("__worker compile");
+  CHECK(w > 0, "a compile worker is running");
+  if (w <= 0) return;
+  static char text[sizeof src + 64];
+  snprintf(text, sizeof text, "%s// killed worker %d %ld\n", src, (int)getpid(),
+           (long)time(NULL));
+  static job c;
+  c.slot = slot;
+  c.text = text;
+  kill(w, SIGSTOP);
+  pthread_t t;
+  pthread_create(&t, NULL, evaluate, &c);
+  usleep(300000); /* the request is in the stopped worker's pipe */
+  kill(w, SIGKILL);
+  pthread_join(t, NULL);
+  CHECK(c.r.correct && strcmp(c.r.status, "oom"),
+        "after the compile worker was killed from outside: %s %s", c.r.status,
+        c.r.error);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
@@ -72,6 +141,7 @@ int main(int argc, char **argv) {
   pthread_create(&t, NULL, evaluate, &b);
   pthread_join(t, NULL);
   CHECK(b.r.correct, "second thread, same slot: %s %s", b.r.status, b.r.error);
+  test_killed_compile_worker(slot);
   sbx_slot_free(slot);
   return kl_test_done("test_slot_threads");
 }
