@@ -345,7 +345,12 @@ static int kl_run_nvrtc(const char *src, size_t len, const char *const *opts,
   int status = KL_OK;
   if (r == KL_NVRTC_ERROR_COMPILATION) {
     kl_error_summary(out->log, "NVRTC: compilation failed", why, whylen);
-    status = KL_ECOMPILE;
+    /* Under the compile profile's RLIMIT_AS a template bomb ends either as
+     * a crash of the worker or, when NVRTC catches the failed allocation,
+     * as this log line: the same event, the same status. */
+    status = out->log && strstr(out->log, "catastrophic error: out of memory")
+                 ? KL_EOOM
+                 : KL_ECOMPILE;
   } else if (r == KL_NVRTC_ERROR_INVALID_OPTION) {
     snprintf(why, whylen, "NVRTC: %s for %s (unknown architecture?)",
              kl_nv.GetErrorString(r), opts[0]);
@@ -412,7 +417,8 @@ static void kl_read_launch(kl_compiled *c) {
  * 0 the cache is neither read nor written. On KL_OK out holds the cubin and
  * log (owned, free with kl_compiled_free), the parsed resources and, when
  * the cubin has a kl_launch symbol, the launch geometry (has_launch = 1).
- * On KL_ECOMPILE why holds the first error lines and out->log the full log;
+ * On KL_ECOMPILE why holds the first error lines and out->log the full log
+ * (KL_EOOM when that log says NVRTC ran out of memory);
  * KL_EINPUT means NVRTC rejected the arch; KL_EENV means NVRTC is missing
  * or failed. compile_ms is the wall time of the whole call in every case. */
 int kl_nvrtc_compile(const char *src, size_t len, const char *arch,

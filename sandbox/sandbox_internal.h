@@ -31,7 +31,7 @@ enum { SBX_EOF = -1, SBX_TIMEOUT = -2, SBX_EBAD = -3 };
 #define SBX_FD_OUT 4
 
 typedef struct sbx_compile_reply {
-  int32_t rc; /* KL_OK, KL_ECOMPILE, KL_EINPUT, KL_EENV */
+  int32_t rc; /* KL_OK, KL_ECOMPILE, KL_EOOM, KL_EINPUT, KL_EENV */
   char why[512];
   char key[65];
   uint64_t cubin_size; /* bytes of cubin after this struct, then the log */
