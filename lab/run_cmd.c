@@ -607,6 +607,8 @@ int lab_run(int argc, char **argv) {
       }
       pthread_mutex_unlock(&queue.mu);
     }
+    prog.evaluated = n_cand; /* the bar's last state: the step is done */
+    progress_draw(&prog);
     progress_clear(&prog);
     for (int k = 0; k < n_cand; k++) {
       cands[k].r.baseline_us = baseline;
