@@ -6,8 +6,9 @@
  *
  * Weight decay is decoupled and applies only to the matrices inside the
  * blocks (pl_param_decays): not to RMSNorm weights, and not to the tied
- * embedding/head. State (m, v) is one allocation. Not here: fp16/bf16
- * master weights, ZeRO sharding, outlier skipping.
+ * embedding/head. State (m, v) is one allocation. The norm and the update
+ * split the parameters over the policy's pool (policy/parallel.c). Not
+ * here: fp16/bf16 master weights, ZeRO sharding, outlier skipping.
  */
 #include "policy/policy.h"
 
@@ -96,36 +97,68 @@ void pl_adamw_free(pl_adamw *opt) {
   memset(opt, 0, sizeof *opt);
 }
 
+/* what the pool's slices of one step share */
+typedef struct {
+  pl_adamw *opt;
+  pl_model *m;
+  double sq[PL_POOL_MAX]; /* each slot's sum of squared gradients */
+  float clip, lr, bc1, bc2;
+} step_args;
+
+static void sum_squares(void *ctx, size_t begin, size_t end, int slot) {
+  step_args *a = ctx;
+  const float *g = a->m->grads_memory;
+  double sq = 0.0;
+  for (size_t i = begin; i < end; i++)
+    sq += (double)g[i] * g[i];
+  a->sq[slot] = sq;
+}
+
+/* the update of elements [begin, end), each tensor's decay by its index */
+static void update(void *ctx, size_t begin, size_t end, int slot) {
+  step_args *a = ctx;
+  const pl_adamw_config *c = &a->opt->cfg;
+  const float *grads = a->m->grads_memory;
+  float *params = a->m->params_memory, *m1 = a->opt->m, *v1 = a->opt->v;
+  float clip = a->clip, lr = a->lr, bc1 = a->bc1, bc2 = a->bc2;
+  (void)slot;
+  size_t off = 0;
+  for (int t = 0; t < PL_NUM_PARAM_TENSORS; t++) {
+    size_t lo = off, hi = off + a->m->param_sizes[t];
+    off = hi;
+    lo = lo > begin ? lo : begin;
+    hi = hi < end ? hi : end;
+    float wd = pl_param_decays(t) ? c->weight_decay : 0.0f;
+    for (size_t i = lo; i < hi; i++) {
+      float gi = grads[i] * clip;
+      float mi = m1[i] = c->beta1 * m1[i] + (1.0f - c->beta1) * gi;
+      float vi = v1[i] = c->beta2 * v1[i] + (1.0f - c->beta2) * gi * gi;
+      float mhat = mi / bc1, vhat = vi / bc2;
+      params[i] -= lr * (mhat / (sqrtf(vhat) + c->eps) + wd * params[i]);
+    }
+  }
+}
+
 float pl_adamw_step(pl_adamw *opt, pl_model *m) {
   const pl_adamw_config *c = &opt->cfg;
-  const float *grads = m->grads_memory;
-  float *params = m->params_memory;
+  step_args a = {.opt = opt, .m = m};
 
-  /* the global L2 norm, summed in double; clip like clip_grad_norm_ */
+  /* the global L2 norm, summed in double per slice, then over the slices
+   * in order; clip like clip_grad_norm_ */
+  int slots = pl_parallel_for(sum_squares, &a, opt->n, 1 << 16);
   double sq = 0.0;
-  for (size_t i = 0; i < opt->n; i++)
-    sq += (double)grads[i] * grads[i];
+  for (int k = 0; k < slots; k++)
+    sq += a.sq[k];
   float norm = (float)sqrt(sq);
   float clip = 1.0f;
   if (c->grad_clip > 0.0f && norm > c->grad_clip)
     clip = c->grad_clip / (norm + 1e-6f);
 
-  float lr = pl_adamw_lr_at(c, opt->step);
+  a.clip = clip;
+  a.lr = pl_adamw_lr_at(c, opt->step);
   opt->step++;
-  float bc1 = 1.0f - powf(c->beta1, (float)opt->step);
-  float bc2 = 1.0f - powf(c->beta2, (float)opt->step);
-  size_t off = 0;
-  for (int t = 0; t < PL_NUM_PARAM_TENSORS; t++) {
-    float wd = pl_param_decays(t) ? c->weight_decay : 0.0f;
-    size_t end = off + m->param_sizes[t];
-    for (size_t i = off; i < end; i++) {
-      float gi = grads[i] * clip;
-      float mi = opt->m[i] = c->beta1 * opt->m[i] + (1.0f - c->beta1) * gi;
-      float vi = opt->v[i] = c->beta2 * opt->v[i] + (1.0f - c->beta2) * gi * gi;
-      float mhat = mi / bc1, vhat = vi / bc2;
-      params[i] -= lr * (mhat / (sqrtf(vhat) + c->eps) + wd * params[i]);
-    }
-    off = end;
-  }
+  a.bc1 = 1.0f - powf(c->beta1, (float)opt->step);
+  a.bc2 = 1.0f - powf(c->beta2, (float)opt->step);
+  pl_parallel_for(update, &a, opt->n, 1 << 16);
   return norm;
 }

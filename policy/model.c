@@ -10,12 +10,16 @@
  * them (pl_params, pl_acts in policy.h). Parameter gradients accumulate
  * (+=); activation gradients overwrite, except the residual stream's.
  *
- * Every matmul, attention's included, goes through cblas_sgemm (OpenBLAS,
- * its threads use both cores); the element-wise loops are plain C. The
- * linear layers' GEMMs go through pl_linear_gemm, which a hook can take
- * over (policy.h; the lab's --policy-matmul); without one it is
- * cblas_sgemm. It does not do: a KV cache (the sampler's business),
- * dropout, biases, mixed precision, or anything but temperature-1 logits.
+ * Every matmul, attention's included, goes through cblas_sgemm. The linear
+ * layers' GEMMs are OpenBLAS-threaded and go through pl_linear_gemm, which
+ * a hook can take over (policy.h; the lab's --policy-matmul); without one
+ * it is cblas_sgemm. Everything between them runs on the same cores
+ * through the policy's pool (policy/parallel.c): the element-wise loops
+ * split their rows, and attention splits its (batch, head) pairs, each
+ * thread running single-threaded GEMMs over the causal blocks only. exp
+ * in the hot loops is a polynomial over GCC/Clang vectors (vexp4, ~2 ulp). It
+ * does not do: a KV cache (the sampler's business), dropout, biases, mixed
+ * precision, or anything but temperature-1 logits.
  */
 #include "policy/policy.h"
 
@@ -92,7 +96,7 @@ static void point_params(pl_params *p, float *memory,
 }
 
 void pl_set_num_threads(int n) {
-  openblas_set_num_threads(n);
+  pl_pool_set_threads(n);
 }
 
 /* The linear layers' GEMM hook (policy.h); NULL: cblas_sgemm. */
@@ -104,15 +108,58 @@ void pl_set_gemm_hook(pl_gemm_hook fn, void *ctx) {
   gemm_hook_ctx = ctx;
 }
 
+/* One GEMM split over the pool: slices of GEMM_UNIT rows of C (split_m)
+ * or columns, each a single-threaded cblas_sgemm on its part of A or B. */
+#define GEMM_UNIT 16
+typedef struct {
+  int trans_a, trans_b, M, N, K, lda, ldb, ldc, split_m;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+} gemm_args;
+
+static void gemm_slice(void *ctx, size_t begin, size_t end, int slot) {
+  const gemm_args *g = ctx;
+  int lim = g->split_m ? g->M : g->N;
+  int b0 = (int)begin * GEMM_UNIT;
+  int nb = ((int)end * GEMM_UNIT < lim ? (int)end * GEMM_UNIT : lim) - b0;
+  const float *A = g->A, *B = g->B;
+  float *C = g->C;
+  int M = g->M, N = g->N;
+  (void)slot;
+  if (g->split_m) {
+    A += g->trans_a ? (size_t)b0 : (size_t)b0 * g->lda;
+    C += (size_t)b0 * g->ldc;
+    M = nb;
+  } else {
+    B += g->trans_b ? (size_t)b0 * g->ldb : (size_t)b0;
+    C += b0;
+    N = nb;
+  }
+  cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+              g->trans_b ? CblasTrans : CblasNoTrans, M, N, g->K, g->alpha, A,
+              g->lda, B, g->ldb, g->beta, C, g->ldc);
+}
+
+/* The pool's threads split the linear GEMMs themselves (OpenBLAS runs one
+ * thread, policy/parallel.c): no OpenBLAS helper spins on a core the
+ * element-wise loops need. Below 2^20 multiply-adds (a sampling step's
+ * small rows) one call. */
 void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc) {
   if (gemm_hook && gemm_hook(gemm_hook_ctx, trans_a, trans_b, M, N, K, alpha, A,
                              lda, B, ldb, beta, C, ldc) == 0)
     return;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-              ldb, beta, C, ldc);
+  gemm_args g = {trans_a, trans_b, M,     N,    K, lda, ldb,
+                 ldc,     M >= N,  alpha, beta, A, B,   C};
+  int along = g.split_m ? M : N;
+  if ((double)M * N * K < (double)(1 << 20) || along < 2 * GEMM_UNIT) {
+    gemm_slice(&g, 0, (size_t)(along + GEMM_UNIT - 1) / GEMM_UNIT, 0);
+    return;
+  }
+  pl_parallel_for(gemm_slice, &g, (size_t)(along + GEMM_UNIT - 1) / GEMM_UNIT,
+                  1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -203,8 +250,13 @@ void pl_model_free(pl_model *m) {
   memset(m, 0, sizeof *m);
 }
 
+static void zero_rows(void *ctx, size_t begin, size_t end, int slot) {
+  (void)slot;
+  memset((float *)ctx + begin, 0, (end - begin) * sizeof(float));
+}
+
 void pl_model_zero_grad(pl_model *m) {
-  memset(m->grads_memory, 0, m->num_params * sizeof(float));
+  pl_parallel_for(zero_rows, m->grads_memory, m->num_params, 1 << 16);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -244,7 +296,8 @@ static size_t point_acts(pl_acts *a, float *memory, const pl_config *c, int B,
       {&a->dqkv, BT * 3 * C},
       {&a->dh13, BT * 2 * F},
       {&a->dhmul, BT * F},
-      {&a->datt, (size_t)T * T},
+      {&a->datt, (size_t)PL_POOL_MAX * T * T},
+      {&a->part, PL_POOL_MAX * (C > V ? C : V)},
   };
   size_t total = 0;
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -281,7 +334,108 @@ static int ensure_acts(pl_model *m, int B, int T) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* layers */
+/* exp over 4 lanes: GCC/Clang vector extensions (one SSE register on
+ * plain x86-64, NEON on arm64). Cephes' expf: x = n ln2 + r,
+ * |r| <= ln2/2, a degree-5 polynomial for e^r, 2^n put into the exponent
+ * bits. Inputs are clamped to [-87, 88] (e^-87 ~ 1.6e-38 stands in for 0,
+ * e^88 ~ 1.7e38 for overflow), within ~2 ulp of expf elsewhere. */
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f v4_splat(float x) {
+  return (v4f){x, x, x, x};
+}
+static inline v4f v4f_one(void) {
+  return v4_splat(1.0f);
+}
+static inline v4f v4_load(const float *p) {
+  v4f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void v4_store(float *p, v4f v) {
+  memcpy(p, &v, sizeof v);
+}
+static inline float v4_sum(v4f v) {
+  return (v[0] + v[2]) + (v[1] + v[3]);
+}
+static inline v4f v4_max(v4f a, v4f b) {
+  v4i gt = a > b;
+  return (v4f)(((v4i)a & gt) | ((v4i)b & ~gt));
+}
+static inline v4f v4_min(v4f a, v4f b) {
+  return -v4_max(-a, -b);
+}
+
+static inline v4f vexp4(v4f x) {
+  x = v4_min(v4_max(x, v4_splat(-87.0f)), v4_splat(88.0f));
+  /* n = round(x log2 e): adding 1.5 * 2^23 rounds to an integer */
+  v4f big = v4_splat(12582912.0f);
+  v4f n = (x * v4_splat(1.44269504088896341f) + big) - big;
+  v4f r = x - n * v4_splat(0.693359375f) - n * v4_splat(-2.12194440e-4f);
+  v4f y = v4_splat(1.9875691500e-4f);
+  y = y * r + v4_splat(1.3981999507e-3f);
+  y = y * r + v4_splat(8.3334519073e-3f);
+  y = y * r + v4_splat(4.1665795894e-2f);
+  y = y * r + v4_splat(1.6666665459e-1f);
+  y = y * r + v4_splat(5.0000001201e-1f);
+  y = y * (r * r) + r + v4_splat(1.0f);
+  v4i e = (__builtin_convertvector(n, v4i) + 127) << 23;
+  return y * (v4f)e;
+}
+
+/* x[i] = exp(x[i] - shift) for i < n; returns their sum */
+static float vexp_shift(float *x, int n, float shift) {
+  v4f acc = v4_splat(0.0f), sh = v4_splat(shift);
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f e = vexp4(v4_load(x + i) - sh);
+    v4_store(x + i, e);
+    acc += e;
+  }
+  float sum = v4_sum(acc);
+  if (i < n) {
+    float tail[4] = {0};
+    memcpy(tail, x + i, (n - i) * sizeof(float));
+    v4f e = vexp4(v4_load(tail) - sh);
+    for (int j = 0; j < n - i; j++) {
+      x[i + j] = e[j];
+      sum += e[j];
+    }
+  }
+  return sum;
+}
+
+/* max of x[0..n), n >= 1 */
+static float vmax(const float *x, int n) {
+  float mx = x[0];
+  int i = 0;
+  if (n >= 4) {
+    v4f m = v4_load(x);
+    for (i = 4; i + 4 <= n; i += 4)
+      m = v4_max(m, v4_load(x + i));
+    for (int j = 0; j < 4; j++)
+      mx = m[j] > mx ? m[j] : mx;
+  }
+  for (; i < n; i++)
+    mx = x[i] > mx ? x[i] : mx;
+  return mx;
+}
+
+/* ------------------------------------------------------------------------ */
+/* layers. Each parallel one is a rows function over [begin, end) and a
+ * wrapper handing slices of its rows to pl_parallel_for (policy.h). */
+
+/* the arguments of every layer's rows function: a union of what they use */
+typedef struct {
+  float *out, *out2, *dw;
+  const float *in, *in2, *w, *rstd, *cos_t, *sin_t;
+  const int32_t *tokens;
+  int B, T, C, NH, V;
+  float dir;
+  size_t dw_stride; /* per-slot partial dw: slot k at dw + k * dw_stride */
+} layer_args;
 
 /* out[bt,:] = wte[tokens[bt],:] */
 static void embedding_forward(float *out /*(BT,C)*/, const int32_t *tokens,
@@ -290,6 +444,7 @@ static void embedding_forward(float *out /*(BT,C)*/, const int32_t *tokens,
     memcpy(out + bt * C, wte + (size_t)tokens[bt] * C, C * sizeof(float));
 }
 
+/* Serial: rows of dwte repeat when tokens do. */
 static void embedding_backward(float *dwte /*(V,C)*/,
                                const float *dout /*(BT,C)*/,
                                const int32_t *tokens, size_t BT, int C) {
@@ -302,41 +457,73 @@ static void embedding_backward(float *dwte /*(V,C)*/,
 }
 
 /* out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps), per row */
-static void rmsnorm_forward(float *out /*(N,C)*/, float *rstd /*(N)*/,
-                            const float *inp /*(N,C)*/, const float *w /*(C)*/,
-                            size_t N, int C) {
-  for (size_t n = 0; n < N; n++) {
-    const float *x = inp + n * C;
-    float *o = out + n * C;
+static void rmsnorm_forward_rows(void *ctx, size_t begin, size_t end,
+                                 int slot) {
+  const layer_args *g = ctx;
+  int C = g->C;
+  (void)slot;
+  for (size_t n = begin; n < end; n++) {
+    const float *x = g->in + n * C;
+    float *o = g->out + n * C;
     float ss = 0.0f;
     for (int i = 0; i < C; i++)
       ss += x[i] * x[i];
     float r = 1.0f / sqrtf(ss / C + RMS_EPS);
     for (int i = 0; i < C; i++)
-      o[i] = x[i] * r * w[i];
-    rstd[n] = r;
+      o[i] = x[i] * r * g->w[i];
+    g->out2[n] = r;
   }
+}
+
+static void rmsnorm_forward(float *out /*(N,C)*/, float *rstd /*(N)*/,
+                            const float *inp /*(N,C)*/, const float *w /*(C)*/,
+                            size_t N, int C) {
+  layer_args g = {.out = out, .out2 = rstd, .in = inp, .w = w, .C = C};
+  pl_parallel_for(rmsnorm_forward_rows, &g, N, 16);
 }
 
 /* With g = dout * w and r = rstd (dr/dx_i = -r^3 x_i / C):
  *   dx_i += r g_i - r^3 x_i (g . x) / C;   dw_i += dout_i x_i r.
- * dinp accumulates: it is the residual stream's gradient. */
-static void rmsnorm_backward(float *dinp /*(N,C)*/, float *dw /*(C)*/,
-                             const float *dout /*(N,C)*/,
-                             const float *inp /*(N,C)*/, const float *w,
-                             const float *rstd /*(N)*/, size_t N, int C) {
-  for (size_t n = 0; n < N; n++) {
-    const float *x = inp + n * C, *d = dout + n * C;
-    float *dx = dinp + n * C;
-    float r = rstd[n], gx = 0.0f;
+ * dinp accumulates: it is the residual stream's gradient. Each slot sums
+ * its rows' dw into its own zeroed partial; the wrapper adds them up. */
+static void rmsnorm_backward_rows(void *ctx, size_t begin, size_t end,
+                                  int slot) {
+  const layer_args *g = ctx;
+  int C = g->C;
+  float *dw = g->dw + slot * g->dw_stride;
+  memset(dw, 0, C * sizeof(float));
+  for (size_t n = begin; n < end; n++) {
+    const float *x = g->in + n * C, *d = g->in2 + n * C;
+    float *dx = g->out + n * C;
+    float r = g->rstd[n], gx = 0.0f;
     for (int i = 0; i < C; i++)
-      gx += d[i] * w[i] * x[i];
+      gx += d[i] * g->w[i] * x[i];
     float k = r * r * r * gx / C;
     for (int i = 0; i < C; i++) {
-      dx[i] += r * d[i] * w[i] - k * x[i];
+      dx[i] += r * d[i] * g->w[i] - k * x[i];
       dw[i] += d[i] * x[i] * r;
     }
   }
+}
+
+/* part: (PL_POOL_MAX, C) scratch for the partial dw */
+static void rmsnorm_backward(float *dinp /*(N,C)*/, float *dw /*(C)*/,
+                             const float *dout /*(N,C)*/,
+                             const float *inp /*(N,C)*/, const float *w,
+                             const float *rstd /*(N)*/, float *part, size_t N,
+                             int C) {
+  layer_args g = {.out = dinp,
+                  .dw = part,
+                  .in = inp,
+                  .in2 = dout,
+                  .w = w,
+                  .rstd = rstd,
+                  .C = C,
+                  .dw_stride = (size_t)C};
+  int slots = pl_parallel_for(rmsnorm_backward_rows, &g, N, 16);
+  for (int k = 0; k < slots; k++)
+    for (int i = 0; i < C; i++)
+      dw[i] += part[(size_t)k * C + i];
 }
 
 /* out = inp · w^T (w stored (OC,IC), PyTorch's Linear without bias) */
@@ -358,177 +545,330 @@ static void matmul_backward(float *dinp /*(N,IC)*/, float *dw /*(OC,IC)*/,
 
 /* Rotates q and k of every head in place: the interleaved pair
  * (x[2i], x[2i+1]) of head dimension turns by angle(t, i). dir = +1 is the
- * forward rotation, -1 its transpose (the backward of a rotation). */
+ * forward rotation, -1 its transpose (the backward of a rotation). Rows are
+ * the (b,t) positions. */
+static void rope_rows(void *ctx, size_t begin, size_t end, int slot) {
+  const layer_args *g = ctx;
+  int C = g->C, NH = g->NH, hs = C / NH, half = hs / 2;
+  (void)slot;
+  for (size_t bt = begin; bt < end; bt++) {
+    int t = (int)(bt % g->T);
+    float *row = g->out + bt * 3 * C;
+    const float *ct = g->cos_t + (size_t)t * half,
+                *st = g->sin_t + (size_t)t * half;
+    for (int part = 0; part < 2; part++) /* q, then k */
+      for (int h = 0; h < NH; h++) {
+        float *x = row + part * C + h * hs;
+        for (int i = 0; i < half; i++) {
+          float c = ct[i], s = g->dir * st[i];
+          float x0 = x[2 * i], x1 = x[2 * i + 1];
+          x[2 * i] = x0 * c - x1 * s;
+          x[2 * i + 1] = x0 * s + x1 * c;
+        }
+      }
+  }
+}
+
 static void rope_apply(float *qkv /*(B,T,3C)*/, const float *cos_t,
                        const float *sin_t /*(max_seq,hs/2)*/, int B, int T,
                        int C, int NH, float dir) {
-  int hs = C / NH, half = hs / 2;
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      float *row = qkv + ((size_t)b * T + t) * 3 * C;
-      const float *ct = cos_t + (size_t)t * half,
-                  *st = sin_t + (size_t)t * half;
-      for (int part = 0; part < 2; part++) /* q, then k */
-        for (int h = 0; h < NH; h++) {
-          float *x = row + part * C + h * hs;
-          for (int i = 0; i < half; i++) {
-            float c = ct[i], s = dir * st[i];
-            float x0 = x[2 * i], x1 = x[2 * i + 1];
-            x[2 * i] = x0 * c - x1 * s;
-            x[2 * i + 1] = x0 * s + x1 * c;
-          }
-        }
-    }
+  layer_args g = {.out = qkv,
+                  .cos_t = cos_t,
+                  .sin_t = sin_t,
+                  .T = T,
+                  .C = C,
+                  .NH = NH,
+                  .dir = dir};
+  pl_parallel_for(rope_rows, &g, (size_t)B * T, 16);
+}
+
+/* Attention works on blocks of ATT_BLOCK query rows: block [t0, t0+tb)
+ * sees keys [0, t0+tb) only, so the GEMMs skip the blocks above the
+ * diagonal (10 of 16 for T = 256) where P is 0. */
+#define ATT_BLOCK 64
+
+/* Runs fn over the (b,h) pairs, one slice of pairs per thread. */
+static void attention_parallel(pl_par_fn fn, layer_args *g) {
+  pl_parallel_for(fn, g, (size_t)g->B * g->NH, 1);
 }
 
 /* Causal attention per (b,h): S = Q K^T / sqrt(hs), P = softmax over t2 <= t
  * (zero above the diagonal), Y = P V. Q, K, V are column blocks of qkv,
- * read in place through the leading dimension 3C. */
+ * read in place through the leading dimension 3C. Rows: (b,h) pairs. */
+static void attention_forward_rows(void *ctx, size_t begin, size_t end,
+                                   int slot) {
+  const layer_args *g = ctx;
+  int T = g->T, C = g->C, NH = g->NH, hs = C / NH, C3 = 3 * C;
+  float scale = 1.0f / sqrtf((float)hs);
+  (void)slot;
+  for (size_t bh = begin; bh < end; bh++) {
+    size_t b = bh / NH, h = bh % NH;
+    const float *q = g->in + b * T * C3 + h * hs;
+    const float *k = q + C, *v = q + 2 * C;
+    float *p = g->out2 + bh * T * T;
+    float *y = g->out + b * T * C + h * hs;
+    for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+      int tb = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + tb;
+      float *pb = p + (size_t)t0 * T;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tb, nk, hs, scale,
+                  q + (size_t)t0 * C3, C3, k, C3, 0.0f, pb, T);
+      for (int t = t0; t < nk; t++) {
+        float *row = p + (size_t)t * T;
+        float mx = vmax(row, t + 1);
+        float inv = 1.0f / vexp_shift(row, t + 1, mx);
+        for (int t2 = 0; t2 <= t; t2++)
+          row[t2] *= inv;
+        memset(row + t + 1, 0, (T - t - 1) * sizeof(float));
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tb, hs, nk, 1.0f,
+                  pb, T, v, C3, 0.0f, y + (size_t)t0 * C, C);
+    }
+  }
+}
+
 static void attention_forward(float *out /*(B,T,C)*/, float *att /*(B,NH,T,T)*/,
                               const float *qkv /*(B,T,3C)*/, int B, int T,
                               int C, int NH) {
-  int hs = C / NH, C3 = 3 * C;
-  float scale = 1.0f / sqrtf((float)hs);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++) {
-      const float *q = qkv + (size_t)b * T * C3 + h * hs;
-      const float *k = q + C, *v = q + 2 * C;
-      float *p = att + ((size_t)b * NH + h) * T * T;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q,
-                  C3, k, C3, 0.0f, p, T);
-      for (int t = 0; t < T; t++) {
-        float *row = p + (size_t)t * T, mx = row[0], sum = 0.0f;
-        for (int t2 = 1; t2 <= t; t2++)
-          mx = row[t2] > mx ? row[t2] : mx;
-        for (int t2 = 0; t2 <= t; t2++) {
-          row[t2] = expf(row[t2] - mx);
-          sum += row[t2];
-        }
-        for (int t2 = 0; t2 <= t; t2++)
-          row[t2] /= sum;
-        for (int t2 = t + 1; t2 < T; t2++)
-          row[t2] = 0.0f;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p,
-                  T, v, C3, 0.0f, out + (size_t)b * T * C + h * hs, C);
-    }
+  layer_args g = {
+      .out = out, .out2 = att, .in = qkv, .B = B, .T = T, .C = C, .NH = NH};
+  attention_parallel(attention_forward_rows, &g);
 }
 
 /* dP = dY V^T; dV = P^T dY; dS = P * (dP - rowsum(P * dP));
- * dQ = dS K / sqrt(hs); dK = dS^T Q / sqrt(hs). dqkv is overwritten. */
-static void attention_backward(float *dqkv /*(B,T,3C)*/,
-                               float *dp /*(T,T) scratch*/,
-                               const float *dout /*(B,T,C)*/,
-                               const float *qkv /*(B,T,3C)*/,
-                               const float *att /*(B,NH,T,T)*/, int B, int T,
-                               int C, int NH) {
-  int hs = C / NH, C3 = 3 * C;
+ * dQ = dS K / sqrt(hs); dK = dS^T Q / sqrt(hs). dqkv is overwritten. Per
+ * query block: dP, dS and dQ over its keys; then per key block [s0, s0+sb):
+ * dV and dK from the rows t >= s0 (P and dS are 0 above the diagonal). */
+static void attention_backward_rows(void *ctx, size_t begin, size_t end,
+                                    int slot) {
+  const layer_args *g = ctx;
+  int T = g->T, C = g->C, NH = g->NH, hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++) {
-      size_t off = (size_t)b * T * C3 + h * hs;
-      const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
-      float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
-      const float *p = att + ((size_t)b * NH + h) * T * T;
-      const float *dy = dout + (size_t)b * T * C + h * hs;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy,
-                  C, v, C3, 0.0f, dp, T);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T,
-                  dy, C, 0.0f, dv, C3);
-      for (int t = 0; t < T; t++) {
+  float *dp = g->dw + slot * g->dw_stride; /* this thread's (T,T) */
+  for (size_t bh = begin; bh < end; bh++) {
+    size_t b = bh / NH, h = bh % NH;
+    size_t off = b * T * C3 + h * hs;
+    const float *q = g->in + off, *k = q + C, *v = q + 2 * C;
+    float *dq = g->out + off, *dk = dq + C, *dv = dq + 2 * C;
+    const float *p = g->w + bh * T * T;
+    const float *dy = g->in2 + b * T * C + h * hs;
+    for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+      int tb = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + tb;
+      float *db = dp + (size_t)t0 * T;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tb, nk, hs, 1.0f,
+                  dy + (size_t)t0 * C, C, v, C3, 0.0f, db, T);
+      for (int t = t0; t < nk; t++) {
         const float *pr = p + (size_t)t * T;
         float *dr = dp + (size_t)t * T, dot = 0.0f;
         for (int t2 = 0; t2 <= t; t2++)
           dot += pr[t2] * dr[t2];
         for (int t2 = 0; t2 <= t; t2++)
           dr[t2] = pr[t2] * (dr[t2] - dot);
-        for (int t2 = t + 1; t2 < T; t2++)
+        for (int t2 = t + 1; t2 < nk; t2++)
           dr[t2] = 0.0f;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale,
-                  dp, T, k, C3, 0.0f, dq, C3);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dp,
-                  T, q, C3, 0.0f, dk, C3);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tb, hs, nk, scale,
+                  db, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
     }
+    for (int s0 = 0; s0 < T; s0 += ATT_BLOCK) {
+      int sb = T - s0 < ATT_BLOCK ? T - s0 : ATT_BLOCK, rows = T - s0;
+      size_t at = (size_t)s0 * T + s0;
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, sb, hs, rows, 1.0f,
+                  p + at, T, dy + (size_t)s0 * C, C, 0.0f, dv + (size_t)s0 * C3,
+                  C3);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, sb, hs, rows, scale,
+                  dp + at, T, q + (size_t)s0 * C3, C3, 0.0f,
+                  dk + (size_t)s0 * C3, C3);
+    }
+  }
+}
+
+/* dp: (PL_POOL_MAX,T,T) scratch */
+static void attention_backward(float *dqkv /*(B,T,3C)*/, float *dp,
+                               const float *dout /*(B,T,C)*/,
+                               const float *qkv /*(B,T,3C)*/,
+                               const float *att /*(B,NH,T,T)*/, int B, int T,
+                               int C, int NH) {
+  layer_args g = {.out = dqkv,
+                  .dw = dp,
+                  .in = qkv,
+                  .in2 = dout,
+                  .w = att,
+                  .B = B,
+                  .T = T,
+                  .C = C,
+                  .NH = NH,
+                  .dw_stride = (size_t)T * T};
+  attention_parallel(attention_backward_rows, &g);
+}
+
+/* silu(g) u over 4 lanes */
+static inline v4f swiglu4(v4f g, v4f u) {
+  return g / (v4f_one() + vexp4(-g)) * u;
 }
 
 /* out = silu(gate) * up, gate = h13[n, 0:F], up = h13[n, F:2F] */
-static void swiglu_forward(float *out /*(N,F)*/, const float *h13 /*(N,2F)*/,
-                           size_t N, int F) {
-  for (size_t n = 0; n < N; n++) {
-    const float *g = h13 + n * 2 * F, *u = g + F;
-    float *o = out + n * F;
-    for (int i = 0; i < F; i++)
-      o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-  }
-}
-
-/* silu'(g) = sig(g) (1 + g (1 - sig(g))); dh13 is overwritten */
-static void swiglu_backward(float *dh13 /*(N,2F)*/, const float *dout /*(N,F)*/,
-                            const float *h13 /*(N,2F)*/, size_t N, int F) {
-  for (size_t n = 0; n < N; n++) {
-    const float *g = h13 + n * 2 * F, *u = g + F, *d = dout + n * F;
-    float *dg = dh13 + n * 2 * F, *du = dg + F;
-    for (int i = 0; i < F; i++) {
-      float sig = 1.0f / (1.0f + expf(-g[i]));
-      du[i] = d[i] * g[i] * sig;
-      dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+static void swiglu_forward_rows(void *ctx, size_t begin, size_t end, int slot) {
+  const layer_args *a = ctx;
+  int F = a->C;
+  (void)slot;
+  for (size_t n = begin; n < end; n++) {
+    const float *g = a->in + n * 2 * F, *u = g + F;
+    float *o = a->out + n * F;
+    int i = 0;
+    for (; i + 4 <= F; i += 4)
+      v4_store(o + i, swiglu4(v4_load(g + i), v4_load(u + i)));
+    if (i < F) { /* the tail through the same lanes */
+      float gb[4] = {0}, ub[4] = {0}, ob[4];
+      memcpy(gb, g + i, (F - i) * sizeof(float));
+      memcpy(ub, u + i, (F - i) * sizeof(float));
+      v4_store(ob, swiglu4(v4_load(gb), v4_load(ub)));
+      memcpy(o + i, ob, (F - i) * sizeof(float));
     }
   }
 }
 
-/* out = a + b */
+static void swiglu_forward(float *out /*(N,F)*/, const float *h13 /*(N,2F)*/,
+                           size_t N, int F) {
+  layer_args g = {.out = out, .in = h13, .C = F};
+  pl_parallel_for(swiglu_forward_rows, &g, N, 16);
+}
+
+/* silu'(g) = sig(g) (1 + g (1 - sig(g))): dg and du of 4 lanes */
+static inline void swiglu_back4(v4f g, v4f u, v4f d, v4f *dg, v4f *du) {
+  v4f one = v4f_one(), sig = one / (one + vexp4(-g));
+  *du = d * g * sig;
+  *dg = d * u * sig * (one + g * (one - sig));
+}
+
+/* dh13 is overwritten */
+static void swiglu_backward_rows(void *ctx, size_t begin, size_t end,
+                                 int slot) {
+  const layer_args *a = ctx;
+  int F = a->C;
+  (void)slot;
+  for (size_t n = begin; n < end; n++) {
+    const float *g = a->in + n * 2 * F, *u = g + F, *d = a->in2 + n * F;
+    float *dg = a->out + n * 2 * F, *du = dg + F;
+    int i = 0;
+    v4f vg, vu;
+    for (; i + 4 <= F; i += 4) {
+      swiglu_back4(v4_load(g + i), v4_load(u + i), v4_load(d + i), &vg, &vu);
+      v4_store(dg + i, vg);
+      v4_store(du + i, vu);
+    }
+    if (i < F) {
+      float gb[4] = {0}, ub[4] = {0}, db[4] = {0}, dgb[4], dub[4];
+      size_t w = (F - i) * sizeof(float);
+      memcpy(gb, g + i, w);
+      memcpy(ub, u + i, w);
+      memcpy(db, d + i, w);
+      swiglu_back4(v4_load(gb), v4_load(ub), v4_load(db), &vg, &vu);
+      v4_store(dgb, vg);
+      v4_store(dub, vu);
+      memcpy(dg + i, dgb, w);
+      memcpy(du + i, dub, w);
+    }
+  }
+}
+
+static void swiglu_backward(float *dh13 /*(N,2F)*/, const float *dout /*(N,F)*/,
+                            const float *h13 /*(N,2F)*/, size_t N, int F) {
+  layer_args g = {.out = dh13, .in = h13, .in2 = dout, .C = F};
+  pl_parallel_for(swiglu_backward_rows, &g, N, 16);
+}
+
+/* out = a + b; rows are elements */
+static void residual_rows(void *ctx, size_t begin, size_t end, int slot) {
+  const layer_args *g = ctx;
+  (void)slot;
+  for (size_t i = begin; i < end; i++)
+    g->out[i] = g->in[i] + g->in2[i];
+}
+
 static void residual_forward(float *out, const float *a, const float *b,
                              size_t n) {
-  for (size_t i = 0; i < n; i++)
-    out[i] = a[i] + b[i];
+  layer_args g = {.out = out, .in = a, .in2 = b};
+  pl_parallel_for(residual_rows, &g, n, 4096);
 }
 
 /* lse[bt] = log sum exp(logits[bt,:]); losses[bt] = lse - logits[target]
- * (0 where target == -1). Returns the sum of losses; *count the positions. */
+ * (0 where target == -1). scratch (PL_POOL_MAX, V): each thread's exps. */
+static void crossentropy_forward_rows(void *ctx, size_t begin, size_t end,
+                                      int slot) {
+  const layer_args *g = ctx;
+  int V = g->V;
+  float *e = g->dw + slot * g->dw_stride;
+  for (size_t bt = begin; bt < end; bt++) {
+    const float *z = g->in + bt * V;
+    float mx = vmax(z, V);
+    memcpy(e, z, V * sizeof(float));
+    float lse = mx + logf(vexp_shift(e, V, mx));
+    g->out2[bt] = lse;
+    int32_t tg = g->tokens ? g->tokens[bt] : -1;
+    g->out[bt] = tg >= 0 ? lse - z[tg] : 0.0f;
+  }
+}
+
+/* Returns the sum of losses (in row order); *count the positions. */
 static double crossentropy_forward(float *losses /*(BT)*/, float *lse /*(BT)*/,
                                    const float *logits /*(BT,V)*/,
                                    const int32_t *targets /*(BT) or NULL*/,
-                                   size_t BT, int V, size_t *count) {
+                                   float *scratch, size_t BT, int V,
+                                   size_t *count) {
+  layer_args g = {.out = losses,
+                  .out2 = lse,
+                  .in = logits,
+                  .dw = scratch,
+                  .tokens = targets,
+                  .V = V,
+                  .dw_stride = (size_t)V};
+  pl_parallel_for(crossentropy_forward_rows, &g, BT, 16);
   double total = 0.0;
   *count = 0;
-  for (size_t bt = 0; bt < BT; bt++) {
-    const float *z = logits + bt * V;
-    float mx = z[0], sum = 0.0f;
-    for (int i = 1; i < V; i++)
-      mx = z[i] > mx ? z[i] : mx;
-    for (int i = 0; i < V; i++)
-      sum += expf(z[i] - mx);
-    lse[bt] = mx + logf(sum);
-    losses[bt] = 0.0f;
+  for (size_t bt = 0; bt < BT; bt++)
     if (targets && targets[bt] >= 0) {
-      losses[bt] = lse[bt] - z[targets[bt]];
       total += losses[bt];
       (*count)++;
     }
-  }
   return total;
 }
 
 /* dlogits[bt,:] = (softmax(logits[bt,:]) - onehot(target)) * dloss[bt], and
  * 0 where target == -1. */
+static void crossentropy_backward_rows(void *ctx, size_t begin, size_t end,
+                                       int slot) {
+  const layer_args *g = ctx;
+  int V = g->V;
+  (void)slot;
+  for (size_t bt = begin; bt < end; bt++) {
+    float *d = g->out + bt * V;
+    float dl = g->in2[bt];
+    int32_t tg = g->tokens[bt];
+    if (tg < 0 || dl == 0.0f) {
+      memset(d, 0, V * sizeof(float));
+      continue;
+    }
+    memcpy(d, g->in + bt * V, V * sizeof(float));
+    vexp_shift(d, V, g->rstd[bt]);
+    for (int i = 0; i < V; i++)
+      d[i] *= dl;
+    d[tg] -= dl;
+  }
+}
+
 static void crossentropy_softmax_backward(float *dlogits /*(BT,V)*/,
                                           const float *dloss /*(BT)*/,
                                           const float *logits /*(BT,V)*/,
                                           const float *lse /*(BT)*/,
                                           const int32_t *targets /*(BT)*/,
                                           size_t BT, int V) {
-  for (size_t bt = 0; bt < BT; bt++) {
-    float *d = dlogits + bt * V;
-    const float *z = logits + bt * V;
-    if (targets[bt] < 0 || dloss[bt] == 0.0f) {
-      memset(d, 0, V * sizeof(float));
-      continue;
-    }
-    for (int i = 0; i < V; i++)
-      d[i] = expf(z[i] - lse[bt]) * dloss[bt];
-    d[targets[bt]] -= dloss[bt];
-  }
+  layer_args g = {.out = dlogits,
+                  .in = logits,
+                  .in2 = dloss,
+                  .rstd = lse,
+                  .tokens = targets,
+                  .V = V};
+  pl_parallel_for(crossentropy_backward_rows, &g, BT, 16);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -604,8 +944,8 @@ float pl_model_forward(pl_model *m, const int32_t *tokens,
                   p->rms_final, BT, C);
   matmul_forward(a->logits, a->lnf, p->wte, BT, C, V); /* tied head */
   size_t count;
-  double total = crossentropy_forward(a->losses, a->lse, a->logits, targets, BT,
-                                      V, &count);
+  double total = crossentropy_forward(a->losses, a->lse, a->logits, targets,
+                                      a->part, BT, V, &count);
   m->mean_loss = !targets ? -1.0f : count ? (float)(total / count) : 0.0f;
   return m->mean_loss;
 }
@@ -626,7 +966,7 @@ static void model_backward(pl_model *m, const float *dloss /*(BT)*/) {
   matmul_backward(a->dln, g->wte, a->dlogits, a->lnf, p->wte, BT, C, V);
   memset(a->dres, 0, BT * C * sizeof(float));
   rmsnorm_backward(a->dres, g->rms_final, a->dln, a->res_ffn + (L - 1) * BT * C,
-                   p->rms_final, a->lnf_rstd, BT, C);
+                   p->rms_final, a->lnf_rstd, a->part, BT, C);
   for (int l = L - 1; l >= 0; l--) {
     const float *res_in = l == 0 ? a->encoded : a->res_ffn + (l - 1) * BT * C;
     const float *rms_att = p->rms_att + (size_t)l * C;
@@ -653,15 +993,15 @@ static void model_backward(pl_model *m, const float *dloss /*(BT)*/) {
     matmul_backward(a->dhmul, dw2, a->dres, hmul, w2, BT, F, C);
     swiglu_backward(a->dh13, a->dhmul, h13, BT, F);
     matmul_backward(a->dln, dw13, a->dh13, ln2, w13, BT, C, 2 * F);
-    rmsnorm_backward(a->dres, d_rms_ffn, a->dln, res_att, rms_ffn, ln2_rstd, BT,
-                     C);
+    rmsnorm_backward(a->dres, d_rms_ffn, a->dln, res_att, rms_ffn, ln2_rstd,
+                     a->part, BT, C);
     /* attention: dres is now d/d res_att */
     matmul_backward(a->datty, dwo, a->dres, atty, wo, BT, C, C);
     attention_backward(a->dqkv, a->datt, a->datty, qkv, att, B, T, C, NH);
     rope_apply(a->dqkv, m->rope_cos, m->rope_sin, B, T, C, NH, -1.0f);
     matmul_backward(a->dln, dwqkv, a->dqkv, ln1, wqkv, BT, C, 3 * C);
-    rmsnorm_backward(a->dres, d_rms_att, a->dln, res_in, rms_att, ln1_rstd, BT,
-                     C);
+    rmsnorm_backward(a->dres, d_rms_att, a->dln, res_in, rms_att, ln1_rstd,
+                     a->part, BT, C);
   }
   embedding_backward(g->wte, a->dres, m->tokens, BT, C);
 }

@@ -174,7 +174,8 @@ typedef struct {
   float *dqkv;    /* (B,T,3C) */
   float *dh13;    /* (B,T,2F) */
   float *dhmul;   /* (B,T,F) */
-  float *datt;    /* (T,T)        one head's dP / dS at a time */
+  float *datt;    /* (PL_POOL_MAX,T,T) each thread's head's dP / dS */
+  float *part;    /* (PL_POOL_MAX,max(C,V)) each thread's partial sums */
 } pl_acts;
 
 typedef struct {
@@ -205,8 +206,22 @@ int pl_model_init(pl_model *m, const pl_config *cfg, uint64_t seed, char *why,
                   size_t why_len);
 void pl_model_free(pl_model *m);
 
-/* Uses n threads for the matmuls (OpenBLAS). Default: OpenBLAS's own. */
+/* Uses n threads for the matmuls (OpenBLAS) and for the element-wise loops,
+ * attention and AdamW (policy/parallel.c). Default: OpenBLAS's own count. */
 void pl_set_num_threads(int n);
+
+/* Internal (policy/parallel.c): the fork-join pool behind the model's and
+ * AdamW's loops. pl_parallel_for runs fn(ctx, begin, end, slot) over
+ * contiguous slices of [0,n), each at least min_slice long, slot in
+ * [0, threads) naming the slice's thread (for per-thread scratch), the
+ * calling thread doing slot 0; it returns when every slice is done, and
+ * returns the number of slices. Inline (one slice) when nested, when
+ * another region is running, or with one thread. */
+#define PL_POOL_MAX 8
+typedef void (*pl_par_fn)(void *ctx, size_t begin, size_t end, int slot);
+int pl_parallel_for(pl_par_fn fn, void *ctx, size_t n, size_t min_slice);
+void pl_pool_set_threads(int n);
+int pl_pool_threads(void); /* the count a region uses, <= PL_POOL_MAX */
 
 /* The linear layers' GEMM. Every linear layer and the tied head, forward
  * and backward (pl_model_forward/backward, pl_forward_cached), computes

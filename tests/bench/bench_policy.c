@@ -5,8 +5,9 @@
  * a fixed random batch) of kernlab's model against the same model in
  * PyTorch (tests/bench/bench_policy_torch.py, float32, the same eight
  * tensors and math as tests/python/policy_torch_model.py), both on 2 cores
- * with OpenBLAS, measured in the same run. kernlab: OpenBLAS with 2
- * threads, element-wise loops on the calling thread. Torch has two thread
+ * with OpenBLAS, measured in the same run. kernlab: its own pool of 2
+ * threads (policy/parallel.c) splits the GEMMs (single-threaded OpenBLAS
+ * calls), attention's heads and the element-wise loops. Torch has two thread
  * pools (intra-op OpenMP and OpenBLAS) and is run three ways: its default
  * (2 and 2, which oversubscribes the cores), 1 and 2, 2 and 1; the fastest
  * is the named baseline. Prints the split of a kernlab step (forward /
