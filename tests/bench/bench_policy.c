@@ -96,9 +96,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   pl_set_num_threads(threads);
-  int32_t *tokens = malloc(sizeof(int32_t) * B * T);
-  int32_t *targets = malloc(sizeof(int32_t) * B * T);
-  bench_batch(tokens, targets, B * T, cfg.vocab);
+  /* At least 64 tokens: the sampling bench below uses the first 64 as its
+   * prompt, whatever B x T is. */
+  int n_tok = B * T < 64 ? 64 : B * T;
+  int32_t *tokens = malloc(sizeof(int32_t) * n_tok);
+  int32_t *targets = malloc(sizeof(int32_t) * n_tok);
+  bench_batch(tokens, targets, n_tok, cfg.vocab);
 
   printf("model: vocab %d, d %d, %d layers, %d heads, d_ff %d: %zu "
          "parameters; batch B=%d T=%d; %d threads\n",
