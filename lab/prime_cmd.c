@@ -19,9 +19,9 @@
  * CKPT.tok. The checkpoint (with optimiser state) is written at the end and
  * every 100 steps; it records the tokenizer's hash.
  *
- * Sizes: `small` (the default: d 192, 4 layers, 4 heads, seq 1024) is meant
- * to prime in about ten minutes on two cores; `tiny` (d 64, 2 layers, seq
- * 256) is for tests.
+ * Sizes: `small` (the default: d 192, 4 layers, 4 heads, seq 1024) primes
+ * in about three minutes on two cores (300 steps); `tiny` (d 64, 2 layers,
+ * seq 256) is for tests.
  *
  * --policy-device (lab/policy_device.h): cpu (the default) trains on the
  * CPU; gpu trains through the policy's CUDA runtime and exits 3 with the

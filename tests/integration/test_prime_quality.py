@@ -2,7 +2,7 @@
 """tests/integration/test_prime_quality.py — issue 8's bar for the primed
 policy, end to end with the defaults a user gets: `kernlab corpus` (the
 default lua/corpus.lua), `kernlab prime` (the default small model, 300
-steps, about eight minutes on two cores), then 64 samples of the priming
+steps, about three minutes on two cores), then 64 samples of the priming
 prompt at temperature 1.0 and min-p 0.1, each evaluated on cpu-emu
 (tests/bench/policy_prime_quality.py). Prints the figure; fails below 60%
 correct.
