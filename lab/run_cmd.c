@@ -158,106 +158,6 @@ static int read_prior(const char *path, int steps, prior *pr, char *why,
   return 0;
 }
 
-/* ---- the GRPO update ---- */
-
-typedef struct update_out {
-  pl_grpo_stats st;
-  float grad_norm, lr;
-} update_out;
-
-/* One to num_iterations GRPO updates of the policy (and its reference
- * when beta > 0) on the step's completions. gens (n_groups) hold G rows
- * each; adv (n_groups*G). */
-static int grpo_update(const lab_campaign *c, lab_policy *pol,
-                       const int32_t *prompt, int plen,
-                       const pl_generation *gens, int n_groups,
-                       const float *adv, update_out *u, char *why,
-                       size_t whylen) {
-  int G = c->group_size, B = n_groups * G, maxL = 1;
-  for (int b = 0; b < B; b++) {
-    int L = gens[b / G].lengths[b % G];
-    if (L > maxL) maxL = L;
-  }
-  int T = plen + maxL - 1; /* inputs: prompt and all but the last token */
-  size_t BT = (size_t)B * T;
-  int32_t *x = malloc(BT * sizeof *x), *y = malloc(BT * sizeof *y);
-  float *mask = calloc(BT, sizeof *mask), *logp = calloc(BT, sizeof *logp);
-  float *old = calloc(BT, sizeof *old), *dl = calloc(BT, sizeof *dl);
-  float *refp = c->grpo.beta > 0 ? calloc(BT, sizeof *refp) : NULL;
-  uint8_t *trunc = malloc((size_t)B);
-  int rc = PL_OK;
-  if (!x || !y || !mask || !logp || !old || !dl || !trunc ||
-      (c->grpo.beta > 0 && !refp)) {
-    snprintf(why, whylen, "out of memory for a (%d,%d) update batch", B, T);
-    rc = PL_EENV;
-    goto done;
-  }
-  /* Row b: prompt, completion, <|pad|>. Position t predicts token t+1; a
-   * completion token i sits at t+1 = plen+i. */
-  for (int b = 0; b < B; b++) {
-    const pl_generation *g = &gens[b / G];
-    int row = b % G, L = g->lengths[row];
-    const int32_t *ct = g->tokens + (size_t)row * g->max_new;
-    trunc[b] = g->truncated[row];
-    for (int t = 0; t < T; t++) {
-      size_t k = (size_t)b * T + t;
-      x[k] = t < plen ? prompt[t] : t - plen < L ? ct[t - plen] : PL_TOK_PAD;
-      int i = t + 1 - plen; /* the completion token predicted here */
-      if (i >= 0 && i < L) {
-        y[k] = ct[i];
-        mask[k] = 1;
-        old[k] = g->logprobs[(size_t)row * g->max_new + i];
-      } else {
-        y[k] = -1;
-      }
-    }
-  }
-  const float *losses;
-  if (refp) {
-    float l = lab_policy_forward(pol, 1, x, y, B, T, &losses);
-    if (!isfinite(l)) {
-      snprintf(why, whylen, "the reference model's forward failed");
-      rc = PL_EENV;
-      goto done;
-    }
-    for (size_t k = 0; k < BT; k++)
-      refp[k] = mask[k] ? -losses[k] : 0;
-  }
-  int sampler_old = c->sampling.temperature == 1.0f;
-  for (int it = 0; it < c->num_iterations; it++) {
-    float l = lab_policy_forward(pol, 0, x, y, B, T, &losses);
-    if (!isfinite(l)) {
-      snprintf(why, whylen, "the policy's forward gave a loss of %g", l);
-      rc = PL_EENV;
-      goto done;
-    }
-    for (size_t k = 0; k < BT; k++)
-      logp[k] = mask[k] ? -losses[k] : 0;
-    if (it == 0 && !sampler_old) memcpy(old, logp, BT * sizeof *old);
-    rc = pl_grpo_loss(dl, &u->st, &c->grpo, logp, old, refp, adv, mask, trunc,
-                      B, T, why, whylen);
-    if (rc) goto done;
-    lab_policy_zero_grad(pol);
-    rc = lab_policy_backward(pol, dl);
-    if (rc) {
-      snprintf(why, whylen, "backward failed");
-      goto done;
-    }
-    u->lr = pl_adamw_lr_at(&pol->opt->cfg, pol->opt->step);
-    u->grad_norm = lab_policy_step(pol);
-  }
-done:
-  free(x);
-  free(y);
-  free(mask);
-  free(logp);
-  free(old);
-  free(dl);
-  free(refp);
-  free(trunc);
-  return rc;
-}
-
 /* ---- the command ---- */
 
 int lab_run(int argc, char **argv) {
@@ -658,8 +558,8 @@ int lab_run(int argc, char **argv) {
     update_out u;
     memset(&u, 0, sizeof u);
     if (!rc)
-      rc = grpo_update(&c, &pol, prompt, plen, gens, P, adv, &u, why,
-                       sizeof why);
+      rc = lab_grpo_update(&c, &pol, prompt, plen, gens, P, adv, &u, why,
+                           sizeof why);
     if (rc) {
       for (int k = 0; k < n_cand; k++)
         rw_components_free(&comps[k]);

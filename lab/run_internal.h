@@ -1,12 +1,14 @@
 /*
- * lab/run_internal.h — what lab/run_cmd.c shares with lab/run_queue.c, the
- * campaign's evaluation queue and progress bar. Not a public header: the
- * rest of kernlab goes through lab/lab.h.
+ * lab/run_internal.h — what lab/run_cmd.c shares with lab/run_queue.c (the
+ * campaign's evaluation queue and progress bar) and lab/run_update.c (the
+ * GRPO update of a step). Not a public header: the rest of kernlab goes
+ * through lab/lab.h.
  */
 #ifndef LAB_RUN_INTERNAL_H
 #define LAB_RUN_INTERNAL_H
 
 #include "lab/lab.h"
+#include "lab/policy_device.h"
 #include "sandbox/sandbox.h"
 
 #include <pthread.h>
@@ -81,5 +83,24 @@ void on_row_done(void *ctx, const pl_generation *gn, int row);
 
 /* "42s", "3m05s", "2h10m"; "-" for a negative or unknown time. */
 void lab_fmt_eta(char *buf, size_t n, double s);
+
+/* ---- lab/run_update.c: the GRPO update of a step ---- */
+
+/* What one update reports for the step line and the /steps record. */
+typedef struct update_out {
+  pl_grpo_stats st;
+  float grad_norm, lr;
+} update_out;
+
+/* One to num_iterations GRPO updates of the policy (and its reference
+ * when beta > 0) on the step's completions: the (B = n_groups*G, T) batch
+ * of prompt + completion tokens, targets only on completion tokens, old
+ * log-probs from the sampler (temperature 1) or the first iteration.
+ * gens (n_groups) hold G rows each; adv (n_groups*G). Returns PL_OK or a
+ * PL_E* code with why. */
+int lab_grpo_update(const lab_campaign *c, lab_policy *pol,
+                    const int32_t *prompt, int plen, const pl_generation *gens,
+                    int n_groups, const float *adv, update_out *u, char *why,
+                    size_t whylen);
 
 #endif
