@@ -125,11 +125,7 @@ int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
   if (e->baseline_us < 0)
     fprintf(stderr, "kernlab: warning: baseline: %s\n", bwhy);
   e->opts.baseline_us = e->baseline_us;
-  if (!(e->pool = pool_start(e))) {
-    snprintf(why, whylen, "out of memory");
-    return LAB_EXIT_ENV;
-  }
-  return 0;
+  return 0; /* the pool starts with the first lab_evaluator_run */
 }
 
 static void pool_stop(pool *p);
@@ -249,6 +245,7 @@ static void pool_stop(pool *p) {
 
 void lab_evaluator_run(lab_evaluator *e, lab_eval_item *items, int n,
                        uint64_t seed) {
+  if (!e->pool) e->pool = pool_start(e); /* NULL: no memory, run here */
   pool *p = e->pool;
   if (!p || !p->n_threads) { /* no thread could start: this one works */
     pool local = {.items = items, .n = n, .opts = e->opts};

@@ -209,7 +209,8 @@ typedef struct lab_evaluator {
   double baseline_us;   /* cuBLAS (gpu) or the naive seed; -1 untimed */
   struct sbx_slot **slots;
   int n_slots;
-  struct lab_pool *pool; /* one thread per slot, for the evaluator's life */
+  struct lab_pool *pool; /* one thread per slot from the first
+                            lab_evaluator_run to lab_evaluator_stop */
 } lab_evaluator;
 
 /* Resolves c's backend, loads NVRTC (a warning on stderr when absent),

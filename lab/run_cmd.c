@@ -221,8 +221,8 @@ int lab_run(int argc, char **argv) {
   lab_matmul *mm = NULL; /* --policy-matmul */
   rw_script *script = NULL;
   res_file *store = NULL;
-  sbx_slot **slots = NULL;
-  int n_slots = 0;
+  lab_evaluator ev;
+  memset(&ev, 0, sizeof ev);
   candidate *cands = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
@@ -346,80 +346,30 @@ int lab_run(int argc, char **argv) {
     FAIL(LAB_EXIT_USAGE, "%s: the prompt (%d tokens) does not fit max_seq %d",
          c.checkpoint, plen, h.config.max_seq);
 
-  /* The evaluator: backend, sandbox slots, baseline. */
-  char backend[16];
-  rc = kl_backend_resolve(c.backend, backend, sizeof backend, why, sizeof why);
-  if (rc != KL_OK)
-    FAIL(rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE, "backend: %s", why);
-  if (why[0]) fprintf(stderr, "kernlab: %s\n", why);
-  if (kl_nvrtc_load(why, sizeof why) != KL_OK)
-    fprintf(stderr,
-            "kernlab: warning: %s; cpu-emu runs without sm_90 resource "
-            "figures\n",
-            why);
-  kl_emu_set_launcher(sbx_host_compile_launcher());
-  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
-  n_slots = cores < n_cand ? cores : n_cand;
-  slots = calloc((size_t)n_slots, sizeof *slots);
-  if (!slots) FAIL(LAB_EXIT_ENV, "out of memory");
-  sbx_limits limits = {60, 60};
-  for (int i = 0; i < n_slots; i++)
-    if (!(slots[i] = sbx_slot_new(&limits)))
-      FAIL(LAB_EXIT_ENV, "cannot start sandbox slot %d", i);
-  kl_eval_options opts;
-  kl_eval_defaults(&opts);
-  opts.run_deadline_s = c.timeout_s;
-  opts.backend = backend;
-  opts.shapes[0] = (kl_shape){c.M, c.N, c.K};
-  opts.n_shapes = 1;
-  opts.threads = cores / n_slots > 0 ? cores / n_slots : 1;
-  opts.seed = lab_derive_seed(c.seed, -1, 0, 0);
-  double baseline;
-  {
-    kl_executor bex;
-    kl_eval_options bopts = opts;
-    sbx_slot_executor(slots[0], &bex);
-    bopts.exec = &bex;
-    baseline = !strcmp(backend, "gpu")
-                   ? kl_gpu_cublas_time_us(opts.shapes[0], &bopts, NULL, why,
-                                           sizeof why)
-                   : kl_eval_baseline(opts.shapes[0], &bopts, why, sizeof why);
-    if (baseline < 0) fprintf(stderr, "kernlab: warning: baseline: %s\n", why);
-  }
-  opts.baseline_us = baseline;
+  /* The evaluator (lab/evaluator.c, as `kernlab search` uses it): backend,
+   * sandbox slots, options, baseline. Its slots serve this loop's queue. */
+  rc = lab_evaluator_start(&ev, &c, n_cand, lab_derive_seed(c.seed, -1, 0, 0),
+                           why, sizeof why);
+  if (rc) FAIL(rc, "%s", why);
+  const char *backend = ev.backend, *task = ev.task;
+  double baseline = ev.baseline_us;
+  kl_eval_options opts = ev.opts;
   queue.opts = opts;
-  workers = calloc((size_t)n_slots, sizeof *workers);
+  workers = calloc((size_t)ev.n_slots, sizeof *workers);
   if (!workers) FAIL(LAB_EXIT_ENV, "out of memory");
-  n_threads = eval_start(&queue, workers, slots, n_slots);
-  char task[48];
-  snprintf(task, sizeof task, "fp32_%dx%dx%d", c.M, c.N, c.K);
+  n_threads = eval_start(&queue, workers, ev.slots, ev.n_slots);
 
   /* The results file. */
   if (lab_make_parent(c.out) != 0 || lab_make_parent(ckpt_out) != 0)
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
          strerror(errno));
-  const char *flag_names[64];
-  for (int b = 0; b < 64; b++) {
-    const char *n = kl_flag_name(b);
-    flag_names[b] = n ? n : "";
-  }
-  res_campaign_meta meta = {.config = c.text,
-                            .reward_script = c.reward,
-                            .reward_sha256 = rw_sha256(script),
-                            .device = "cpu",
-                            .backend = backend,
-                            .kernlab_version = "0.1",
-                            .nvrtc_version = kl_nvrtc_version(),
-                            .seed = c.seed,
-                            .flag_names = flag_names,
-                            .n_flags = 64};
   int code = 0;
-  store = res_open_append(c.out, &meta, &code, why, sizeof why);
-  if (!store)
-    FAIL(code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE, "%s: %s", c.out,
-         why);
+  store = lab_results_open(c.out, c.text, c.reward, script, backend, c.seed,
+                           &code, why, sizeof why);
+  if (!store) FAIL(code, "%s: %s", c.out, why);
 
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
   pl_set_num_threads(cores);
   printf("campaign %s: %s %s, G %d x %d prompt(s), %d steps, model d %d x %d "
          "layers (%zu parameters), reward %s\n",
@@ -484,7 +434,7 @@ int lab_run(int argc, char **argv) {
     if (!n_threads) {
       kl_executor ex;
       kl_eval_options o = queue.opts;
-      sbx_slot_executor(slots[0], &ex);
+      sbx_slot_executor(ev.slots[0], &ex);
       o.exec = &ex;
       for (int k = 0; k < n_cand; k++) {
         cands[k].rc = kl_eval_source(cands[k].label, cands[k].src, cands[k].len,
@@ -692,16 +642,14 @@ int lab_run(int argc, char **argv) {
 
 cleanup:
   progress_clear(&prog);
-  if (workers) eval_stop(&queue, workers, n_slots);
+  if (workers) eval_stop(&queue, workers, ev.n_slots);
   free(workers);
   free(queue.order);
   pthread_mutex_destroy(&queue.mu);
   pthread_cond_destroy(&queue.more);
   pthread_cond_destroy(&queue.done);
   if (store) res_close(store, why, sizeof why);
-  for (int i = 0; slots && i < n_slots; i++)
-    sbx_slot_free(slots[i]);
-  free(slots);
+  lab_evaluator_stop(&ev);
   for (int k = 0; cands && k < n_cand; k++)
     free(cands[k].src);
   free(cands);
