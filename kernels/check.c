@@ -563,6 +563,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
       dynamic_checks(job, rep, outs, offs, TR, TS, out);
       snprintf(out->status, sizeof out->status, "%s",
                out->correct || timing_only ? "ok" : "wrong");
+      out->launch_ms = rep->launch_us / 1e3;
       out->samples = rep->samples;
       memcpy(out->sample_us, rep->sample_us,
              sizeof(double) * (size_t)rep->samples);

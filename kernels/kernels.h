@@ -312,6 +312,7 @@ typedef struct kl_run_report {
   char why[512];
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
+  double launch_us; /* cpu-emu: wall time inside every launch, untimed too */
   /* What the runner saw around the launches (dynamic kl_flags bits):
    * canary_overwritten, input_mutated. */
   uint64_t flags;
@@ -396,6 +397,10 @@ typedef struct kl_result {
   uint64_t flags;  /* anti-cheat flags raised (kl_flags bits) */
   char flag_detail[256]; /* the first finding per flag, one line */
   double sample_us[KL_MAX_TIMING_SAMPLES]; /* raw timing samples, in order */
+  /* cpu-emu: wall time inside all of the candidate's launches (checks,
+   * warm-up, timed runs); the rest of an evaluation is the lab's. 0 on gpu,
+   * where launches are asynchronous. */
+  double launch_ms;
   kl_shape_check checks[KL_MAX_SHAPES];
   int n_checks;
 } kl_result;

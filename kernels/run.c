@@ -139,6 +139,7 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
   int rc = kl_emu_run(m, b->A, b->B, b->C, sh.M, sh.N, sh.K, job->threads,
                       rep->why, sizeof rep->why);
   double dt = now_us() - t0;
+  rep->launch_us += dt;
   if (rc != KL_OK) {
     rep->failed = 1;
     rep->deadlock = strstr(rep->why, "deadlock") != NULL;

@@ -3,7 +3,7 @@
  * and its workers.
  *
  * A frame is a 24-byte header — magic "KLF1", protocol version, message
- * type, payload length, CRC-32 of the payload — followed by the payload.
+ * type, payload length, CRC-32C of the payload — followed by the payload.
  * The receiver checks all of it and a caller-given size limit before it
  * allocates, so a confused or hostile worker can make the supervisor reject
  * a message but never make it allocate without bound or misread a frame.
@@ -31,36 +31,46 @@ typedef struct frame_header {
   uint32_t reserved;
 } frame_header;
 
-/* Bitwise CRC-32 (IEEE, reflected): no table, so it is safe to call from
- * the SIGSYS handler; used there for 4 bytes. */
-static uint32_t crc32_bitwise(uint32_t crc, const void *data, size_t len) {
+/* The frame checksum is CRC-32C (Castagnoli, reflected polynomial
+ * 0x82f63b78): x86-64 computes it in one instruction per 8 bytes (SSE4.2),
+ * which matters because a run reply carries megabytes of outputs and both
+ * ends checksum them on the evaluation's critical path (IEEE CRC-32 in
+ * software cost about 1 ms per MB per side, half the sandbox's overhead).
+ * Three ways to the same value: bitwise (no table: safe in the SIGSYS
+ * handler), slicing-by-8 tables (portable), and the instruction. */
+#define CRC32C_POLY 0x82f63b78u
+
+static uint32_t crc32c_bitwise(uint32_t crc, const void *data, size_t len) {
   const uint8_t *p = data;
   crc = ~crc;
   for (size_t i = 0; i < len; i++) {
     crc ^= p[i];
-    for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
+    for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (CRC32C_POLY & -(crc & 1));
   }
   return ~crc;
 }
 
-/* Slicing-by-8 tables for bulk payloads (outputs are megabytes). */
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static int crc_hw; /* set once: the CPU has the SSE4.2 crc32 instruction */
 
 static void crc_init(void) {
   for (uint32_t i = 0; i < 256; i++) {
     uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & -(c & 1));
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (CRC32C_POLY & -(c & 1));
     crc_table[0][i] = c;
   }
   for (uint32_t i = 0; i < 256; i++)
     for (int t = 1; t < 8; t++)
       crc_table[t][i] =
           (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
 }
 
-uint32_t sbx_crc32(uint32_t crc, const void *data, size_t len) {
-  if (len < 64) return crc32_bitwise(crc, data, len);
+uint32_t sbx_crc32c_portable(uint32_t crc, const void *data, size_t len) {
   pthread_once(&crc_once, crc_init);
   const uint8_t *p = data;
   crc = ~crc;
@@ -76,6 +86,37 @@ uint32_t sbx_crc32(uint32_t crc, const void *data, size_t len) {
   }
   while (len--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
   return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42(uint32_t crc, const void *data, size_t len) {
+  const uint8_t *p = data;
+  uint64_t c = ~crc;
+  while (len >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8); /* unaligned payloads are fine */
+    c = __builtin_ia32_crc32di(c, v);
+    p += 8;
+    len -= 8;
+  }
+  uint32_t c32 = (uint32_t)c;
+  while (len--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
+#endif
+
+int sbx_crc32c_has_hw(void) {
+  pthread_once(&crc_once, crc_init);
+  return crc_hw;
+}
+
+uint32_t sbx_crc32c(uint32_t crc, const void *data, size_t len) {
+  if (len < 16) return crc32c_bitwise(crc, data, len);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (sbx_crc32c_has_hw()) return crc32c_sse42(crc, data, len);
+#endif
+  return sbx_crc32c_portable(crc, data, len);
 }
 
 double sbx_now_ms(void) {
@@ -100,7 +141,7 @@ int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
              size_t blen) {
   frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, (uint16_t)type,
                     alen + blen, 0, 0};
-  h.crc = sbx_crc32(sbx_crc32(0, a, alen), b, blen);
+  h.crc = sbx_crc32c(sbx_crc32c(0, a, alen), b, blen);
   if (write_all(fd, &h, sizeof h) != 0) return -1;
   if (alen && write_all(fd, a, alen) != 0) return -1;
   if (blen && write_all(fd, b, blen) != 0) return -1;
@@ -142,7 +183,7 @@ int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len,
   uint8_t *p = malloc(h.len ? h.len : 1);
   if (!p) return SBX_EBAD;
   rc = read_all(fd, p, h.len, deadline_ms);
-  if (rc == 0 && sbx_crc32(0, p, h.len) != h.crc) rc = SBX_EBAD;
+  if (rc == 0 && sbx_crc32c(0, p, h.len) != h.crc) rc = SBX_EBAD;
   if (rc != 0) {
     free(p);
     return rc;
@@ -159,7 +200,7 @@ void sbx_send_trap(int fd, int syscall_nr) {
   int32_t nr = syscall_nr;
   frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, SBX_MSG_TRAP,
                     sizeof nr, 0, 0};
-  h.crc = crc32_bitwise(0, &nr, sizeof nr);
+  h.crc = crc32c_bitwise(0, &nr, sizeof nr);
   uint8_t buf[sizeof h + sizeof nr];
   memcpy(buf, &h, sizeof h);
   memcpy(buf + sizeof h, &nr, sizeof nr);

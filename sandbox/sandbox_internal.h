@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SBX_PROTOCOL_VERSION 1
+#define SBX_PROTOCOL_VERSION 2 /* 2: CRC-32C frames */
 
 /* Message types. */
 enum {
@@ -26,9 +26,10 @@ enum {
 /* sbx_recv results besides 0. */
 enum { SBX_EOF = -1, SBX_TIMEOUT = -2, SBX_EBAD = -3 };
 
-/* The worker's end of the pipes. */
+/* The worker's end of the pipes, and (run-cpu-emu) the outputs' memfd. */
 #define SBX_FD_IN 3
 #define SBX_FD_OUT 4
+#define SBX_FD_OUTS 5
 
 typedef struct sbx_compile_reply {
   int32_t rc; /* KL_OK, KL_ECOMPILE, KL_EOOM, KL_EINPUT, KL_EENV */
@@ -38,12 +39,20 @@ typedef struct sbx_compile_reply {
   double compile_ms;
 } sbx_compile_reply;
 
+/* The RAN reply: this struct, then kl_run_report; run-gpu sends the
+ * outputs after them, run-cpu-emu leaves them in its SBX_FD_OUTS memfd,
+ * with their CRC-32C here. */
 typedef struct sbx_run_reply {
   int32_t confinement; /* 2 seccomp+rlimits+namespaces, 1 without ns */
-  uint64_t n_outs;     /* floats after this struct */
+  uint32_t outs_crc;   /* run-cpu-emu: CRC-32C of the memfd's outputs */
+  uint64_t n_outs;     /* floats of output */
 } sbx_run_reply;
 
-uint32_t sbx_crc32(uint32_t crc, const void *data, size_t len);
+/* CRC-32C of data continuing from crc (0 to start): with the SSE4.2
+ * instruction where the CPU has it, tables otherwise; the same value. */
+uint32_t sbx_crc32c(uint32_t crc, const void *data, size_t len);
+uint32_t sbx_crc32c_portable(uint32_t crc, const void *data, size_t len);
+int sbx_crc32c_has_hw(void);
 double sbx_now_ms(void);
 /* Sends one frame whose payload is a then b. Returns 0 or -1. */
 int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
@@ -62,6 +71,7 @@ typedef struct sbx_worker {
   int pidfd; /* -1 where pidfd_open is unavailable */
   int to;    /* lab -> worker */
   int from;  /* worker -> lab */
+  int outs;  /* run-cpu-emu: the outputs' memfd; -1 otherwise */
   int up;
   long maxrss_kb; /* peak resident memory, once reaped */
 } sbx_worker;

@@ -11,10 +11,11 @@
  *                 builtins lazily), confine with the `compile` profile, say
  *                 READY, then serve COMPILE requests until the pipe closes.
  *                 No cache access: the supervisor reads and writes the cache.
- *   run-cpu-emu   say READY, wait for one RUN job, confine (`run-cpu-emu`),
+ *   run-cpu-emu   confine (`run-cpu-emu`), say READY, wait for one RUN job,
  *                 load the candidate (its static initialisers run confined),
- *                 stack `run-cpu-emu-loaded`, run, reply, exit. One job per
- *                 process: after a candidate ran, the process is its.
+ *                 stack `run-cpu-emu-loaded`, run with the outputs in the
+ *                 memfd on descriptor 5, reply, exit. One job per process:
+ *                 after a candidate ran, the process is its.
  *   run-gpu       CUDA initialised, confine (`run-gpu`, TSYNC), READY, one
  *                 RUN job with the cubin appended, reply, exit (below).
  *   host-compile  apply the `host-compile` limits and namespaces, then exec
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -161,23 +163,24 @@ static int run_worker(void) {
     return 1;
   size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   size_t n_outs = kl_run_output_layout(&job, offs);
-  float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
+  /* The outputs live in the memfd the supervisor sized for this job
+   * (populated at once: one fault per page would cost more). */
+  float *outs = mmap(NULL, sizeof(float) * (n_outs ? n_outs : 1),
+                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                     SBX_FD_OUTS, 0);
   kl_run_report *rep = calloc(1, sizeof *rep);
-  if (!outs || !rep) return 1;
-  sbx_run_reply reply = {confinement, n_outs};
+  if (outs == MAP_FAILED || !rep) return 1;
+  sbx_run_reply reply = {confinement, 0, n_outs};
   if (reply.confinement < 0) {
     snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
     rep->failed = 1;
   } else {
     kl_run_execute(&job, rep, outs, stack_loaded_profile, NULL);
   }
-  /* Reply: sbx_run_reply, kl_run_report, outputs. */
-  size_t body = sizeof *rep + n_outs * sizeof(float);
-  uint8_t *buf = malloc(body);
-  if (!buf) return 1;
-  memcpy(buf, rep, sizeof *rep);
-  memcpy(buf + sizeof *rep, outs, n_outs * sizeof(float));
-  int rc = sbx_send(SBX_FD_OUT, SBX_MSG_RAN, &reply, sizeof reply, buf, body);
+  /* Reply: sbx_run_reply (with the outputs' checksum), kl_run_report. */
+  reply.outs_crc = sbx_crc32c(0, outs, n_outs * sizeof(float));
+  int rc =
+      sbx_send(SBX_FD_OUT, SBX_MSG_RAN, &reply, sizeof reply, rep, sizeof *rep);
   /* The candidate's threads and state die with the process; exit without
    * running its destructors. */
   syscall(SYS_exit_group, rc == 0 ? 0 : 1);
@@ -286,7 +289,7 @@ static int run_gpu_worker(void) {
   int init_rc = kl_gpu_init(init_why, sizeof init_why);
   const char *mode = getenv("KERNLAB_GPU_SECCOMP");
   int record = mode && !strcmp(mode, "record");
-  sbx_run_reply reply = {0, 0};
+  sbx_run_reply reply = {0, 0, 0};
   if (record) {
     if (record_start(why, sizeof why) != 0) {
       snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
@@ -373,7 +376,8 @@ int sbx_worker_main(int argc, char **argv) {
     close_other_fds(3);
     return host_compile_worker(argc - 3, argv + 3);
   }
-  close_other_fds(SBX_FD_OUT + 1);
+  close_other_fds(strcmp(mode, "run-cpu-emu") ? SBX_FD_OUT + 1
+                                              : SBX_FD_OUTS + 1);
   signal(SIGPIPE, SIG_IGN);
   if (!strcmp(mode, "compile")) return compile_worker();
   if (!strcmp(mode, "run-cpu-emu")) return run_worker();

@@ -9,8 +9,8 @@
  * process, no fork, no filter), the two back to back in each iteration.
  * Prints the median of each, the overhead as a percentage of the in-process
  * evaluation (goal <= 2%) — the median of the paired differences of harness
- * time (the evaluation less the kernel's own timed runs, whose speed is
- * noise here), with their quartiles — and the time to start a worker until
+ * time (the evaluation less the time inside the kernel's launches, whose
+ * speed is noise here), with their quartiles — and the time to start a worker until
  * it says READY (respawn time).
  *
  * usage: bench_sandbox [SOURCE_DIR] [REPEATS] [SIZE (default 256, the
@@ -91,9 +91,10 @@ int main(int argc, char **argv) {
     double t0 = now_ms();
     kl_eval_source(path, src, len, &opts, r);
     t_sbx[i] = now_ms() - t0;
-    /* Harness time: the evaluation less the kernel's own timed runs, so
-     * that the kernel's speed (noisy on a shared machine) cancels out. */
-    h_sbx[i] = t_sbx[i] - r->samples * r->time_us / 1e3;
+    /* Harness time: the evaluation less the time inside the kernel's
+     * launches (checks, warm-up, timed runs), so that the kernel's speed,
+     * noisy on a shared machine, cancels out. */
+    h_sbx[i] = t_sbx[i] - r->launch_ms;
     if (!r->correct) {
       fprintf(stderr, "bench_sandbox: sandboxed run not correct: %s %s\n",
               r->status, r->error);
@@ -103,7 +104,7 @@ int main(int argc, char **argv) {
     t0 = now_ms();
     kl_eval_source(path, src, len, &opts, r);
     t_local[i] = now_ms() - t0;
-    h_local[i] = t_local[i] - r->samples * r->time_us / 1e3;
+    h_local[i] = t_local[i] - r->launch_ms;
   }
   double spawn[20];
   for (int i = 0; i < 20; i++)
@@ -123,7 +124,7 @@ int main(int argc, char **argv) {
          repeats);
   printf("  baseline: in-process evaluation       %9.2f ms\n", l);
   printf("  sandboxed (pooled workers)            %9.2f ms\n", s);
-  printf("  harness time (evaluation less the kernel's timed runs): "
+  printf("  harness time (evaluation less the kernel's launches): "
          "in-process %.2f ms, sandboxed %.2f ms\n",
          hl, hs);
   printf("sandbox overhead: %+.2f ms = %+.2f%% of an emulated evaluation "
