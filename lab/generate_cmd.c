@@ -6,7 +6,7 @@
  *   kernlab generate --ckpt F --tok F.tok --prompt TEXT [-n G]
  *                    [--max-tokens N] [--temperature T] [--top-p P]
  *                    [--min-p M] [--seed S] [--no-bos]
- *                    [--policy-matmul RUN.h5]
+ *                    [--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]
  *
  * The prompt is <|bos|> (unless --no-bos) then TEXT's tokens; a completion
  * stops at <|eos|>, at N tokens, or at the model's max_seq. Each completion
@@ -14,9 +14,16 @@
  * mean logprob X ==", the end token not printed. It does not pick a prompt
  * format: the caller writes the task header (see lua/corpus.lua).
  *
+ * --policy-device (lab/policy_device.h): cpu (the default) samples with
+ * pl_generate; gpu with pcuda_generate on the device, exit 3 with the
+ * reason where none answers; auto takes the device when one answers and
+ * says so otherwise. A fixed seed gives the same tokens on both in fp32
+ * (test_policy_cuda_gen checks that on a device).
+ *
  * --policy-matmul RUN.h5 (lab/policy_matmul.c): the model's GEMMs through
- * the best correct, unflagged kernel of a results file on the CPU emulator
- * (slow; checked against BLAS first, exit 2 when it disagrees).
+ * the best correct, unflagged kernel of a results file: on the CPU
+ * emulator (slow), or NVRTC's cubin on the policy's device; checked
+ * against the default path first, exit 2 when it disagrees.
  *
  * Exit codes: 0, 2 bad usage / bad or mismatched file, 3 I/O or memory.
  */
@@ -32,7 +39,8 @@
 static const char synopsis[] =
     "usage: kernlab generate --ckpt FILE --tok FILE.tok --prompt TEXT [-n G]\n"
     "         [--max-tokens N] [--temperature T] [--top-p P] [--min-p M]\n"
-    "         [--seed S] [--no-bos] [--policy-matmul RUN.h5]\n";
+    "         [--seed S] [--no-bos] [--policy-device cpu|gpu|auto]\n"
+    "         [--policy-matmul RUN.h5]\n";
 
 static int usage(const char *msg, const char *arg) {
   fprintf(stderr, "kernlab generate: %s%s%s\n%s", msg, arg ? " " : "",
@@ -71,6 +79,7 @@ static int load_model(pl_model *m, const char *path, const pl_tokenizer *tok,
 int lab_generate(int argc, char **argv) {
   const char *ckpt = NULL, *tok_path = NULL, *prompt = NULL;
   const char *policy_matmul = NULL;
+  int policy_device = LAB_POLICY_CPU;
   double G = 1, max_new = 256, seed = 0;
   pl_sampling s = pl_sampling_default();
   int bos = 1;
@@ -92,7 +101,11 @@ int lab_generate(int argc, char **argv) {
       prompt = v;
     else if (!strcmp(a, "--policy-matmul"))
       policy_matmul = v;
-    else if (!parse_num(v, &x))
+    else if (!strcmp(a, "--policy-device")) {
+      policy_device = lab_policy_device_parse(v);
+      if (policy_device < 0)
+        return usage("--policy-device: expected cpu, gpu or auto, got", v);
+    } else if (!parse_num(v, &x))
       return usage("expected a number, got", v);
     else if (!strcmp(a, "-n"))
       G = x;
@@ -115,6 +128,16 @@ int lab_generate(int argc, char **argv) {
     return usage("-n must be 1..4096, --max-tokens 1..1e6, --seed >= 0", NULL);
 
   char why[512];
+  /* The device first, so that a run asked for the GPU fails at once. */
+  pcuda_ctx *dev = NULL;
+  if (lab_policy_device_open(policy_device, "kernlab generate", &dev, why,
+                             sizeof why) != LAB_EXIT_OK) {
+    fprintf(stderr, "kernlab generate: %s\n", why);
+    return LAB_EXIT_ENV;
+  }
+  lab_policy pol;
+  memset(&pol, 0, sizeof pol);
+  int bound = 0;
   pl_tokenizer *tok = NULL;
   pl_model m;
   memset(&m, 0, sizeof m);
@@ -125,12 +148,25 @@ int lab_generate(int argc, char **argv) {
   lab_matmul *mm = NULL;
   int rc = pl_tok_load(&tok, tok_path, why, sizeof why);
   if (!rc) rc = load_model(&m, ckpt, tok, why, sizeof why);
+  if (!rc) {
+    /* The policy takes dev (and closes it); on the CPU it only holds m. */
+    if (lab_policy_init(&pol, dev, &m, NULL, NULL, why, sizeof why)) {
+      fprintf(stderr, "kernlab generate: policy device: %s\n", why);
+      lab_policy_close(&pol);
+      pl_model_free(&m);
+      pl_tok_free(tok);
+      return LAB_EXIT_ENV;
+    }
+    bound = 1;
+    dev = NULL;
+  }
   if (!rc && policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
-    int ex = lab_policy_matmul_open(policy_matmul, NULL, &m.cfg, (int)G, &mm,
+    int ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &m.cfg, (int)G, &mm,
                                     why, sizeof why);
     if (ex) {
       fprintf(stderr, "kernlab generate: %s\n", why);
+      lab_policy_close(&pol);
       pl_model_free(&m);
       pl_tok_free(tok);
       return ex;
@@ -150,8 +186,9 @@ int lab_generate(int argc, char **argv) {
     if (bos) full[n++] = PL_TOK_BOS;
     memcpy(full + n, ids, n_ids * sizeof *ids);
     n += n_ids;
-    rc = pl_generate(&m, full, (int)n, (int)G, (int)max_new, PL_TOK_EOS, &s,
-                     (uint64_t)seed, &out, why, sizeof why);
+    rc = lab_policy_generate(&pol, full, (int)n, (int)G, (int)max_new,
+                             PL_TOK_EOS, &s, (uint64_t)seed, &out, NULL, NULL,
+                             why, sizeof why);
   }
   static const char *const reason[] = {"?", "eos", "max-tokens", "max_seq"};
   for (int g = 0; !rc && g < out.G; g++) {
@@ -179,6 +216,8 @@ int lab_generate(int argc, char **argv) {
     fprintf(stderr, "kernlab generate: --policy-matmul: %s\n", line);
     lab_policy_matmul_close(mm);
   }
+  if (bound) lab_policy_close(&pol);
+  if (dev) pcuda_close(dev);
   pl_generation_free(&out);
   free(full);
   free(ids);

@@ -60,6 +60,7 @@ static const char usage[] =
     "      bytes on stdin -> ids, ids on stdin -> bytes, or the vocabulary\n"
     "  generate --ckpt F --tok F.tok --prompt TEXT [-n G] [--max-tokens N]\n"
     "      [--temperature T] [--top-p P] [--min-p M] [--seed S]\n"
+    "      [--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]\n"
     "      sample G completions of TEXT from a checkpoint (KV cache)\n"
     "  corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK]\n"
     "      build the priming corpus: seed variants from the Lua script,\n"

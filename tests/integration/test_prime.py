@@ -7,8 +7,9 @@ A tiny priming run on the seed and honest kernels: the loss falls, the
 checkpoint and tokenizer are written and load again (generate samples from
 them), and bad input is a clear exit 2: a missing corpus folder, a folder
 without valid kernels, a corrupt checkpoint, a tokenizer that does not match.
---policy-device: without a device, gpu exits 3 with the reason and auto
-falls back to the CPU (saying so) and trains as cpu does.
+--policy-device (prime and generate): without a device, gpu exits 3 with
+the reason and auto falls back to the CPU (saying so) and trains or samples
+as cpu does.
 """
 import os
 import re
@@ -47,6 +48,30 @@ with tempfile.TemporaryDirectory() as d:
     g2 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
              "--max-tokens", "20", "--seed", "3")
     check(g.stdout == g2.stdout, "the same seed gives the same samples")
+    # generate --policy-device: cpu samples as the default does; auto
+    # falls back to the CPU where no device answers and samples the same.
+    gc = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
+             "--max-tokens", "20", "--seed", "3", "--policy-device", "cpu")
+    ga = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
+             "--max-tokens", "20", "--seed", "3", "--policy-device", "auto")
+    gg = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
+             "--max-tokens", "20", "--seed", "3", "--policy-device", "gpu")
+    check(gc.returncode == 0 and gc.stdout == g.stdout,
+          "generate --policy-device cpu samples as the default: %s" % gc.stderr[-300:])
+    if "no device for the policy" in ga.stderr:
+        check(ga.returncode == 0 and ga.stdout == g.stdout and "runs on the CPU" in ga.stderr,
+              "generate --policy-device auto falls back to the CPU: %s" % ga.stderr[-300:])
+        check(gg.returncode == 3 and "no device for the policy" in gg.stderr and not gg.stdout,
+              "generate --policy-device gpu without a device: exit 3: %d %s"
+              % (gg.returncode, gg.stderr[-300:]))
+    else:
+        # fp32 sampling on the device gives the CPU's tokens for a fixed seed.
+        check(gg.returncode == 0 and gg.stdout == g.stdout,
+              "generate --policy-device gpu samples as the CPU: %s" % gg.stderr[-300:])
+    gx = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x",
+             "--policy-device", "tpu")
+    check(gx.returncode == 2 and "tpu" in gx.stderr and "usage" in gx.stderr,
+          "generate --policy-device tpu: exit 2: %s" % gx.stderr)
 
     # --policy-device: gpu needs a device (exit 3 with the reason where
     # none answers); auto falls back to the CPU, says so, and then trains
