@@ -29,7 +29,8 @@
 #      cache, generation against the CPU's), test_policy_matmul --device (a
 #      kernel from a results file behind the policy's GEMMs, compiled by
 #      NVRTC, against cuBLAS; the files it must refuse), then prime + one
-#      campaign step with --policy-device gpu, a prime with --policy-matmul
+#      campaign step with --policy-device gpu, `generate` on the device
+#      against the CPU's tokens, a prime with --policy-matmul
 #      (a seed's results file from `eval --backend gpu --out`), and
 #      bench_policy_cuda (training and sampling tokens/s: the device vs the
 #      CPU path, vs a candidate kernel behind the GEMMs, vs PyTorch on the
@@ -274,6 +275,21 @@ if kl timeout $(t 90) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" 
   sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s')"
 else
   sum "- --policy-device gpu: FAILED: $(tail -n 3 "$OUT/policy_device.log" | tr '\n' ' ')"
+fi
+
+note "policy: generate with a fixed seed, --policy-device cpu vs gpu"
+gen() {
+  kl timeout $(t 60) "$KL" generate --ckpt "$cdir/p.ckpt" --tok "$cdir/p.ckpt.tok" \
+    --prompt "// task" -n 4 --max-tokens 64 --seed 11 --policy-device "$1"
+}
+if gen cpu >"$OUT/gen_cpu.txt" 2>"$OUT/gen.err" && gen gpu >"$OUT/gen_gpu.txt" 2>>"$OUT/gen.err"; then
+  if cmp -s "$OUT/gen_cpu.txt" "$OUT/gen_gpu.txt"; then
+    sum "- generate --policy-device gpu: the CPU's tokens (4 x 64, seed 11): ok"
+  else
+    sum "- generate --policy-device gpu: DIFFERS from the CPU's tokens (see gen_cpu.txt, gen_gpu.txt)"
+  fi
+else
+  sum "- generate --policy-device gpu: FAILED: $(tail -n 2 "$OUT/gen.err" | tr '\n' ' ')"
 fi
 
 note "policy: --policy-matmul (prime through a seed's kernel) and bench_policy_cuda"
