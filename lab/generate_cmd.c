@@ -6,7 +6,8 @@
  *   kernlab generate --ckpt F --tok F.tok --prompt TEXT [-n G]
  *                    [--max-tokens N] [--temperature T] [--top-p P]
  *                    [--min-p M] [--seed S] [--no-bos]
- *                    [--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]
+ *                    [--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16]
+ *                    [--policy-matmul RUN.h5]
  *
  * The prompt is <|bos|> (unless --no-bos) then TEXT's tokens; a completion
  * stops at <|eos|>, at N tokens, or at the model's max_seq. Each completion
@@ -18,7 +19,8 @@
  * pl_generate; gpu with pcuda_generate on the device, exit 3 with the
  * reason where none answers; auto takes the device when one answers and
  * says so otherwise. A fixed seed gives the same tokens on both in fp32
- * (test_policy_cuda_gen checks that on a device).
+ * (test_policy_cuda_gen checks that on a device). --policy-dtype bf16 (a
+ * device only) samples with bf16 GEMM operands, as a bf16 campaign does.
  *
  * --policy-matmul RUN.h5 (lab/policy_matmul.c): the model's GEMMs through
  * the best correct, unflagged kernel of a results file: on the CPU
@@ -40,7 +42,7 @@ static const char synopsis[] =
     "usage: kernlab generate --ckpt FILE --tok FILE.tok --prompt TEXT [-n G]\n"
     "         [--max-tokens N] [--temperature T] [--top-p P] [--min-p M]\n"
     "         [--seed S] [--no-bos] [--policy-device cpu|gpu|auto]\n"
-    "         [--policy-matmul RUN.h5]\n";
+    "         [--policy-dtype fp32|bf16] [--policy-matmul RUN.h5]\n";
 
 static int usage(const char *msg, const char *arg) {
   fprintf(stderr, "kernlab generate: %s%s%s\n%s", msg, arg ? " " : "",
@@ -79,7 +81,7 @@ static int load_model(pl_model *m, const char *path, const pl_tokenizer *tok,
 int lab_generate(int argc, char **argv) {
   const char *ckpt = NULL, *tok_path = NULL, *prompt = NULL;
   const char *policy_matmul = NULL;
-  int policy_device = LAB_POLICY_CPU;
+  int policy_device = LAB_POLICY_CPU, policy_dtype = PCUDA_DTYPE_FP32;
   double G = 1, max_new = 256, seed = 0;
   pl_sampling s = pl_sampling_default();
   int bos = 1;
@@ -105,6 +107,10 @@ int lab_generate(int argc, char **argv) {
       policy_device = lab_policy_device_parse(v);
       if (policy_device < 0)
         return usage("--policy-device: expected cpu, gpu or auto, got", v);
+    } else if (!strcmp(a, "--policy-dtype")) {
+      policy_dtype = lab_policy_dtype_parse(v);
+      if (policy_dtype < 0)
+        return usage("--policy-dtype: expected fp32 or bf16, got", v);
     } else if (!parse_num(v, &x))
       return usage("expected a number, got", v);
     else if (!strcmp(a, "-n"))
@@ -135,6 +141,13 @@ int lab_generate(int argc, char **argv) {
     fprintf(stderr, "kernlab generate: %s\n", why);
     return LAB_EXIT_ENV;
   }
+  if (lab_policy_dtype_resolve(policy_dtype, policy_device, dev,
+                               policy_matmul != NULL, "kernlab generate",
+                               &policy_dtype, why, sizeof why) != LAB_EXIT_OK) {
+    fprintf(stderr, "kernlab generate: %s\n", why);
+    if (dev) pcuda_close(dev);
+    return LAB_EXIT_USAGE;
+  }
   lab_policy pol;
   memset(&pol, 0, sizeof pol);
   int bound = 0;
@@ -150,7 +163,8 @@ int lab_generate(int argc, char **argv) {
   if (!rc) rc = load_model(&m, ckpt, tok, why, sizeof why);
   if (!rc) {
     /* The policy takes dev (and closes it); on the CPU it only holds m. */
-    if (lab_policy_init(&pol, dev, &m, NULL, NULL, why, sizeof why)) {
+    if (lab_policy_init_dtype(&pol, dev, policy_dtype, &m, NULL, NULL, why,
+                              sizeof why)) {
       fprintf(stderr, "kernlab generate: policy device: %s\n", why);
       lab_policy_close(&pol);
       pl_model_free(&m);

@@ -1,8 +1,8 @@
 /*
- * lab/policy_device.c — --policy-device for `kernlab prime` and `kernlab
- * run`: each call goes to the policy's CUDA runtime when the lab opened a
- * device, else to the CPU model (lab/policy_device.h says why the CPU model
- * stays the one of record).
+ * lab/policy_device.c — --policy-device and --policy-dtype for `kernlab
+ * prime`, `run` and `generate`: each call goes to the policy's CUDA runtime
+ * when the lab opened a device, else to the CPU model (lab/policy_device.h says
+ * why the CPU model stays the one of record).
  *
  * The device is opened through pcuda_device_open (the driver and cuBLAS
  * are dlopen'd, so kernlab links no CUDA library and runs the same without
@@ -22,6 +22,46 @@ int lab_policy_device_parse(const char *arg) {
   if (!strcmp(arg, "gpu")) return LAB_POLICY_GPU;
   if (!strcmp(arg, "auto")) return LAB_POLICY_AUTO;
   return -1;
+}
+
+int lab_policy_dtype_parse(const char *arg) {
+  if (!arg) return -1;
+  if (!strcmp(arg, "fp32")) return PCUDA_DTYPE_FP32;
+  if (!strcmp(arg, "bf16")) return PCUDA_DTYPE_BF16;
+  return -1;
+}
+
+int lab_policy_dtype_resolve(int dtype, int mode, const pcuda_ctx *ctx,
+                             int with_matmul, const char *cmd, int *out,
+                             char *why, size_t whylen) {
+  *out = PCUDA_DTYPE_FP32;
+  if (dtype != PCUDA_DTYPE_BF16) return LAB_EXIT_OK;
+  if (with_matmul) {
+    snprintf(why, whylen,
+             "--policy-dtype bf16 with --policy-matmul: the candidate kernel "
+             "stands in for the policy's fp32 GEMMs, and bf16 has none; use "
+             "one or the other");
+    return LAB_EXIT_USAGE;
+  }
+  if (!ctx && mode == LAB_POLICY_CPU) {
+    snprintf(
+        why, whylen,
+        "--policy-dtype bf16 needs the policy on a device (--policy-device "
+        "gpu or auto); the CPU policy is fp32");
+    return LAB_EXIT_USAGE;
+  }
+  if (!ctx) {
+    fprintf(stderr,
+            "%s: --policy-dtype bf16: no device for the policy; the CPU "
+            "policy runs in fp32\n",
+            cmd);
+    return LAB_EXIT_OK;
+  }
+  fprintf(stderr,
+          "%s: --policy-dtype bf16: bf16 GEMM operands, fp32 master weights\n",
+          cmd);
+  *out = PCUDA_DTYPE_BF16;
+  return LAB_EXIT_OK;
 }
 
 int lab_policy_device_open(int mode, const char *cmd, pcuda_ctx **ctx,
@@ -49,14 +89,31 @@ int lab_policy_device_open(int mode, const char *cmd, pcuda_ctx **ctx,
 
 int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, pl_model *m, pl_adamw *opt,
                     pl_model *ref, char *why, size_t whylen) {
+  return lab_policy_init_dtype(p, ctx, PCUDA_DTYPE_FP32, m, opt, ref, why,
+                               whylen);
+}
+
+int lab_policy_init_dtype(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
+                          pl_adamw *opt, pl_model *ref, char *why,
+                          size_t whylen) {
   memset(p, 0, sizeof *p);
   p->m = m;
   p->opt = opt;
   p->ref = ref;
   p->ctx = ctx;
-  if (!ctx) return LAB_EXIT_OK;
-  int rc = pcuda_model_init(&p->dm, ctx, m, why, whylen);
-  if (!rc && ref) rc = pcuda_model_init(&p->dref, ctx, ref, why, whylen);
+  snprintf(p->desc, sizeof p->desc, "cpu");
+  if (!ctx) {
+    if (dtype == PCUDA_DTYPE_FP32) return LAB_EXIT_OK;
+    snprintf(why, whylen, "%s GEMMs need the policy on a device",
+             pcuda_dtype_name(dtype));
+    return LAB_EXIT_USAGE;
+  }
+  p->dtype = dtype;
+  snprintf(p->desc, sizeof p->desc, "%s, %s GEMMs", pcuda_describe(ctx),
+           pcuda_dtype_name(dtype));
+  int rc = pcuda_model_init_dtype(&p->dm, ctx, m, dtype, why, whylen);
+  if (!rc && ref)
+    rc = pcuda_model_init_dtype(&p->dref, ctx, ref, dtype, why, whylen);
   if (!rc && opt) {
     rc = pcuda_adamw_init(&p->dopt, &p->dm, &opt->cfg, why, whylen);
     if (!rc) {
@@ -81,7 +138,7 @@ void lab_policy_close(lab_policy *p) {
 }
 
 const char *lab_policy_describe(const lab_policy *p) {
-  return p->ctx ? pcuda_describe(p->ctx) : "cpu";
+  return p->desc[0] ? p->desc : "cpu";
 }
 
 float lab_policy_forward(lab_policy *p, int use_ref, const int32_t *tokens,

@@ -1,6 +1,7 @@
 /*
- * lab/policy_device.h — where the policy computes for `kernlab prime` and
- * `kernlab run` (--policy-device cpu|gpu|auto): the CPU model of
+ * lab/policy_device.h — where the policy computes for `kernlab prime`,
+ * `run` and `generate` (--policy-device cpu|gpu|auto, --policy-dtype
+ * fp32|bf16): the CPU model of
  * policy/policy.h, or its twin on a device through the policy's CUDA
  * runtime (policy/cuda/pcuda.h). Not a public header: prime_cmd.c,
  * run_cmd.c and generate_cmd.c share it with lab/policy_device.c and
@@ -26,6 +27,21 @@ enum { LAB_POLICY_CPU = 0, LAB_POLICY_GPU = 1, LAB_POLICY_AUTO = 2 };
 /* "cpu" | "gpu" | "auto" -> LAB_POLICY_*, or -1. */
 int lab_policy_device_parse(const char *arg);
 
+/* --policy-dtype: "fp32" | "bf16" -> PCUDA_DTYPE_*, or -1. */
+int lab_policy_dtype_parse(const char *arg);
+
+/* What --policy-dtype dtype gives once --policy-device mode opened ctx:
+ * fp32 is fp32 everywhere; bf16 (bf16 GEMM operands, fp32 master weights:
+ * pcuda.h) is a device path, so it is a usage error with mode cpu, and
+ * with auto and no device the policy runs in fp32 on the CPU, saying so
+ * on stderr (cmd names the command). bf16 with --policy-matmul
+ * (with_matmul) is a usage error: the candidate kernel stands in for the
+ * fp32 GEMMs only. *out gets the dtype to use. LAB_EXIT_OK or
+ * LAB_EXIT_USAGE with why. */
+int lab_policy_dtype_resolve(int dtype, int mode, const pcuda_ctx *ctx,
+                             int with_matmul, const char *cmd, int *out,
+                             char *why, size_t whylen);
+
 /* Opens the device for mode, early (before any compute), so that a run
  * asked for the GPU fails at once: cpu gives *ctx NULL; gpu gives the
  * device or LAB_EXIT_ENV with why saying what is missing (no fatbin in
@@ -42,6 +58,8 @@ typedef struct lab_policy {
   pcuda_ctx *ctx; /* NULL: everything on the CPU */
   pcuda_model dm, dref;
   pcuda_adamw dopt;
+  int dtype;      /* PCUDA_DTYPE_* of dm and dref (fp32 on the CPU) */
+  char desc[160]; /* lab_policy_describe's */
 } lab_policy;
 
 /* Binds m (and opt, ref, either may be NULL) to ctx (NULL: the CPU): on a
@@ -50,9 +68,14 @@ typedef struct lab_policy {
  * Returns LAB_EXIT_OK or LAB_EXIT_ENV (device memory) with why. */
 int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, pl_model *m, pl_adamw *opt,
                     pl_model *ref, char *why, size_t whylen);
+/* lab_policy_init with the device models (policy and reference) in dtype
+ * (PCUDA_DTYPE_*; bf16 needs ctx, see lab_policy_dtype_resolve). */
+int lab_policy_init_dtype(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
+                          pl_adamw *opt, pl_model *ref, char *why,
+                          size_t whylen);
 void lab_policy_close(lab_policy *p);
 
-/* "cpu" or the device's description. */
+/* "cpu", or the device's description and the GEMMs' dtype. */
 const char *lab_policy_describe(const lab_policy *p);
 
 /* pl_model_forward of the policy (use_ref 0) or of the reference (1); the

@@ -5,7 +5,7 @@
  *   kernlab prime [--corpus DIR] [--out CKPT] [--steps N] [--tok FILE.tok]
  *                 [--size tiny|small] [--batch B] [--seq T] [--lr X]
  *                 [--seed S] [--policy-device cpu|gpu|auto]
- *                 [--policy-matmul RUN.h5]
+ *                 [--policy-dtype fp32|bf16] [--policy-matmul RUN.h5]
  *
  * Every *.cu file of the corpus (default runs/corpus/train, written by
  * `kernlab corpus`) that passes the source checks becomes one document,
@@ -26,6 +26,9 @@
  * --policy-device (lab/policy_device.h): cpu (the default) trains on the
  * CPU; gpu trains through the policy's CUDA runtime and exits 3 with the
  * reason when no device answers; auto takes the device when there is one.
+ * --policy-dtype bf16 (device only; lab_policy_dtype_resolve): bf16 GEMM
+ * operands with fp32 master weights (policy/cuda/pcuda.h); the checkpoint
+ * holds the fp32 master, as always.
  * --policy-matmul RUN.h5 (lab/policy_matmul.c): the policy's GEMMs through
  * the best correct, unflagged kernel of a results file, checked against
  * the default path first (exit 2 when it disagrees); on the CPU that is the
@@ -173,7 +176,7 @@ int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small", *policy_matmul = NULL;
   int steps = 300, batch = 0, seq = 0, keep_comments = 0;
-  int policy_device = LAB_POLICY_CPU;
+  int policy_device = LAB_POLICY_CPU, policy_dtype = PCUDA_DTYPE_FP32;
   float lr = 0;
   uint64_t seed = 1;
   for (int i = 1; i < argc; i++) {
@@ -203,6 +206,8 @@ int lab_prime(int argc, char **argv) {
       seed = strtoull(val, NULL, 0);
     else if (!strcmp(a, "--policy-device") && lab_policy_device_parse(val) >= 0)
       policy_device = lab_policy_device_parse(val);
+    else if (!strcmp(a, "--policy-dtype") && lab_policy_dtype_parse(val) >= 0)
+      policy_dtype = lab_policy_dtype_parse(val);
     else if (!strcmp(a, "--policy-matmul"))
       policy_matmul = val;
     else
@@ -229,6 +234,14 @@ int lab_prime(int argc, char **argv) {
                              sizeof why) != LAB_EXIT_OK) {
     fprintf(stderr, "kernlab prime: %s\n", why);
     return LAB_EXIT_ENV;
+  }
+  if (lab_policy_dtype_resolve(policy_dtype, policy_device, dev,
+                               policy_matmul != NULL, "kernlab prime",
+                               &policy_dtype, why,
+                               sizeof why) != LAB_EXIT_OK) {
+    fprintf(stderr, "kernlab prime: %s\n", why);
+    if (dev) pcuda_close(dev);
+    return LAB_EXIT_USAGE;
   }
   corpus_docs docs = {0};
   if (read_corpus(corpus, !keep_comments, &docs, why, sizeof why) != 0) {
@@ -318,7 +331,8 @@ int lab_prime(int argc, char **argv) {
     return LAB_EXIT_ENV;
   }
   lab_policy pol;
-  if (lab_policy_init(&pol, dev, &m, &opt, NULL, why, sizeof why)) {
+  if (lab_policy_init_dtype(&pol, dev, policy_dtype, &m, &opt, NULL, why,
+                            sizeof why)) {
     fprintf(stderr, "kernlab prime: policy device: %s\n", why);
     return LAB_EXIT_ENV;
   }
@@ -432,6 +446,7 @@ usage:
           "usage: kernlab prime [--corpus DIR] [--out CKPT] [--steps N] "
           "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "
           "[--lr X] [--seed S] [--keep-comments] "
-          "[--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]\n");
+          "[--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16] "
+          "[--policy-matmul RUN.h5]\n");
   return LAB_EXIT_USAGE;
 }

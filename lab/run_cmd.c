@@ -1,6 +1,7 @@
 /*
  * lab/run_cmd.c — `kernlab run CAMPAIGN.lua [--out RUN.h5] [--resume]
- * [--policy-device cpu|gpu|auto] [--policy-matmul RUN.h5]`: the GRPO
+ * [--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16]
+ * [--policy-matmul RUN.h5]`: the GRPO
  * campaign loop.
  *
  * One step, for each of prompts_per_step groups of G completions:
@@ -68,6 +69,8 @@
  * reason when no device answers; auto: the device when one answers, else
  * the CPU, saying so on stderr. The checkpoint is written from the CPU model
  * either way (the device's parameters and AdamW state are copied back first).
+ * --policy-dtype bf16 (a device only): sampling and training with bf16 GEMM
+ * operands and fp32 master weights (the reference model's too).
  *
  * --policy-matmul RUN.h5 (lab/policy_matmul.c): the policy's GEMMs, sampling
  * and training, through the best correct, unflagged kernel of a finished
@@ -95,8 +98,9 @@
 
 static const char synopsis[] =
     "usage: kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
-    "                   [--policy-device cpu|gpu|auto] [--policy-matmul "
-    "RUN.h5]\n"
+    "                   [--policy-device cpu|gpu|auto] [--policy-dtype "
+    "fp32|bf16]\n"
+    "                   [--policy-matmul RUN.h5]\n"
     "  (without a file: the built-in default, lua/campaigns/quick.lua as it\n"
     "   was when kernlab was built)\n";
 
@@ -163,6 +167,7 @@ static int read_prior(const char *path, int steps, prior *pr, char *why,
 int lab_run(int argc, char **argv) {
   const char *campaign_path = NULL, *out_arg = NULL, *policy_matmul = NULL;
   int resume = 0, policy_device = LAB_POLICY_CPU;
+  int policy_dtype = PCUDA_DTYPE_FP32;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--resume")) {
       resume = 1;
@@ -172,6 +177,14 @@ int lab_run(int argc, char **argv) {
         fprintf(stderr,
                 "kernlab run: --policy-device '%s': expected cpu, gpu or "
                 "auto\n%s",
+                argv[i], synopsis);
+        return LAB_EXIT_USAGE;
+      }
+    } else if (!strcmp(argv[i], "--policy-dtype") && i + 1 < argc) {
+      policy_dtype = lab_policy_dtype_parse(argv[++i]);
+      if (policy_dtype < 0) {
+        fprintf(stderr,
+                "kernlab run: --policy-dtype '%s': expected fp32 or bf16\n%s",
                 argv[i], synopsis);
         return LAB_EXIT_USAGE;
       }
@@ -274,6 +287,10 @@ int lab_run(int argc, char **argv) {
   ex = lab_policy_device_open(policy_device, "kernlab run", &pol.ctx, why,
                               sizeof why);
   if (ex) FAIL(ex, "%s", why);
+  ex = lab_policy_dtype_resolve(policy_dtype, policy_device, pol.ctx,
+                                policy_matmul != NULL, "kernlab run",
+                                &policy_dtype, why, sizeof why);
+  if (ex) FAIL(ex, "%s", why);
   rc = pl_tok_load(&tok, c.tokenizer, why, sizeof why);
   if (rc) FAIL(pl_exit(rc), "tokenizer: %s", why);
   pl_ckpt_header h;
@@ -315,8 +332,8 @@ int lab_run(int argc, char **argv) {
     memcpy(opt.v, ck_v, opt.n * sizeof(float));
     opt.step = (int64_t)h.opt_step;
   }
-  if (lab_policy_init(&pol, pol.ctx, &model, &opt,
-                      c.grpo.beta > 0 ? &ref : NULL, why, sizeof why))
+  if (lab_policy_init_dtype(&pol, pol.ctx, policy_dtype, &model, &opt,
+                            c.grpo.beta > 0 ? &ref : NULL, why, sizeof why))
     FAIL(LAB_EXIT_ENV, "policy device: %s", why);
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());

@@ -86,15 +86,17 @@
  * fp32 GEMM outputs, and activations stored in fp32, so the bf16 path
  * saves GEMM time (tensor cores), not activation memory (it adds the bf16
  * weight copy and a scratch). Sampling (pcuda_generate, the cached
- * forward) still runs fp32 GEMMs on the master weights.
+ * forward) of a bf16 model runs the same bf16 GEMMs, so the logprobs it
+ * reports are the ones the GRPO update's forward computes.
  *
  * A candidate kernel can stand in for cuBLAS behind the fp32 GEMMs (the
  * lab's --policy-matmul; pcuda_set_matmul, at the end of this file);
  * tests/bench/bench_policy_cuda.c measures training and sampling on a
  * device against the CPU, such a kernel and PyTorch.
  *
- * Not here yet (later slices of issue #10): bf16 activation storage and
- * bf16 sampling. The attention kernels are naive (no flash attention), the
+ * Not here yet (later slices of issue #10): bf16 activation storage. A
+ * candidate kernel (pcuda_set_matmul) replaces the fp32 GEMMs only. The
+ * attention kernels are naive (no flash attention), the
  * embedding and RMSNorm weight gradients are one thread per column, the
  * sampler's sort is a bitonic sort per row in global memory.
  */

@@ -116,6 +116,9 @@ int pcuda_model_cast_params(pcuda_model *dm);
  * (nothing for an fp32 model). Called at the start of a forward, when no
  * kernel is in flight. PL_OK or PL_EENV. */
 int pcuda_bf16_ensure_scratch(pcuda_model *dm, int B, int T);
+/* The same for a forward alone over rows token rows (the cached forward of
+ * sampling: its GEMM inputs only). */
+int pcuda_bf16_ensure_scratch_rows(pcuda_model *dm, size_t rows);
 
 /* matmul_forward / matmul_backward of pcuda_model.c in bf16: the same
  * arguments and results (out = inp · w^T; dinp = dout · w, dw += dout^T ·

@@ -106,14 +106,23 @@ static size_t scratch_layout(const pl_config *c, int B, int T,
   return *inp_part + BT * max2(max2(V, 3 * C), 2 * F);
 }
 
-int pcuda_bf16_ensure_scratch(pcuda_model *dm, int B, int T) {
-  if (dm->dtype != PCUDA_DTYPE_BF16) return PL_OK;
-  size_t inp_part, need = scratch_layout(&dm->cfg, B, T, &inp_part);
+static int ensure_cap(pcuda_model *dm, size_t need) {
   if (need <= dm->bf16_scratch_cap) return PL_OK;
   pcuda_free(dm->ctx, dm->bf16_scratch);
   dm->bf16_scratch = pcuda_alloc(dm->ctx, need * sizeof(pcuda_bf16));
   dm->bf16_scratch_cap = dm->bf16_scratch ? need : 0;
   return dm->bf16_scratch ? PL_OK : PL_EENV;
+}
+
+int pcuda_bf16_ensure_scratch(pcuda_model *dm, int B, int T) {
+  if (dm->dtype != PCUDA_DTYPE_BF16) return PL_OK;
+  size_t inp_part;
+  return ensure_cap(dm, scratch_layout(&dm->cfg, B, T, &inp_part));
+}
+
+int pcuda_bf16_ensure_scratch_rows(pcuda_model *dm, size_t rows) {
+  if (dm->dtype != PCUDA_DTYPE_BF16) return PL_OK;
+  return ensure_cap(dm, rows * max2(dm->cfg.d_model, dm->cfg.d_ff));
 }
 
 /* The bf16 copy of the fp32 weight w (a pointer into params_memory). */
@@ -122,11 +131,14 @@ static const pcuda_bf16 *bf16_weight(const pcuda_model *dm, const float *w) {
 }
 
 /* The two parts of the scratch for the current batch, after checking that
- * n_inp and n_dout elements fit in them. 0, or -1 with the failure recorded
- * (a caller's bug: the forward sized the scratch for this batch). */
+ * n_inp and n_dout elements fit in them. A forward alone (n_dout 0: the
+ * cached forward of sampling, sized by pcuda_bf16_ensure_scratch_rows)
+ * needs only the first part. 0, or -1 with the failure recorded (a
+ * caller's bug: the forward sized the scratch for this batch). */
 static int scratch_parts(pcuda_model *dm, size_t n_inp, size_t n_dout,
                          pcuda_bf16 **inp16, pcuda_bf16 **dout16) {
   size_t inp_part, need = scratch_layout(&dm->cfg, dm->B, dm->T, &inp_part);
+  if (n_dout == 0) need = inp_part = n_inp;
   if (!dm->bf16_scratch || need > dm->bf16_scratch_cap || n_inp > inp_part ||
       n_dout > need - inp_part) {
     pcuda_fail(dm->ctx,

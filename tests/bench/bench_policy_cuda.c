@@ -30,6 +30,11 @@
  *             tok/s: ratio Rx   (the default GEMM: cuBLAS, pcuda_describe)
  *   sampling: the same
  *   training: kernel 07_warptile.cu N tok/s vs cpu M tok/s: ratio Rx
+ *   training: pcuda bf16 N tok/s vs pcuda fp32 M tok/s: ratio Rx
+ *   sampling: the same
+ * (bf16: pcuda_model_init_dtype PCUDA_DTYPE_BF16, bf16 GEMM operands with
+ * fp32 master weights, what --policy-dtype bf16 runs; its first loss is
+ * within bf16's error of the others', not equal),
  * plus the first losses of each path (they train the same model: cpu,
  * pcuda and kernel agree to fp32 rounding).
  *
@@ -71,8 +76,8 @@ typedef struct speed {
 } speed;
 
 /* Training tokens/s, the median of `steps` after a warm-up; ctx NULL: the
- * CPU model m, else its twin on ctx. */
-static void train(pl_model *m, pcuda_ctx *ctx, const int32_t *x,
+ * CPU model m, else its twin on ctx in dtype (PCUDA_DTYPE_*). */
+static void train(pl_model *m, pcuda_ctx *ctx, int dtype, const int32_t *x,
                   const int32_t *y, int B, int T, int steps, speed *out) {
   char why[256];
   pl_adamw_config ac = pl_adamw_defaults();
@@ -82,7 +87,8 @@ static void train(pl_model *m, pcuda_ctx *ctx, const int32_t *x,
   double *t = malloc(sizeof(double) * (size_t)steps);
   if (!ctx) {
     pl_adamw_init(&opt, m, &ac, why, sizeof why);
-  } else if (pcuda_model_init(&dm, ctx, m, why, sizeof why) != PL_OK ||
+  } else if (pcuda_model_init_dtype(&dm, ctx, m, dtype, why, sizeof why) !=
+                 PL_OK ||
              pcuda_adamw_init(&dopt, &dm, &ac, why, sizeof why) != PL_OK) {
     fprintf(stderr, "bench_policy_cuda: %s\n", why);
     free(t);
@@ -122,11 +128,12 @@ static void train(pl_model *m, pcuda_ctx *ctx, const int32_t *x,
 
 /* Sampling tokens/s of G rows x NEW_TOKENS after the prompt, after an
  * untimed run of 8 tokens. */
-static void sample(const pl_model *m, pcuda_ctx *ctx, const int32_t *prompt,
-                   int G, speed *out) {
+static void sample(const pl_model *m, pcuda_ctx *ctx, int dtype,
+                   const int32_t *prompt, int G, speed *out) {
   char why[256];
   pcuda_model dm;
-  if (ctx && pcuda_model_init(&dm, ctx, m, why, sizeof why) != PL_OK) {
+  if (ctx &&
+      pcuda_model_init_dtype(&dm, ctx, m, dtype, why, sizeof why) != PL_OK) {
     fprintf(stderr, "bench_policy_cuda: %s\n", why);
     return;
   }
@@ -318,18 +325,24 @@ int main(int argc, char **argv) {
   float *start = malloc(m.num_params * sizeof(float));
   memcpy(start, m.params_memory, m.num_params * sizeof(float));
 
-  speed cpu = {0}, dev = {0}, kern = {0}, tc = {0};
-  sample(&m, ctx, prompt, B, &dev);
-  train(&m, ctx, x, y, B, T, steps, &dev);
+  speed cpu = {0}, dev = {0}, kern = {0}, tc = {0}, b16 = {0};
+  const int F32 = PCUDA_DTYPE_FP32, BF16 = PCUDA_DTYPE_BF16;
+  sample(&m, ctx, F32, prompt, B, &dev);
+  train(&m, ctx, F32, x, y, B, T, steps, &dev);
   printf("pcuda (%s): training %.0f tok/s (first loss %.4f), sampling "
          "%.0f tok/s\n",
          pcuda_describe(ctx), dev.train_tps, (double)dev.first_loss,
          dev.sample_tps);
+  sample(&m, ctx, BF16, prompt, B, &b16);
+  train(&m, ctx, BF16, x, y, B, T, steps, &b16);
+  printf("pcuda bf16 GEMMs (fp32 master): training %.0f tok/s (first loss "
+         "%.4f), sampling %.0f tok/s\n",
+         b16.train_tps, (double)b16.first_loss, b16.sample_tps);
   char kwhy[512] = "";
   kl_emu_module *emu_mod = NULL;
   if (load_kernel(ctx, kernel_path, emu, &emu_mod, kwhy, sizeof kwhy) == 0) {
-    sample(&m, ctx, prompt, B, &kern);
-    train(&m, ctx, x, y, B, T, steps, &kern);
+    sample(&m, ctx, F32, prompt, B, &kern);
+    train(&m, ctx, F32, x, y, B, T, steps, &kern);
     printf("pcuda, GEMMs through %s: training %.0f tok/s (first loss %.4f), "
            "sampling %.0f tok/s\n",
            kernel_name, kern.train_tps, (double)kern.first_loss,
@@ -338,8 +351,8 @@ int main(int argc, char **argv) {
   } else {
     printf("kernel %s: not measured: %s\n", kernel_name, kwhy);
   }
-  sample(&m, NULL, prompt, B, &cpu);
-  train(&m, NULL, x, y, B, T, steps, &cpu);
+  sample(&m, NULL, F32, prompt, B, &cpu);
+  train(&m, NULL, F32, x, y, B, T, steps, &cpu);
   printf("cpu (OpenBLAS, %d threads): training %.0f tok/s (first loss %.4f), "
          "sampling %.0f tok/s\n",
          threads, cpu.train_tps, (double)cpu.first_loss, cpu.sample_tps);
@@ -360,6 +373,8 @@ int main(int argc, char **argv) {
   ratio("sampling", "pcuda", dev.sample_tps, "cpu", cpu.sample_tps);
   ratio("training", "pcuda", dev.train_tps, tname, tc.train_tps);
   ratio("sampling", "pcuda", dev.sample_tps, tname, tc.sample_tps);
+  ratio("training", "pcuda bf16", b16.train_tps, "pcuda fp32", dev.train_tps);
+  ratio("sampling", "pcuda bf16", b16.sample_tps, "pcuda fp32", dev.sample_tps);
   char kname[600];
   snprintf(kname, sizeof kname, "kernel %.500s", kernel_name);
   ratio("training", kname, kern.train_tps, "pcuda (default GEMM)",

@@ -29,7 +29,8 @@
 #      cache, generation against the CPU's), test_policy_matmul --device (a
 #      kernel from a results file behind the policy's GEMMs, compiled by
 #      NVRTC, against cuBLAS; the files it must refuse), then prime + one
-#      campaign step with --policy-device gpu, `generate` on the device
+#      campaign step with --policy-device gpu, a bf16 prime
+#      (--policy-dtype bf16), `generate` on the device
 #      against the CPU's tokens, a prime with --policy-matmul
 #      (a seed's results file from `eval --backend gpu --out`), and
 #      bench_policy_cuda (training and sampling tokens/s: the device vs the
@@ -275,6 +276,15 @@ if kl timeout $(t 90) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" 
   sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s')"
 else
   sum "- --policy-device gpu: FAILED: $(tail -n 3 "$OUT/policy_device.log" | tr '\n' ' ')"
+fi
+
+note "policy: prime with --policy-dtype bf16 (bf16 GEMMs, fp32 master)"
+if kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pb.ckpt" \
+     --size tiny --steps 30 --lr 3e-3 --policy-device gpu --policy-dtype bf16 \
+     >"$OUT/policy_bf16.log" 2>&1; then
+  sum "- --policy-dtype bf16: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_bf16.log" | head -n1) (fp32 above: $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1))"
+else
+  sum "- --policy-dtype bf16: FAILED: $(tail -n 3 "$OUT/policy_bf16.log" | tr '\n' ' ')"
 fi
 
 note "policy: generate with a fixed seed, --policy-device cpu vs gpu"

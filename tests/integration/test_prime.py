@@ -9,7 +9,8 @@ them), and bad input is a clear exit 2: a missing corpus folder, a folder
 without valid kernels, a corrupt checkpoint, a tokenizer that does not match.
 --policy-device (prime and generate): without a device, gpu exits 3 with
 the reason and auto falls back to the CPU (saying so) and trains or samples
-as cpu does.
+as cpu does. --policy-dtype bf16: exit 2 on the CPU; with auto and no device
+the CPU trains in fp32, saying so.
 """
 import os
 import re
@@ -99,6 +100,29 @@ with tempfile.TemporaryDirectory() as d:
     else:
         check(pg.returncode == 0 and "policy on" in pg.stderr,
               "gpu with a device trains: %d %s" % (pg.returncode, pg.stderr[-300:]))
+    # --policy-dtype bf16 is a device path: refused with cpu, fp32 on the
+    # CPU (said) with auto and no device; an unknown dtype is a usage error.
+    pb = run("prime", "--corpus", corpus, "--out", os.path.join(d, "b.ckpt"), "--size", "tiny",
+             "--steps", "3", "--policy-dtype", "bf16")
+    check(pb.returncode == 2 and "needs the policy on a device" in pb.stderr
+          and not os.path.exists(os.path.join(d, "b.ckpt")),
+          "--policy-dtype bf16 on the CPU: exit 2: %d %s" % (pb.returncode, pb.stderr[-300:]))
+    pab = run("prime", "--corpus", corpus, "--out", os.path.join(d, "ab.ckpt"), "--size", "tiny",
+              "--steps", "3", "--policy-device", "auto", "--policy-dtype", "bf16")
+    if "no device for the policy" in pab.stderr:
+        check(pab.returncode == 0 and "runs in fp32" in pab.stderr
+              and losses(pab.stdout) == losses(pc.stdout),
+              "--policy-device auto --policy-dtype bf16 without a device trains in fp32: %s"
+              % pab.stderr[-300:])
+    else:
+        check(pab.returncode == 0 and "bf16 GEMM operands" in pab.stderr,
+              "--policy-dtype bf16 on a device: %s" % pab.stderr[-300:])
+    p = run("prime", "--corpus", corpus, "--out", ck, "--size", "tiny", "--policy-dtype", "fp16")
+    check(p.returncode == 2 and "usage" in p.stderr, "--policy-dtype fp16: exit 2: %s" % p.stderr)
+    gb = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x",
+             "--policy-dtype", "bf16")
+    check(gb.returncode == 2 and "needs the policy on a device" in gb.stderr,
+          "generate --policy-dtype bf16 on the CPU: exit 2: %s" % gb.stderr[-300:])
     p = run("prime", "--corpus", corpus, "--out", ck, "--size", "tiny", "--policy-device", "tpu")
     check(p.returncode == 2 and "usage" in p.stderr, "--policy-device tpu: exit 2: %s" % p.stderr)
 

@@ -58,6 +58,17 @@
  *      (after each update the weights are replaced by their bf16 rounding,
  *      which is what updating a bf16 copy in place gives) and the same
  *      checks must fail.
+ *   6. Sampling in bf16 (pcuda_forward_cached, pcuda_generate on a bf16
+ *      model): the prefill's logits equal the bf16 training forward's on
+ *      the same tokens within TOL_BF16_SAME (the same rounded operands
+ *      through the same GEMMs; measured 0 on cpu-emu), and differ from
+ *      the fp32 model's by at least 10x that (so a cached forward that
+ *      quietly ran fp32 GEMMs fails) but less than TOL_LOSS x 10; every
+ *      logprob a bf16 generation reports for its own tokens equals minus
+ *      the bf16 training forward's per-token loss on the completed
+ *      sequence within TOL_BF16_LOGPROB (teacher forcing: the decode
+ *      steps, their KV cache and the sampler saw the arithmetic the GRPO
+ *      update's forward will see).
  *   5. The fp32 path is untouched: pcuda_model_init_dtype(FP32) gives the
  *      same logits bit for bit as pcuda_model_init, has no bf16 copy, and a
  *      bad dtype is refused.
@@ -72,14 +83,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOL_BF16_GEMM 2e-5 /* a bf16 GEMM against its double reference */
-#define TOL_LOSS 2e-3      /* relative, one forward */
-#define TOL_GRAD 5e-2      /* relative L2 error per gradient tensor */
-#define TOL_TRAIN 5e-3     /* relative, each of ten training steps */
-#define TOL_MASTER 1e-6    /* the fp32 master against the CPU's AdamW */
-#define CONTROL_STEP 1e-3f /* the stale-copy control's update */
+#define TOL_BF16_GEMM 2e-5    /* a bf16 GEMM against its double reference */
+#define TOL_LOSS 2e-3         /* relative, one forward */
+#define TOL_GRAD 5e-2         /* relative L2 error per gradient tensor */
+#define TOL_TRAIN 5e-3        /* relative, each of ten training steps */
+#define TOL_MASTER 1e-6       /* the fp32 master against the CPU's AdamW */
+#define CONTROL_STEP 1e-3f    /* the stale-copy control's update */
+#define TOL_BF16_SAME 1e-5    /* bf16 cached logits vs the bf16 forward's */
+#define TOL_BF16_LOGPROB 1e-4 /* a sampled token's logprob, absolute */
 
 static double worst_gemm, worst_loss, worst_grad, worst_train, worst_master;
+static double worst_cached, worst_logprob;
 static double min_cos = 1.0;
 
 static float round_bf16(float f) {
@@ -508,6 +522,119 @@ static void run_api(pcuda_ctx *ctx, const char *backend) {
   pl_model_free(&m);
 }
 
+/* ---- 6. sampling in bf16 ------------------------------------------------ */
+
+/* max |got - ref| / max |ref| of two host arrays. */
+static double max_rel_f(const float *got, const float *ref, size_t n) {
+  double diff = 0.0, mx = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(got[i])) return INFINITY;
+    diff = fmax(diff, fabs((double)got[i] - ref[i]));
+    mx = fmax(mx, fabs((double)ref[i]));
+  }
+  return mx > 0.0 ? diff / mx : diff;
+}
+
+static void run_sampling(pcuda_ctx *ctx, const char *backend) {
+  const pt_suite *s = &pt_suites[1]; /* wide: V 300, max_seq 72 */
+  const int P = 9, G = 3, NEW = 12, V = s->cfg.vocab;
+  char why[256];
+  pl_model m;
+  pcuda_model b, f;
+  if (pt_make_model(&m, s, 11, s->name) != PL_OK) return;
+  int rc =
+      pcuda_model_init_dtype(&b, ctx, &m, PCUDA_DTYPE_BF16, why, sizeof why);
+  CHECK(rc == PL_OK, "%s: bf16 model: %s", backend, why);
+  int rc2 = pcuda_model_init(&f, ctx, &m, why, sizeof why);
+  CHECK(rc2 == PL_OK, "%s: fp32 model: %s", backend, why);
+  if (rc || rc2) {
+    if (!rc) pcuda_model_free(&b);
+    if (!rc2) pcuda_model_free(&f);
+    pl_model_free(&m);
+    return;
+  }
+  int32_t prompt[9], targets[9];
+  pt_make_batch(prompt, targets, P, V);
+  /* the prefill's logits: the bf16 cached forward, the bf16 training
+   * forward and the fp32 cached forward on the same tokens */
+  size_t n = (size_t)P * V;
+  float *cached = malloc(n * sizeof(float)), *train = NULL, *fp32 = NULL;
+  pcuda_kv_cache kb, kf;
+  rc = pcuda_kv_cache_init(&kb, ctx, &m.cfg, 1, P, why, sizeof why);
+  CHECK(rc == PL_OK, "%s: kv cache: %s", backend, why);
+  rc2 = pcuda_kv_cache_init(&kf, ctx, &m.cfg, 1, P, why, sizeof why);
+  CHECK(rc2 == PL_OK, "%s: kv cache: %s", backend, why);
+  if (!rc && !rc2 &&
+      pcuda_forward_cached(&b, &kb, prompt, NULL, 1, P, 0, why, sizeof why) ==
+          PL_OK &&
+      pcuda_forward_cached(&f, &kf, prompt, NULL, 1, P, 0, why, sizeof why) ==
+          PL_OK) {
+    pcuda_download(ctx, cached, kb.logits, n * sizeof(float));
+    fp32 = download(ctx, kf.logits, n);
+    pcuda_model_forward(&b, prompt, NULL, 1, P);
+    train = download(ctx, b.acts.logits, n);
+    double same = max_rel_f(cached, train, n);
+    double off = max_rel_f(cached, fp32, n);
+    CHECK(same <= TOL_BF16_SAME,
+          "%s: bf16 prefill logits vs the bf16 forward's: %.3g", backend, same);
+    CHECK(off >= 10 * TOL_BF16_SAME && off <= 10 * TOL_LOSS,
+          "%s: bf16 prefill logits vs fp32's: %.3g (bf16 must show, "
+          "within bf16's error)",
+          backend, off);
+    worst_cached = fmax(worst_cached, same / TOL_BF16_SAME);
+    printf("test_policy_cuda_bf16: %s: bf16 sampling: prefill logits %.2g "
+           "from the bf16 forward's, %.2g from fp32's\n",
+           backend, same, off);
+  } else {
+    CHECK(0, "%s: cached forward: %s", backend, why);
+  }
+  if (!rc) pcuda_kv_cache_free(&kb);
+  if (!rc2) pcuda_kv_cache_free(&kf);
+
+  /* a bf16 generation, then teacher forcing on what it sampled */
+  pl_sampling sp = pl_sampling_default();
+  sp.temperature = 1.0f;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  pl_generation out;
+  memset(&out, 0, sizeof out);
+  rc = pcuda_generate(&b, prompt, P, G, NEW, -1, &sp, 5, &out, why, sizeof why);
+  CHECK(rc == PL_OK, "%s: bf16 generate: %s", backend, why);
+  int32_t seq[9 + 12], tgt[9 + 12];
+  int compared = 0;
+  for (int g = 0; !rc && g < G; g++) {
+    int len = out.lengths[g];
+    CHECK(len == NEW, "%s: row %d: %d tokens, expected %d", backend, g, len,
+          NEW);
+    if (len != NEW) continue;
+    memcpy(seq, prompt, P * sizeof(int32_t));
+    memcpy(seq + P, out.tokens + (size_t)g * NEW, NEW * sizeof(int32_t));
+    int T = P + NEW - 1;
+    for (int i = 0; i < T; i++)
+      tgt[i] = seq[i + 1];
+    pcuda_model_forward(&b, seq, tgt, 1, T);
+    float *loss = download(ctx, b.acts.losses, (size_t)T);
+    for (int i = 0; loss && i < NEW; i++) {
+      double d = fabs(out.logprobs[(size_t)g * NEW + i] + loss[P - 1 + i]);
+      worst_logprob = fmax(worst_logprob, d / TOL_BF16_LOGPROB);
+      CHECK(d <= TOL_BF16_LOGPROB,
+            "%s: row %d token %d: logprob %.6f, the forward's %.6f", backend, g,
+            i, out.logprobs[(size_t)g * NEW + i], -loss[P - 1 + i]);
+      compared++;
+    }
+    free(loss);
+  }
+  CHECK(compared == G * NEW, "%s: %d of %d sampled logprobs compared", backend,
+        compared, G * NEW);
+  pl_generation_free(&out);
+  free(cached);
+  free(train);
+  free(fp32);
+  pcuda_model_free(&b);
+  pcuda_model_free(&f);
+  pl_model_free(&m);
+}
+
 /* ---- driver -------------------------------------------------------------- */
 
 static void run_all(pcuda_ctx *ctx, const char *backend) {
@@ -516,6 +643,7 @@ static void run_all(pcuda_ctx *ctx, const char *backend) {
   for (int i = 0; i < PT_NUM_SUITES; i++)
     run_suite(ctx, &pt_suites[i], backend);
   run_training(ctx, backend);
+  run_sampling(ctx, backend);
   CHECK(run_master(ctx, backend, 0, 0) == 0, "%s: master weights", backend);
   int missed = run_master(ctx, backend, 1, 1);
   CHECK(missed >= 3,
@@ -530,9 +658,9 @@ static void run_all(pcuda_ctx *ctx, const char *backend) {
 static void report_worst(void) {
   printf("test_policy_cuda_bf16: worst error / tolerance: bf16 GEMMs %.3f, "
          "loss %.3f, gradients %.3f (min cosine %.6f), training %.3f, "
-         "master %.3f\n",
-         worst_gemm, worst_loss, worst_grad, min_cos, worst_train,
-         worst_master);
+         "master %.3f, bf16 cached logits %.3f, sampled logprobs %.3f\n",
+         worst_gemm, worst_loss, worst_grad, min_cos, worst_train, worst_master,
+         worst_cached, worst_logprob);
 }
 
 int main(int argc, char **argv) {

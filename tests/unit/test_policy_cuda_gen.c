@@ -35,7 +35,10 @@
  *      lab_policy on the CPU and on the backend agree, and lab_policy_sync
  *      brings the backend's state back for checkpoints; where no device
  *      answers, --policy-device gpu is refused with the reason and auto
- *      falls back.
+ *      falls back. --policy-dtype: bf16 is refused on the CPU and with
+ *      --policy-matmul, falls back to fp32 with auto and no device, and a
+ *      bf16 lab_policy on the backend trains, samples and syncs, its
+ *      loss within bf16's error of the CPU's and not equal to it.
  * Equal tokens rest on the logits agreeing to rounding: a draw within
  * about 1e-6 of a CDF boundary could pick the neighbour. On the emulator
  * both paths are deterministic, so the pass/fail is fixed; measured there
@@ -546,6 +549,101 @@ static void check_lab_policy(int on_device, const char *label) {
   pl_model_free(&ref);
 }
 
+/* --policy-dtype in the lab's facade: what each (dtype, device mode,
+ * device, --policy-matmul) gives, and a bf16 lab_policy on the backend
+ * that trains, samples and says it is bf16. */
+static void check_lab_dtype(int on_device, const char *label) {
+  char why[256];
+  CHECK(lab_policy_dtype_parse("fp32") == PCUDA_DTYPE_FP32 &&
+            lab_policy_dtype_parse("bf16") == PCUDA_DTYPE_BF16 &&
+            lab_policy_dtype_parse("fp16") < 0 &&
+            lab_policy_dtype_parse(NULL) < 0,
+        "%s: lab_policy_dtype_parse", label);
+  int got = -1;
+  CHECK(lab_policy_dtype_resolve(PCUDA_DTYPE_FP32, LAB_POLICY_CPU, NULL, 0,
+                                 "test", &got, why,
+                                 sizeof why) == LAB_EXIT_OK &&
+            got == PCUDA_DTYPE_FP32,
+        "%s: fp32 on the CPU", label);
+  int rc = lab_policy_dtype_resolve(PCUDA_DTYPE_BF16, LAB_POLICY_CPU, NULL, 0,
+                                    "test", &got, why, sizeof why);
+  CHECK(rc == LAB_EXIT_USAGE && strstr(why, "needs the policy on a device"),
+        "%s: bf16 with --policy-device cpu: rc %d '%s'", label, rc, why);
+  rc = lab_policy_dtype_resolve(PCUDA_DTYPE_BF16, LAB_POLICY_AUTO, NULL, 0,
+                                "test", &got, why, sizeof why);
+  CHECK(rc == LAB_EXIT_OK && got == PCUDA_DTYPE_FP32,
+        "%s: bf16 with auto and no device falls back to fp32: rc %d", label,
+        rc);
+  lab_policy none;
+  pl_model m;
+  pl_model_init(&m, &gen_cfg, 5, why, sizeof why);
+  rc = lab_policy_init_dtype(&none, NULL, PCUDA_DTYPE_BF16, &m, NULL, NULL, why,
+                             sizeof why);
+  CHECK(rc == LAB_EXIT_USAGE && strstr(why, "bf16"),
+        "%s: a bf16 lab_policy without a device: rc %d '%s'", label, rc, why);
+  pcuda_ctx *ctx = NULL;
+  rc = on_device ? pcuda_device_open(&ctx, PCUDA_GEMM_AUTO, why, sizeof why)
+                 : pcuda_emu_open(&ctx, 0, why, sizeof why);
+  CHECK(rc == PL_OK, "%s: open: %s", label, why);
+  if (rc) {
+    pl_model_free(&m);
+    return;
+  }
+  rc = lab_policy_dtype_resolve(PCUDA_DTYPE_BF16, LAB_POLICY_GPU, ctx, 1,
+                                "test", &got, why, sizeof why);
+  CHECK(rc == LAB_EXIT_USAGE && strstr(why, "--policy-matmul"),
+        "%s: bf16 with --policy-matmul: rc %d '%s'", label, rc, why);
+  rc = lab_policy_dtype_resolve(PCUDA_DTYPE_BF16, LAB_POLICY_GPU, ctx, 0,
+                                "test", &got, why, sizeof why);
+  CHECK(rc == LAB_EXIT_OK && got == PCUDA_DTYPE_BF16,
+        "%s: bf16 on the backend: rc %d", label, rc);
+  pl_model ref;
+  pl_model_init(&ref, &gen_cfg, 6, why, sizeof why);
+  pl_adamw opt;
+  pl_adamw_config ac = pl_adamw_defaults();
+  pl_adamw_init(&opt, &m, &ac, why, sizeof why);
+  lab_policy p;
+  rc = lab_policy_init_dtype(&p, ctx, PCUDA_DTYPE_BF16, &m, &opt, &ref, why,
+                             sizeof why);
+  CHECK(rc == LAB_EXIT_OK && p.dm.dtype == PCUDA_DTYPE_BF16 &&
+            p.dref.dtype == PCUDA_DTYPE_BF16 &&
+            strstr(lab_policy_describe(&p), "bf16 GEMMs"),
+        "%s: bf16 lab_policy: rc %d '%s' (%s)", label, rc, why,
+        lab_policy_describe(&p));
+  if (rc == LAB_EXIT_OK) {
+    enum { B = 2, T = 9 };
+    int32_t x[B * T], y[B * T];
+    for (int i = 0; i < B * T; i++) {
+      x[i] = (int32_t)(rnd01() * gen_cfg.vocab);
+      y[i] = (int32_t)(rnd01() * gen_cfg.vocab);
+    }
+    const float *dl;
+    float cpu = pl_model_forward(&m, x, y, B, T);
+    float bf = lab_policy_forward(&p, 0, x, y, B, T, &dl);
+    CHECK(fabsf(bf - cpu) <= 2e-3f * cpu && bf != cpu,
+          "%s: bf16 lab forward: loss %.7g, fp32 CPU %.7g", label, bf, cpu);
+    lab_policy_zero_grad(&p);
+    CHECK(lab_policy_backward(&p, NULL) == PL_OK, "%s: bf16 backward", label);
+    float norm = lab_policy_step(&p);
+    CHECK(isfinite(norm) && norm > 0 && opt.step == 1,
+          "%s: bf16 AdamW step: norm %g", label, norm);
+    pl_generation g;
+    const pl_sampling s = {1.0f, 1.0f, 0.0f};
+    int32_t prompt[3] = {1, 2, 3};
+    rc = lab_policy_generate(&p, prompt, 3, 2, 5, -1, &s, 3, &g, NULL, NULL,
+                             why, sizeof why);
+    CHECK(rc == PL_OK && g.lengths[0] == 5 && g.lengths[1] == 5,
+          "%s: bf16 lab generate: %s", label, why);
+    if (rc == PL_OK) pl_generation_free(&g);
+    CHECK(lab_policy_sync(&p, why, sizeof why) == PL_OK, "%s: bf16 sync: %s",
+          label, why);
+  }
+  lab_policy_close(&p); /* closes ctx */
+  pl_adamw_free(&opt);
+  pl_model_free(&ref);
+  pl_model_free(&m);
+}
+
 static void run_all(pcuda_ctx *ctx, const char *label) {
   printf("test_policy_cuda_gen: backend %s\n", pcuda_describe(ctx));
   check_sampler(ctx, label);
@@ -579,6 +677,7 @@ int main(int argc, char **argv) {
     run_all(ctx, "device");
     pcuda_close(ctx);
     check_lab_policy(1, "device");
+    check_lab_dtype(1, "device");
     report();
     return kl_test_done("test_policy_cuda_gen --device");
   }
@@ -592,6 +691,7 @@ int main(int argc, char **argv) {
   run_all(ctx, "cpu-emu");
   pcuda_close(ctx);
   check_lab_policy(0, "cpu-emu");
+  check_lab_dtype(0, "cpu-emu");
   report();
   return kl_test_done("test_policy_cuda_gen");
 }
