@@ -281,14 +281,13 @@ static void *eval_thread(void *arg) {
   return NULL;
 }
 
-int lab_eval(int argc, char **argv) {
+/* The command; files has room for argc names and is the caller's. */
+static int eval_files(int argc, char **argv, const char **files) {
   kl_eval_options opts;
   kl_eval_defaults(&opts);
   int json = 0, nfiles = 0, jobs = 0;
   double compile_timeout = 60;
   const char *reward_path = NULL, *out_path = NULL;
-  const char **files = calloc((size_t)argc, sizeof(char *));
-  if (!files) return LAB_EXIT_ENV;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -351,7 +350,6 @@ int lab_eval(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage_error("help", NULL);
-      free(files);
       return LAB_EXIT_OK;
     } else if (a[0] == '-' && a[1] == '-') {
       return usage_error("unknown option", a);
@@ -369,7 +367,6 @@ int lab_eval(int argc, char **argv) {
     if (!script || rw_validate(script, why, sizeof why) != RW_OK) {
       fprintf(stderr, "kernlab eval: --reward %s: %s\n", reward_path, why);
       rw_free(script);
-      free(files);
       return LAB_EXIT_USAGE;
     }
   }
@@ -377,7 +374,6 @@ int lab_eval(int argc, char **argv) {
                               sizeof why);
   if (rc != KL_OK) {
     fprintf(stderr, "kernlab eval: %s\n", why);
-    free(files);
     return rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
   }
   if (why[0]) fprintf(stderr, "kernlab: %s\n", why);
@@ -433,7 +429,6 @@ int lab_eval(int argc, char **argv) {
     if (!store) {
       fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
       rw_free(script);
-      free(files);
       return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
     }
   }
@@ -564,7 +559,6 @@ int lab_eval(int argc, char **argv) {
   pthread_mutex_destroy(&pool.mu);
   pthread_cond_destroy(&pool.cv);
   free(pool.items);
-  free(files);
   if (getenv("KERNLAB_REPORT_FDS")) {
     /* For the sandbox tests: descriptors still open at the end. */
     int n = 0;
@@ -575,4 +569,12 @@ int lab_eval(int argc, char **argv) {
     fprintf(stderr, "kernlab: open descriptors at exit: %d\n", n - 1);
   }
   return exit_code;
+}
+
+int lab_eval(int argc, char **argv) {
+  const char **files = calloc((size_t)argc, sizeof(char *));
+  if (!files) return LAB_EXIT_ENV;
+  int rc = eval_files(argc, argv, files);
+  free(files);
+  return rc;
 }

@@ -136,17 +136,12 @@ int lab_generate(int argc, char **argv) {
   char why[512];
   /* The device first, so that a run asked for the GPU fails at once. */
   pcuda_ctx *dev = NULL;
-  if (lab_policy_device_open(policy_device, "kernlab generate", &dev, why,
-                             sizeof why) != LAB_EXIT_OK) {
+  int ex =
+      lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
+                      "kernlab generate", &dev, &policy_dtype, why, sizeof why);
+  if (ex != LAB_EXIT_OK) {
     fprintf(stderr, "kernlab generate: %s\n", why);
-    return LAB_EXIT_ENV;
-  }
-  if (lab_policy_dtype_resolve(policy_dtype, policy_device, dev,
-                               policy_matmul != NULL, "kernlab generate",
-                               &policy_dtype, why, sizeof why) != LAB_EXIT_OK) {
-    fprintf(stderr, "kernlab generate: %s\n", why);
-    if (dev) pcuda_close(dev);
-    return LAB_EXIT_USAGE;
+    return ex;
   }
   lab_policy pol;
   memset(&pol, 0, sizeof pol);
@@ -176,8 +171,8 @@ int lab_generate(int argc, char **argv) {
   }
   if (!rc && policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
-    int ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &m.cfg, (int)G, &mm,
-                                    why, sizeof why);
+    ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &m.cfg, (int)G, &mm,
+                                why, sizeof why);
     if (ex) {
       fprintf(stderr, "kernlab generate: %s\n", why);
       lab_policy_close(&pol);

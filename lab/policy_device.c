@@ -87,6 +87,19 @@ int lab_policy_device_open(int mode, const char *cmd, pcuda_ctx **ctx,
   return LAB_EXIT_OK;
 }
 
+int lab_policy_open(int mode, int dtype, int with_matmul, const char *cmd,
+                    pcuda_ctx **ctx, int *dtype_out, char *why, size_t whylen) {
+  int ex = lab_policy_device_open(mode, cmd, ctx, why, whylen);
+  if (ex != LAB_EXIT_OK) return ex;
+  ex = lab_policy_dtype_resolve(dtype, mode, *ctx, with_matmul, cmd, dtype_out,
+                                why, whylen);
+  if (ex != LAB_EXIT_OK && *ctx) {
+    pcuda_close(*ctx);
+    *ctx = NULL;
+  }
+  return ex;
+}
+
 int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, pl_model *m, pl_adamw *opt,
                     pl_model *ref, char *why, size_t whylen) {
   return lab_policy_init_dtype(p, ctx, PCUDA_DTYPE_FP32, m, opt, ref, why,

@@ -51,6 +51,14 @@ int lab_policy_dtype_resolve(int dtype, int mode, const pcuda_ctx *ctx,
 int lab_policy_device_open(int mode, const char *cmd, pcuda_ctx **ctx,
                            char *why, size_t whylen);
 
+/* Both of the above, as the commands use them: opens the device for mode
+ * (lab_policy_device_open), then resolves dtype into *dtype_out
+ * (lab_policy_dtype_resolve; the device is closed again when that fails).
+ * Returns LAB_EXIT_OK, LAB_EXIT_ENV (no device for gpu) or LAB_EXIT_USAGE
+ * (a dtype that cannot be), with why. */
+int lab_policy_open(int mode, int dtype, int with_matmul, const char *cmd,
+                    pcuda_ctx **ctx, int *dtype_out, char *why, size_t whylen);
+
 typedef struct lab_policy {
   pl_model *m;    /* the CPU model: the reference and the one saved */
   pl_adamw *opt;  /* its optimiser (NULL: no updates) */

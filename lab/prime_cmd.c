@@ -144,11 +144,12 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
   for (int i = 0; i < n; i++) {
     char path[2048], w[600];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    char *src;
+    char *src = NULL;
     size_t len;
     if (kl_source_load(path, &src, &len, w, sizeof w) != KL_OK ||
         kl_source_validate(src, len, w, sizeof w) != KL_OK) {
       fprintf(stderr, "kernlab prime: skipping %s: %s\n", path, w);
+      free(src);
       skipped++;
       continue;
     }
@@ -167,6 +168,10 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
              "%s: no valid kernels (%d .cu files, %d rejected by the source "
              "checks); expected the output of `kernlab corpus`",
              dir, n, skipped);
+    free(docs->text);
+    free(docs->len);
+    docs->text = NULL;
+    docs->len = NULL;
     return -1;
   }
   return 0;
@@ -230,18 +235,11 @@ int lab_prime(int argc, char **argv) {
 
   char why[1024];
   pcuda_ctx *dev = NULL;
-  if (lab_policy_device_open(policy_device, "kernlab prime", &dev, why,
-                             sizeof why) != LAB_EXIT_OK) {
+  int ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
+                           "kernlab prime", &dev, &policy_dtype, why, sizeof why);
+  if (ex != LAB_EXIT_OK) {
     fprintf(stderr, "kernlab prime: %s\n", why);
-    return LAB_EXIT_ENV;
-  }
-  if (lab_policy_dtype_resolve(policy_dtype, policy_device, dev,
-                               policy_matmul != NULL, "kernlab prime",
-                               &policy_dtype, why,
-                               sizeof why) != LAB_EXIT_OK) {
-    fprintf(stderr, "kernlab prime: %s\n", why);
-    if (dev) pcuda_close(dev);
-    return LAB_EXIT_USAGE;
+    return ex;
   }
   corpus_docs docs = {0};
   if (read_corpus(corpus, !keep_comments, &docs, why, sizeof why) != 0) {
@@ -343,7 +341,7 @@ int lab_prime(int argc, char **argv) {
   lab_matmul *mm = NULL;
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
-    int ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &cfg, batch * seq,
+    ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &cfg, batch * seq,
                                     &mm, why, sizeof why);
     if (ex != LAB_EXIT_OK) {
       fprintf(stderr, "kernlab prime: %s\n", why);

@@ -284,12 +284,8 @@ int lab_run(int argc, char **argv) {
             c.out);
   }
 
-  ex = lab_policy_device_open(policy_device, "kernlab run", &pol.ctx, why,
-                              sizeof why);
-  if (ex) FAIL(ex, "%s", why);
-  ex = lab_policy_dtype_resolve(policy_dtype, policy_device, pol.ctx,
-                                policy_matmul != NULL, "kernlab run",
-                                &policy_dtype, why, sizeof why);
+  ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
+                       "kernlab run", &pol.ctx, &policy_dtype, why, sizeof why);
   if (ex) FAIL(ex, "%s", why);
   rc = pl_tok_load(&tok, c.tokenizer, why, sizeof why);
   if (rc) FAIL(pl_exit(rc), "tokenizer: %s", why);
