@@ -35,7 +35,6 @@
 #include <unistd.h>
 
 typedef struct lab_pool pool;
-static pool *pool_start(lab_evaluator *e);
 
 static uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -147,41 +146,50 @@ void lab_evaluator_options(lab_evaluator *e, kl_executor *ex,
   opts->exec = ex;
 }
 
-/* ---- one thread per slot, for the evaluator's lifetime ----
+/* ---- the queue: one thread per slot, for the evaluator's lifetime ----
  *
- * The threads live as long as the evaluator, not one batch: a sandbox
- * worker dies with the thread that started it (PR_SET_PDEATHSIG is per
- * thread), so a thread that ended after each step would take the workers
- * it (re)started with it, and the next step's first candidate on that slot
- * could meet a worker in the middle of dying (reported as "oom"). */
+ * A batch is an items array; the caller pushes indices into it as items
+ * become ready (`kernlab run` pushes a completion the moment its row stops
+ * sampling, so evaluation overlaps sampling; lab_evaluator_run pushes them
+ * all at once) and waits for the batch. The threads live as long as the
+ * evaluator, not one batch: a sandbox worker dies with the thread that
+ * started it (PR_SET_PDEATHSIG is per thread), so a thread that ended after
+ * each step would take the workers it (re)started with it, and the next
+ * step's first candidate on that slot could meet a worker in the middle of
+ * dying (reported as "oom"); long-lived threads also keep warm workers
+ * warm. Without any thread (none could start) the waiting caller evaluates
+ * on slot 0 itself. */
 
 typedef struct lab_pool {
   pthread_mutex_t mu;
-  pthread_cond_t work, idle;
+  pthread_cond_t more;  /* an item was pushed, or quit */
+  pthread_cond_t done;  /* an item finished */
   lab_eval_item *items; /* the current batch */
-  int n;
-  int next;             /* atomic: the next item to take */
-  kl_eval_options opts; /* the batch's options (seed), exec per thread */
-  unsigned batch;       /* counts batches; a change wakes the threads */
-  int active;           /* threads still working on the current batch */
+  int *order;           /* item indices in push order */
+  int cap;              /* room in order */
+  int pushed, taken, finished;
+  kl_eval_options opts; /* the batch's options (seed); exec per thread */
   int quit;
   int n_threads;
   pthread_t tid[256];
   sbx_slot *slot[256];
 } pool;
 
-/* Takes items until the batch is exhausted. */
-static void drain(pool *p, sbx_slot *slot) {
+/* Evaluates the next queued item on slot; called with mu held, returns
+ * with it held. 0 when nothing is queued. */
+static int take_one(pool *p, sbx_slot *slot) {
+  if (p->taken == p->pushed) return 0;
+  lab_eval_item *it = &p->items[p->order[p->taken++]];
   kl_executor ex;
   kl_eval_options opts = p->opts;
   sbx_slot_executor(slot, &ex);
   opts.exec = &ex;
-  for (;;) {
-    int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
-    if (i >= p->n) break;
-    lab_eval_item *it = &p->items[i];
-    it->rc = kl_eval_source(it->label, it->src, it->len, &opts, &it->r);
-  }
+  pthread_mutex_unlock(&p->mu);
+  it->rc = kl_eval_source(it->label, it->src, it->len, &opts, &it->r);
+  pthread_mutex_lock(&p->mu);
+  p->finished++;
+  pthread_cond_broadcast(&p->done);
+  return 1;
 }
 
 typedef struct thread_arg {
@@ -193,17 +201,12 @@ static void *pool_thread(void *arg) {
   thread_arg a = *(thread_arg *)arg;
   free(arg);
   pool *p = a.p;
-  unsigned seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->quit && p->batch == seen)
-      pthread_cond_wait(&p->work, &p->mu);
-    if (p->quit) break;
-    seen = p->batch;
-    pthread_mutex_unlock(&p->mu);
-    drain(p, p->slot[a.index]);
-    pthread_mutex_lock(&p->mu);
-    if (--p->active == 0) pthread_cond_signal(&p->idle);
+    while (p->taken == p->pushed && !p->quit)
+      pthread_cond_wait(&p->more, &p->mu);
+    if (p->taken == p->pushed) break; /* quit, and nothing left */
+    take_one(p, p->slot[a.index]);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -213,8 +216,9 @@ static pool *pool_start(lab_evaluator *e) {
   pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->work, NULL);
-  pthread_cond_init(&p->idle, NULL);
+  pthread_cond_init(&p->more, NULL);
+  pthread_cond_init(&p->done, NULL);
+  p->slot[0] = e->slots[0];
   for (int i = 0; i < e->n_slots && i < 256; i++) {
     thread_arg *a = malloc(sizeof *a);
     if (!a) break;
@@ -233,40 +237,94 @@ static void pool_stop(pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   p->quit = 1;
-  pthread_cond_broadcast(&p->work);
+  pthread_cond_broadcast(&p->more);
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < p->n_threads; i++)
     pthread_join(p->tid[i], NULL);
-  pthread_cond_destroy(&p->work);
-  pthread_cond_destroy(&p->idle);
+  pthread_cond_destroy(&p->more);
+  pthread_cond_destroy(&p->done);
   pthread_mutex_destroy(&p->mu);
+  free(p->order);
   free(p);
 }
 
-void lab_evaluator_run(lab_evaluator *e, lab_eval_item *items, int n,
-                       uint64_t seed) {
-  if (!e->pool) e->pool = pool_start(e); /* NULL: no memory, run here */
+int lab_evaluator_begin(lab_evaluator *e, lab_eval_item *items, int cap,
+                        uint64_t seed) {
+  if (!e->pool) e->pool = pool_start(e);
   pool *p = e->pool;
-  if (!p || !p->n_threads) { /* no thread could start: this one works */
-    pool local = {.items = items, .n = n, .opts = e->opts};
-    local.opts.seed = seed;
-    if (n > 0) drain(&local, e->slots[0]);
-  } else {
-    pthread_mutex_lock(&p->mu);
+  if (!p) return -1;
+  pthread_mutex_lock(&p->mu);
+  int ok = 1;
+  if (cap > p->cap) {
+    int *o = realloc(p->order, sizeof *o * (size_t)cap);
+    if (o) {
+      p->order = o;
+      p->cap = cap;
+    } else {
+      ok = 0;
+    }
+  }
+  if (ok) {
     p->items = items;
-    p->n = n;
-    p->next = 0;
+    p->pushed = p->taken = p->finished = 0;
     p->opts = e->opts;
     p->opts.seed = seed;
-    p->active = p->n_threads;
-    p->batch++;
-    pthread_cond_broadcast(&p->work);
-    while (p->active > 0)
-      pthread_cond_wait(&p->idle, &p->mu);
-    pthread_mutex_unlock(&p->mu);
   }
-  for (int i = 0; i < n; i++)
-    items[i].r.baseline_us = e->baseline_us;
+  pthread_mutex_unlock(&p->mu);
+  return ok ? 0 : -1;
+}
+
+void lab_evaluator_push(lab_evaluator *e, int k) {
+  pool *p = e->pool;
+  pthread_mutex_lock(&p->mu);
+  if (p->pushed < p->cap) {
+    p->order[p->pushed++] = k;
+    pthread_cond_signal(&p->more);
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+int lab_evaluator_finished(lab_evaluator *e) {
+  pool *p = e->pool;
+  pthread_mutex_lock(&p->mu);
+  int f = p->finished;
+  pthread_mutex_unlock(&p->mu);
+  return f;
+}
+
+void lab_evaluator_wait(lab_evaluator *e, int n,
+                        void (*tick)(void *ctx, int finished), void *ctx) {
+  pool *p = e->pool;
+  pthread_mutex_lock(&p->mu);
+  while (p->finished < n && p->finished < p->pushed) {
+    if (!p->n_threads) { /* nobody else will: evaluate here */
+      take_one(p, e->slots[0]);
+    } else {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 250000000; /* a tick at least every 250 ms */
+      if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+      pthread_cond_timedwait(&p->done, &p->mu, &ts);
+    }
+    if (tick) {
+      int f = p->finished;
+      pthread_mutex_unlock(&p->mu);
+      tick(ctx, f);
+      pthread_mutex_lock(&p->mu);
+    }
+  }
+  for (int i = 0; i < p->pushed; i++)
+    p->items[p->order[i]].r.baseline_us = e->baseline_us;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int lab_evaluator_run(lab_evaluator *e, lab_eval_item *items, int n,
+                      uint64_t seed) {
+  if (lab_evaluator_begin(e, items, n, seed) != 0) return -1;
+  for (int k = 0; k < n; k++)
+    lab_evaluator_push(e, k);
+  lab_evaluator_wait(e, n, NULL, NULL);
+  return 0;
 }
 
 /* ---- scoring, step statistics, recording ---- */

@@ -209,8 +209,8 @@ typedef struct lab_evaluator {
   double baseline_us;   /* cuBLAS (gpu) or the naive seed; -1 untimed */
   struct sbx_slot **slots;
   int n_slots;
-  struct lab_pool *pool; /* one thread per slot from the first
-                            lab_evaluator_run to lab_evaluator_stop */
+  struct lab_pool *pool; /* the queue and one thread per slot, from the
+                            first batch to lab_evaluator_stop */
 } lab_evaluator;
 
 /* Resolves c's backend, loads NVRTC (a warning on stderr when absent),
@@ -241,9 +241,25 @@ typedef struct lab_eval_item {
 /* Evaluates items[0..n) with kl_eval_source, inputs from seed, on the
  * evaluator's threads, one per slot (as many at a time as there are
  * slots). The threads live until lab_evaluator_stop: sandbox workers die
- * with the thread that started them. */
-void lab_evaluator_run(lab_evaluator *e, lab_eval_item *items, int n,
-                       uint64_t seed);
+ * with the thread that started them. 0, or -1 out of memory. */
+int lab_evaluator_run(lab_evaluator *e, lab_eval_item *items, int n,
+                      uint64_t seed);
+
+/* The same as a queue, for items that become ready one by one (`kernlab
+ * run` queues a completion as soon as its row stops sampling):
+ * lab_evaluator_begin starts a batch over items (at most cap pushes) with
+ * inputs from seed; lab_evaluator_push(e, k) queues items[k], and a slot
+ * thread takes it at once; lab_evaluator_finished counts the batch's
+ * finished items; lab_evaluator_wait returns when n pushed items are
+ * evaluated (or all pushed ones, if fewer), calling tick (NULL: none) with
+ * the count at least every 250 ms, and sets their r.baseline_us. begin
+ * returns 0, or -1 out of memory. */
+int lab_evaluator_begin(lab_evaluator *e, lab_eval_item *items, int cap,
+                        uint64_t seed);
+void lab_evaluator_push(lab_evaluator *e, int k);
+int lab_evaluator_finished(lab_evaluator *e);
+void lab_evaluator_wait(lab_evaluator *e, int n,
+                        void (*tick)(void *ctx, int finished), void *ctx);
 
 /* Scores items[0..n) with script in groups of group_size (the last group
  * may be smaller), ctx = the task and the group, as a campaign step does;

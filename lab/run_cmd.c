@@ -14,14 +14,16 @@
  *               source (a garbage completion is a candidate too: it fails to
  *               compile and gets the reward for that);
  *   evaluate    kl_eval_source at the task's shape on the campaign's
- *               backend, by one long-lived thread per sandbox slot (jobs =
- *               cores) serving a queue: a completion is queued the moment
- *               its row stops (pl_generate_notify), so evaluation overlaps
- *               the sampling of the rest of the step. On two cores with the
- *               emulator they share the CPU; with a GPU backend (or more
- *               cores) the overlap is real time saved;
- *   reward      rw_score_group per group (ctx = the task and the group); the
- *               reward script is hot-reloaded between steps (rw_reload);
+ *               backend, by the evaluator of `kernlab search` (lab/
+ *               evaluator.c: one long-lived thread per sandbox slot, jobs =
+ *               cores, serving a queue): a completion is queued the moment
+ *               its row stops (pl_generate_notify, lab/run_queue.c), so
+ *               evaluation overlaps the sampling of the rest of the step.
+ *               On two cores with the emulator they share the CPU; with a
+ *               GPU backend (or more cores) the overlap is real time saved;
+ *   reward      rw_score_group per group (ctx = the task and the group;
+ *               lab_score_groups, as search scores); the reward script is
+ *               hot-reloaded between steps (rw_reload);
  *   advantages  pl_grpo_advantages over the step's groups;
  *   update      one (B = groups*G, T) batch of prompt + completion tokens,
  *               padded with <|pad|>, targets only on completion tokens;
@@ -29,9 +31,11 @@
  *               old_logp = the sampler's log-probs (at temperature 1; see
  *               below), d loss/d logp through pl_model_backward_weighted,
  *               then AdamW; num_iterations updates on the same batch;
- *   record      every candidate (step, group, sample, reward components),
- *               then one /steps record, then the checkpoint (parameters and
- *               AdamW state) next to the results file: RUN.h5 -> RUN.ckpt.
+ *   record      every candidate (step, group, sample, reward components;
+ *               lab_record_candidate), then one /steps record
+ *               (lab_step_stats and the update's), then the checkpoint
+ *               (parameters and AdamW state) next to the results file:
+ *               RUN.h5 -> RUN.ckpt.
  * One line per step on stdout: step, reward mean/max, correct fraction,
  * best correct time so far and its % of the baseline, KL, clip fraction,
  * loss, sampling tokens/s, ETA.
@@ -236,19 +240,15 @@ int lab_run(int argc, char **argv) {
   res_file *store = NULL;
   lab_evaluator ev;
   memset(&ev, 0, sizeof ev);
-  candidate *cands = NULL;
+  /* The step's completions: items[k].label points at labels[k], and
+   * items[k].src is the decoded text, owned here. */
+  lab_eval_item *items = NULL;
+  char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
   prior pr = {0, NULL, -1, 0};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
-  eval_queue queue;
-  memset(&queue, 0, sizeof queue);
-  pthread_mutex_init(&queue.mu, NULL);
-  pthread_cond_init(&queue.more, NULL);
-  pthread_cond_init(&queue.done, NULL);
-  eval_worker *workers = NULL;
-  int n_threads = 0;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
 
   int exit_code = LAB_EXIT_OK;
@@ -261,11 +261,10 @@ int lab_run(int argc, char **argv) {
   } while (0)
 
   pr.recorded = calloc((size_t)c.steps, sizeof *pr.recorded);
-  cands = calloc((size_t)n_cand, sizeof *cands);
-  queue.c = cands;
-  queue.order = calloc((size_t)n_cand, sizeof *queue.order);
+  items = calloc((size_t)n_cand, sizeof *items);
+  labels = calloc((size_t)n_cand, sizeof *labels);
   gens = calloc((size_t)P, sizeof *gens);
-  if (!pr.recorded || !cands || !gens || !queue.order)
+  if (!pr.recorded || !items || !labels || !gens)
     FAIL(LAB_EXIT_ENV, "out of memory");
 
   int have_out = access(c.out, F_OK) == 0;
@@ -360,17 +359,14 @@ int lab_run(int argc, char **argv) {
          c.checkpoint, plen, h.config.max_seq);
 
   /* The evaluator (lab/evaluator.c, as `kernlab search` uses it): backend,
-   * sandbox slots, options, baseline. Its slots serve this loop's queue. */
+   * sandbox slots, options, baseline, and the queue its slot threads
+   * serve. */
   rc = lab_evaluator_start(&ev, &c, n_cand, lab_derive_seed(c.seed, -1, 0, 0),
                            why, sizeof why);
   if (rc) FAIL(rc, "%s", why);
   const char *backend = ev.backend, *task = ev.task;
   double baseline = ev.baseline_us;
   kl_eval_options opts = ev.opts;
-  queue.opts = opts;
-  workers = calloc((size_t)ev.n_slots, sizeof *workers);
-  if (!workers) FAIL(LAB_EXIT_ENV, "out of memory");
-  n_threads = eval_start(&queue, workers, ev.slots, ev.n_slots);
 
   /* The results file. */
   if (lab_make_parent(c.out) != 0 || lab_make_parent(ckpt_out) != 0)
@@ -413,23 +409,21 @@ int lab_run(int argc, char **argv) {
                c.reward, why);
     }
     /* Sample; every row goes to the evaluation queue as soon as it stops. */
-    eval_begin_step(&queue, lab_derive_seed(c.seed, step, 0, 2));
+    if (lab_evaluator_begin(&ev, items, n_cand,
+                            lab_derive_seed(c.seed, step, 0, 2)) != 0)
+      FAIL(LAB_EXIT_ENV, "out of memory");
     prog.step = step;
     prog.sampled = prog.evaluated = 0;
     progress_draw(&prog);
     double t0 = lab_now_s();
     long gen_tokens = 0;
-    row_sink sink = {&queue, cands, tok, step, 0, G, 0, "", &prog};
+    row_sink sink = {&ev, items, labels, tok, step, 0, G, 0, "", &prog};
     for (int g = 0; g < P; g++) {
       sink.group = g;
       rc = lab_policy_generate(&pol, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
                                &c.sampling, lab_derive_seed(c.seed, step, g, 1),
-                               &gens[g], n_threads ? on_row_done : NULL, &sink,
-                               why, sizeof why);
+                               &gens[g], on_row_done, &sink, why, sizeof why);
       if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
-      if (!n_threads) /* no slot thread: queue the group, evaluated below */
-        for (int i = 0; i < G; i++)
-          on_row_done(&sink, &gens[g], i);
       for (int i = 0; i < G; i++)
         gen_tokens += gens[g].lengths[i];
     }
@@ -443,77 +437,36 @@ int lab_run(int argc, char **argv) {
       for (int i = 0; i < gn->lengths[row]; i++)
         logp_sum += gn->logprobs[(size_t)row * gn->max_new + i];
     }
-    /* Evaluate: wait for the queue (or serve it here without threads). */
-    if (!n_threads) {
-      kl_executor ex;
-      kl_eval_options o = queue.opts;
-      sbx_slot_executor(ev.slots[0], &ex);
-      o.exec = &ex;
-      for (int k = 0; k < n_cand; k++) {
-        cands[k].rc = kl_eval_source(cands[k].label, cands[k].src, cands[k].len,
-                                     &o, &cands[k].r);
-        prog.evaluated = k + 1;
-        progress_draw(&prog);
-      }
-    } else {
-      pthread_mutex_lock(&queue.mu);
-      while (queue.finished < n_cand) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&queue.done, &queue.mu, &ts);
-        prog.evaluated = queue.finished;
-        pthread_mutex_unlock(&queue.mu);
-        progress_draw(&prog);
-        pthread_mutex_lock(&queue.mu);
-      }
-      pthread_mutex_unlock(&queue.mu);
-    }
+    /* Evaluate: wait for the queue (lab/evaluator.c). */
+    lab_evaluator_wait(&ev, n_cand, progress_tick, &prog);
     prog.evaluated = n_cand; /* the bar's last state: the step is done */
     progress_draw(&prog);
     progress_clear(&prog);
-    for (int k = 0; k < n_cand; k++) {
-      cands[k].r.baseline_us = baseline;
-      if (cands[k].rc == KL_EENV)
+    for (int k = 0; k < n_cand; k++)
+      if (items[k].rc == KL_EENV)
         FAIL(LAB_EXIT_ENV, "step %d: evaluation: %s", step + 1,
-             cands[k].r.error);
-    }
-    /* Reward, per group. */
+             items[k].r.error);
+    /* Reward, per group (lab_score_groups, as `kernlab search` scores). */
     double *rewards = malloc(sizeof(double) * (size_t)n_cand);
     float *adv = malloc(sizeof(float) * (size_t)n_cand);
-    rw_candidate *rwc = malloc(sizeof(rw_candidate) * (size_t)n_cand);
-    const char **names = malloc(sizeof(char *) * 64 * (size_t)n_cand);
     rw_components *comps = calloc((size_t)n_cand, sizeof *comps);
-    if (!rewards || !adv || !rwc || !names || !comps) {
-      free(rewards), free(adv), free(rwc), free(names), free(comps);
+    if (!rewards || !adv || !comps) {
+      free(rewards), free(adv), free(comps);
       FAIL(LAB_EXIT_ENV, "out of memory");
     }
-    for (int k = 0; k < n_cand; k++)
-      lab_rw_candidate(&cands[k].r, (long)cands[k].len, names + 64 * k, 64,
-                       &rwc[k]);
-    for (int g = 0; g < P; g++) {
-      rw_context ctx = {task, "fp32", c.M, c.N, c.K, rwc + g * G, G};
-      if (rw_score_group(script, &ctx, comps + g * G, why, sizeof why) != RW_OK)
-        fprintf(stderr, "kernlab run: step %d group %d: reward: %s\n", step + 1,
-                g, why);
-    }
-    int n_correct = 0, n_scored = 0;
-    double r_sum = 0, r_sq = 0, r_max = -INFINITY, r_min = INFINITY;
+    int failed = lab_score_groups(script, items, n_cand, G, task,
+                                  &opts.shapes[0], comps, why, sizeof why);
+    if (failed)
+      fprintf(stderr, "kernlab run: step %d: reward: %s%s\n", step + 1, why,
+              failed > 1 ? " (and more groups)" : "");
+    int n_correct = 0;
     for (int k = 0; k < n_cand; k++) {
-      int ok = comps[k].script_sha256[0] != 0; /* scored */
-      rewards[k] = ok ? comps[k].total : NAN;
-      n_correct += cands[k].r.correct;
-      const kl_result *r = &cands[k].r;
+      rewards[k] = comps[k].script_sha256[0] ? comps[k].total : NAN;
+      n_correct += items[k].r.correct;
+      const kl_result *r = &items[k].r;
       if (r->correct && r->time_us > 0 && !r->flags &&
           (best_time < 0 || r->time_us < best_time))
         best_time = r->time_us;
-      if (!ok) continue;
-      n_scored++;
-      r_sum += rewards[k];
-      r_sq += rewards[k] * rewards[k];
-      if (rewards[k] > r_max) r_max = rewards[k];
-      if (rewards[k] < r_min) r_min = rewards[k];
     }
     rc = pl_grpo_advantages(adv, rewards, P, G, c.grpo.scale_rewards, why,
                             sizeof why);
@@ -526,50 +479,25 @@ int lab_run(int argc, char **argv) {
     if (rc) {
       for (int k = 0; k < n_cand; k++)
         rw_components_free(&comps[k]);
-      free(rewards), free(adv), free(rwc), free(names), free(comps);
+      free(rewards), free(adv), free(comps);
       FAIL(pl_exit(rc), "step %d: update: %s", step + 1, why);
     }
     /* Record: candidates not already in the file, the step, the
      * checkpoint. */
-    int64_t skip = pr.recorded[step];
-    for (int k = 0; k < n_cand && exit_code == LAB_EXIT_OK; k++) {
-      if (k < skip) continue;
-      const rw_components *rp = isnan(rewards[k]) ? NULL : &comps[k];
-      res_candidate rc_;
-      lab_res_candidate(&cands[k].r, rp, task, &rc_);
-      rc_.step = step;
-      rc_.group = k / G;
-      rc_.sample = k % G;
-      const char *cn[RW_MAX_COMPONENTS];
-      double cv[RW_MAX_COMPONENTS];
-      int nc = rp ? rp->n : 0;
-      for (int j = 0; j < nc && j < RW_MAX_COMPONENTS; j++) {
-        cn[j] = rp->items[j].name;
-        cv[j] = rp->items[j].value;
-      }
-      if (res_append_candidate(store, &rc_, cands[k].src, cands[k].len,
-                               cands[k].r.sample_us, cands[k].r.samples, cn, cv,
-                               nc, NULL, why, sizeof why) != RES_OK) {
+    for (int k = (int)pr.recorded[step]; k < n_cand && !exit_code; k++)
+      if (lab_record_candidate(store, &items[k], &comps[k], task, step, k / G,
+                               k % G, why, sizeof why) != RES_OK) {
         fprintf(stderr, "kernlab run: %s: %s\n", c.out, why);
         exit_code = LAB_EXIT_ENV;
       }
-    }
-    for (int k = 0; k < n_cand; k++)
-      rw_components_free(&comps[k]);
-    free(rewards), free(adv), free(rwc), free(names), free(comps);
-    if (exit_code) goto cleanup;
-
-    double mean = n_scored ? r_sum / n_scored : NAN;
-    double var =
-        n_scored > 1 ? (r_sq - n_scored * mean * mean) / (n_scored - 1) : 0;
     res_step s = {0};
     s.step = step;
-    s.n_candidates = n_cand;
-    s.reward_mean = mean;
-    s.reward_std = var > 0 ? sqrt(var) : 0;
-    s.reward_max = n_scored ? r_max : NAN;
-    s.reward_min = n_scored ? r_min : NAN;
-    s.correct_frac = (double)n_correct / n_cand;
+    lab_step_stats(items, comps, n_cand, &s);
+    for (int k = 0; k < n_cand; k++)
+      rw_components_free(&comps[k]);
+    free(rewards), free(adv), free(comps);
+    if (exit_code) goto cleanup;
+
     s.kl = u.st.kl_mean;
     s.loss = u.st.loss;
     s.entropy = gen_tokens ? -logp_sum / gen_tokens : 0;
@@ -602,14 +530,14 @@ int lab_run(int argc, char **argv) {
       snprintf(best, sizeof best, "-");
     printf("step %d/%d  reward mean %.3f max %.3f  correct %d/%d  best %s  "
            "kl %.4f  clip %.3f  loss %.4g  %.0f tok/s  %.1fs  ETA %s%s\n",
-           step + 1, c.steps, mean, s.reward_max, n_correct, n_cand, best, s.kl,
-           s.clip_frac, s.loss, gen_s > 0 ? gen_tokens / gen_s : 0,
+           step + 1, c.steps, s.reward_mean, s.reward_max, n_correct, n_cand,
+           best, s.kl, s.clip_frac, s.loss, gen_s > 0 ? gen_tokens / gen_s : 0,
            lab_now_s() - t_step, eta,
            step < pr.steps_done ? "  (re-run, already recorded)" : "");
     fflush(stdout);
     for (int k = 0; k < n_cand; k++) {
-      free(cands[k].src);
-      cands[k].src = NULL;
+      free((char *)items[k].src);
+      items[k].src = NULL;
     }
     for (int g = 0; g < P; g++)
       pl_generation_free(&gens[g]);
@@ -655,17 +583,12 @@ int lab_run(int argc, char **argv) {
 
 cleanup:
   progress_clear(&prog);
-  if (workers) eval_stop(&queue, workers, ev.n_slots);
-  free(workers);
-  free(queue.order);
-  pthread_mutex_destroy(&queue.mu);
-  pthread_cond_destroy(&queue.more);
-  pthread_cond_destroy(&queue.done);
   if (store) res_close(store, why, sizeof why);
-  lab_evaluator_stop(&ev);
-  for (int k = 0; cands && k < n_cand; k++)
-    free(cands[k].src);
-  free(cands);
+  lab_evaluator_stop(&ev); /* lets its threads finish what is queued */
+  for (int k = 0; items && k < n_cand; k++)
+    free((char *)items[k].src);
+  free(items);
+  free(labels);
   for (int g = 0; gens && g < P; g++)
     pl_generation_free(&gens[g]);
   free(gens);

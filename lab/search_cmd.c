@@ -218,7 +218,12 @@ static int run_steps(const search_run *s) {
       items[k] =
           (lab_eval_item){.label = v->name, .src = v->source, .len = v->len};
     }
-    lab_evaluator_run(s->ev, items, n, lab_derive_seed(c->seed, step, 0, 2));
+    if (lab_evaluator_run(s->ev, items, n,
+                          lab_derive_seed(c->seed, step, 0, 2)) != 0) {
+      fprintf(stderr, "kernlab search: out of memory\n");
+      exit_code = LAB_EXIT_ENV;
+      break;
+    }
     for (int k = 0; k < n; k++)
       if (items[k].rc == KL_EENV) {
         fprintf(stderr, "kernlab search: step %d: evaluation: %s\n", step + 1,
