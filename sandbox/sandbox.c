@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ enum rule_kind {
   R_TRAP,        /* in a default-allow profile: this one traps */
   R_QUERY_ONLY,  /* prlimit64: on this process only (pid 0) */
   R_ISATTY_ONLY, /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
+  R_TRAP_EXEC,   /* in a default-allow profile: traps with PROT_EXEC */
 };
 
 typedef struct rule {
@@ -174,6 +176,12 @@ static const rule run_cpu_emu_loaded_rules[] = {
     {"openat", R_TRAP, "no file may be opened once the candidate is loaded"},
     {"open", R_TRAP, "same"},
     {"pread64", R_TRAP, "nothing left to read"},
+    /* W^X from here on: no page may become executable, so the candidate
+     * can neither write code nor patch the runner's (its clock, the vDSO's
+     * clock_gettime, the reply) and run it. */
+    {"mprotect", R_TRAP_EXEC, "no new executable pages (code patching)"},
+    {"pkey_mprotect", R_TRAP_EXEC, "same"},
+    {"mmap", R_TRAP_EXEC, "same"},
 };
 static const limit run_cpu_emu_limits[] = {
     {RLIMIT_AS, "RLIMIT_AS", SBX_RUN_MEMORY_LIMIT,
@@ -303,6 +311,10 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     }
     case R_TRAP:
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 0);
+      break;
+    case R_TRAP_EXEC: /* prot is argument 2 of all three */
+      rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 1,
+                            SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
       break;
     case R_ISATTY_ONLY:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
@@ -452,6 +464,7 @@ int sbx_explain(FILE *out, int pfc) {
                          : ru->kind == R_TRAP        ? " [traps]"
                          : ru->kind == R_QUERY_ONLY  ? " [own process only]"
                          : ru->kind == R_ISATTY_ONLY ? " [TCGETS only]"
+                         : ru->kind == R_TRAP_EXEC   ? " [traps with PROT_EXEC]"
                                                      : "";
       fprintf(out, "    %-18s%-22s %s\n", ru->syscall, cond, ru->why);
     }
