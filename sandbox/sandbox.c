@@ -71,9 +71,9 @@ typedef struct profile {
   const char *denied; /* examples of what traps, for --explain */
 } profile;
 
-/* What every confined worker needs: memory, threads, time, exit, and the
- * pipes it inherited. */
-#define SBX_COMMON_RULES                                                       \
+/* What every confined worker needs: memory, time, exit, and the pipes it
+ * inherited (SBX_BASE_RULES); most also start threads (SBX_COMMON_RULES). */
+#define SBX_BASE_RULES                                                         \
   {"read", R_ALLOW, "inherited pipes"},                                        \
       {"write", R_ALLOW, "inherited pipes; RLIMIT_FSIZE stops file growth"},   \
       {"close", R_ALLOW, "thread teardown"},                                   \
@@ -84,8 +84,6 @@ typedef struct profile {
       {"mremap", R_ALLOW, "realloc of large blocks"},                          \
       {"brk", R_ALLOW, "heap"}, {"futex", R_ALLOW, "thread join, locks"},      \
       {"poll", R_ALLOW, "waiting on the inherited pipes"},                     \
-      {"clone", R_THREAD_ONLY, "threads, never new processes"},                \
-      {"clone3", R_ENOSYS, "not inspectable: glibc then uses clone"},          \
       {"set_robust_list", R_ALLOW, "thread start"},                            \
       {"rseq", R_ALLOW, "thread start (glibc 2.35+)"},                         \
       {"rt_sigprocmask", R_ALLOW, "thread start masks signals"},               \
@@ -106,6 +104,11 @@ typedef struct profile {
       {"tgkill", R_SELF_SIGNAL, "abort()/raise() on itself only"},             \
       {"tkill", R_SELF_SIGNAL, "same"}, {"exit", R_ALLOW, "thread exit"}, {    \
     "exit_group", R_ALLOW, "process exit"                                      \
+  }
+#define SBX_COMMON_RULES                                                       \
+  SBX_BASE_RULES, {"clone", R_THREAD_ONLY, "threads, never new processes"},    \
+  {                                                                            \
+    "clone3", R_ENOSYS, "not inspectable: glibc then uses clone"               \
   }
 
 /* compile: NVRTC parses untrusted text. It was loaded and warmed up (its
@@ -156,9 +159,13 @@ static const limit host_compile_limits[] = {
 /* run-cpu-emu: the candidate is native code. Until its shared object is
  * loaded the dynamic loader may read files; then run-cpu-emu-loaded is
  * stacked on top and no file can be opened at all. The candidate's static
- * initialisers run during the load, under this profile. */
+ * initialisers run during the load, under this profile. No thread may
+ * start: the emulator's exist before the filter, and a thread of the
+ * candidate's own would run beside the runner, free to rewrite its
+ * timings and outputs between launches. */
 static const rule run_cpu_emu_rules[] = {
-    SBX_COMMON_RULES,
+    SBX_BASE_RULES,
+    {"clone3", R_ENOSYS, "glibc falls back to clone, which traps"},
     {"openat", R_READ_ONLY, "the dynamic loader (until the .so is loaded)"},
     {"open", R_READ_ONLY, "same"},
     {"fstat", R_ALLOW, "the dynamic loader"},
@@ -171,8 +178,6 @@ static const rule run_cpu_emu_rules[] = {
      "stdio's isatty() (device printf goes to /dev/null)"},
 };
 static const rule run_cpu_emu_loaded_rules[] = {
-    {"clone", R_TRAP,
-     "the emulator's threads exist already: the candidate starts none"},
     {"openat", R_TRAP, "no file may be opened once the candidate is loaded"},
     {"open", R_TRAP, "same"},
     {"pread64", R_TRAP, "nothing left to read"},
@@ -234,8 +239,9 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
          1, "measured here", run_cpu_emu_rules, N(run_cpu_emu_rules),
          run_cpu_emu_limits, N(run_cpu_emu_limits),
          "opening files for write, socket/connect, execve/execveat, fork/vfork "
-         "and clone without CLONE_THREAD, ptrace/process_vm_*, kill (signals "
-         "to others), rt_sigaction on SIGSYS, and every syscall not listed"},
+         "and clone (threads too: the emulator's start before the filter), "
+         "ptrace/process_vm_*, kill (signals to others), rt_sigaction on "
+         "SIGSYS, and every syscall not listed"},
     [SBX_RUN_CPU_EMU_LOADED] = {"run-cpu-emu-loaded",
                                 "stacked on run-cpu-emu after the candidate's "
                                 ".so is loaded (TSYNC: the emulator's threads "

@@ -130,7 +130,7 @@ static int run_worker(void) {
   sbx_enter_namespaces(); /* while still single-threaded */
   dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  kl_emu_pool_start(cores > 0 ? (int)cores : 1);
+  int pool_threads = kl_emu_pool_start(cores > 0 ? (int)cores : 1);
   kl_emu_prewarm(cores > 0 ? (int)cores : 1);
   /* Keep big buffers on a heap that is already faulted in: a fresh process
    * would otherwise map (and fault) every input and output anew, which is
@@ -161,6 +161,10 @@ static int run_worker(void) {
   if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES ||
       job.n_timed_sets < 0 || job.n_timed_sets > KL_MAX_TIMED_SETS)
     return 1;
+  /* The filter lets no thread start: the job runs on the threads started
+   * above (more than one per core would not run faster anyway). */
+  if (job.threads > pool_threads) job.threads = pool_threads;
+  if (job.threads < 1) job.threads = 1;
   size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   size_t n_outs = kl_run_output_layout(&job, offs);
   /* The outputs live in the memfd the supervisor sized for this job

@@ -1,26 +1,24 @@
 /*
- * HOSTILE: scribble_outputs.cu — a thread started from a static initialiser
- * (threads may still start while the module loads) maps the run worker's
- * outputs memfd (descriptor 5) and keeps rewriting it, during the runs and
- * after the reply: the outputs the supervisor copies then differ from what
- * the worker checksummed, or are wrong. Either way not `ok`, and the next
- * candidate's outputs live in another memfd.
- * EXPECT-STATUS: run_error | wrong
+ * HOSTILE: scribble_outputs.cu — maps the run worker's outputs memfd
+ * (descriptor 5) from inside the kernel and overwrites what the runner
+ * stored there after earlier launches. A candidate can only spoil its own
+ * outputs that way (they are checked as the supervisor copies them, and
+ * the next candidate's live in another memfd): it is judged wrong. It
+ * cannot keep scribbling after its launches either: no thread of its own
+ * may start (see thread_spawn.cu).
+ * EXPECT-STATUS: wrong
  */
 #ifndef __CUDA_ARCH__
-extern "C" int pthread_create(unsigned long *, const void *, void *(*)(void *),
-                              void *);
 extern "C" void *mmap(void *, unsigned long, int, int, int, long);
-static void *kl_scribble(void *) {
-  volatile float *p = (volatile float *)mmap(0, 4096, 3 /* read, write */,
-                                             1 /* MAP_SHARED */, 5, 0);
-  if (p == (volatile float *)-1) return 0;
-  for (unsigned i = 0;; i++)
-    p[i % 1024] = (float)i;
-  return 0;
+static void kl_scribble(void) {
+  float *p = (float *)mmap(0, 4096, 3 /* read, write */, 1 /* MAP_SHARED */,
+                           5, 0);
+  if (p == (float *)-1) return;
+  for (int i = 0; i < 1024; i++) p[i] = 12345.0f;
 }
-static unsigned long kl_tid;
-static int kl_evil = pthread_create(&kl_tid, 0, kl_scribble, 0);
+#define KL_EVIL() kl_scribble()
+#else
+#define KL_EVIL()
 #endif
 
 #define BS 16
@@ -30,10 +28,10 @@ extern "C" __global__ void matmul(const float *A, const float *B, float *C,
                                   int M, int N, int K) {
   const int row = blockIdx.y * BS + threadIdx.y;
   const int col = blockIdx.x * BS + threadIdx.x;
+  if (row == 0 && col == 0) KL_EVIL();
   if (row < M && col < N) {
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k)
-      acc += A[row * K + k] * B[k * N + col];
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
     C[row * N + col] = acc;
   }
 }

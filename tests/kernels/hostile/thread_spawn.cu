@@ -1,5 +1,5 @@
 /*
- * HOSTILE: thread_spawn.cu — starts a thread of its own (the emulator's threads exist before the candidate is loaded; after that, none may start).
+ * HOSTILE: thread_spawn.cu — starts a thread of its own from the kernel (the emulator's threads exist before the filter; no other may start).
  *
  * The host-only part is invisible to NVRTC, so the kernel compiles for
  * sm_90 like an honest one; on cpu-emu it is native code, and the sandbox
