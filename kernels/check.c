@@ -595,6 +595,29 @@ static int eval_impl(const char *label, const char *src, size_t len,
         if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&
             opts->baseline_us / out->time_us > opts->max_speedup)
           remeasure(opts, job, &cc, gpu, out);
+        /* cpu-emu under the sandbox: the timed runs claim far less time
+         * than they took on the supervisor's clock (between the worker's
+         * timing marks). The candidate is native code in the runner's
+         * process and could rewrite the runner's samples; it cannot move
+         * the supervisor's clock. Between two timed launches the runner
+         * only poisons and checksums buffers, well under the launch
+         * itself, hence half the wall time (and 5 ms, for OS jitter). */
+        if (!gpu && rep->timed_wall_us > 0) {
+          double claimed = 0;
+          int odd = 0; /* a sample no clock gives: <= 0, NaN, inf */
+          for (int i = 0; i < rep->samples; i++) {
+            odd |= !(rep->sample_us[i] > 0 && isfinite(rep->sample_us[i]));
+            claimed += rep->sample_us[i];
+          }
+          double gap = rep->timed_wall_us - claimed;
+          if (odd || (gap > 0.5 * rep->timed_wall_us && gap > 5000)) {
+            out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
+            add_detail(out,
+                       "implausible_speed: %d timed runs claim %.0f us in "
+                       "all but took %.0f us on the supervisor's clock",
+                       rep->samples, claimed, rep->timed_wall_us);
+          }
+        }
         /* GPU only: the timed kernel is a sliver of what the launch took
          * on the host (work hidden outside the measured kernels). Launch
          * overhead is microseconds, hence the 1 ms floor. */

@@ -313,6 +313,10 @@ typedef struct kl_run_report {
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
   double launch_us; /* cpu-emu: wall time inside every launch, untimed too */
+  /* cpu-emu under the sandbox: the supervisor's own clock between the
+   * worker's timing marks (kl_run_hooks), set by the supervisor, never
+   * taken from the worker; 0 where nobody measured. */
+  double timed_wall_us;
   /* What the runner saw around the launches (dynamic kl_flags bits):
    * canary_overwritten, input_mutated. */
   uint64_t flags;
@@ -327,12 +331,23 @@ typedef struct kl_run_report {
  * offs[n_shapes] the second run, offs[n_shapes + 1 + k] timed set k. */
 size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
 
+/* What the caller of kl_run_execute hears on the way (any may be NULL):
+ * after_load once the .so is loaded (the sandbox tightens its filter
+ * there); timing(ctx, 0) right before the first timed launch (after the
+ * warm-up) and timing(ctx, 1) right after the last, so that a supervisor
+ * can hold the timed runs to its own clock. */
+typedef struct kl_run_hooks {
+  void (*after_load)(void *ctx);
+  void (*timing)(void *ctx, int phase);
+  void *ctx;
+} kl_run_hooks;
+
 /* Executes job in this process: loads the .so (the candidate's static
- * initialisers run here), calls after_load(ctx) if given (the sandbox
- * tightens its filter there), makes the inputs, runs every check shape on
- * a poisoned output, then times. Always returns with rep filled. */
+ * initialisers run here), makes the inputs, runs every check shape on a
+ * poisoned output, then times; hooks (NULL: none) as above. Always returns
+ * with rep filled. */
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
-                    void (*after_load)(void *), void *ctx);
+                    const kl_run_hooks *hooks);
 
 struct kl_result;
 /* Where the two untrusted steps happen. */

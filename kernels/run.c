@@ -155,7 +155,9 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
 }
 
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
-                    void (*after_load)(void *), void *ctx) {
+                    const kl_run_hooks *hooks) {
+  static const kl_run_hooks none = {NULL, NULL, NULL};
+  if (!hooks) hooks = &none;
   kl_emu_module *m = NULL;
   /* Threads first: once the candidate is loaded, the sandbox may forbid
    * starting any. */
@@ -165,7 +167,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     rep->failed = 1;
     return;
   }
-  if (after_load) after_load(ctx);
+  if (hooks->after_load) hooks->after_load(hooks->ctx);
   rep->launch = *kl_emu_geometry(m);
   rep->has_launch = 1;
   if (kl_launch_validate(&rep->launch, rep->why, sizeof rep->why) != KL_OK) {
@@ -216,6 +218,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     double total = 0;
     for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
       int k = (i + sets) % sets; /* the warm-up uses the last set */
+      if (i == 0 && hooks->timing) hooks->timing(hooks->ctx, 0);
       double dt = launch(m, &b[k], job, rep);
       if (dt < 0) break;
       if (job->n_timed_sets > 0)
@@ -227,6 +230,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
           total >= job->time_budget_ms * 1e3)
         break;
     }
+    if (rep->samples > 0 && hooks->timing) hooks->timing(hooks->ctx, 1);
     for (int k = 0; k < sets; k++)
       buffers_free(&b[k]);
     if (rep->failed) return;
@@ -304,7 +308,7 @@ int kl_run_in_fork(void (*body)(void *arg, kl_run_report *rep, float *outs),
 }
 
 static void emu_body(void *arg, kl_run_report *rep, float *outs) {
-  kl_run_execute(arg, rep, outs, NULL, NULL);
+  kl_run_execute(arg, rep, outs, NULL);
 }
 
 int kl_run_forked(void *ctx, const kl_run_job *job, kl_run_report *rep,

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SBX_PROTOCOL_VERSION 2 /* 2: CRC-32C frames */
+#define SBX_PROTOCOL_VERSION 3 /* 2: CRC-32C frames; 3: MARK */
 
 /* Message types. */
 enum {
@@ -21,6 +21,8 @@ enum {
   SBX_MSG_RUN = 4,      /* lab -> run worker: kl_run_job */
   SBX_MSG_RAN = 5,      /* reply: sbx_run_reply, outputs */
   SBX_MSG_TRAP = 6,     /* worker -> lab: int32 syscall number, then death */
+  SBX_MSG_MARK = 7,     /* run-cpu-emu -> lab: int32 0 (timed runs start) or
+                           1 (they ended), before RAN */
 };
 
 /* sbx_recv results besides 0. */

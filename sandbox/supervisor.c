@@ -14,6 +14,13 @@
  * worker alone (sized and sealed here before the job, checked against the
  * CRC-32C in the reply after it), not through the reply pipe: pipes move
  * about 1 GB/s here, and the copy was most of the sandbox's cost.
+ *
+ * The timed runs of a cpu-emu job are also held to this process's clock:
+ * the worker sends a MARK frame as they start and another as they end,
+ * stamped here on arrival (rep->timed_wall_us), in that order or the run
+ * is refused. kernels/check.c flags timing samples that claim far less
+ * than that (implausible_speed): the candidate runs inside the runner's
+ * process and could rewrite its samples, but not this clock.
  */
 #define _GNU_SOURCE
 #include "sandbox/sandbox_internal.h"
@@ -454,8 +461,30 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   uint8_t *msg;
   size_t len;
   size_t want = sizeof(sbx_run_reply) + sizeof(kl_run_report);
-  int rc =
-      sbx_recv(w.from, &type, &msg, &len, want, t0 + job->deadline_s * 1e3);
+  /* MARK frames first (timed runs start, end: stamped here, on the
+   * supervisor's clock), then RAN. The candidate can write frames too
+   * (write is allowed on its pipe), but not stop the runner's: a forged
+   * mark makes one too many, out of order. */
+  double marks[2] = {0, 0};
+  int n_marks = 0, rc;
+  for (;;) {
+    rc = sbx_recv(w.from, &type, &msg, &len, want, t0 + job->deadline_s * 1e3);
+    if (rc != 0 || type != SBX_MSG_MARK) break;
+    int32_t phase = -1;
+    if (len == sizeof phase) memcpy(&phase, msg, sizeof phase);
+    free(msg);
+    msg = NULL;
+    if (phase != n_marks) {
+      sbx_kill(&w);
+      snprintf(out->status, sizeof out->status, "run_error");
+      snprintf(out->error, sizeof out->error,
+               "the run worker sent its timing marks out of order (mark %d "
+               "after %d): a frame the runner did not write",
+               (int)phase, n_marks);
+      goto respawn;
+    }
+    marks[n_marks++] = sbx_now_ms();
+  }
   if (rc == SBX_TIMEOUT) {
     sbx_kill(&w);
     snprintf(out->status, sizeof out->status, "timeout");
@@ -537,6 +566,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   }
   close(w.outs); /* the exiting worker keeps its own mapping */
   w.outs = -1;
+  rep->timed_wall_us = n_marks == 2 ? (marks[1] - marks[0]) * 1e3 : 0;
   out->confinement = reply.confinement;
   if (s->n_exiting == SBX_MAX_EXITING) reap_exiting(s, 1);
   s->exiting[s->n_exiting++] = w;

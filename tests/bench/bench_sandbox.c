@@ -47,7 +47,7 @@ static int run_in_process(void *ctx, const kl_run_job *job, kl_run_report *rep,
   (void)n_outs;
   (void)out;
   memset(rep, 0, sizeof *rep);
-  kl_run_execute(job, rep, outs, NULL, NULL);
+  kl_run_execute(job, rep, outs, NULL);
   return 1;
 }
 
