@@ -7,9 +7,11 @@
  * path on the policy's own GEMM shapes, and only then given the policy's
  * GEMMs:
  *   - on the CPU (no policy device): kl_emu_compile (the host compiler
- *     under the sandbox's host-compile launcher when the command set it) and
- *     kl_emu_load, then a pl_gemm_hook (policy.h) that runs it with
- *     kl_emu_run. Slow (an emulated GPU): meant for tests with a tiny model;
+ *     under the sandbox's host-compile launcher when the command set it),
+ *     then the module in a sandboxed worker (sbx_matmul: run-cpu-emu, then
+ *     run-cpu-emu-loaded, as every candidate runs) behind a pl_gemm_hook
+ *     (policy.h) that sends it each GEMM. Slow (an emulated GPU): meant
+ *     for tests with a tiny model;
  *   - on a device: NVRTC (kl_nvrtc_compile for sm_90, the contract check
  *     appended, as kernels/check.c does), then pcuda_device_load_matmul:
  *     the cubin in the policy's CUDA context behind pcuda_gemm.
@@ -44,28 +46,36 @@
  * command prints the count at the end (lab_policy_matmul_describe).
  *
  * Trust. A results file's kernels are past candidates: text a policy
- * wrote, untrusted code that the harness only ever ran inside the sandbox
- * (seccomp, rlimits, a fresh process, a deadline). Here it runs outside the
- * sandbox, in the lab process, on every GEMM. On the CPU it is native code
- * with the user's rights (files, network); on a device it cannot make
- * system calls, but it can read and write every buffer of the policy's CUDA
- * context and hang the device. The file's own `correct` and `flags` are not
- * trusted: the text is re-validated and re-scanned (kl_source_validate,
- * kl_scan: no allowlist escape, no asm, no timers, ...) and checked as
- * above. Those are filters, not a sandbox: pass only results files you
- * would run as a program, i.e. your own campaigns'.
+ * wrote, untrusted code that the harness only ever ran inside the sandbox.
+ * On the CPU it still runs there: in its own confined worker (no files,
+ * no network, no new processes or threads, no code patching, a deadline
+ * per GEMM); a kernel that traps, crashes or hangs ends its worker, and
+ * the GEMMs go back to BLAS with a message. On a device it runs in the
+ * policy's own CUDA context: it cannot make system calls, but it can read
+ * and write every buffer of the policy and hang the device. The file's own
+ * `correct` and `flags` are not trusted on either path: the text is
+ * re-validated and re-scanned (kl_source_validate, kl_scan: no allowlist
+ * escape, no asm, no timers, ...) and checked as above. On a device those
+ * are filters, not a sandbox: pass only results files of your own
+ * campaigns.
  */
 #include "lab/lab.h"
 #include "lab/policy_device.h"
+#include "sandbox/sandbox.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* One GEMM of the CPU path, emulated: the largest of a small model's take
+ * seconds; a kernel that takes this long is stuck. */
+#define MATMUL_DEADLINE_S 120
 
 struct lab_matmul {
   pcuda_ctx *ctx;     /* the device it is installed on; NULL: the CPU hook */
-  kl_emu_module *emu; /* the CPU path's module */
+  sbx_matmul *srv;    /* the CPU path: the kernel in its sandboxed worker */
   int64_t id;
   char label[129];
   float *a, *b, *c; /* host scratch of the CPU hook */
@@ -73,7 +83,7 @@ struct lab_matmul {
   long long calls;
   int failed; /* the CPU hook gave up (a launch failed) */
   int in_use; /* the check passed: the policy's GEMMs are routed */
-  char fail_why[320];
+  char fail_why[512];
   double worst; /* the check's largest error / tolerance */
   char desc[768];
 };
@@ -119,11 +129,10 @@ static int emu_gemm(void *ctx, int trans_a, int trans_b, int M, int N, int K,
   if (pack_a) pack(mm->a, A, M, K, lda, trans_a);
   if (pack_b) pack(mm->b, B, K, N, ldb, trans_b);
   float *out = direct ? C : mm->c;
-  char why[256];
-  if (kl_emu_run(mm->emu, pack_a ? mm->a : A, pack_b ? mm->b : B, out, M, N, K,
-                 0, why, sizeof why) != KL_OK) {
-    snprintf(mm->fail_why, sizeof mm->fail_why, "at %dx%dx%d: %s", M, N, K,
-             why);
+  char why[512];
+  if (sbx_matmul_run(mm->srv, pack_a ? mm->a : A, pack_b ? mm->b : B, out, M,
+                     N, K, why, sizeof why) != KL_OK) {
+    snprintf(mm->fail_why, sizeof mm->fail_why, "%s", why);
     mm->failed = 1;
     if (mm->in_use)
       fprintf(stderr,
@@ -286,12 +295,11 @@ static int build(lab_matmul *mm, const char *src, size_t len, char *why,
     char so_path[512];
     int rc = kl_emu_compile(src, len, so_path, sizeof so_path, NULL, NULL, w,
                             sizeof w);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (rc == KL_OK)
-      rc =
-          kl_emu_load(so_path, kl_emu_needs_fibers(src), &mm->emu, w, sizeof w);
-    if (rc == KL_OK &&
-        kl_launch_validate(kl_emu_geometry(mm->emu), w, sizeof w) != KL_OK)
-      rc = KL_EINPUT;
+      rc = sbx_matmul_open(so_path, kl_emu_needs_fibers(src),
+                           cores > 0 ? (int)cores : 1, MATMUL_DEADLINE_S,
+                           &mm->srv, w, sizeof w);
     if (rc == KL_OK) return LAB_EXIT_OK;
     snprintf(why, whylen, "%s on cpu-emu: %s",
              rc == KL_EENV ? "cannot build it" : "it does not build", w);
@@ -455,7 +463,7 @@ void lab_policy_matmul_close(lab_matmul *mm) {
     pl_set_gemm_hook(NULL, NULL);
   else
     pcuda_set_matmul(mm->ctx, NULL, NULL);
-  kl_emu_free(mm->emu);
+  sbx_matmul_close(mm->srv);
   free(mm->a);
   free(mm->b);
   free(mm->c);

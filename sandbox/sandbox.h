@@ -11,6 +11,8 @@
  *   host-compile  the host C++ compiler under rlimits and namespaces
  *   run-cpu-emu   one job per process: `run-cpu-emu`, the candidate loaded,
  *                 then `run-cpu-emu-loaded` stacked (no files, no threads)
+ *   matmul-cpu-emu  as run-cpu-emu, but one module serving many GEMMs
+ *                 (--policy-matmul on the CPU; sbx_matmul below)
  *   run-gpu       CUDA initialised, then `run-gpu` with TSYNC (or record
  *                 mode: KERNLAB_GPU_SECCOMP=record lists the syscalls seen)
  *
@@ -109,6 +111,25 @@ int sbx_spawn_count(void);
 int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                 size_t cubin_size, kl_run_report *rep, float *outs,
                 size_t n_outs, kl_result *out);
+
+/* One candidate kernel behind many GEMMs (sandbox/matmul.c; the lab's
+ * --policy-matmul on the CPU): a `matmul-cpu-emu` worker, confined as a
+ * run worker (`run-cpu-emu`, then `run-cpu-emu-loaded` once so_path, a
+ * kl_emu_compile output, is loaded), serving C = A·B (row-major,
+ * contiguous, NN) one request at a time on `threads` emulator threads,
+ * each under deadline_s. open: KL_OK, KL_EINPUT (the module does not load
+ * or has no valid geometry) or KL_EENV, with why. run: KL_OK, KL_EINPUT
+ * (the kernel failed, trapped, crashed or timed out: the worker is gone
+ * and every later call fails the same way) or KL_EENV, with why. Calls
+ * are serialised; close from the thread that opened (a worker dies with
+ * the thread that started it). */
+typedef struct sbx_matmul sbx_matmul;
+int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
+                    double deadline_s, sbx_matmul **out, char *why,
+                    size_t whylen);
+int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
+                   int M, int N, int K, char *why, size_t whylen);
+void sbx_matmul_close(sbx_matmul *s);
 
 /* argv prefix that runs the host compiler under the host-compile profile
  * (for kl_emu_set_launcher). */

@@ -23,6 +23,9 @@ enum {
   SBX_MSG_TRAP = 6,     /* worker -> lab: int32 syscall number, then death */
   SBX_MSG_MARK = 7,     /* run-cpu-emu -> lab: int32 0 (timed runs start) or
                            1 (they ended), before RAN */
+  SBX_MSG_MM_LOAD = 8,  /* lab -> matmul-cpu-emu: sbx_mm_load */
+  SBX_MSG_MM_GO = 9,    /* lab -> matmul-cpu-emu: int32 M, N, K */
+  SBX_MSG_MM_DONE = 10, /* reply to either: sbx_mm_reply */
 };
 
 /* sbx_recv results besides 0. */
@@ -52,6 +55,17 @@ typedef struct sbx_run_reply {
 
 /* CRC-32C of data continuing from crc (0 to start): with the SSE4.2
  * instruction where the CPU has it, tables otherwise; the same value. */
+/* The matmul-cpu-emu worker's requests and replies (sandbox/matmul.c). */
+typedef struct sbx_mm_load {
+  char so_path[512];
+  int32_t needs_fibers, threads;
+} sbx_mm_load;
+
+typedef struct sbx_mm_reply {
+  int32_t rc; /* KL_OK, or KL_EINPUT with why */
+  char why[320];
+} sbx_mm_reply;
+
 uint32_t sbx_crc32c(uint32_t crc, const void *data, size_t len);
 uint32_t sbx_crc32c_portable(uint32_t crc, const void *data, size_t len);
 int sbx_crc32c_has_hw(void);
@@ -73,7 +87,7 @@ typedef struct sbx_worker {
   int pidfd; /* -1 where pidfd_open is unavailable */
   int to;    /* lab -> worker */
   int from;  /* worker -> lab */
-  int outs;  /* run-cpu-emu: the outputs' memfd; -1 otherwise */
+  int outs;  /* run-cpu-emu, matmul-cpu-emu: its memfd; -1 otherwise */
   int up;
   long maxrss_kb; /* peak resident memory, once reaped */
 } sbx_worker;
@@ -92,5 +106,9 @@ int sbx_kill(sbx_worker *w);
 /* Reaps a worker that is exiting by itself, waiting at most timeout_ms, then
  * kills it. Returns its wait status. */
 int sbx_reap(sbx_worker *w, double timeout_ms);
+/* Waits for the worker's READY; 0, or -1 with why (the worker is then
+ * killed and reaped). */
+int sbx_await_ready(sbx_worker *w, double timeout_ms, char *why,
+                    size_t whylen);
 
 #endif

@@ -80,7 +80,7 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
    * copy was most of the sandbox's cost per candidate. Sealable, so the
    * supervisor can fix its size before the candidate runs. */
   int outs_fd = -1;
-  if (!strcmp(mode, "run-cpu-emu")) {
+  if (!strcmp(mode, "run-cpu-emu") || !strcmp(mode, "matmul-cpu-emu")) {
     outs_fd = memfd_create("kernlab-outputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (outs_fd < 0) {
       snprintf(why, whylen, "memfd_create: %s", strerror(errno));
@@ -196,9 +196,8 @@ int sbx_reap(sbx_worker *w, double timeout_ms) {
   return status;
 }
 
-/* Waits for READY (or what went wrong instead). */
-static int await_ready(sbx_worker *w, double timeout_ms, char *why,
-                       size_t whylen) {
+int sbx_await_ready(sbx_worker *w, double timeout_ms, char *why,
+                    size_t whylen) {
   int type;
   uint8_t *msg;
   size_t len;
@@ -319,7 +318,7 @@ again:
     if (s->compile.up && !worker_alive(&s->compile)) sbx_kill(&s->compile);
     if (!s->compile.up) {
       if (sbx_spawn(&s->compile, "compile", why, whylen) != 0) return KL_EENV;
-      if (await_ready(&s->compile, 30000, why, whylen) != 0) return KL_EENV;
+      if (sbx_await_ready(&s->compile, 30000, why, whylen) != 0) return KL_EENV;
     }
     if (sbx_send(s->compile.to, SBX_MSG_COMPILE, arch, alen, src, len) == 0)
       break;
@@ -425,7 +424,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     if (s->run.up && !worker_alive(&s->run)) sbx_kill(&s->run);
     if (!s->run.up && sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
       break;
-    ready = await_ready(&s->run, 30000, why, sizeof why);
+    ready = sbx_await_ready(&s->run, 30000, why, sizeof why);
   }
   if (ready != 0) {
     snprintf(out->status, sizeof out->status, "sandbox_error");
@@ -602,7 +601,7 @@ double sbx_measure_spawn_ms(const char *mode) {
   char why[256];
   double t0 = sbx_now_ms();
   if (sbx_spawn(&w, mode, why, sizeof why) != 0) return -1;
-  if (await_ready(&w, 30000, why, sizeof why) != 0) return -1;
+  if (sbx_await_ready(&w, 30000, why, sizeof why) != 0) return -1;
   double dt = sbx_now_ms() - t0;
   sbx_kill(&w);
   return dt;

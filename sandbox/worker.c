@@ -16,6 +16,9 @@
  *                 stack `run-cpu-emu-loaded`, run with the outputs in the
  *                 memfd on descriptor 5, reply, exit. One job per process:
  *                 after a candidate ran, the process is its.
+ *   matmul-cpu-emu  as run-cpu-emu, then one LOAD (the module) and GO
+ *                 requests (one GEMM each, operands in the memfd) until the
+ *                 pipe closes: --policy-matmul on the CPU (sandbox/matmul.c).
  *   run-gpu       CUDA initialised, confine (`run-gpu`, TSYNC), READY, one
  *                 RUN job with the cubin appended, reply, exit (below).
  *   host-compile  apply the `host-compile` limits and namespaces, then exec
@@ -198,6 +201,73 @@ static int run_worker(void) {
    * running its destructors. */
   syscall(SYS_exit_group, rc == 0 ? 0 : 1);
   return 1;
+}
+
+/* ---- matmul-cpu-emu: one module, many GEMMs (sandbox/matmul.c) ---- */
+
+static int mm_reply(int rc, const char *why) {
+  sbx_mm_reply r;
+  memset(&r, 0, sizeof r);
+  r.rc = rc;
+  snprintf(r.why, sizeof r.why, "%s", why ? why : "");
+  return sbx_send(SBX_FD_OUT, SBX_MSG_MM_DONE, &r, sizeof r, NULL, 0);
+}
+
+static int matmul_worker(void) {
+  /* As run_worker: what does not depend on the kernel before READY, the
+   * emulator's threads before the filter (which lets none start). */
+  sbx_enter_namespaces();
+  dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int pool_threads = kl_emu_pool_start(cores > 0 ? (int)cores : 1);
+  kl_emu_prewarm(cores > 0 ? (int)cores : 1);
+  char why[320];
+  int confined =
+      sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why) >= 0;
+  if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
+  int type;
+  uint8_t *msg;
+  size_t len;
+  if (sbx_recv(SBX_FD_IN, &type, &msg, &len, sizeof(sbx_mm_load), 1e18) != 0)
+    return 1;
+  if (type != SBX_MSG_MM_LOAD || len != sizeof(sbx_mm_load)) return 1;
+  sbx_mm_load load;
+  memcpy(&load, msg, sizeof load);
+  free(msg);
+  load.so_path[sizeof load.so_path - 1] = 0;
+  if (!confined) return mm_reply(KL_EINPUT, why) ? 1 : 0;
+  kl_emu_module *m = NULL;
+  if (kl_emu_load(load.so_path, load.needs_fibers, &m, why, sizeof why) !=
+      KL_OK)
+    return mm_reply(KL_EINPUT, why) ? 1 : 0;
+  stack_loaded_profile(NULL);
+  if (kl_launch_validate(kl_emu_geometry(m), why, sizeof why) != KL_OK)
+    return mm_reply(KL_EINPUT, why) ? 1 : 0;
+  int threads = load.threads < 1               ? 1
+                : load.threads > pool_threads ? pool_threads
+                                              : load.threads;
+  if (mm_reply(KL_OK, NULL) != 0) return 1;
+  /* Requests until the pipe closes: A, B, C in the memfd, laid out for
+   * this request's M, N, K (mapped per request: the supervisor grows it). */
+  for (;;) {
+    if (sbx_recv(SBX_FD_IN, &type, &msg, &len, 12, 1e18) != 0) break;
+    int32_t mnk[3] = {0, 0, 0};
+    if (type == SBX_MSG_MM_GO && len == sizeof mnk) memcpy(mnk, msg, len);
+    free(msg);
+    if (mnk[0] < 1 || mnk[1] < 1 || mnk[2] < 1) return 1;
+    size_t na = (size_t)mnk[0] * mnk[2], nb = (size_t)mnk[2] * mnk[1];
+    size_t bytes = (na + nb + (size_t)mnk[0] * mnk[1]) * sizeof(float);
+    float *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    SBX_FD_OUTS, 0);
+    if (p == MAP_FAILED) return 1;
+    int rc = kl_emu_run(m, p, p + na, p + na + nb, mnk[0], mnk[1], mnk[2],
+                        threads, why, sizeof why);
+    munmap(p, bytes);
+    if (mm_reply(rc == KL_OK ? KL_OK : KL_EINPUT, why) != 0) return 1;
+  }
+  /* The candidate's state dies with the process. */
+  syscall(SYS_exit_group, 0);
+  return 0;
 }
 
 /* ---- run-gpu ----
@@ -389,12 +459,14 @@ int sbx_worker_main(int argc, char **argv) {
     close_other_fds(3);
     return host_compile_worker(argc - 3, argv + 3);
   }
-  close_other_fds(strcmp(mode, "run-cpu-emu") ? SBX_FD_OUT + 1
-                                              : SBX_FD_OUTS + 1);
+  int has_memfd =
+      !strcmp(mode, "run-cpu-emu") || !strcmp(mode, "matmul-cpu-emu");
+  close_other_fds(has_memfd ? SBX_FD_OUTS + 1 : SBX_FD_OUT + 1);
   signal(SIGPIPE, SIG_IGN);
   if (!strcmp(mode, "compile")) return compile_worker();
   if (!strcmp(mode, "run-cpu-emu")) return run_worker();
   if (!strcmp(mode, "run-gpu")) return run_gpu_worker();
+  if (!strcmp(mode, "matmul-cpu-emu")) return matmul_worker();
   fprintf(stderr, "kernlab __worker: unknown mode '%s'\n", mode);
   return 2;
 }

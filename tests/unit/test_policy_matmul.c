@@ -41,6 +41,7 @@
 #include "lab/policy_device.h"
 #include "policy/cuda/pcuda.h"
 #include "policy/policy.h"
+#include "sandbox/sandbox.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -452,6 +453,9 @@ static int run_device(void) {
 }
 
 int main(int argc, char **argv) {
+  /* The CPU path runs the kernel in a sandbox worker: this executable. */
+  if (argc > 1 && !strcmp(argv[1], "__worker"))
+    return sbx_worker_main(argc - 1, argv + 1);
   src_dir = getenv("KL_SOURCE_DIR");
   if (!src_dir) src_dir = ".";
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_policy_matmul.XXXXXX");

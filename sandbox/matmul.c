@@ -1,0 +1,190 @@
+/*
+ * sandbox/matmul.c — one candidate kernel behind many GEMMs, sandboxed: the
+ * lab's --policy-matmul on the CPU (lab/policy_matmul.c) runs the policy's
+ * matmuls through a results file's best kernel, and that kernel is text a
+ * policy wrote. On cpu-emu it is native code, so it runs where every
+ * candidate runs: in a worker (`kernlab __worker matmul-cpu-emu`) confined
+ * by `run-cpu-emu`, the module loaded, then `run-cpu-emu-loaded` stacked.
+ * Unlike a run worker it serves many requests: the module stays loaded and
+ * each request is one kl_emu_run.
+ *
+ *   open   spawn, READY, a LOAD frame (the .so's path), LOADED (the load and
+ *          its launch geometry checked in the worker);
+ *   run    A and B copied into the worker's memfd (descriptor 5; layout A,
+ *          B, C, grown by the supervisor only), a GO frame (M, N, K), DONE;
+ *          C copied out. Each request has the deadline given at open.
+ *   close  the request pipe closed: the worker exits.
+ * A trap, a crash, a timeout or a malformed frame ends the worker; the
+ * server is then dead and every later request fails at once with the same
+ * message (the lab falls back to BLAS and says so). The worker's memfd is
+ * its own, so nothing it writes there after a reply reaches anything but
+ * its own next request.
+ */
+#define _GNU_SOURCE
+#include "sandbox/sandbox_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct sbx_matmul {
+  sbx_worker w;
+  pthread_mutex_t mu;
+  double deadline_ms;
+  float *map; /* the memfd, mapped here */
+  size_t map_bytes;
+  int dead;
+  char why[512]; /* why it died */
+};
+
+/* Ends the worker after a failed exchange and records why in s->why. */
+static void die(sbx_matmul *s, int rc, int type, const uint8_t *msg, size_t len,
+                const char *when) {
+  kl_result *r = calloc(1, sizeof *r);
+  if (rc == 0 && type == SBX_MSG_TRAP && len == 4) {
+    int32_t nr;
+    memcpy(&nr, msg, 4);
+    sbx_reap(&s->w, 1000);
+    snprintf(s->why, sizeof s->why,
+             "%s: killed:seccomp:%s (the sandbox stopped the kernel at a "
+             "forbidden system call)",
+             when, sbx_syscall_name(nr));
+  } else if (rc == SBX_TIMEOUT) {
+    sbx_kill(&s->w);
+    snprintf(s->why, sizeof s->why,
+             "%s: timeout (no answer within %.0f s; worker killed)", when,
+             s->deadline_ms / 1e3);
+  } else {
+    int st =
+        rc == 0 || rc == SBX_EBAD ? sbx_kill(&s->w) : sbx_reap(&s->w, 1000);
+    if (r) sbx_status_from_wait(st, "the kernel", r);
+    snprintf(s->why, sizeof s->why, "%s: %s (%.300s)", when,
+             r ? r->status : "ended", r ? r->error : "");
+  }
+  free(r);
+  s->dead = 1;
+}
+
+int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
+                    double deadline_s, sbx_matmul **out, char *why,
+                    size_t whylen) {
+  *out = NULL;
+  sbx_matmul *s = calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(why, whylen, "out of memory");
+    return KL_EENV;
+  }
+  pthread_mutex_init(&s->mu, NULL);
+  s->deadline_ms = (deadline_s > 0 ? deadline_s : 60) * 1e3;
+  if (sbx_spawn(&s->w, "matmul-cpu-emu", why, whylen) != 0 ||
+      sbx_await_ready(&s->w, 30000, why, whylen) != 0) {
+    sbx_matmul_close(s);
+    return KL_EENV;
+  }
+  sbx_mm_load load;
+  memset(&load, 0, sizeof load);
+  snprintf(load.so_path, sizeof load.so_path, "%s", so_path);
+  load.needs_fibers = needs_fibers;
+  load.threads = threads;
+  int type = 0, rc = -1;
+  uint8_t *msg = NULL;
+  size_t len = 0;
+  if (sbx_send(s->w.to, SBX_MSG_MM_LOAD, &load, sizeof load, NULL, 0) == 0)
+    rc = sbx_recv(s->w.from, &type, &msg, &len, sizeof(sbx_mm_reply),
+                  sbx_now_ms() + 30000);
+  if (rc != 0 || type != SBX_MSG_MM_DONE || len != sizeof(sbx_mm_reply)) {
+    die(s, rc, type, msg, len, "loading the kernel");
+    snprintf(why, whylen, "%s", s->why);
+    free(msg);
+    sbx_matmul_close(s);
+    return KL_EINPUT;
+  }
+  sbx_mm_reply reply;
+  memcpy(&reply, msg, sizeof reply);
+  free(msg);
+  reply.why[sizeof reply.why - 1] = 0;
+  if (reply.rc != KL_OK) {
+    snprintf(why, whylen, "%s", reply.why);
+    sbx_matmul_close(s);
+    return KL_EINPUT;
+  }
+  *out = s;
+  return KL_OK;
+}
+
+int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
+                   int M, int N, int K, char *why, size_t whylen) {
+  pthread_mutex_lock(&s->mu);
+  int ret = KL_EINPUT;
+  if (s->dead) {
+    snprintf(why, whylen, "%s", s->why);
+    goto out;
+  }
+  size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+  size_t bytes = (na + nb + nc) * sizeof(float);
+  if (bytes > s->map_bytes) { /* grow the memfd; the worker maps per call */
+    if (s->map) munmap(s->map, s->map_bytes);
+    s->map = NULL;
+    s->map_bytes = 0;
+    void *p = MAP_FAILED;
+    if (ftruncate(s->w.outs, (off_t)bytes) == 0)
+      p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->w.outs, 0);
+    if (p == MAP_FAILED) {
+      snprintf(why, whylen, "cannot map %zu bytes for a GEMM: %s", bytes,
+               strerror(errno));
+      ret = KL_EENV;
+      goto out;
+    }
+    s->map = p;
+    s->map_bytes = bytes;
+  }
+  memcpy(s->map, A, na * sizeof(float));
+  memcpy(s->map + na, B, nb * sizeof(float));
+  kl_poison(s->map + na + nb, nc); /* written by the kernel, or visibly not */
+  int32_t mnk[3] = {M, N, K};
+  int type = 0, rc = -1;
+  uint8_t *msg = NULL;
+  size_t len = 0;
+  if (sbx_send(s->w.to, SBX_MSG_MM_GO, mnk, sizeof mnk, NULL, 0) == 0)
+    rc = sbx_recv(s->w.from, &type, &msg, &len, sizeof(sbx_mm_reply),
+                  sbx_now_ms() + s->deadline_ms);
+  char when[64];
+  snprintf(when, sizeof when, "at %dx%dx%d", M, N, K);
+  if (rc != 0 || type != SBX_MSG_MM_DONE || len != sizeof(sbx_mm_reply)) {
+    die(s, rc, type, msg, len, when);
+    free(msg);
+    snprintf(why, whylen, "%s", s->why);
+    goto out;
+  }
+  sbx_mm_reply reply;
+  memcpy(&reply, msg, sizeof reply);
+  free(msg);
+  reply.why[sizeof reply.why - 1] = 0;
+  if (reply.rc != KL_OK) {
+    snprintf(why, whylen, "%s: %s", when, reply.why);
+    goto out;
+  }
+  memcpy(C, s->map + na + nb, nc * sizeof(float));
+  ret = KL_OK;
+out:
+  pthread_mutex_unlock(&s->mu);
+  return ret;
+}
+
+void sbx_matmul_close(sbx_matmul *s) {
+  if (!s) return;
+  if (s->w.up) {
+    close(s->w.to); /* EOF: the worker exits by itself */
+    s->w.to = -1;
+    sbx_reap(&s->w, 1000);
+  }
+  if (s->map) munmap(s->map, s->map_bytes);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}

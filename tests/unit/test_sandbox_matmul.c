@@ -1,0 +1,159 @@
+/*
+ * tests/unit/test_sandbox_matmul.c — sbx_matmul (sandbox/matmul.c): a
+ * candidate module behind many GEMMs in a confined worker, as --policy-matmul
+ * runs it on the CPU.
+ *
+ *   - an honest kernel: C = A·B at several shapes, in any order (the memfd
+ *     grows and shrinks back), equal to a double-precision reference within
+ *     the fp32 tolerance;
+ *   - a kernel that behaves on its first GEMM and opens a file for writing
+ *     on its second (what a candidate that passed the checks might do
+ *     later): that GEMM fails with killed:seccomp, the file is not created,
+ *     and every later call fails at once with the same message;
+ *   - a kernel that hangs on its second GEMM: a timeout within the
+ *     deadline, the worker killed;
+ *   - a module that does not load: sbx_matmul_open refuses it;
+ *   - no worker is left behind (sbx_spawn_count vs reaped).
+ * The kernels are built with kl_emu_compile directly: the source scanner,
+ * which would refuse their host code, is the lab's filter in front of this
+ * sandbox, not part of it.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+#include "sandbox/sandbox.h"
+#include "tests/unit/kltest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KERNEL(PRELUDE, BODY)                                                  \
+  PRELUDE "KL_LAUNCH(16, 16, 16, 16, 0);\n"                                    \
+          "extern \"C\" __global__ void matmul(const float* A, const float* "  \
+          "B, float* C, int M, int N, int K) {\n"                              \
+          "  int r = blockIdx.y * 16 + threadIdx.y, c = blockIdx.x * 16 + "    \
+          "threadIdx.x;\n"                                                     \
+          "  if (r == 0 && c == 0) { " BODY " }\n"                             \
+          "  if (r >= M || c >= N) return;\n"                                  \
+          "  float acc = 0.0f;\n"                                              \
+          "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + "     \
+          "c];\n"                                                              \
+          "  C[r * N + c] = acc;\n"                                            \
+          "}\n"
+
+/* Host code the emulator compiles (NVRTC never sees it): a call counter
+ * shared by the kernel's blocks, and the misbehaviour on call two. */
+#define SECOND_CALL_PRELUDE(DECL)                                              \
+  "#ifndef __CUDA_ARCH__\n" DECL "\nstatic int kl_calls;\n#endif\n"
+
+static const char honest[] = KERNEL("", "");
+static const char opens_later[] =
+    KERNEL(SECOND_CALL_PRELUDE("extern \"C\" int open(const char*, int, ...);"),
+           "if (++kl_calls == 2) open(\"/tmp/kernlab_sbx_matmul_leak\", 0101, "
+           "0644);");
+static const char hangs_later[] =
+    KERNEL(SECOND_CALL_PRELUDE(""),
+           "if (++kl_calls == 2) for (volatile int i = 0; i >= 0; i += 0) {}");
+
+static int build(const char *src, char *so, size_t so_len) {
+  char why[600];
+  int rc =
+      kl_emu_compile(src, strlen(src), so, so_len, NULL, NULL, why, sizeof why);
+  CHECK(rc == KL_OK, "build: %s", why);
+  return rc;
+}
+
+/* C = A·B in double, then the fp32 tolerance of kernels.h per element. */
+static int gemm_ok(const float *A, const float *B, const float *C, int M, int N,
+                   int K) {
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      double s = 0, mag = 0;
+      for (int k = 0; k < K; k++) {
+        s += (double)A[m * K + k] * B[k * N + n];
+        mag += fabs((double)A[m * K + k] * B[k * N + n]);
+      }
+      if (!(fabs(C[m * N + n] - s) <= 2 * KL_TOL_ELEM * mag + 1e-30)) return 0;
+    }
+  return 1;
+}
+
+static void run_shape(sbx_matmul *s, int M, int N, int K, uint64_t seed) {
+  float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+  float *C = malloc(sizeof(float) * M * N);
+  kl_fill_random(A, (size_t)M * K, seed, 0);
+  kl_fill_random(B, (size_t)K * N, seed, 1);
+  char why[512];
+  int rc = sbx_matmul_run(s, A, B, C, M, N, K, why, sizeof why);
+  CHECK(rc == KL_OK, "honest %dx%dx%d: %s", M, N, K, why);
+  CHECK(rc != KL_OK || gemm_ok(A, B, C, M, N, K), "honest %dx%dx%d: wrong C", M,
+        N, K);
+  free(A), free(B), free(C);
+}
+
+/* The first GEMM works, the second fails with `want` in the message, the
+ * third fails at once with the same message. */
+static void misbehaves_later(const char *src, const char *want,
+                             double deadline_s) {
+  char so[512], why[512], why2[512];
+  if (build(src, so, sizeof so) != KL_OK) return;
+  sbx_matmul *s = NULL;
+  int rc = sbx_matmul_open(so, 0, 1, deadline_s, &s, why, sizeof why);
+  CHECK(rc == KL_OK, "open: %s", why);
+  if (rc != KL_OK) return;
+  float A[16 * 16], B[16 * 16], C[16 * 16];
+  kl_fill_random(A, 256, 3, 0);
+  kl_fill_random(B, 256, 3, 1);
+  CHECK(sbx_matmul_run(s, A, B, C, 16, 16, 16, why, sizeof why) == KL_OK &&
+            gemm_ok(A, B, C, 16, 16, 16),
+        "%s: the first GEMM: %s", want, why);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  rc = sbx_matmul_run(s, A, B, C, 16, 16, 16, why, sizeof why);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double took = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+  CHECK(rc == KL_EINPUT && strstr(why, want), "%s: second GEMM: rc %d '%s'",
+        want, rc, why);
+  CHECK(took < deadline_s + 5, "%s: took %.1f s (deadline %.0f s)", want, took,
+        deadline_s);
+  rc = sbx_matmul_run(s, A, B, C, 16, 16, 16, why2, sizeof why2);
+  CHECK(rc == KL_EINPUT && !strcmp(why, why2),
+        "%s: a dead server answers at once with its message: '%s'", want, why2);
+  sbx_matmul_close(s);
+  printf("test_sandbox_matmul: %s\n", why);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "__worker"))
+    return sbx_worker_main(argc - 1, argv + 1);
+  char so[512], why[512];
+  unlink("/tmp/kernlab_sbx_matmul_leak");
+  if (build(honest, so, sizeof so) == KL_OK) {
+    sbx_matmul *s = NULL;
+    int rc = sbx_matmul_open(so, 0, 2, 30, &s, why, sizeof why);
+    CHECK(rc == KL_OK, "open honest: %s", why);
+    if (rc == KL_OK) {
+      run_shape(s, 33, 17, 20, 1);
+      run_shape(s, 96, 64, 80, 2); /* the memfd grows */
+      run_shape(s, 1, 1, 1, 3);
+      run_shape(s, 40, 50, 30, 4);
+      sbx_matmul_close(s);
+    }
+  }
+  misbehaves_later(opens_later, "killed:seccomp:open", 30);
+  CHECK(access("/tmp/kernlab_sbx_matmul_leak", F_OK) != 0,
+        "the kernel created a file");
+  misbehaves_later(hangs_later, "timeout", 2);
+  sbx_matmul *none = NULL;
+  int rc = sbx_matmul_open("/nonexistent/module.so", 0, 1, 10, &none, why,
+                           sizeof why);
+  CHECK(rc == KL_EINPUT && !none && why[0], "a missing module: rc %d '%s'", rc,
+        why);
+  /* every worker reaped: no child of this process is left */
+  CHECK(waitpid(-1, NULL, WNOHANG) < 0, "a worker was left behind");
+  return kl_test_done("test_sandbox_matmul");
+}
