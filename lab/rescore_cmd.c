@@ -64,9 +64,11 @@ static int usage(const char *msg, const char *arg) {
 
 /* Fills c from rec (field mapping of the rescore issue). flag_names must
  * hold RES_MAX_FLAGS entries; c->flags points into it, and the strings are
- * owned by r. Not stored, so left unmeasured: errors, percent_of_baseline
- * (the engine derives it from time and baseline). completion_len is not
- * stored either: it is the source length, as for `kernlab eval`. */
+ * owned by r. errors is the stored error line (cut to 255 bytes; "" in a
+ * schema-1 file, which did not keep it). Not stored, so left unmeasured:
+ * percent_of_baseline (the engine derives it from time and baseline).
+ * completion_len is not stored either: it is the source length, as for
+ * `kernlab eval`. */
 static void build_candidate(const res_reader *r, const res_candidate *rec,
                             const char **flag_names, char bit_names[][16],
                             rw_candidate *c) {
@@ -74,6 +76,7 @@ static void build_candidate(const res_reader *r, const res_candidate *rec,
   c->compiled = rec->compiled != 0;
   c->correct = rec->correct != 0;
   c->status = rec->status;
+  c->errors = rec->error;
   c->backend = rec->backend;
   c->max_rel_err = rec->max_rel_err;
   c->max_abs_err = rec->max_abs_err;

@@ -55,7 +55,8 @@
   X(src_len, U32)                                                              \
   X(src_sha256, SHA)                                                           \
   X(timing_off, U64)                                                           \
-  X(timing_count, U32)
+  X(timing_count, U32)                                                         \
+  X(error, STR) /* schema 2 on: keep it last (see res__candidate_crc) */
 
 #define RES_STEP_FIELDS(X)                                                     \
   X(step, I64)                                                                 \
@@ -99,7 +100,11 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen);
  * row index, and source and samples lie inside the heaps' extents. The
  * rest is work that was in flight when a writer died. */
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
-                          int64_t src_bytes, int64_t n_samples);
+                          int64_t src_bytes, int64_t n_samples, int schema);
+
+/* The record crc as a file of schema `schema` computes it: schema 1 had
+ * no `error` field, so its crc stops before it. */
+uint32_t res__candidate_crc(const res_candidate *r, int schema);
 
 /* Current extent of a 1-D (or the first axis of a 2-D) dataset; -1 on
  * error. */

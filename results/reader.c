@@ -169,14 +169,28 @@ static int load(res_reader *r, char *why, size_t whylen) {
     rc = damaged(r, "a dataset of the schema is missing", why, whylen);
     goto done;
   }
+  int32_t schema = 0;
+  read_int_attr(r->fid, "schema_version", H5T_NATIVE_INT32, &schema);
+  r->schema = schema;
   int64_t n = res__extent(cand, 0);
-  r->recs = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->recs);
+  /* zeroed: a schema-1 file has no `error` member, which HDF5 then leaves
+   * as the buffer held it */
+  r->recs = calloc((size_t)(n > 0 ? n : 1), sizeof *r->recs);
   if (n < 0 || !r->recs || res__read_rows(cand, ct, 0, n, 0, r->recs)) {
     rc = damaged(r, "cannot read /candidates", why, whylen);
     goto done;
   }
   r->n = res__valid_prefix(r->recs, n, res__extent(r->src, 0),
-                           res__extent(r->tim, 0));
+                           res__extent(r->tim, 0), schema);
+  /* Fixed strings may fill their field (NUL-padded, not NUL-terminated,
+   * in HDF5): every reader treats them as C strings. */
+  for (int64_t i = 0; i < r->n; i++) {
+    res_candidate *c = &r->recs[i];
+    c->task[sizeof c->task - 1] = c->label[sizeof c->label - 1] = 0;
+    c->backend[sizeof c->backend - 1] = c->status[sizeof c->status - 1] = 0;
+    c->reward_sha256[sizeof c->reward_sha256 - 1] = 0;
+    c->error[sizeof c->error - 1] = 0;
+  }
   int64_t ns = res__extent(steps, 0);
   r->steps = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *r->steps);
   if (ns < 0 || !r->steps || res__read_rows(steps, st, 0, ns, 0, r->steps)) {
@@ -224,9 +238,6 @@ static int load(res_reader *r, char *why, size_t whylen) {
   }
   if (load_names(r->fid, "flag_names", &r->flag_names, &r->n_flags) < 0)
     rc = damaged(r, "cannot read the flag_names attribute", why, whylen);
-  int32_t schema = 0;
-  read_int_attr(r->fid, "schema_version", H5T_NATIVE_INT32, &schema);
-  r->schema = schema;
   read_int_attr(r->fid, "seed", H5T_NATIVE_UINT64, &r->seed);
 done:
   H5Tclose(ct);

@@ -18,7 +18,10 @@
  *                          nvrtc_version, driver_version, seed, flag_names
  *                          (bit i of a candidate's `flags` is flag_names[i])
  *   /candidates            compound res_candidate records, [n]; the row index
- *                          is the candidate's id
+ *                          is the candidate's id. Schema 2 added the last
+ *                          field, `error` (the evaluation's error line);
+ *                          a schema-1 file reads with it empty and takes
+ *                          appends in schema 1 (records without it)
  *   /source_bytes          uint8 byte heap, [bytes]; a candidate's source is
  *                          [src_off, src_off + src_len), sha256 src_sha256.
  *                          Identical sources are stored once.
@@ -83,7 +86,7 @@ enum {
   RES_EENV = 3,   /* HDF5 failure, disk full, file busy */
 };
 
-#define RES_SCHEMA_VERSION 1
+#define RES_SCHEMA_VERSION 2 /* 2: the candidates' error line */
 #define RES_NAME_LEN 64 /* component and flag names, NUL included */
 #define RES_MAX_FLAGS 64
 
@@ -119,7 +122,9 @@ typedef struct res_candidate {
   uint8_t src_sha256[32]; /* (store) */
   uint64_t timing_off;    /* (store) */
   uint32_t timing_count;  /* (store) */
-  uint32_t crc;           /* (store) crc32 of every other field */
+  char error[256]; /* the evaluation's error line, cut to 255 bytes; ""
+                      when none (schema 2; read as "" from schema 1) */
+  uint32_t crc;    /* (store) crc32 of every other field */
 } res_candidate;
 
 /* Per-step policy statistics, one record per step in /steps. */

@@ -39,11 +39,19 @@ static uint32_t crc_update(uint32_t crc, const void *data, size_t len) {
 /* Each field's bytes in declaration order: no struct padding is hashed. */
 #define CRC_FIELD(name, kind) crc = crc_update(crc, &r->name, sizeof r->name);
 
-uint32_t res_candidate_crc(const res_candidate *r) {
+uint32_t res__candidate_crc(const res_candidate *r, int schema) {
   crc_init();
   uint32_t crc = 0;
-  RES_CANDIDATE_FIELDS(CRC_FIELD)
+#define CRC_FIELD_IN(name, kind)                                               \
+  if (schema >= 2 || strcmp(#name, "error"))                                   \
+    crc = crc_update(crc, &r->name, sizeof r->name);
+  RES_CANDIDATE_FIELDS(CRC_FIELD_IN)
+#undef CRC_FIELD_IN
   return crc;
+}
+
+uint32_t res_candidate_crc(const res_candidate *r) {
+  return res__candidate_crc(r, RES_SCHEMA_VERSION);
 }
 
 uint32_t res_step_crc(const res_step *r) {
@@ -54,11 +62,11 @@ uint32_t res_step_crc(const res_step *r) {
 }
 
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
-                          int64_t src_bytes, int64_t n_samples) {
+                          int64_t src_bytes, int64_t n_samples, int schema) {
   int64_t i = 0;
   for (; i < n; i++) {
     const res_candidate *c = &recs[i];
-    if (c->crc != res_candidate_crc(c) || c->id != i ||
+    if (c->crc != res__candidate_crc(c, schema) || c->id != i ||
         c->src_off + c->src_len > (uint64_t)src_bytes ||
         c->timing_off + c->timing_count > (uint64_t)n_samples)
       break;

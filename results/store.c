@@ -45,6 +45,7 @@ struct res_file {
   hid_t cand, src, tim, comp, cname, steps; /* datasets */
   hid_t cand_t, step_t;
   int lock_fd;
+  int schema;  /* the file's schema_version: how its record crcs run */
   int noflush; /* rebuild: no per-append flush */
   int64_t n_cand, n_steps;
   int64_t src_end, tim_end; /* current extents of the heaps */
@@ -260,6 +261,7 @@ static res_file *new_file(void) {
   f->fid = f->cand = f->src = f->tim = f->comp = f->cname = f->steps = -1;
   f->cand_t = f->step_t = -1;
   f->lock_fd = -1;
+  f->schema = RES_SCHEMA_VERSION; /* a new file; load_state reads an old one's */
   f->cand_t = res__candidate_type();
   f->step_t = res__step_type();
   return f;
@@ -399,15 +401,28 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
              path);
     return RES_EINPUT;
   }
+  int32_t schema = 0;
+  hid_t root = H5Gopen2(f->fid, "/", H5P_DEFAULT);
+  hid_t at = root >= 0 ? H5Aopen(root, "schema_version", H5P_DEFAULT) : -1;
+  if (at < 0 || H5Aread(at, H5T_NATIVE_INT32, &schema) < 0) schema = 0;
+  if (at >= 0) H5Aclose(at);
+  if (root >= 0) H5Gclose(root);
+  if (schema < 1 || schema > RES_SCHEMA_VERSION) {
+    snprintf(why, whylen, "%s: cannot read a supported schema_version", path);
+    return RES_EINPUT;
+  }
+  /* Appends keep the file's own schema: a schema-1 file gets no `error`
+   * member (HDF5 drops it on write) and schema-1 crcs. */
+  f->schema = schema;
   int64_t n = res__extent(f->cand, 0);
-  res_candidate *recs = n > 0 ? malloc((size_t)n * sizeof *recs) : NULL;
+  res_candidate *recs = n > 0 ? calloc((size_t)n, sizeof *recs) : NULL;
   if (n > 0 && (!recs || res__read_rows(f->cand, f->cand_t, 0, n, 0, recs))) {
     free(recs);
     return fail(why, whylen, "cannot read /candidates");
   }
   f->src_end = res__extent(f->src, 0);
   f->tim_end = res__extent(f->tim, 0);
-  f->n_cand = res__valid_prefix(recs, n, f->src_end, f->tim_end);
+  f->n_cand = res__valid_prefix(recs, n, f->src_end, f->tim_end, f->schema);
   for (int64_t i = 0; i < f->n_cand; i++)
     if (recs[i].src_len)
       dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len);
@@ -592,7 +607,7 @@ int res_append_candidate(res_file *f, const res_candidate *c,
     return fail(why, whylen, "cannot flush the results file");
   /* 5. the record, crc last; then one flush makes it durable against a
    * kill of this process. */
-  rec.crc = res_candidate_crc(&rec);
+  rec.crc = res__candidate_crc(&rec, f->schema);
   if (write_rows(f->cand, f->cand_t, rec.id, 1, 0, &rec) < 0)
     return fail(why, whylen, "cannot append to /candidates");
   if (!f->noflush && H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)

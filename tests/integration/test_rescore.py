@@ -298,10 +298,48 @@ def test_bad_input(tmp):
         check(rc == 2 and "usage:" in err, "rescore %s: usage error 2" % bad)
 
 
+ERRORS_FORMULA = '''
+local M = {}
+-- Pays for how far from right a wrong kernel is, read from its error line
+-- (rel_err N): rescoring it needs the stored line, not just the status.
+function M.score(c, ctx)
+  local r = { correct = c.correct and 1 or 0, near = 0 }
+  local e = c.errors and tonumber(c.errors:match("rel_err ([%d%.e%+%-]+)"))
+  if e then r.near = -math.min(e, 10) end
+  return r
+end
+return M
+'''
+
+
+def test_error_line(tmp):
+    """A formula that reads c.errors rescores exactly what it scored live:
+    the results file keeps each candidate's error line."""
+    script = os.path.join(tmp, "errors.lua")
+    with open(script, "w") as f:
+        f.write(ERRORS_FORMULA)
+    run = os.path.join(tmp, "errors.h5")
+    kernels = [os.path.join(SRC, "tests", "kernels", "broken", k) for k in
+               ("wrong_index.cu", "edge_off_by_one.cu", "compile_error.cu")]
+    kernels.append(os.path.join(SRC, "kernels", "seeds", "01_naive.cu"))
+    rc, _, err = kernlab("eval", *kernels, "--shape", "64x64x64", "--reward",
+                         script, "--out", run)
+    check(rc == 0, "eval --reward --out exits 0: %s" % err[-300:])
+    doc = rescore_json(run, script)
+    if doc:
+        check(doc["changed"] == 0, "errors formula: rescoring changes nothing")
+        near = [t["old"] for t in doc["top_after"] if t["old"] < 1]
+        check(any(v < 0 for v in near),
+              "errors formula: the error line was read (a negative total)")
+    rc, out, _ = kernlab("export", run, "--format", "jsonl")
+    check(rc == 0 and '"error":"wrong at' in out,
+          "export carries the error line: %s" % out[:200])
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         for test in (test_same_formula, test_other_formulas, test_ranks_differ,
-                     test_groups_and_unscored, test_bad_input):
+                     test_groups_and_unscored, test_bad_input, test_error_line):
             test(tmp)
     done()
 

@@ -108,7 +108,7 @@ def test_clean(tmp):
     with h5py.File(path, "r") as f:  # plain open: the writer closed it
         a = f.attrs
         check(a["kind"] == b"kernlab-results", "kind attribute")
-        check(int(a["schema_version"]) == 1, "schema_version attribute")
+        check(int(a["schema_version"]) == 2, "schema_version attribute")
         check(int(a["seed"]) == 42, "seed attribute")
         check(b"fixture campaign" in a["config"], "config text")
         for k in ("created", "reward_script", "reward_sha256", "device",

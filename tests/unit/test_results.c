@@ -1,8 +1,9 @@
 /*
  * tests/unit/test_results.c — the HDF5 results store: a round trip of every
  * dataset and attribute, source dedup, reward components that grow, reopen
- * and append, the writer lock, and each kind of bad input (missing, not
- * HDF5, HDF5 but not ours, newer schema, truncated, unknown id).
+ * and append, the writer lock, each kind of bad input (missing, not HDF5,
+ * HDF5 but not ours, newer schema, truncated, unknown id), the error line
+ * (schema 2) and a schema-1 file read and appended to.
  */
 #include "kltest.h"
 #include "results_gen.h"
@@ -166,7 +167,7 @@ static void test_bad_input(void) {
   H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   fid = H5Fopen(path, H5F_ACC_RDWR, fapl);
   hid_t a = H5Aopen(fid, "schema_version", H5P_DEFAULT);
-  int32_t v = RES_SCHEMA_VERSION + 98;
+  int32_t v = 99;
   H5Awrite(a, H5T_NATIVE_INT32, &v);
   H5Aclose(a);
   H5Fclose(fid);
@@ -193,10 +194,80 @@ static void test_bad_input(void) {
   expect_input_error(path, "truncated");
 }
 
+/* Schema 2 keeps each candidate's error line; a schema-1 file (written by
+ * the kernlab of 2026-11-30 before it did: tests/data/results_v1.h5) still
+ * reads, every record valid and its error "", and takes appends in its own
+ * schema (no error member, schema-1 record crcs). */
+static void test_errors_and_schema_1(void) {
+  char path[512], why[512];
+  int code;
+  path_in(path, sizeof path, "errors.h5");
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f, "create: %s", why);
+  if (!f) return;
+  res_candidate c;
+  gen_candidate(0, &c);
+  snprintf(c.error, sizeof c.error, "wrong at 64x64x64: rel_err 0.5");
+  CHECK(res_append_candidate(f, &c, "x", 1, NULL, 0, NULL, NULL, 0, NULL, why,
+                             sizeof why) == RES_OK,
+        "append: %s", why);
+  gen_candidate(1, &c);
+  memset(c.error, 'e', sizeof c.error); /* no NUL: a string that fills it */
+  CHECK(res_append_candidate(f, &c, "y", 1, NULL, 0, NULL, NULL, 0, NULL, why,
+                             sizeof why) == RES_OK,
+        "append: %s", why);
+  res_close(f, why, sizeof why);
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 2 && res_schema_version(r) == RES_SCHEMA_VERSION,
+        "reread: %s", r ? "count or schema" : why);
+  if (r) {
+    CHECK(!strcmp(res_get(r, 0)->error, "wrong at 64x64x64: rel_err 0.5"),
+          "error line: '%s'", res_get(r, 0)->error);
+    CHECK(strlen(res_get(r, 1)->error) == sizeof c.error - 1,
+          "a full error field reads as a C string of %zu bytes",
+          sizeof c.error - 1);
+    res_reader_close(r);
+  }
+
+  const char *src = getenv("KL_SOURCE_DIR");
+  char v1[512], cmd[1200];
+  snprintf(v1, sizeof v1, "%s/tests/data/results_v1.h5", src ? src : ".");
+  path_in(path, sizeof path, "v1.h5");
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", v1, path);
+  CHECK(system(cmd) == 0, "copy %s", v1);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_schema_version(r) == 1 && res_count(r) == 12,
+        "schema-1 file: %s", r ? "schema or count" : why);
+  if (r) {
+    int empty = 1;
+    for (int64_t i = 0; i < res_count(r); i++)
+      empty &= res_get(r, i)->error[0] == 0;
+    CHECK(empty, "schema-1 records read with an empty error line");
+    res_reader_close(r);
+  }
+  f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f, "append to a schema-1 file: %s", why);
+  if (!f) return;
+  gen_candidate(12, &c);
+  snprintf(c.error, sizeof c.error, "dropped: schema 1 has no error member");
+  CHECK(res_append_candidate(f, &c, "z", 1, NULL, 0, NULL, NULL, 0, NULL, why,
+                             sizeof why) == RES_OK,
+        "append: %s", why);
+  res_close(f, why, sizeof why);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_schema_version(r) == 1 && res_count(r) == 13 &&
+            res_get(r, 12)->error[0] == 0 &&
+            !strcmp(res_get(r, 12)->label, "sample-12.cu"),
+        "schema-1 file after an append: %s",
+        r ? "schema, count or record" : why);
+  if (r) res_reader_close(r);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   test_round_trip();
   test_bad_input();
+  test_errors_and_schema_1();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
