@@ -10,11 +10,11 @@
  * Prints the median of each, the overhead as a percentage of the in-process
  * evaluation (goal <= 2%) — the median of the paired differences of harness
  * time (the evaluation less the time inside the kernel's launches, whose
- * speed is noise here), with their quartiles — and the time to start a worker until
- * it says READY (respawn time).
+ * speed is noise here), with their quartiles — and the time to start a worker
+ * until it says READY (respawn time).
  *
- * usage: bench_sandbox [SOURCE_DIR] [REPEATS] [SIZE (default 256, the
- *        default target)]
+ * usage: bench_sandbox [SOURCE_DIR] [REPEATS (default 25)] [SIZE (default 256,
+ * the default target)]
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -56,8 +56,8 @@ int main(int argc, char **argv) {
     return sbx_worker_main(argc - 1, argv + 1);
   const char *dir = argc > 1 ? argv[1] : getenv("KL_SOURCE_DIR");
   if (!dir) dir = KL_DEFAULT_SOURCE_DIR;
-  int repeats = argc > 2 ? atoi(argv[2]) : 15;
-  if (repeats < 1 || repeats > 100) repeats = 15;
+  int repeats = argc > 2 ? atoi(argv[2]) : 25;
+  if (repeats < 1 || repeats > 100) repeats = 25;
   char path[1024], why[600];
   snprintf(path, sizeof path, "%s/kernels/seeds/05_blocktile_2d.cu", dir);
   char *src;
