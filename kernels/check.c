@@ -600,8 +600,11 @@ static int eval_impl(const char *label, const char *src, size_t len,
          * timing marks). The candidate is native code in the runner's
          * process and could rewrite the runner's samples; it cannot move
          * the supervisor's clock. Between two timed launches the runner
-         * only poisons and checksums buffers, well under the launch
-         * itself, hence half the wall time (and 5 ms, for OS jitter). */
+         * only poisons and checksums buffers: honest kernels measured
+         * 0.65..0.98 of the interval (the low end: 64^3, launches of
+         * 0.1-0.2 ms, on a busy machine), hence a gap of 60% of it (and
+         * 5 ms, for OS jitter) before a flag that costs a fast, honest
+         * kernel its reward. */
         if (!gpu && rep->timed_wall_us > 0) {
           double claimed = 0;
           int odd = 0; /* a sample no clock gives: <= 0, NaN, inf */
@@ -610,7 +613,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
             claimed += rep->sample_us[i];
           }
           double gap = rep->timed_wall_us - claimed;
-          if (odd || (gap > 0.5 * rep->timed_wall_us && gap > 5000)) {
+          if (odd || (gap > 0.6 * rep->timed_wall_us && gap > 5000)) {
             out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
             add_detail(out,
                        "implausible_speed: %d timed runs claim %.0f us in "
