@@ -6,8 +6,8 @@
 #               lua/campaigns/quick.lua, writes the report of the campaign
 #               next to the search
 #   make test   every ctest test but the `slow` ones (priming the default
-#               model: `cd build && ctest -L slow`), plus the unit tests
-#               under ASan/UBSan
+#               model: `cd build && ctest -L slow`), plus the unit and
+#               integration tests under ASan/UBSan
 .PHONY: demo test build deps clean
 
 deps:
@@ -31,6 +31,11 @@ test: build
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKL_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j2
 	cd build-asan && ctest -L unit --output-on-failure -j2
+	# The CLI end to end against the ASan/UBSan build (leaks on error paths).
+	# handle_segv=0: a candidate's SIGSEGV stays a plain crash in its worker
+	# (ASan's handler would open files there and trap).
+	cd build-asan && ASAN_OPTIONS=handle_segv=0:detect_leaks=1 \
+	  ctest -L integration -LE slow --output-on-failure -j2
 
 clean:
 	rm -rf build build-asan
