@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#define KL_EMU_ABI_VERSION 1
+#define KL_EMU_ABI_VERSION 2 /* 2: double-buffered warp exchange */
 #define KL_EMU_MAX_THREADS 1024
 #define KL_EMU_MAX_WARPS (KL_EMU_MAX_THREADS / 32)
 
@@ -43,7 +43,9 @@ typedef struct kl_emu_block {
   kl_emu_dim block_idx, block_dim, grid_dim;
   unsigned char *dyn_smem;                  /* dynamic shared memory */
   uint32_t warp_active[KL_EMU_MAX_WARPS];   /* live lanes per warp */
-  uint64_t warp_slot[KL_EMU_MAX_WARPS][32]; /* shuffle exchange */
+  /* shuffle and ballot exchange, two buffers used in turn (see
+   * kl_emu_exchange) */
+  uint64_t warp_slot[KL_EMU_MAX_WARPS][2][32];
   int block_slot[KL_EMU_MAX_THREADS];       /* __syncthreads_count etc. */
 } kl_emu_block;
 
@@ -52,6 +54,7 @@ typedef struct kl_emu_thread {
   kl_emu_dim thread_idx;
   int linear, warp, lane;
   kl_emu_block *block;
+  unsigned exchanges; /* warp exchanges so far: picks the buffer */
 } kl_emu_thread;
 
 /* Callbacks into the runtime; installed by kl_emu_bind before any launch. */
@@ -249,18 +252,25 @@ static inline int __syncthreads_or(int p) {
 }
 
 /* ---- warp shuffles and votes ---- */
-/* Every shuffle: post my value, warp barrier, read the source lane's slot,
- * warp barrier (so nobody overwrites a slot another lane still reads). */
-template <class T> static inline T kl_emu_shfl(T v, int src_lane) {
-  static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+/* A warp exchange (every shuffle and ballot): post my value in this
+ * exchange's buffer, one warp barrier, then read. The buffers alternate,
+ * so one barrier is enough: exchange k+2 writes buffer k's again, but no
+ * lane can get there before every lane has passed the barrier of exchange
+ * k+1, which it reaches only after its reads of exchange k. (One buffer
+ * needed a second barrier after the reads: two fiber switches a shuffle.)
+ * Returns the warp's buffer, filled. */
+static inline const uint64_t *kl_emu_exchange(uint64_t mine) {
   kl_emu_thread *t = kl_emu_cur;
-  uint64_t *slots = t->block->warp_slot[t->warp];
-  uint64_t mine = 0;
-  memcpy(&mine, &v, sizeof(T));
+  uint64_t *slots = t->block->warp_slot[t->warp][t->exchanges++ & 1];
   slots[t->lane] = mine;
   kl_emu_hooks_ptr->sync_warp();
-  uint64_t got = slots[src_lane & 31];
-  kl_emu_hooks_ptr->sync_warp();
+  return slots;
+}
+template <class T> static inline T kl_emu_shfl(T v, int src_lane) {
+  static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+  uint64_t mine = 0;
+  memcpy(&mine, &v, sizeof(T));
+  uint64_t got = kl_emu_exchange(mine)[src_lane & 31];
   T out;
   memcpy(&out, &got, sizeof(T));
   return out;
@@ -300,13 +310,10 @@ static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta,
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
   kl_emu_thread *t = kl_emu_cur;
-  uint64_t *slots = t->block->warp_slot[t->warp];
-  slots[t->lane] = pred != 0;
-  kl_emu_hooks_ptr->sync_warp();
+  const uint64_t *slots = kl_emu_exchange(pred != 0);
   unsigned out = 0, live = t->block->warp_active[t->warp] & mask;
   for (int i = 0; i < 32; i++)
     if (((live >> i) & 1) && slots[i]) out |= 1u << i;
-  kl_emu_hooks_ptr->sync_warp();
   return out;
 }
 static inline int __any_sync(unsigned mask, int pred) {

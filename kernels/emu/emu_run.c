@@ -174,6 +174,7 @@ static void init_block_state(worker *w, int bx, int by, int bz) {
     t->warp = i / 32;
     t->lane = i % 32;
     t->block = b;
+    t->exchanges = 0;
   }
   w->live = w->nthreads;
   w->arrived_block = 0;
