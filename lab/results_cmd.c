@@ -284,7 +284,8 @@ static void show_metrics(const res_reader *r, const res_candidate *c,
          c->block_x, c->block_y, c->tile_rows, c->tile_cols, c->dyn_smem_bytes);
   lab_flag_list(r, c->flags, ", ", fl, sizeof fl);
   printf("  flags       %s\n", fl);
-  if (c->error[0]) printf("  error       %.*s\n", (int)sizeof c->error, c->error);
+  if (c->error[0])
+    printf("  message     %.*s\n", (int)sizeof c->error, c->error);
   if (isnan(c->reward))
     printf("  reward      - (not scored)\n");
   else
