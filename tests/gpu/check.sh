@@ -301,6 +301,13 @@ if gen cpu >"$OUT/gen_cpu.txt" 2>"$OUT/gen.err" && gen gpu >"$OUT/gen_gpu.txt" 2
 else
   sum "- generate --policy-device gpu: FAILED: $(tail -n 2 "$OUT/gen.err" | tr '\n' ' ')"
 fi
+if kl timeout $(t 60) "$KL" generate --ckpt "$cdir/p.ckpt" --tok "$cdir/p.ckpt.tok" \
+     --prompt "// task" -n 4 --max-tokens 64 --seed 11 --policy-device gpu \
+     --policy-dtype bf16 >"$OUT/gen_bf16.txt" 2>>"$OUT/gen.err"; then
+  sum "- generate --policy-dtype bf16: $(grep -c '^== completion' "$OUT/gen_bf16.txt") of 4 completions (gen_bf16.txt; bf16 tokens may differ from fp32's)"
+else
+  sum "- generate --policy-dtype bf16: FAILED: $(tail -n 2 "$OUT/gen.err" | tr '\n' ' ')"
+fi
 
 note "policy: --policy-matmul (prime through a seed's kernel) and bench_policy_cuda"
 if kl timeout $(t 60) "$KL" eval --backend gpu --jobs 1 kernels/seeds/07_warptile.cu \
