@@ -57,7 +57,7 @@ check(rc == 0 and rows and rows[0]["correct"], "honest kernel alone: %s" % err[-
 files = sorted(os.path.join(HOSTILE, f) for f in os.listdir(HOSTILE) if f.endswith(".cu"))
 leak = [f for f in files if os.path.basename(f) == "include_host_file.cu"]
 files = [f for f in files if f not in leak]
-check(len(files) >= 14, "at least 14 hostile kernels, found %d" % len(files))
+check(len(files) >= 18, "at least 18 hostile kernels, found %d" % len(files))
 rc, rows, err, fds = run(files + [HONEST])
 check(rc == 0, "the lab exits 0 after the hostile suite, got %d: %s" % (rc, err[-500:]))
 check(len(rows) == len(files) + 1, "one row per kernel (%d)" % len(rows))
