@@ -10,6 +10,7 @@
  *     on its second (what a candidate that passed the checks might do
  *     later): that GEMM fails with killed:seccomp, the file is not created,
  *     and every later call fails at once with the same message;
+ *   - a kernel that crashes on its second GEMM: crashed:<signal>;
  *   - a kernel that hangs on its second GEMM: a timeout within the
  *     deadline, the worker killed;
  *   - a module that does not load: sbx_matmul_open refuses it;
@@ -55,6 +56,8 @@ static const char opens_later[] =
     KERNEL(SECOND_CALL_PRELUDE("extern \"C\" int open(const char*, int, ...);"),
            "if (++kl_calls == 2) open(\"/tmp/kernlab_sbx_matmul_leak\", 0101, "
            "0644);");
+static const char crashes_later[] = KERNEL(
+    SECOND_CALL_PRELUDE(""), "if (++kl_calls == 2) *(volatile int*)0 = 1;");
 static const char hangs_later[] =
     KERNEL(SECOND_CALL_PRELUDE(""),
            "if (++kl_calls == 2) for (volatile int i = 0; i >= 0; i += 0) {}");
@@ -147,6 +150,12 @@ int main(int argc, char **argv) {
   misbehaves_later(opens_later, "killed:seccomp:open", 30);
   CHECK(access("/tmp/kernlab_sbx_matmul_leak", F_OK) != 0,
         "the kernel created a file");
+#if defined(__SANITIZE_ADDRESS__)
+  /* AddressSanitizer's SEGV handler opens files in the worker: it traps */
+  misbehaves_later(crashes_later, "killed:seccomp:", 30);
+#else
+  misbehaves_later(crashes_later, "crashed:SIGSEGV", 30);
+#endif
   misbehaves_later(hangs_later, "timeout", 2);
   sbx_matmul *none = NULL;
   int rc = sbx_matmul_open("/nonexistent/module.so", 0, 1, 10, &none, why,
