@@ -30,6 +30,7 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
 
 static const kl_shape fixed_shapes[] = {
     {1, 1, 1}, {127, 129, 65}, {64, 64, 64}, {33, 17, 200}, {200, 5, 33}};
@@ -102,6 +102,119 @@ void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
   uint64_t s = seed ^ (stream * 0xd1b54a32d192ed03ull);
   for (size_t i = 0; i < n; i++)
     x[i] = (float)((double)(splitmix64(&s) >> 40) * 0x1p-23 - 1.0);
+}
+
+/* ---- references, cached ----
+ *
+ * A candidate's references depend only on its inputs, that is on (seed,
+ * stream, shape): every candidate of a campaign step (and of a search
+ * step) is evaluated with the step's seed, so they all check against the
+ * same float64 products, which cost more than the emulated kernel at small
+ * shapes (four 256^3 references are about a quarter of an evaluation). The
+ * cache keeps the most recently used ones (REF_CACHE_BYTES in all, none
+ * larger than a quarter of that) for the evaluation threads to share. A
+ * hit is a copy, exactly what the computation gives. */
+
+#define REF_CACHE_SLOTS 32
+#define REF_CACHE_BYTES ((size_t)128 << 20)
+
+typedef struct ref_entry {
+  uint64_t seed, stream, used;
+  int M, N, K;
+  double *R, *S; /* NULL: a free slot */
+} ref_entry;
+
+static ref_entry ref_cache[REF_CACHE_SLOTS];
+static size_t ref_bytes;
+static uint64_t ref_clock;
+static int64_t ref_hits;
+static pthread_mutex_t ref_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int64_t kl_reference_cache_hits(void) {
+  pthread_mutex_lock(&ref_mu);
+  int64_t h = ref_hits;
+  pthread_mutex_unlock(&ref_mu);
+  return h;
+}
+
+static ref_entry *ref_find(uint64_t seed, uint64_t stream, kl_shape sh) {
+  for (int i = 0; i < REF_CACHE_SLOTS; i++) {
+    ref_entry *e = &ref_cache[i];
+    if (e->R && e->seed == seed && e->stream == stream && e->M == sh.M &&
+        e->N == sh.N && e->K == sh.K)
+      return e;
+  }
+  return NULL;
+}
+
+/* R and S (M*N each, the caller's) for the inputs of (seed, stream, sh):
+ * A from stream, B from stream + 1, as the runner makes them. 0, or -1 out
+ * of memory. */
+static int reference_for(uint64_t seed, uint64_t stream, kl_shape sh, double *R,
+                         double *S) {
+  size_t n = (size_t)sh.M * sh.N, bytes = 2 * n * sizeof(double);
+  pthread_mutex_lock(&ref_mu);
+  ref_entry *e = ref_find(seed, stream, sh);
+  if (e) {
+    memcpy(R, e->R, n * sizeof(double));
+    memcpy(S, e->S, n * sizeof(double));
+    e->used = ++ref_clock;
+    ref_hits++;
+  }
+  pthread_mutex_unlock(&ref_mu);
+  if (e) return 0;
+  float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
+  float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
+  if (!A || !B) {
+    free(A);
+    free(B);
+    return -1;
+  }
+  kl_fill_random(A, (size_t)sh.M * sh.K, seed, stream);
+  kl_fill_random(B, (size_t)sh.K * sh.N, seed, stream + 1);
+  kl_reference(A, B, R, S, sh.M, sh.N, sh.K);
+  free(A);
+  free(B);
+  if (bytes > REF_CACHE_BYTES / 4) return 0;
+  double *cr = malloc(n * sizeof(double)), *cs = malloc(n * sizeof(double));
+  if (!cr || !cs) {
+    free(cr);
+    free(cs);
+    return 0;
+  }
+  memcpy(cr, R, n * sizeof(double));
+  memcpy(cs, S, n * sizeof(double));
+  pthread_mutex_lock(&ref_mu);
+  if (ref_find(seed, stream, sh)) { /* another thread was quicker */
+    pthread_mutex_unlock(&ref_mu);
+    free(cr);
+    free(cs);
+    return 0;
+  }
+  /* evict the least recently used until a slot and the bytes are free */
+  for (;;) {
+    int free_slot = -1, lru = -1;
+    for (int i = 0; i < REF_CACHE_SLOTS; i++) {
+      if (!ref_cache[i].R) {
+        if (free_slot < 0) free_slot = i;
+      } else if (lru < 0 || ref_cache[i].used < ref_cache[lru].used) {
+        lru = i;
+      }
+    }
+    if (free_slot >= 0 && ref_bytes + bytes <= REF_CACHE_BYTES) {
+      ref_cache[free_slot] =
+          (ref_entry){seed, stream, ++ref_clock, sh.M, sh.N, sh.K, cr, cs};
+      ref_bytes += bytes;
+      break;
+    }
+    ref_entry *v = &ref_cache[lru]; /* lru >= 0: the cache is not empty */
+    ref_bytes -= 2 * (size_t)v->M * v->N * sizeof(double);
+    free(v->R);
+    free(v->S);
+    memset(v, 0, sizeof *v);
+  }
+  pthread_mutex_unlock(&ref_mu);
+  return 0;
 }
 
 void kl_reference(const float *A, const float *B, double *R, double *S, int M,
@@ -264,8 +377,8 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
     }
     if (!ck.pass) {
       out->flags |= (uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG;
-      add_detail(out, "timed_output_wrong: timed input set %d, rel_err %.3g",
-                 k, ck.rel_err);
+      add_detail(out, "timed_output_wrong: timed input set %d, rel_err %.3g", k,
+                 ck.rel_err);
       if (out->correct) {
         out->correct = 0;
         snprintf(out->error, sizeof out->error,
@@ -298,12 +411,12 @@ static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
   int ran = 0;
   if (rep && scratch && outs) {
     if (gpu)
-      ran = opts->exec && opts->exec->run_gpu
-                ? opts->exec->run_gpu(opts->exec->ctx, &again, cc->cubin,
-                                      cc->cubin_size, rep, outs, n_outs,
-                                      scratch)
-                : kl_gpu_run_forked(NULL, &again, cc->cubin, cc->cubin_size,
-                                    rep, outs, n_outs, scratch);
+      ran =
+          opts->exec && opts->exec->run_gpu
+              ? opts->exec->run_gpu(opts->exec->ctx, &again, cc->cubin,
+                                    cc->cubin_size, rep, outs, n_outs, scratch)
+              : kl_gpu_run_forked(NULL, &again, cc->cubin, cc->cubin_size, rep,
+                                  outs, n_outs, scratch);
     else
       ran = opts->exec && opts->exec->run
                 ? opts->exec->run(opts->exec->ctx, &again, rep, outs, n_outs,
@@ -373,13 +486,12 @@ static int eval_impl(const char *label, const char *src, size_t len,
     rc = opts->exec->compile(opts->exec->ctx, csrc, strlen(csrc), "sm_90", &cc,
                              why, sizeof why);
   } else {
-    rc = kl_nvrtc_compile(csrc, strlen(csrc), "sm_90", 1, &cc, why,
-                          sizeof why);
+    rc = kl_nvrtc_compile(csrc, strlen(csrc), "sm_90", 1, &cc, why, sizeof why);
   }
   free(csrc);
   if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
-    int sig = (cc.log && strstr(cc.log, "kl_contract")) ||
-              strstr(why, "kl_contract");
+    int sig =
+        (cc.log && strstr(cc.log, "kl_contract")) || strstr(why, "kl_contract");
     set_status(out,
                rc == KL_ETIMEOUT ? "compile_timeout"
                : rc == KL_EOOM   ? "oom"
@@ -440,15 +552,15 @@ static int eval_impl(const char *label, const char *src, size_t len,
   out->compiled = 1;
   job->needs_fibers = gpu ? 0 : kl_emu_needs_fibers(src);
   job->seed = out->seed;
-  job->threads = opts->threads > 0 ? opts->threads
-                                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  job->threads =
+      opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (job->threads < 1) job->threads = 1;
   job->timed = 1;
   job->max_samples = opts->max_samples;
   job->time_budget_ms = opts->time_budget_ms;
   job->deadline_s = opts->run_deadline_s;
-  kl_shape target = opts->n_shapes ? opts->shapes[0]
-                                   : (kl_shape){256, 256, 256};
+  kl_shape target =
+      opts->n_shapes ? opts->shapes[0] : (kl_shape){256, 256, 256};
   job->n_shapes = timing_only ? 0 : plan_shapes(opts, job->shapes);
   job->timed_shape = target;
   job->second_run = !timing_only;
@@ -466,35 +578,19 @@ static int eval_impl(const char *label, const char *src, size_t len,
   for (int s = 0; ok && s < job->n_shapes; s++) {
     kl_shape sh = job->shapes[s];
     if (gpu && kl_gpu_device_ref(sh)) continue; /* checked in the worker */
-    float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
-    float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
     R[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
     S[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
-    ok = A && B && R[s] && S[s];
-    if (ok) {
-      kl_fill_random(A, (size_t)sh.M * sh.K, out->seed, 2 * (uint64_t)s);
-      kl_fill_random(B, (size_t)sh.K * sh.N, out->seed, 2 * (uint64_t)s + 1);
-      kl_reference(A, B, R[s], S[s], sh.M, sh.N, sh.K);
-    }
-    free(A);
-    free(B);
+    ok = R[s] && S[s] &&
+         reference_for(out->seed, 2 * (uint64_t)s, sh, R[s], S[s]) == 0;
   }
   for (int k = 0; ok && k < job->n_timed_sets; k++) {
     kl_shape sh = target;
     if (gpu && kl_gpu_device_ref(sh)) break; /* checked in the worker */
-    float *A = malloc(sizeof(float) * (size_t)sh.M * sh.K);
-    float *B = malloc(sizeof(float) * (size_t)sh.K * sh.N);
     TR[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
     TS[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
-    ok = A && B && TR[k] && TS[k];
-    if (ok) {
-      uint64_t st = KL_TIMED_STREAM + 2 * (uint64_t)k;
-      kl_fill_random(A, (size_t)sh.M * sh.K, out->seed, st);
-      kl_fill_random(B, (size_t)sh.K * sh.N, out->seed, st + 1);
-      kl_reference(A, B, TR[k], TS[k], sh.M, sh.N, sh.K);
-    }
-    free(A);
-    free(B);
+    ok = TR[k] && TS[k] &&
+         reference_for(out->seed, KL_TIMED_STREAM + 2 * (uint64_t)k, sh, TR[k],
+                       TS[k]) == 0;
   }
   rc = KL_OK;
   if (!ok) {
@@ -524,8 +620,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
                  rep->gpu.status[0] ? rep->gpu.status
                  : geom             ? "bad_geometry"
                  : rep->deadlock    ? "deadlock"
-                 : strstr(rep->why, "kl_launch") ||
-                         strstr(rep->why, "`matmul`")
+                 : strstr(rep->why, "kl_launch") || strstr(rep->why, "`matmul`")
                      ? "bad_signature"
                      : "run_error",
                  "%s", rep->why);
@@ -568,8 +663,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
       memcpy(out->sample_us, rep->sample_us,
              sizeof(double) * (size_t)rep->samples);
       if (rep->samples > 0) {
-        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double),
-              cmp_double);
+        qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
         out->time_min_us = rep->sample_us[0];
         out->time_max_us = rep->sample_us[rep->samples - 1];
         out->time_us = rep->samples % 2
@@ -581,13 +675,13 @@ static int eval_impl(const char *label, const char *src, size_t len,
         out->time_p80_us =
             kl_stats_quantile(rep->sample_us, (size_t)rep->samples, 0.8);
         double mean = 0, var = 0;
-        for (int i = 0; i < rep->samples; i++) mean += rep->sample_us[i];
+        for (int i = 0; i < rep->samples; i++)
+          mean += rep->sample_us[i];
         mean /= rep->samples;
         for (int i = 0; i < rep->samples; i++)
           var += (rep->sample_us[i] - mean) * (rep->sample_us[i] - mean);
-        out->time_cv = rep->samples > 1
-                           ? sqrt(var / (rep->samples - 1)) / mean
-                           : 0;
+        out->time_cv =
+            rep->samples > 1 ? sqrt(var / (rep->samples - 1)) / mean : 0;
         snprintf(out->timer, sizeof out->timer, "%s",
                  gpu && rep->gpu.timer[0] ? rep->gpu.timer : "wall");
         out->gflops =

@@ -454,6 +454,10 @@ void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream);
 /* Float64 reference C = A*B, plus S = |A|*|B| (the element error scale). */
 void kl_reference(const float *A, const float *B, double *R, double *S, int M,
                   int N, int K);
+/* How many references kl_eval_source took from its cache instead of
+ * computing them (kernels/check.c: candidates evaluated with the same seed
+ * share their references). */
+int64_t kl_reference_cache_hits(void);
 
 /* Compares C against R and S; fills ck (shape must be set). */
 void kl_compare(const float *C, const double *R, const double *S,
