@@ -2,7 +2,8 @@
  * tests/unit/test_run_fork.c — the evaluation without a sandbox (exec NULL:
  * NVRTC here, runs in a forked child via kl_run_in_fork): an honest kernel
  * is correct and timed, a crashing one is crashed:SIGSEGV, a hanging one is
- * a timeout, and the evaluation itself survives all three.
+ * a timeout, and the evaluation itself survives all three. The later runs
+ * (one seed) take their references from the cache and still judge.
  */
 #include "kernels/kernels.h"
 #include "tests/unit/kltest.h"
@@ -55,7 +56,19 @@ int main(void) {
            "if (r == 0 && c == 0) for (volatile int i = 0; i >= 0; i += 0) {}"),
        &r);
   CHECK(!strcmp(r.status, "timeout"), "hang: %s %s", r.status, r.error);
+  int64_t hits = kl_reference_cache_hits();
   eval(KERNEL(""), &r);
   CHECK(r.correct, "still evaluates after the failures: %s", r.status);
+  /* the same seed: its references came from the cache, and still judge
+   * (kernels/check.c) */
+  CHECK(kl_reference_cache_hits() > hits, "no reference cache hit");
+  double err = r.max_rel_err;
+  eval(KERNEL("if (r == 3 && c == 5) acc += 1.0f;"), &r);
+  CHECK(!r.correct && !strcmp(r.status, "wrong"),
+        "a wrong kernel against cached references: %s", r.status);
+  eval(KERNEL(""), &r);
+  CHECK(r.correct && r.max_rel_err == err,
+        "cached references give the same verdict: %g vs %g", r.max_rel_err,
+        err);
   return kl_test_done("test_run_fork");
 }
