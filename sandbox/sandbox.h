@@ -79,10 +79,11 @@ int sbx_explain(FILE *out, int pfc);
 double sbx_measure_spawn_ms(const char *mode);
 
 /* Entry of `kernlab __worker MODE ...`. Workers re-exec the running
- * executable, so every program that uses sbx_slot must start with
- * `if (argc > 1 && !strcmp(argv[1], "__worker")) return
+ * executable, so every program that uses sbx_slot or sbx_matmul must start
+ * with `if (argc > 1 && !strcmp(argv[1], "__worker")) return
  * sbx_worker_main(argc - 1, argv + 1);`. (modes: compile, run-cpu-emu,
- * host-compile). Never returns for host-compile (it execs the compiler). */
+ * matmul-cpu-emu, run-gpu, host-compile). Never returns for host-compile
+ * (it execs the compiler). */
 int sbx_worker_main(int argc, char **argv);
 
 /* ---- the supervisor side ---- */
