@@ -63,6 +63,14 @@ static const char *self_path(void) {
   return self_exe;
 }
 
+/* What workers exec: this very executable through /proc/self/exe, which
+ * names the running image even after its file was replaced or removed (a
+ * rebuild during a campaign must not start workers of another build, whose
+ * frames this one would refuse); its path where /proc is missing. */
+static const char *spawn_path(void) {
+  return access("/proc/self/exe", X_OK) == 0 ? "/proc/self/exe" : self_path();
+}
+
 int sbx_spawn_count(void) {
   return __atomic_load_n(&spawned_count, __ATOMIC_RELAXED);
 }
@@ -111,8 +119,8 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &all);
-  int err =
-      posix_spawn(&w->pid, argv[0], &fa, &at, (char *const *)argv, environ);
+  int err = posix_spawn(&w->pid, spawn_path(), &fa, &at, (char *const *)argv,
+                        environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   close(to[0]);
@@ -541,8 +549,8 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
    * checksum the worker sent: what is verified is exactly what the worker
    * vouched for when it replied, even if a thread of the candidate is
    * still writing to the memfd while its process exits. */
-  void *map = mmap(NULL, out_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE,
-                   w.outs, 0);
+  void *map =
+      mmap(NULL, out_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, w.outs, 0);
   if (map == MAP_FAILED) {
     snprintf(out->status, sizeof out->status, "sandbox_error");
     snprintf(out->error, sizeof out->error,
@@ -587,7 +595,7 @@ const char *const *sbx_host_compile_launcher(void) {
   static char ppid[32];
   static const char *argv[6];
   snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
-  argv[0] = self_path();
+  argv[0] = spawn_path(); /* the program run, as for sbx_spawn */
   argv[1] = "__worker";
   argv[2] = "host-compile";
   argv[3] = ppid;

@@ -15,8 +15,10 @@ Standard library only; prints "N passed, N failed".
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
@@ -87,5 +89,31 @@ with open("/etc/passwd") as f:
     first = f.readline().strip()
 allout = json.dumps(rows) + err
 check(first not in allout, "no text of the host file in any output")
+
+# A rebuild during a run: workers come from the image that runs
+# (/proc/self/exe), not from whatever the file holds by then, so the rest of
+# the run evaluates as it began (a different build's frames would be refused).
+with tempfile.TemporaryDirectory() as d:
+    kl = os.path.join(d, "kernlab")
+    shutil.copy(KERNLAB, kl)
+    seeds = sorted(os.path.join(SRC, "kernels", "seeds", f)
+                   for f in os.listdir(os.path.join(SRC, "kernels", "seeds"))
+                   if f.endswith(".cu"))
+    env = dict(os.environ, KERNLAB_CACHE=os.path.join(d, "cache"))
+    p = subprocess.Popen([kl, "eval", *seeds, "--json", "--jobs", "1",
+                          "--shape", "64x64x64"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    first_row = p.stdout.readline()  # one kernel done: the run is under way
+    stub = os.path.join(d, "stub")
+    with open(stub, "w") as f:
+        f.write("#!/bin/sh\nexit 7\n")
+    os.chmod(stub, 0o755)
+    os.replace(stub, kl)  # what a rebuild does to the file
+    rest, err = p.communicate(timeout=600)
+    rows = [json.loads(l) for l in [first_row] + rest.splitlines() if l.strip()]
+    check(p.returncode == 0 and len(rows) == len(seeds) and
+          all(r["status"] == "ok" for r in rows),
+          "the executable replaced mid-run: every seed still ok (exit %d, %s)"
+          % (p.returncode, [r["status"] for r in rows]))
 
 done()
