@@ -13,6 +13,7 @@
  *
  * usage: bench_emu [SOURCE_DIR] [SIZE]
  */
+#include "bench_util.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -23,19 +24,7 @@
 #define REPEATS 7
 
 static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return v[n / 2];
+  return bench_now_s() * 1e3;
 }
 
 /* The baseline: the textbook triple loop. */
@@ -99,8 +88,9 @@ int main(int argc, char **argv) {
     }
     t_shfl[r] = now_ms() - t0;
   }
-  double loop = median(t_loop, REPEATS), emu1 = median(t_emu1, REPEATS),
-         emu = median(t_emu, REPEATS), sh = median(t_shfl, REPEATS);
+  double loop = bench_median(t_loop, REPEATS),
+         emu1 = bench_median(t_emu1, REPEATS),
+         emu = bench_median(t_emu, REPEATS), sh = bench_median(t_shfl, REPEATS);
   printf("size %d^3, median of %d\n", n, REPEATS);
   printf("  baseline: plain C triple loop, 1 thread      %9.2f ms\n", loop);
   printf("  cpu-emu 05_blocktile_2d, 1 OS thread         %9.2f ms\n", emu1);

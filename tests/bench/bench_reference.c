@@ -12,6 +12,7 @@
  *
  * usage: bench_reference [SOURCE_DIR] [REPEATS (default 9)] [SIZE (256)]
  */
+#include "bench_util.h"
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
 
@@ -21,14 +22,7 @@
 #include <time.h>
 
 static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
+  return bench_now_s() * 1e3;
 }
 
 int main(int argc, char **argv) {
@@ -79,9 +73,7 @@ int main(int argc, char **argv) {
     }
   }
   int64_t hits = kl_reference_cache_hits() - hits0;
-  qsort(hit, (size_t)repeats, sizeof *hit, cmp);
-  qsort(miss, (size_t)repeats, sizeof *miss, cmp);
-  double h = hit[repeats / 2], m = miss[repeats / 2];
+  double h = bench_median(hit, repeats), m = bench_median(miss, repeats);
   printf("05_blocktile_2d at %d^3 through a sandbox slot, median of %d\n", n,
          repeats);
   printf("  baseline: a new seed (references computed)   %9.2f ms\n", m);

@@ -16,6 +16,7 @@
  * usage: bench_sandbox [SOURCE_DIR] [REPEATS (default 25)] [SIZE (default 256,
  * the default target)]
  */
+#include "bench_util.h"
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
 
@@ -25,19 +26,7 @@
 #include <time.h>
 
 static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return v[n / 2];
+  return bench_now_s() * 1e3;
 }
 
 /* The baseline executor: the job runs right here. */
@@ -116,10 +105,10 @@ int main(int argc, char **argv) {
   double d[100];
   for (int i = 0; i < repeats; i++)
     d[i] = h_sbx[i] - h_local[i];
-  double dmed = median(d, repeats); /* sorts d */
+  double dmed = bench_median(d, repeats); /* sorts d */
   double dq1 = d[repeats / 4], dq3 = d[(3 * repeats) / 4];
-  double s = median(t_sbx, repeats), l = median(t_local, repeats);
-  double hs = median(h_sbx, repeats), hl = median(h_local, repeats);
+  double s = bench_median(t_sbx, repeats), l = bench_median(t_local, repeats);
+  double hs = bench_median(h_sbx, repeats), hl = bench_median(h_local, repeats);
   printf("05_blocktile_2d at %d^3, cached, median of %d evaluations\n", n,
          repeats);
   printf("  baseline: in-process evaluation       %9.2f ms\n", l);
@@ -135,7 +124,7 @@ int main(int argc, char **argv) {
          "included)\n",
          100.0 * (s - l) / l);
   printf("run-worker respawn (spawn to READY), median of 20: %.2f ms\n",
-         median(spawn, 20));
+         bench_median(spawn, 20));
   sbx_slot_free(slot);
   free(r);
   free(src);

@@ -1,8 +1,8 @@
 /*
- * tests/bench/bench_util.h — what the policy's benchmarks share
- * (bench_policy.c on the CPU, bench_policy_cuda.c on a device): the clock
- * and the median of timed steps, the model options both take, the fixed
- * random batch both train on, and running a baseline program (torch) to
+ * tests/bench/bench_util.h — what the benchmarks share: the clock and the
+ * median of timed runs (all of them), and for the policy's (bench_policy.c
+ * on the CPU, bench_policy_cuda.c on a device) the model options both take, the
+ * fixed random batch both train on, and running a baseline program (torch) to
  * read its tokens/s. Static functions: included once per benchmark
  * executable, no source file goes with it.
  */
