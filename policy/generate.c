@@ -30,7 +30,7 @@
 
 #define RMS_EPS 1e-5f /* as policy/model.c */
 
-static int fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
+int pl_fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
   if (why && whylen) {
     va_list ap;
     va_start(ap, fmt);
@@ -41,17 +41,108 @@ static int fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* the checks and bookkeeping pcuda_generate.c shares (policy.h) */
+
+int pl_kv_cache_check(const pl_config *cfg, int G, int max_seq, char *why,
+                      size_t whylen) {
+  if (G < 1)
+    return pl_fail(why, whylen, PL_EINPUT, "kv cache: G = %d, expected >= 1",
+                   G);
+  if (max_seq < 1 || max_seq > cfg->max_seq)
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "kv cache: max_seq = %d, expected 1..%d (the model's max_seq)", max_seq,
+        cfg->max_seq);
+  return PL_OK;
+}
+
+int pl_forward_cached_check(const pl_config *cfg, int L, int C, int G,
+                            int max_seq, const int32_t *tokens, const int *rows,
+                            int B, int T, int pos0, char *why, size_t whylen) {
+  if (L != cfg->n_layers || C != cfg->d_model)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "forward_cached: cache is for L %d, C %d; model has L %d, "
+                   "C %d",
+                   L, C, cfg->n_layers, cfg->d_model);
+  if (B < 1 || B > G || T < 1 || pos0 < 0 || pos0 + T > max_seq)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "forward_cached: B %d, T %d at position %d out of range "
+                   "(cache: G %d rows, max_seq %d)",
+                   B, T, pos0, G, max_seq);
+  for (int b = 0; b < B; b++) {
+    int r = rows ? rows[b] : b;
+    if (r < 0 || r >= G)
+      return pl_fail(why, whylen, PL_EINPUT,
+                     "forward_cached: rows[%d] = %d outside the cache's [0,%d)",
+                     b, r, G);
+  }
+  size_t N = (size_t)B * T;
+  for (size_t n = 0; n < N; n++)
+    if (tokens[n] < 0 || tokens[n] >= cfg->vocab)
+      return pl_fail(why, whylen, PL_EINPUT,
+                     "forward_cached: token %d at %zu outside [0,%d)",
+                     tokens[n], n, cfg->vocab);
+  return PL_OK;
+}
+
+int pl_generate_check(const pl_config *c, const int32_t *prompt, int P, int G,
+                      int max_new, int eos_id, const pl_sampling *sampling,
+                      char *why, size_t whylen) {
+  int V = c->vocab;
+  if (G < 1)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "generate: G = %d sequences, expected >= 1", G);
+  if (max_new < 1)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "generate: max_new = %d tokens, expected >= 1", max_new);
+  if (!prompt || P < 1)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "generate: prompt of %d tokens, expected at least 1", P);
+  if (P >= c->max_seq)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "generate: prompt of %d tokens leaves no room in the "
+                   "model's max_seq %d (expected prompt_len < max_seq)",
+                   P, c->max_seq);
+  for (int i = 0; i < P; i++)
+    if (prompt[i] < 0 || prompt[i] >= V)
+      return pl_fail(why, whylen, PL_EINPUT,
+                     "generate: prompt token %d at %d outside the vocab [0,%d)",
+                     prompt[i], i, V);
+  if (eos_id < -1 || eos_id >= V)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "generate: eos_id = %d, expected -1 (none) or a token in "
+                   "[0,%d)",
+                   eos_id, V);
+  return pl_sampling_validate(sampling, why, whylen);
+}
+
+int pl_generation_record(pl_generation *out, int g, int i,
+                         const pl_sample_out *so, int eos_id, int cap) {
+  size_t cell = (size_t)g * out->max_new + i;
+  out->tokens[cell] = so->token;
+  out->logprobs[cell] = so->logprob;
+  out->logprobs_sample[cell] = so->logprob_sample;
+  out->lengths[g] = i + 1;
+  if (so->token == eos_id)
+    out->stop[g] = PL_STOP_EOS;
+  else if (i + 1 == out->max_new)
+    out->stop[g] = PL_STOP_MAX_NEW;
+  else if (i + 1 == cap)
+    out->stop[g] = PL_STOP_MAX_SEQ;
+  else
+    return 0;
+  out->truncated[g] = out->stop[g] != PL_STOP_EOS;
+  return 1;
+}
+
+/* ------------------------------------------------------------------------ */
 /* the cache */
 
 int pl_kv_cache_init(pl_kv_cache *kv, const pl_config *cfg, int G, int max_seq,
                      char *why, size_t whylen) {
   memset(kv, 0, sizeof *kv);
-  if (G < 1)
-    return fail(why, whylen, PL_EINPUT, "kv cache: G = %d, expected >= 1", G);
-  if (max_seq < 1 || max_seq > cfg->max_seq)
-    return fail(why, whylen, PL_EINPUT,
-                "kv cache: max_seq = %d, expected 1..%d (the model's max_seq)",
-                max_seq, cfg->max_seq);
+  int rc = pl_kv_cache_check(cfg, G, max_seq, why, whylen);
+  if (rc) return rc;
   kv->L = cfg->n_layers;
   kv->G = G;
   kv->max_seq = max_seq;
@@ -59,10 +150,10 @@ int pl_kv_cache_init(pl_kv_cache *kv, const pl_config *cfg, int G, int max_seq,
   size_t n = (size_t)kv->L * G * max_seq * kv->C;
   kv->memory = malloc(2 * n * sizeof(float));
   if (!kv->memory)
-    return fail(why, whylen, PL_EENV,
-                "kv cache: out of memory for %zu floats (L %d, G %d, "
-                "max_seq %d, C %d)",
-                2 * n, kv->L, G, max_seq, kv->C);
+    return pl_fail(why, whylen, PL_EENV,
+                   "kv cache: out of memory for %zu floats (L %d, G %d, "
+                   "max_seq %d, C %d)",
+                   2 * n, kv->L, G, max_seq, kv->C);
   kv->k = kv->memory;
   kv->v = kv->memory + n;
   return PL_OK;
@@ -218,33 +309,14 @@ int pl_forward_cached(const pl_model *m, pl_kv_cache *kv, const int32_t *tokens,
   const pl_config *c = &m->cfg;
   int C = c->d_model, L = c->n_layers, NH = c->n_heads, F = c->d_ff;
   int V = c->vocab;
-  if (kv->L != L || kv->C != C)
-    return fail(why, whylen, PL_EINPUT,
-                "forward_cached: cache is for L %d, C %d; model has L %d, "
-                "C %d",
-                kv->L, kv->C, L, C);
-  if (B < 1 || B > kv->G || T < 1 || pos0 < 0 || pos0 + T > kv->max_seq)
-    return fail(why, whylen, PL_EINPUT,
-                "forward_cached: B %d, T %d at position %d out of range "
-                "(cache: G %d rows, max_seq %d)",
-                B, T, pos0, kv->G, kv->max_seq);
-  for (int b = 0; b < B; b++) {
-    int r = rows ? rows[b] : b;
-    if (r < 0 || r >= kv->G)
-      return fail(why, whylen, PL_EINPUT,
-                  "forward_cached: rows[%d] = %d outside the cache's [0,%d)", b,
-                  r, kv->G);
-  }
+  int rc = pl_forward_cached_check(c, kv->L, kv->C, kv->G, kv->max_seq, tokens,
+                                   rows, B, T, pos0, why, whylen);
+  if (rc) return rc;
   size_t N = (size_t)B * T;
-  for (size_t n = 0; n < N; n++)
-    if (tokens[n] < 0 || tokens[n] >= V)
-      return fail(why, whylen, PL_EINPUT,
-                  "forward_cached: token %d at %zu outside [0,%d)", tokens[n],
-                  n, V);
   fwd_scratch s;
   if (scratch_for(kv, c, N, &s) != PL_OK)
-    return fail(why, whylen, PL_EENV,
-                "forward_cached: out of memory for %zu token rows", N);
+    return pl_fail(why, whylen, PL_EENV,
+                   "forward_cached: out of memory for %zu token rows", N);
 
   const pl_params *p = &m->params;
   /* token row n = b*T + t is row rows[b]'s token at position pos0 + t */
@@ -297,9 +369,7 @@ void pl_generation_free(pl_generation *g) {
   memset(g, 0, sizeof *g);
 }
 
-/* Allocates out for G rows of max_new tokens in one block: tokens -1,
- * log-probs 0, lengths 0. */
-static int generation_alloc(pl_generation *out, int G, int max_new) {
+int pl_generation_alloc(pl_generation *out, int G, int max_new) {
   size_t cells = (size_t)G * max_new;
   size_t bytes = cells * (sizeof(int32_t) + 2 * sizeof(float)) +
                  (size_t)G * (2 * sizeof(int32_t) + sizeof(uint8_t));
@@ -335,31 +405,8 @@ int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
   const pl_config *c = &m->cfg;
   int V = c->vocab, P = prompt_len;
   memset(out, 0, sizeof *out);
-  if (G < 1)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: G = %d sequences, expected >= 1", G);
-  if (max_new < 1)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: max_new = %d tokens, expected >= 1", max_new);
-  if (!prompt || P < 1)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: prompt of %d tokens, expected at least 1", P);
-  if (P >= c->max_seq)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: prompt of %d tokens leaves no room in the model's "
-                "max_seq %d (expected prompt_len < max_seq)",
-                P, c->max_seq);
-  for (int i = 0; i < P; i++)
-    if (prompt[i] < 0 || prompt[i] >= V)
-      return fail(why, whylen, PL_EINPUT,
-                  "generate: prompt token %d at %d outside the vocab [0,%d)",
-                  prompt[i], i, V);
-  if (eos_id < -1 || eos_id >= V)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: eos_id = %d, expected -1 (none) or a token in "
-                "[0,%d)",
-                eos_id, V);
-  int rc = pl_sampling_validate(sampling, why, whylen);
+  int rc = pl_generate_check(c, prompt, P, G, max_new, eos_id, sampling, why,
+                             whylen);
   if (rc) return rc;
 
   /* A row holds at most room tokens: prompt + completion fit in max_seq,
@@ -376,10 +423,10 @@ int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
   int *active = malloc((size_t)G * sizeof *active);
   int32_t *feed = malloc((size_t)G * sizeof *feed);
   if (!logits || !scratch || !rngs || !active || !feed ||
-      generation_alloc(out, G, max_new) != PL_OK) {
-    rc = fail(why, whylen, PL_EENV,
-              "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
-              max_new);
+      pl_generation_alloc(out, G, max_new) != PL_OK) {
+    rc = pl_fail(why, whylen, PL_EENV,
+                 "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
+                 max_new);
     goto done;
   }
   for (int g = 0; g < G; g++) {
@@ -408,24 +455,12 @@ int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
       rc = pl_sample(logits + (size_t)b * V, V, sampling, &rngs[g], scratch,
                      &so, why, whylen);
       if (rc) goto done;
-      size_t cell = (size_t)g * max_new + i;
-      out->tokens[cell] = so.token;
-      out->logprobs[cell] = so.logprob;
-      out->logprobs_sample[cell] = so.logprob_sample;
-      out->lengths[g] = i + 1;
-      if (so.token == eos_id)
-        out->stop[g] = PL_STOP_EOS;
-      else if (i + 1 == max_new)
-        out->stop[g] = PL_STOP_MAX_NEW;
-      else if (i + 1 == cap)
-        out->stop[g] = PL_STOP_MAX_SEQ;
-      else {
+      if (!pl_generation_record(out, g, i, &so, eos_id, cap)) {
         active[kept] = g;
         feed[kept++] = so.token;
-        continue;
+      } else if (on_row) {
+        on_row(ctx, out, g);
       }
-      out->truncated[g] = out->stop[g] != PL_STOP_EOS;
-      if (on_row) on_row(ctx, out, g);
     }
     n_active = kept;
     if (!n_active) break;

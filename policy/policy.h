@@ -678,4 +678,31 @@ int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
 
 void pl_generation_free(pl_generation *g);
 
+/* ---- the host side of generation, shared with its device twin
+ * (policy/cuda/pcuda_generate.c), so both check the same things with the
+ * same words and stop rows by the same rules ---- */
+
+/* Writes fmt into why (when why and whylen) and returns rc. */
+int pl_fail(char *why, size_t whylen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* pl_kv_cache_init's checks of G and max_seq: PL_OK or PL_EINPUT. */
+int pl_kv_cache_check(const pl_config *cfg, int G, int max_seq, char *why,
+                      size_t whylen);
+/* pl_forward_cached's checks for a cache of L layers, width C, G rows and
+ * max_seq positions: PL_OK or PL_EINPUT. */
+int pl_forward_cached_check(const pl_config *cfg, int L, int C, int G,
+                            int max_seq, const int32_t *tokens, const int *rows,
+                            int B, int T, int pos0, char *why, size_t whylen);
+/* pl_generate's checks of its arguments: PL_OK or PL_EINPUT. */
+int pl_generate_check(const pl_config *cfg, const int32_t *prompt,
+                      int prompt_len, int G, int max_new, int eos_id,
+                      const pl_sampling *sampling, char *why, size_t whylen);
+/* out for G rows of max_new tokens in one block: tokens -1, the rest 0.
+ * PL_OK or PL_EENV. */
+int pl_generation_alloc(pl_generation *out, int G, int max_new);
+/* Records so as token i of row g (a row holds at most cap tokens); returns
+ * 1 when the row stops there (stop and truncated set), else 0. */
+int pl_generation_record(pl_generation *out, int g, int i,
+                         const pl_sample_out *so, int eos_id, int cap);
+
 #endif

@@ -28,23 +28,12 @@
  */
 #include "policy/cuda/pcuda_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ELEM_THREADS 256u
 #define ATT_THREADS 64u
-
-static int fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
-  if (why && whylen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
@@ -57,12 +46,8 @@ int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
                         const pl_config *cfg, int G, int max_seq, char *why,
                         size_t whylen) {
   memset(kv, 0, sizeof *kv);
-  if (G < 1)
-    return fail(why, whylen, PL_EINPUT, "kv cache: G = %d, expected >= 1", G);
-  if (max_seq < 1 || max_seq > cfg->max_seq)
-    return fail(why, whylen, PL_EINPUT,
-                "kv cache: max_seq = %d, expected 1..%d (the model's max_seq)",
-                max_seq, cfg->max_seq);
+  int rc = pl_kv_cache_check(cfg, G, max_seq, why, whylen);
+  if (rc) return rc;
   kv->ctx = ctx;
   kv->L = cfg->n_layers;
   kv->G = G;
@@ -74,10 +59,10 @@ int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
     char err[256] = "";
     pcuda_status(ctx, err, sizeof err);
     memset(kv, 0, sizeof *kv);
-    return fail(why, whylen, PL_EENV,
-                "kv cache: %zu floats (L %d, G %d, max_seq %d, C %d) on the "
-                "backend: %s",
-                2 * n, cfg->n_layers, G, max_seq, cfg->d_model, err);
+    return pl_fail(why, whylen, PL_EENV,
+                   "kv cache: %zu floats (L %d, G %d, max_seq %d, C %d) on the "
+                   "backend: %s",
+                   2 * n, cfg->n_layers, G, max_seq, cfg->d_model, err);
   }
   kv->k = kv->memory;
   kv->v = kv->memory + n;
@@ -194,36 +179,17 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
   int C = c->d_model, L = c->n_layers, NH = c->n_heads, F = c->d_ff;
   int V = c->vocab, max_seq = kv->max_seq;
   pcuda_ctx *ctx = dm->ctx;
-  if (kv->L != L || kv->C != C)
-    return fail(why, whylen, PL_EINPUT,
-                "forward_cached: cache is for L %d, C %d; model has L %d, "
-                "C %d",
-                kv->L, kv->C, L, C);
-  if (B < 1 || B > kv->G || T < 1 || pos0 < 0 || pos0 + T > kv->max_seq)
-    return fail(why, whylen, PL_EINPUT,
-                "forward_cached: B %d, T %d at position %d out of range "
-                "(cache: G %d rows, max_seq %d)",
-                B, T, pos0, kv->G, kv->max_seq);
-  for (int b = 0; b < B; b++) {
-    int r = rows ? rows[b] : b;
-    if (r < 0 || r >= kv->G)
-      return fail(why, whylen, PL_EINPUT,
-                  "forward_cached: rows[%d] = %d outside the cache's [0,%d)", b,
-                  r, kv->G);
-  }
+  int rc = pl_forward_cached_check(c, kv->L, kv->C, kv->G, kv->max_seq, tokens,
+                                   rows, B, T, pos0, why, whylen);
+  if (rc) return rc;
   size_t N = (size_t)B * T;
-  for (size_t n = 0; n < N; n++)
-    if (tokens[n] < 0 || tokens[n] >= V)
-      return fail(why, whylen, PL_EINPUT,
-                  "forward_cached: token %d at %zu outside [0,%d)", tokens[n],
-                  n, V);
   fwd_scratch s;
   if (scratch_for(kv, c, N, &s) != PL_OK ||
       pcuda_bf16_ensure_scratch_rows(dm, N) != PL_OK) {
     char err[256] = "out of memory";
     pcuda_status(ctx, err, sizeof err);
-    return fail(why, whylen, PL_EENV, "forward_cached: %zu token rows: %s", N,
-                err);
+    return pl_fail(why, whylen, PL_EENV, "forward_cached: %zu token rows: %s",
+                   N, err);
   }
   /* token row n = b*T + t is row rows[b]'s token at position pos0 + t */
   int32_t *ids = kv->host_ids;
@@ -272,35 +238,12 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
   kv->logits = s.logits;
   char err[256];
   if (pcuda_status(ctx, err, sizeof err) != PL_OK)
-    return fail(why, whylen, PL_EENV, "forward_cached: %s", err);
+    return pl_fail(why, whylen, PL_EENV, "forward_cached: %s", err);
   return PL_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* batched generation */
-
-/* generate.c's generation_alloc: one block that pl_generation_free
- * releases; tokens -1, log-probs 0, lengths 0. */
-static int generation_alloc(pl_generation *out, int G, int max_new) {
-  size_t cells = (size_t)G * max_new;
-  size_t bytes = cells * (sizeof(int32_t) + 2 * sizeof(float)) +
-                 (size_t)G * (2 * sizeof(int32_t) + sizeof(uint8_t));
-  char *mem = calloc(1, bytes);
-  if (!mem) return PL_EENV;
-  memset(out, 0, sizeof *out);
-  out->memory = mem;
-  out->G = G;
-  out->max_new = max_new;
-  out->tokens = (int32_t *)mem;
-  out->logprobs = (float *)(out->tokens + cells);
-  out->logprobs_sample = out->logprobs + cells;
-  out->lengths = (int32_t *)(out->logprobs_sample + cells);
-  out->stop = out->lengths + G;
-  out->truncated = (uint8_t *)(out->stop + G);
-  for (size_t i = 0; i < cells; i++)
-    out->tokens[i] = -1;
-  return PL_OK;
-}
 
 int pcuda_generate(pcuda_model *dm, const int32_t *prompt, int prompt_len,
                    int G, int max_new, int eos_id, const pl_sampling *sampling,
@@ -318,31 +261,8 @@ int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
   const pl_config *c = &dm->cfg;
   int V = c->vocab, P = prompt_len;
   memset(out, 0, sizeof *out);
-  if (G < 1)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: G = %d sequences, expected >= 1", G);
-  if (max_new < 1)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: max_new = %d tokens, expected >= 1", max_new);
-  if (!prompt || P < 1)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: prompt of %d tokens, expected at least 1", P);
-  if (P >= c->max_seq)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: prompt of %d tokens leaves no room in the model's "
-                "max_seq %d (expected prompt_len < max_seq)",
-                P, c->max_seq);
-  for (int i = 0; i < P; i++)
-    if (prompt[i] < 0 || prompt[i] >= V)
-      return fail(why, whylen, PL_EINPUT,
-                  "generate: prompt token %d at %d outside the vocab [0,%d)",
-                  prompt[i], i, V);
-  if (eos_id < -1 || eos_id >= V)
-    return fail(why, whylen, PL_EINPUT,
-                "generate: eos_id = %d, expected -1 (none) or a token in "
-                "[0,%d)",
-                eos_id, V);
-  int rc = pl_sampling_validate(sampling, why, whylen);
+  int rc = pl_generate_check(c, prompt, P, G, max_new, eos_id, sampling, why,
+                             whylen);
   if (rc) return rc;
 
   /* as the CPU: prompt + completion fit in max_seq; the last token is
@@ -362,10 +282,10 @@ int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
   int32_t *feed = malloc((size_t)G * sizeof *feed);
   pl_sample_out *so = malloc((size_t)G * sizeof *so);
   if (!rngs || !active || !feed || !so ||
-      generation_alloc(out, G, max_new) != PL_OK) {
-    rc = fail(why, whylen, PL_EENV,
-              "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
-              max_new);
+      pl_generation_alloc(out, G, max_new) != PL_OK) {
+    rc = pl_fail(why, whylen, PL_EENV,
+                 "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
+                 max_new);
     goto done;
   }
   for (int g = 0; g < G; g++) {
@@ -394,24 +314,12 @@ int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
     int kept = 0;
     for (int b = 0; b < n_active; b++) {
       int g = active[b];
-      size_t cell = (size_t)g * max_new + i;
-      out->tokens[cell] = so[b].token;
-      out->logprobs[cell] = so[b].logprob;
-      out->logprobs_sample[cell] = so[b].logprob_sample;
-      out->lengths[g] = i + 1;
-      if (so[b].token == eos_id)
-        out->stop[g] = PL_STOP_EOS;
-      else if (i + 1 == max_new)
-        out->stop[g] = PL_STOP_MAX_NEW;
-      else if (i + 1 == cap)
-        out->stop[g] = PL_STOP_MAX_SEQ;
-      else {
+      if (!pl_generation_record(out, g, i, &so[b], eos_id, cap)) {
         active[kept] = g;
         feed[kept++] = so[b].token;
-        continue;
+      } else if (on_row) {
+        on_row(ctx, out, g);
       }
-      out->truncated[g] = out->stop[g] != PL_STOP_EOS;
-      if (on_row) on_row(ctx, out, g);
     }
     n_active = kept;
     if (!n_active) break;
