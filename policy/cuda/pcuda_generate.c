@@ -140,19 +140,6 @@ static int scratch_for(pcuda_kv_cache *kv, const pl_config *c, size_t N,
 /* layers the cached forward launches its own way (the others:
  * pcuda_model.c's launchers) */
 
-/* out = inp · w^T (w stored (OC,IC), inside dm->params_memory), in the
- * model's dtype: a bf16 model samples with the bf16 GEMMs it trains with
- * (pcuda_model_bf16.c), so sampling sees the arithmetic the GRPO update's
- * forward sees. */
-static void matmul_forward(pcuda_model *dm, float *out /*(N,OC)*/,
-                           const float *inp /*(N,IC)*/,
-                           const float *w /*(OC,IC)*/, int N, int IC, int OC) {
-  if (dm->dtype == PCUDA_DTYPE_BF16)
-    pcuda_bf16_matmul_forward(dm, out, inp, w, N, IC, OC);
-  else
-    pcuda_gemm(dm->ctx, out, inp, w, N, OC, IC, IC, IC, OC, 0, 1, 1.0f, 0.0f);
-}
-
 /* q and k of token row b*T + t rotated to position pos0 + t */
 static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
                        const float *cos_t, const float *sin_t, int B, int T,
@@ -162,11 +149,6 @@ static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
   pcuda_launch(ctx, PCUDA_K_rope_apply_kernel,
                dim1(pcuda_blocks((size_t)B * T * C, ELEM_THREADS)),
                dim1(ELEM_THREADS), 0, args);
-}
-
-/* x += d (residual_add) */
-static void residual_add(pcuda_ctx *ctx, float *x, const float *d, size_t n) {
-  pcuda_residual_forward(ctx, x, x, d, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -212,7 +194,7 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
 
     pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_att + (size_t)l * C,
                           n_rows, C);
-    matmul_forward(dm, s.qkv, s.ln, wqkv, n_rows, C, 3 * C);
+    pcuda_linear_forward(dm, s.qkv, s.ln, wqkv, n_rows, C, 3 * C);
     /* RoPE, then k and v into the cache, for all N rows before any query
      * reads them (a prefill's query t reads keys pos0..pos0+t) */
     rope_apply(ctx, s.qkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, pos0);
@@ -224,17 +206,18 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
                      &T,      &pos0,  &max_seq, &C,  &NH};
     pcuda_launch(ctx, PCUDA_K_attention_cached_kernel, dim1((unsigned)(N * NH)),
                  dim1(ATT_THREADS), (size_t)(pos0 + T) * sizeof(float), aargs);
-    matmul_forward(dm, s.tmp, s.atty, wo, n_rows, C, C);
-    residual_add(ctx, s.x, s.tmp, N * C);
+    pcuda_linear_forward(dm, s.tmp, s.atty, wo, n_rows, C, C);
+    pcuda_residual_forward(ctx, s.x, s.x, s.tmp, N * C);
     pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_ffn + (size_t)l * C,
                           n_rows, C);
-    matmul_forward(dm, s.h13, s.ln, w13, n_rows, C, 2 * F);
+    pcuda_linear_forward(dm, s.h13, s.ln, w13, n_rows, C, 2 * F);
     pcuda_swiglu_forward(ctx, s.hmul, s.h13, n_rows, F);
-    matmul_forward(dm, s.tmp, s.hmul, w2, n_rows, F, C);
-    residual_add(ctx, s.x, s.tmp, N * C);
+    pcuda_linear_forward(dm, s.tmp, s.hmul, w2, n_rows, F, C);
+    pcuda_residual_forward(ctx, s.x, s.x, s.tmp, N * C);
   }
   pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_final, n_rows, C);
-  matmul_forward(dm, s.logits, s.ln, p->wte, n_rows, C, V); /* tied head */
+  pcuda_linear_forward(dm, s.logits, s.ln, p->wte, n_rows, C,
+                       V); /* tied head */
   kv->logits = s.logits;
   char err[256];
   if (pcuda_status(ctx, err, sizeof err) != PL_OK)

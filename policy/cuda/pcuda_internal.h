@@ -140,6 +140,13 @@ unsigned pcuda_blocks(size_t count, unsigned n);
 
 /* ---- layers the model and the cached forward share (pcuda_model.c) ---- */
 
+/* out = inp · w^T (w stored (OC,IC), inside dm->params_memory) in the
+ * model's dtype: the fp32 GEMM, or pcuda_bf16_matmul_forward for a bf16
+ * model (so sampling sees the arithmetic the training forward does). */
+void pcuda_linear_forward(pcuda_model *dm, float *out /*(N,OC)*/,
+                          const float *inp /*(N,IC)*/,
+                          const float *w /*(OC,IC)*/, int N, int IC, int OC);
+
 /* out = wte[tokens] */
 void pcuda_embedding_forward(pcuda_ctx *ctx, float *out /*(BT,C)*/,
                              const int32_t *tokens /*(BT)*/,

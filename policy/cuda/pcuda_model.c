@@ -17,7 +17,7 @@
  *   - GEMMs go through pcuda_gemm: cuBLAS on a device, the tiled kernel on
  *     the emulator (or when cuBLAS is missing).
  *   - a bf16 model (pcuda_model_init_dtype) runs its linear layers through
- *     their bf16 twins (linear_forward / linear_backward below pick;
+ *     their bf16 twins (pcuda_linear_forward / linear_backward below pick;
  *     pcuda_model_bf16.c); everything else is the same code for both.
  * Parameter gradients accumulate (+=), activation gradients overwrite,
  * except the residual stream's, as on the CPU.
@@ -264,9 +264,9 @@ static void matmul_backward(pcuda_ctx *ctx, float *dinp /*(N,IC)*/,
  * above for fp32, their bf16 twins (pcuda_model_bf16.c: bf16 operands,
  * fp32 sums and outputs) for PCUDA_DTYPE_BF16. w points into
  * dm->params_memory. */
-static void linear_forward(pcuda_model *dm, float *out /*(N,OC)*/,
-                           const float *inp /*(N,IC)*/,
-                           const float *w /*(OC,IC)*/, int N, int IC, int OC) {
+void pcuda_linear_forward(pcuda_model *dm, float *out /*(N,OC)*/,
+                          const float *inp /*(N,IC)*/,
+                          const float *w /*(OC,IC)*/, int N, int IC, int OC) {
   if (dm->dtype == PCUDA_DTYPE_BF16)
     pcuda_bf16_matmul_forward(dm, out, inp, w, N, IC, OC);
   else
@@ -434,20 +434,20 @@ float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
     float *res_ffn = a->res_ffn + l * BT * C;
 
     pcuda_rmsnorm_forward(ctx, ln1, ln1_rstd, res_in, rms_att, N, C);
-    linear_forward(dm, qkv, ln1, wqkv, N, C, 3 * C);
+    pcuda_linear_forward(dm, qkv, ln1, wqkv, N, C, 3 * C);
     rope_apply(ctx, qkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, 1.0f);
     attention_forward(ctx, atty, att, qkv, B, T, C, NH);
-    linear_forward(dm, a->dln, atty, wo, N, C, C); /* dln: scratch */
+    pcuda_linear_forward(dm, a->dln, atty, wo, N, C, C); /* dln: scratch */
     pcuda_residual_forward(ctx, res_att, res_in, a->dln, BT * C);
     pcuda_rmsnorm_forward(ctx, ln2, ln2_rstd, res_att, rms_ffn, N, C);
-    linear_forward(dm, h13, ln2, w13, N, C, 2 * F);
+    pcuda_linear_forward(dm, h13, ln2, w13, N, C, 2 * F);
     pcuda_swiglu_forward(ctx, hmul, h13, N, F);
-    linear_forward(dm, a->dln, hmul, w2, N, F, C);
+    pcuda_linear_forward(dm, a->dln, hmul, w2, N, F, C);
     pcuda_residual_forward(ctx, res_ffn, res_att, a->dln, BT * C);
   }
   pcuda_rmsnorm_forward(ctx, a->lnf, a->lnf_rstd, a->res_ffn + (L - 1) * BT * C,
                         p->rms_final, N, C);
-  linear_forward(dm, a->logits, a->lnf, p->wte, N, C, V); /* tied head */
+  pcuda_linear_forward(dm, a->logits, a->lnf, p->wte, N, C, V); /* tied head */
   crossentropy_forward(ctx, a->losses, a->lse, a->logits, a->targets, N, V);
 
   /* the mean over counted positions, summed as the CPU does */
