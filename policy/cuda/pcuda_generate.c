@@ -21,10 +21,10 @@
  * the logits. What crosses per decode step: the fed tokens and their rows
  * (up), the draws (up), four numbers per row (down).
  *
- * The layers the cached forward shares with the training forward are
- * launched through pcuda_model.c's launchers (pcuda_internal.h); the ones
- * below differ from the model's (the GEMM, RoPE at a position, the
- * in-place residual).
+ * The layers the cached forward shares with the training forward (the
+ * GEMMs in the model's dtype among them) are launched through
+ * pcuda_model.c's launchers (pcuda_internal.h); RoPE at a position is its
+ * own, below.
  */
 #include "policy/cuda/pcuda_internal.h"
 
