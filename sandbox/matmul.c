@@ -71,6 +71,27 @@ static void die(sbx_matmul *s, int rc, int type, const uint8_t *msg, size_t len,
   s->dead = 1;
 }
 
+/* One request and its DONE reply within deadline_ms (absolute): 0 with
+ * *reply filled, or -1 with the server dead and s->why saying why (when
+ * names the request). */
+static int exchange(sbx_matmul *s, int type, const void *req, size_t len,
+                    double deadline_ms, const char *when, sbx_mm_reply *reply) {
+  int rtype = 0, rc = -1;
+  uint8_t *msg = NULL;
+  size_t rlen = 0;
+  if (sbx_send(s->w.to, type, req, len, NULL, 0) == 0)
+    rc = sbx_recv(s->w.from, &rtype, &msg, &rlen, sizeof *reply, deadline_ms);
+  if (rc != 0 || rtype != SBX_MSG_MM_DONE || rlen != sizeof *reply) {
+    die(s, rc, rtype, msg, rlen, when);
+    free(msg);
+    return -1;
+  }
+  memcpy(reply, msg, sizeof *reply);
+  free(msg);
+  reply->why[sizeof reply->why - 1] = 0;
+  return 0;
+}
+
 int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
                     double deadline_s, sbx_matmul **out, char *why,
                     size_t whylen) {
@@ -92,23 +113,13 @@ int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
   snprintf(load.so_path, sizeof load.so_path, "%s", so_path);
   load.needs_fibers = needs_fibers;
   load.threads = threads;
-  int type = 0, rc = -1;
-  uint8_t *msg = NULL;
-  size_t len = 0;
-  if (sbx_send(s->w.to, SBX_MSG_MM_LOAD, &load, sizeof load, NULL, 0) == 0)
-    rc = sbx_recv(s->w.from, &type, &msg, &len, sizeof(sbx_mm_reply),
-                  sbx_now_ms() + 30000);
-  if (rc != 0 || type != SBX_MSG_MM_DONE || len != sizeof(sbx_mm_reply)) {
-    die(s, rc, type, msg, len, "loading the kernel");
+  sbx_mm_reply reply;
+  if (exchange(s, SBX_MSG_MM_LOAD, &load, sizeof load, sbx_now_ms() + 30000,
+               "loading the kernel", &reply) != 0) {
     snprintf(why, whylen, "%s", s->why);
-    free(msg);
     sbx_matmul_close(s);
     return KL_EINPUT;
   }
-  sbx_mm_reply reply;
-  memcpy(&reply, msg, sizeof reply);
-  free(msg);
-  reply.why[sizeof reply.why - 1] = 0;
   if (reply.rc != KL_OK) {
     snprintf(why, whylen, "%s", reply.why);
     sbx_matmul_close(s);
@@ -148,24 +159,14 @@ int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
   memcpy(s->map + na, B, nb * sizeof(float));
   kl_poison(s->map + na + nb, nc); /* written by the kernel, or visibly not */
   int32_t mnk[3] = {M, N, K};
-  int type = 0, rc = -1;
-  uint8_t *msg = NULL;
-  size_t len = 0;
-  if (sbx_send(s->w.to, SBX_MSG_MM_GO, mnk, sizeof mnk, NULL, 0) == 0)
-    rc = sbx_recv(s->w.from, &type, &msg, &len, sizeof(sbx_mm_reply),
-                  sbx_now_ms() + s->deadline_ms);
   char when[64];
   snprintf(when, sizeof when, "at %dx%dx%d", M, N, K);
-  if (rc != 0 || type != SBX_MSG_MM_DONE || len != sizeof(sbx_mm_reply)) {
-    die(s, rc, type, msg, len, when);
-    free(msg);
+  sbx_mm_reply reply;
+  if (exchange(s, SBX_MSG_MM_GO, mnk, sizeof mnk, sbx_now_ms() + s->deadline_ms,
+               when, &reply) != 0) {
     snprintf(why, whylen, "%s", s->why);
     goto out;
   }
-  sbx_mm_reply reply;
-  memcpy(&reply, msg, sizeof reply);
-  free(msg);
-  reply.why[sizeof reply.why - 1] = 0;
   if (reply.rc != KL_OK) {
     snprintf(why, whylen, "%s: %s", when, reply.why);
     goto out;

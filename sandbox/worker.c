@@ -54,7 +54,8 @@ static void die_with_parent(pid_t expected) {
 
 static void close_other_fds(int keep_from) {
   if (syscall(SYS_close_range, (unsigned)keep_from, ~0u, 0) == 0) return;
-  for (int fd = keep_from; fd < 1024; fd++) close(fd);
+  for (int fd = keep_from; fd < 1024; fd++)
+    close(fd);
 }
 
 static const char warmup_src[] =
@@ -82,8 +83,8 @@ static int compile_worker(void) {
     int type;
     uint8_t *msg;
     size_t len;
-    int rc = sbx_recv(SBX_FD_IN, &type, &msg, &len,
-                      KL_MAX_SOURCE_BYTES + 4096, 1e18);
+    int rc = sbx_recv(SBX_FD_IN, &type, &msg, &len, KL_MAX_SOURCE_BYTES + 4096,
+                      1e18);
     if (rc != 0) return rc == SBX_EOF ? 0 : 1;
     const char *arch = (const char *)msg;
     const char *nul = memchr(msg, 0, len);
@@ -107,8 +108,8 @@ static int compile_worker(void) {
       if (r.cubin_size) memcpy(body, c.cubin, r.cubin_size);
       if (loglen) memcpy(body + r.cubin_size, c.log, loglen);
     }
-    int sent = body ? sbx_send(SBX_FD_OUT, SBX_MSG_COMPILED, &r, sizeof r,
-                               body, r.cubin_size + loglen)
+    int sent = body ? sbx_send(SBX_FD_OUT, SBX_MSG_COMPILED, &r, sizeof r, body,
+                               r.cubin_size + loglen)
                     : -1;
     free(body);
     kl_compiled_free(&c);
@@ -133,16 +134,24 @@ static void send_timing_mark(void *ctx, int phase) {
   sbx_send(SBX_FD_OUT, SBX_MSG_MARK, &p, sizeof p, NULL, 0);
 }
 
-static int run_worker(void) {
-  /* Work that does not depend on the job happens before READY, while the
-   * previous candidate is still being checked: the C++ runtime every
-   * emulated module links, and the emulator's threads (the filter is
-   * synchronised to them when it comes). */
-  sbx_enter_namespaces(); /* while still single-threaded */
+/* What an emulator worker does before it is confined: namespaces (while
+ * still single-threaded), the C++ runtime every emulated module links, and
+ * the emulator's threads and fiber stacks, since the filter lets no thread
+ * start afterwards (it is synchronised to these). Returns how many threads
+ * the emulator has. */
+static int emu_worker_start(void) {
+  sbx_enter_namespaces();
   dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int pool_threads = kl_emu_pool_start(cores > 0 ? (int)cores : 1);
   kl_emu_prewarm(cores > 0 ? (int)cores : 1);
+  return pool_threads;
+}
+
+static int run_worker(void) {
+  /* Work that does not depend on the job happens before READY, while the
+   * previous candidate is still being checked. */
+  int pool_threads = emu_worker_start();
   /* Keep big buffers on a heap that is already faulted in: a fresh process
    * would otherwise map (and fault) every input and output anew, which is
    * what separates a worker's first launches from a warm process's. */
@@ -180,9 +189,9 @@ static int run_worker(void) {
   size_t n_outs = kl_run_output_layout(&job, offs);
   /* The outputs live in the memfd the supervisor sized for this job
    * (populated at once: one fault per page would cost more). */
-  float *outs = mmap(NULL, sizeof(float) * (n_outs ? n_outs : 1),
-                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                     SBX_FD_OUTS, 0);
+  float *outs =
+      mmap(NULL, sizeof(float) * (n_outs ? n_outs : 1), PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_POPULATE, SBX_FD_OUTS, 0);
   kl_run_report *rep = calloc(1, sizeof *rep);
   if (outs == MAP_FAILED || !rep) return 1;
   sbx_run_reply reply = {confinement, 0, n_outs};
@@ -214,13 +223,7 @@ static int mm_reply(int rc, const char *why) {
 }
 
 static int matmul_worker(void) {
-  /* As run_worker: what does not depend on the kernel before READY, the
-   * emulator's threads before the filter (which lets none start). */
-  sbx_enter_namespaces();
-  dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int pool_threads = kl_emu_pool_start(cores > 0 ? (int)cores : 1);
-  kl_emu_prewarm(cores > 0 ? (int)cores : 1);
+  int pool_threads = emu_worker_start();
   char why[320];
   int confined =
       sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why) >= 0;
@@ -243,7 +246,7 @@ static int matmul_worker(void) {
   stack_loaded_profile(NULL);
   if (kl_launch_validate(kl_emu_geometry(m), why, sizeof why) != KL_OK)
     return mm_reply(KL_EINPUT, why) ? 1 : 0;
-  int threads = load.threads < 1               ? 1
+  int threads = load.threads < 1              ? 1
                 : load.threads > pool_threads ? pool_threads
                                               : load.threads;
   if (mm_reply(KL_OK, NULL) != 0) return 1;
@@ -257,8 +260,8 @@ static int matmul_worker(void) {
     if (mnk[0] < 1 || mnk[1] < 1 || mnk[2] < 1) return 1;
     size_t na = (size_t)mnk[0] * mnk[2], nb = (size_t)mnk[2] * mnk[1];
     size_t bytes = (na + nb + (size_t)mnk[0] * mnk[1]) * sizeof(float);
-    float *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    SBX_FD_OUTS, 0);
+    float *p =
+        mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, SBX_FD_OUTS, 0);
     if (p == MAP_FAILED) return 1;
     int rc = kl_emu_run(m, p, p + na, p + na + nb, mnk[0], mnk[1], mnk[2],
                         threads, why, sizeof why);
@@ -330,8 +333,7 @@ static int record_start(char *why, size_t whylen) {
   int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0);
   if (rc == 0 && seccomp_notify_alloc(&record_req, &record_resp) != 0) rc = -1;
   pthread_t th;
-  if (rc == 0 && pthread_create(&th, NULL, record_listener, NULL) != 0)
-    rc = -1;
+  if (rc == 0 && pthread_create(&th, NULL, record_listener, NULL) != 0) rc = -1;
   /* The listener's own start (rseq, set_robust_list, sigprocmask) must be
    * over before the filter lands: nobody else could answer it. */
   while (rc == 0 && !__atomic_load_n(&record_listening, __ATOMIC_ACQUIRE))
@@ -430,7 +432,8 @@ static int run_gpu_worker(void) {
 
 static int host_compile_worker(int argc, char **argv) {
   int i = 0;
-  while (i < argc && strcmp(argv[i], "--") != 0) i++;
+  while (i < argc && strcmp(argv[i], "--") != 0)
+    i++;
   if (i + 1 >= argc) {
     fprintf(stderr, "kernlab host-compile worker: no command after --\n");
     return 2;
