@@ -158,8 +158,8 @@ int lab_generate(int argc, char **argv) {
   if (!rc) rc = load_model(&m, ckpt, tok, why, sizeof why);
   if (!rc) {
     /* The policy takes dev (and closes it); on the CPU it only holds m. */
-    if (lab_policy_init_dtype(&pol, dev, policy_dtype, &m, NULL, NULL, why,
-                              sizeof why)) {
+    if (lab_policy_init(&pol, dev, policy_dtype, &m, NULL, NULL, why,
+                        sizeof why)) {
       fprintf(stderr, "kernlab generate: policy device: %s\n", why);
       lab_policy_close(&pol);
       pl_model_free(&m);

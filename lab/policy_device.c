@@ -100,15 +100,8 @@ int lab_policy_open(int mode, int dtype, int with_matmul, const char *cmd,
   return ex;
 }
 
-int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, pl_model *m, pl_adamw *opt,
-                    pl_model *ref, char *why, size_t whylen) {
-  return lab_policy_init_dtype(p, ctx, PCUDA_DTYPE_FP32, m, opt, ref, why,
-                               whylen);
-}
-
-int lab_policy_init_dtype(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
-                          pl_adamw *opt, pl_model *ref, char *why,
-                          size_t whylen) {
+int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
+                    pl_adamw *opt, pl_model *ref, char *why, size_t whylen) {
   memset(p, 0, sizeof *p);
   p->m = m;
   p->opt = opt;
@@ -121,7 +114,6 @@ int lab_policy_init_dtype(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
              pcuda_dtype_name(dtype));
     return LAB_EXIT_USAGE;
   }
-  p->dtype = dtype;
   snprintf(p->desc, sizeof p->desc, "%s, %s GEMMs", pcuda_describe(ctx),
            pcuda_dtype_name(dtype));
   int rc = pcuda_model_init_dtype(&p->dm, ctx, m, dtype, why, whylen);

@@ -66,21 +66,17 @@ typedef struct lab_policy {
   pcuda_ctx *ctx; /* NULL: everything on the CPU */
   pcuda_model dm, dref;
   pcuda_adamw dopt;
-  int dtype;      /* PCUDA_DTYPE_* of dm and dref (fp32 on the CPU) */
   char desc[160]; /* lab_policy_describe's */
 } lab_policy;
 
 /* Binds m (and opt, ref, either may be NULL) to ctx (NULL: the CPU): on a
  * device, copies the parameters, AdamW's moments and step, and the
- * reference to it. The lab_policy takes ctx (lab_policy_close closes it).
- * Returns LAB_EXIT_OK or LAB_EXIT_ENV (device memory) with why. */
-int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, pl_model *m, pl_adamw *opt,
-                    pl_model *ref, char *why, size_t whylen);
-/* lab_policy_init with the device models (policy and reference) in dtype
- * (PCUDA_DTYPE_*; bf16 needs ctx, see lab_policy_dtype_resolve). */
-int lab_policy_init_dtype(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
-                          pl_adamw *opt, pl_model *ref, char *why,
-                          size_t whylen);
+ * reference to it, the device models in dtype (PCUDA_DTYPE_*; bf16 needs
+ * ctx, see lab_policy_dtype_resolve). The lab_policy takes ctx
+ * (lab_policy_close closes it). Returns LAB_EXIT_OK, LAB_EXIT_USAGE (bf16
+ * without a device) or LAB_EXIT_ENV (device memory) with why. */
+int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
+                    pl_adamw *opt, pl_model *ref, char *why, size_t whylen);
 void lab_policy_close(lab_policy *p);
 
 /* "cpu", or the device's description and the GEMMs' dtype. */

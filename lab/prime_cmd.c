@@ -235,8 +235,9 @@ int lab_prime(int argc, char **argv) {
 
   char why[1024];
   pcuda_ctx *dev = NULL;
-  int ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
-                           "kernlab prime", &dev, &policy_dtype, why, sizeof why);
+  int ex =
+      lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
+                      "kernlab prime", &dev, &policy_dtype, why, sizeof why);
   if (ex != LAB_EXIT_OK) {
     fprintf(stderr, "kernlab prime: %s\n", why);
     return ex;
@@ -329,8 +330,8 @@ int lab_prime(int argc, char **argv) {
     return LAB_EXIT_ENV;
   }
   lab_policy pol;
-  if (lab_policy_init_dtype(&pol, dev, policy_dtype, &m, &opt, NULL, why,
-                            sizeof why)) {
+  if (lab_policy_init(&pol, dev, policy_dtype, &m, &opt, NULL, why,
+                      sizeof why)) {
     fprintf(stderr, "kernlab prime: policy device: %s\n", why);
     return LAB_EXIT_ENV;
   }
@@ -341,8 +342,8 @@ int lab_prime(int argc, char **argv) {
   lab_matmul *mm = NULL;
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
-    ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &cfg, batch * seq,
-                                    &mm, why, sizeof why);
+    ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &cfg, batch * seq, &mm,
+                                why, sizeof why);
     if (ex != LAB_EXIT_OK) {
       fprintf(stderr, "kernlab prime: %s\n", why);
       exit_code = ex;

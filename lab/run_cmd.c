@@ -327,8 +327,8 @@ int lab_run(int argc, char **argv) {
     memcpy(opt.v, ck_v, opt.n * sizeof(float));
     opt.step = (int64_t)h.opt_step;
   }
-  if (lab_policy_init_dtype(&pol, pol.ctx, policy_dtype, &model, &opt,
-                            c.grpo.beta > 0 ? &ref : NULL, why, sizeof why))
+  if (lab_policy_init(&pol, pol.ctx, policy_dtype, &model, &opt,
+                      c.grpo.beta > 0 ? &ref : NULL, why, sizeof why))
     FAIL(LAB_EXIT_ENV, "policy device: %s", why);
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());

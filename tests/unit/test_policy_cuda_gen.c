@@ -473,10 +473,12 @@ static void check_lab_policy(int on_device, const char *label) {
   pl_adamw_init(&copt, &cm, &ac, why, sizeof why);
   pl_adamw_init(&dopt, &dm, &ac, why, sizeof why);
   lab_policy cp, dp;
-  CHECK(lab_policy_init(&cp, NULL, &cm, &copt, &ref, why, sizeof why) == 0 &&
+  CHECK(lab_policy_init(&cp, NULL, PCUDA_DTYPE_FP32, &cm, &copt, &ref, why,
+                        sizeof why) == 0 &&
             !strcmp(lab_policy_describe(&cp), "cpu"),
         "%s: lab_policy_init (cpu): %s", label, why);
-  CHECK(lab_policy_init(&dp, ctx, &dm, &dopt, &ref, why, sizeof why) == 0 &&
+  CHECK(lab_policy_init(&dp, ctx, PCUDA_DTYPE_FP32, &dm, &dopt, &ref, why,
+                        sizeof why) == 0 &&
             strcmp(lab_policy_describe(&dp), "cpu"),
         "%s: lab_policy_init (backend): %s", label, why);
   enum { B = 2, T = 9 };
@@ -577,8 +579,8 @@ static void check_lab_dtype(int on_device, const char *label) {
   lab_policy none;
   pl_model m;
   pl_model_init(&m, &gen_cfg, 5, why, sizeof why);
-  rc = lab_policy_init_dtype(&none, NULL, PCUDA_DTYPE_BF16, &m, NULL, NULL, why,
-                             sizeof why);
+  rc = lab_policy_init(&none, NULL, PCUDA_DTYPE_BF16, &m, NULL, NULL, why,
+                       sizeof why);
   CHECK(rc == LAB_EXIT_USAGE && strstr(why, "bf16"),
         "%s: a bf16 lab_policy without a device: rc %d '%s'", label, rc, why);
   pcuda_ctx *ctx = NULL;
@@ -603,8 +605,8 @@ static void check_lab_dtype(int on_device, const char *label) {
   pl_adamw_config ac = pl_adamw_defaults();
   pl_adamw_init(&opt, &m, &ac, why, sizeof why);
   lab_policy p;
-  rc = lab_policy_init_dtype(&p, ctx, PCUDA_DTYPE_BF16, &m, &opt, &ref, why,
-                             sizeof why);
+  rc = lab_policy_init(&p, ctx, PCUDA_DTYPE_BF16, &m, &opt, &ref, why,
+                       sizeof why);
   CHECK(rc == LAB_EXIT_OK && p.dm.dtype == PCUDA_DTYPE_BF16 &&
             p.dref.dtype == PCUDA_DTYPE_BF16 &&
             strstr(lab_policy_describe(&p), "bf16 GEMMs"),
