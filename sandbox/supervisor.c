@@ -485,9 +485,13 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
       sbx_kill(&w);
       snprintf(out->status, sizeof out->status, "run_error");
       snprintf(out->error, sizeof out->error,
-               "the run worker sent its timing marks out of order (mark %d "
-               "after %d): a frame the runner did not write",
-               (int)phase, n_marks);
+               "the run worker sent timing mark %d where %s was expected "
+               "(mark 0 as the timed runs start, 1 as they end, once each): "
+               "a frame the runner did not write",
+               (int)phase,
+               n_marks == 0   ? "mark 0"
+               : n_marks == 1 ? "mark 1"
+                              : "none");
       goto respawn;
     }
     marks[n_marks++] = sbx_now_ms();
