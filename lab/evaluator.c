@@ -218,7 +218,6 @@ static pool *pool_start(lab_evaluator *e) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->more, NULL);
   pthread_cond_init(&p->done, NULL);
-  p->slot[0] = e->slots[0];
   for (int i = 0; i < e->n_slots && i < 256; i++) {
     thread_arg *a = malloc(sizeof *a);
     if (!a) break;
