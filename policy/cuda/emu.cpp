@@ -12,7 +12,8 @@
  * template below casts every slot to the kernel's parameter type and makes
  * the typed call. Every launch runs with fibers (the kernels that need no
  * barrier are cheap either way at test sizes). "Device" memory is host
- * memory; GEMMs use the tiled kernel.
+ * memory (chunks of it, through pcuda_arena.c, poisoned for ASan where
+ * not handed out); GEMMs use the tiled kernel.
  */
 
 /* Standard headers before the shim: its CUDA qualifier macros
@@ -21,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <utility>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "kernels/emu/cuda_shim.h"
 
@@ -102,17 +106,34 @@ int emu_sync(pcuda_ctx *) {
 void emu_close(pcuda_ctx *ctx) {
   free(ctx->impl);
 }
+/* The arena poisons what it has not handed out (red zones, free blocks,
+ * the bytes past a buffer's size), so an overrunning kernel trips ASan. */
+void emu_poison(void *p, size_t bytes, int on) {
+#if defined(__SANITIZE_ADDRESS__)
+  if (on)
+    __asan_poison_memory_region(p, bytes);
+  else
+    __asan_unpoison_memory_region(p, bytes);
+#else
+  (void)p, (void)bytes, (void)on;
+#endif
+}
 
-const pcuda_ops emu_ops = {emu_alloc,    emu_free, emu_upload,
-                           emu_download, emu_zero, emu_launch,
-                           nullptr,      emu_sync, emu_close};
+const pcuda_ops emu_ops = {emu_alloc, emu_free,   emu_upload, emu_download,
+                           emu_zero,  emu_launch, nullptr,    emu_sync,
+                           emu_close, emu_poison};
+
+/* The arena's chunks on the emulator: small, so that tests put several
+ * buffers in one chunk, and a red zone after each buffer. */
+constexpr size_t EMU_CHUNK_MIN = size_t(1) << 20;
+constexpr size_t EMU_REDZONE = 256;
 
 } // namespace
 
 extern "C" int pcuda_emu_open(pcuda_ctx **out, int threads, char *why,
                               size_t whylen) {
   *out = nullptr;
-  pcuda_ctx *ctx = pcuda_ctx_new(&emu_ops);
+  pcuda_ctx *ctx = pcuda_ctx_new(&emu_ops, EMU_CHUNK_MIN, EMU_REDZONE);
   emu_state *st =
       ctx ? static_cast<emu_state *>(calloc(1, sizeof(emu_state))) : nullptr;
   if (!st) {

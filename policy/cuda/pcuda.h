@@ -135,8 +135,10 @@ int pcuda_device_open(pcuda_ctx **out, int gemm, char *why, size_t whylen);
  * only in the test library klpolicy_cuda_emu. */
 int pcuda_emu_open(pcuda_ctx **out, int threads, char *why, size_t whylen);
 
-/* Releases the context (and on a device the primary context reference,
- * cuBLAS and the module). Memory still allocated is the caller's leak. */
+/* Waits for the context's work, then releases it: every chunk of its
+ * memory arena (buffers not freed yet go with them; a pointer from it is
+ * dead after this), and on a device the stream, cuBLAS, the modules and
+ * the primary context reference. */
 void pcuda_close(pcuda_ctx *ctx);
 
 /* "cpu-emu (tiled GEMM)" or "NVIDIA H200 (sm_90), cuBLAS GEMM" etc.; owned
@@ -155,6 +157,25 @@ void pcuda_free(pcuda_ctx *ctx, void *dev);
 int pcuda_upload(pcuda_ctx *ctx, void *dev, const void *host, size_t bytes);
 int pcuda_download(pcuda_ctx *ctx, void *host, const void *dev, size_t bytes);
 int pcuda_zero(pcuda_ctx *ctx, void *dev, size_t bytes);
+
+/* What the context's memory arena (policy/cuda/pcuda_arena.c) holds:
+ * pcuda_alloc carves 256-byte aligned buffers out of chunks taken from the
+ * backend (cuMemAlloc) and pcuda_free gives them back to the arena, so a
+ * buffer freed and reallocated costs no backend call. PCUDA_ARENA=off in
+ * the environment makes each buffer its own backend allocation. */
+typedef struct pcuda_mem_stats {
+  size_t in_use;        /* bytes in live buffers (rounded up to 256, with the
+                           emulator's red zones) */
+  size_t peak;          /* the most in_use has been */
+  size_t reserved;      /* bytes held from the backend in chunks */
+  int chunks;           /* chunks held now */
+  unsigned long allocs; /* pcuda_alloc calls that succeeded */
+  unsigned long backend_allocs; /* chunks taken from the backend so far */
+  unsigned long backend_frees;  /* chunks given back so far */
+  int arena;                    /* 0 with PCUDA_ARENA=off */
+} pcuda_mem_stats;
+
+void pcuda_mem_stats_get(const pcuda_ctx *ctx, pcuda_mem_stats *out);
 
 /* ---- the model (policy/cuda/pcuda_model.c), mirroring policy/model.c ---- */
 

@@ -19,9 +19,14 @@
  * the same context: pcuda_device_load_matmul loads its cubin and installs
  * a launcher for pcuda_gemm (pcuda_runtime.c does the packing).
  *
- * Everything runs on the legacy default stream (kernels, copies and
- * cuBLAS), so operations are ordered without events. Device 0 only
- * (CUDA_VISIBLE_DEVICES picks another).
+ * Everything of a context (kernels, copies, memsets, cuBLAS and the
+ * candidate's matmul) runs on one stream of its own, created non-blocking:
+ * operations are ordered without events, which is what lets the memory
+ * arena (pcuda_arena.c) hand a freed buffer out again at once, and the
+ * stream does not wait on, nor hold up, work others queue on the legacy
+ * default stream of the same primary context (the lab's candidate checks
+ * run in this process too). pcuda_status and downloads wait for this
+ * stream only. Device 0 only (CUDA_VISIBLE_DEVICES picks another).
  */
 #define _GNU_SOURCE
 #include "policy/cuda/pcuda_internal.h"
@@ -59,6 +64,7 @@ typedef struct CUstream_st *CUstream;
 #define CU_DEV_ATTR_CC_MINOR 76
 #define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define CU_DYN_SMEM_DEFAULT_LIMIT (48 * 1024)
+#define CU_STREAM_NON_BLOCKING 1
 
 typedef struct cu_api {
   void *lib;
@@ -70,16 +76,19 @@ typedef struct cu_api {
   CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
   CUresult (*DevicePrimaryCtxRelease)(CUdevice); /* _v2 */
   CUresult (*CtxSetCurrent)(CUcontext);
-  CUresult (*CtxSynchronize)(void);
   CUresult (*ModuleLoadData)(CUmodule *, const void *);
   CUresult (*ModuleUnload)(CUmodule);
   CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*FuncSetAttribute)(CUfunction, int, int);
-  CUresult (*MemAlloc)(CUdeviceptr *, size_t);               /* _v2 */
-  CUresult (*MemFree)(CUdeviceptr);                          /* _v2 */
-  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t); /* _v2 */
-  CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);       /* _v2 */
-  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);  /* _v2 */
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t); /* _v2 */
+  CUresult (*MemFree)(CUdeviceptr);            /* _v2 */
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
+                              CUstream);                              /* _v2 */
+  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream); /* _v2 */
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamDestroy)(CUstream); /* _v2 */
+  CUresult (*StreamSynchronize)(CUstream);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, unsigned, CUstream, void **,
                            void **);
@@ -100,6 +109,7 @@ typedef struct cublas_api {
   int (*Create)(cublasHandle_t *); /* cublasCreate_v2 */
   int (*Destroy)(cublasHandle_t);  /* cublasDestroy_v2 */
   int (*SetMathMode)(cublasHandle_t, int);
+  int (*SetStream)(cublasHandle_t, CUstream); /* cublasSetStream_v2 */
   int (*Sgemm)(cublasHandle_t, int, int, int, int, int, const float *,
                const float *, int, const float *, int, const float *, float *,
                int); /* cublasSgemm_v2 */
@@ -114,6 +124,7 @@ typedef struct device_state {
   cublas_api blas; /* blas.handle NULL: the tiled kernel */
   CUdevice dev;
   CUcontext ctx;
+  CUstream stream; /* every kernel, copy and GEMM of the context */
   CUmodule module;
   CUfunction fn[PCUDA_NUM_KERNELS];
   int smem_set[PCUDA_NUM_KERNELS]; /* dynamic smem limit raised to this */
@@ -168,16 +179,18 @@ static int load_driver(cu_api *cu, char *why, size_t whylen) {
       {&cu->DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
       {&cu->DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
       {&cu->CtxSetCurrent, "cuCtxSetCurrent"},
-      {&cu->CtxSynchronize, "cuCtxSynchronize"},
       {&cu->ModuleLoadData, "cuModuleLoadData"},
       {&cu->ModuleUnload, "cuModuleUnload"},
       {&cu->ModuleGetFunction, "cuModuleGetFunction"},
       {&cu->FuncSetAttribute, "cuFuncSetAttribute"},
       {&cu->MemAlloc, "cuMemAlloc_v2"},
       {&cu->MemFree, "cuMemFree_v2"},
-      {&cu->MemcpyHtoD, "cuMemcpyHtoD_v2"},
-      {&cu->MemcpyDtoH, "cuMemcpyDtoH_v2"},
-      {&cu->MemsetD8, "cuMemsetD8_v2"},
+      {&cu->MemsetD8Async, "cuMemsetD8Async"},
+      {&cu->MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
+      {&cu->MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
+      {&cu->StreamCreate, "cuStreamCreate"},
+      {&cu->StreamDestroy, "cuStreamDestroy_v2"},
+      {&cu->StreamSynchronize, "cuStreamSynchronize"},
       {&cu->LaunchKernel, "cuLaunchKernel"},
       {&cu->GetErrorName, "cuGetErrorName"},
   };
@@ -188,7 +201,8 @@ static int load_driver(cu_api *cu, char *why, size_t whylen) {
 
 /* cuBLAS is optional: without it GEMMs use the tiled kernel, and why says
  * what was missing. */
-static int load_cublas(cublas_api *b, char *why, size_t whylen) {
+static int load_cublas(cublas_api *b, CUstream stream, char *why,
+                       size_t whylen) {
   static const char *const names[] = {"libcublas.so.13", "libcublas.so",
                                       "/usr/local/cuda/lib64/libcublas.so.13"};
   for (size_t i = 0; i < 3 && !b->lib; i++)
@@ -201,6 +215,7 @@ static int load_cublas(cublas_api *b, char *why, size_t whylen) {
   if (sym(b->lib, &b->Create, "cublasCreate_v2", lib, why, whylen) ||
       sym(b->lib, &b->Destroy, "cublasDestroy_v2", lib, why, whylen) ||
       sym(b->lib, &b->SetMathMode, "cublasSetMathMode", lib, why, whylen) ||
+      sym(b->lib, &b->SetStream, "cublasSetStream_v2", lib, why, whylen) ||
       sym(b->lib, &b->Sgemm, "cublasSgemm_v2", lib, why, whylen) ||
       sym(b->lib, &b->GemmEx, "cublasGemmEx", lib, why, whylen))
     return -1;
@@ -211,12 +226,22 @@ static int load_cublas(cublas_api *b, char *why, size_t whylen) {
     return -1;
   }
   b->SetMathMode(b->handle, CUBLAS_DEFAULT_MATH);
+  if ((rc = b->SetStream(b->handle, stream)) != 0) {
+    b->Destroy(b->handle);
+    b->handle = NULL;
+    snprintf(why, whylen, "cublasSetStream failed (status %d)", rc);
+    return -1;
+  }
   return 0;
 }
 
 /* ---- the operations ---- */
 
 #define ST(ctx) ((device_state *)(ctx)->impl)
+
+/* The arena's smallest chunk on a device: the policy's buffers are MiBs to
+ * GiBs, and cuMemAlloc rounds to 2 MiB pages anyway. */
+#define DEVICE_CHUNK_MIN ((size_t)64 << 20)
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
 /* 0 for CUDA_SUCCESS, else records "what: CUDA_ERROR_..." and returns -1. */
@@ -235,18 +260,30 @@ static int dev_alloc(pcuda_ctx *ctx, void **dev, size_t bytes) {
 static void dev_free(pcuda_ctx *ctx, void *dev) {
   ST(ctx)->cu.MemFree(DPTR(dev));
 }
+/* Host memory here is pageable (malloc'd): an async copy from it is
+ * staged before the call returns, so the caller may reuse its buffer at
+ * once, and it is ordered after the kernels already on the stream (the
+ * driver API's "API synchronization behavior"). */
 static int dev_upload(pcuda_ctx *ctx, void *dev, const void *host,
                       size_t bytes) {
-  return check(ctx, ST(ctx)->cu.MemcpyHtoD(DPTR(dev), host, bytes),
-               "cuMemcpyHtoD");
+  device_state *st = ST(ctx);
+  return check(ctx, st->cu.MemcpyHtoDAsync(DPTR(dev), host, bytes, st->stream),
+               "cuMemcpyHtoDAsync");
 }
+/* Waits for the stream: the host reads the copy when this returns. */
 static int dev_download(pcuda_ctx *ctx, void *host, const void *dev,
                         size_t bytes) {
-  return check(ctx, ST(ctx)->cu.MemcpyDtoH(host, DPTR(dev), bytes),
-               "cuMemcpyDtoH (or a kernel before it)");
+  device_state *st = ST(ctx);
+  if (check(ctx, st->cu.MemcpyDtoHAsync(host, DPTR(dev), bytes, st->stream),
+            "cuMemcpyDtoHAsync (or a kernel before it)"))
+    return -1;
+  return check(ctx, st->cu.StreamSynchronize(st->stream),
+               "cuMemcpyDtoHAsync (or a kernel before it)");
 }
 static int dev_zero(pcuda_ctx *ctx, void *dev, size_t bytes) {
-  return check(ctx, ST(ctx)->cu.MemsetD8(DPTR(dev), 0, bytes), "cuMemsetD8");
+  device_state *st = ST(ctx);
+  return check(ctx, st->cu.MemsetD8Async(DPTR(dev), 0, bytes, st->stream),
+               "cuMemsetD8Async");
 }
 
 static int dev_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid,
@@ -264,7 +301,7 @@ static int dev_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid,
   }
   CUresult rc = st->cu.LaunchKernel(st->fn[kernel], grid.x, grid.y, grid.z,
                                     block.x, block.y, block.z,
-                                    (unsigned)dyn_smem, NULL, args, NULL);
+                                    (unsigned)dyn_smem, st->stream, args, NULL);
   if (rc == 0) return 0;
   pcuda_fail(ctx, "device: launching %s (grid %u,%u,%u block %u,%u,%u): %s",
              pcuda_kernel_names[kernel], grid.x, grid.y, grid.z, block.x,
@@ -308,14 +345,15 @@ static int dev_gemm_bf16(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
 }
 
 static int dev_sync(pcuda_ctx *ctx) {
-  return check(ctx, ST(ctx)->cu.CtxSynchronize(),
-               "a kernel (cuCtxSynchronize)");
+  return check(ctx, ST(ctx)->cu.StreamSynchronize(ST(ctx)->stream),
+               "a kernel (cuStreamSynchronize)");
 }
 
 static void dev_close(pcuda_ctx *ctx) {
   device_state *st = ST(ctx);
   if (!st) return;
   if (st->blas.handle) st->blas.Destroy(st->blas.handle);
+  if (st->stream) st->cu.StreamDestroy(st->stream);
   if (st->cand.module) st->cu.ModuleUnload(st->cand.module);
   if (st->module) st->cu.ModuleUnload(st->module);
   if (st->ctx) st->cu.DevicePrimaryCtxRelease(st->dev);
@@ -324,12 +362,13 @@ static void dev_close(pcuda_ctx *ctx) {
   ctx->impl = NULL;
 }
 
-static const pcuda_ops device_ops = {dev_alloc,    dev_free, dev_upload,
-                                     dev_download, dev_zero, dev_launch,
-                                     dev_gemm,     dev_sync, dev_close};
-static const pcuda_ops device_ops_tiled = {dev_alloc,    dev_free, dev_upload,
-                                           dev_download, dev_zero, dev_launch,
-                                           NULL,         dev_sync, dev_close};
+/* No poison: device memory is not the host's to poison. */
+static const pcuda_ops device_ops = {
+    dev_alloc,  dev_free, dev_upload, dev_download, dev_zero,
+    dev_launch, dev_gemm, dev_sync,   dev_close,    NULL};
+static const pcuda_ops device_ops_tiled = {
+    dev_alloc,  dev_free, dev_upload, dev_download, dev_zero,
+    dev_launch, NULL,     dev_sync,   dev_close,    NULL};
 
 /* Device 0, its primary context, the module and every kernel. */
 static int open_device(device_state *st, char *why, size_t whylen, char *name,
@@ -371,6 +410,11 @@ static int open_device(device_state *st, char *why, size_t whylen, char *name,
     snprintf(why, whylen, "cuCtxSetCurrent: %s", cu_error(st, rc));
     return -1;
   }
+  if ((rc = cu->StreamCreate(&st->stream, CU_STREAM_NON_BLOCKING)) != 0) {
+    st->stream = NULL;
+    snprintf(why, whylen, "cuStreamCreate: %s", cu_error(st, rc));
+    return -1;
+  }
   if ((rc = cu->ModuleLoadData(&st->module, pcuda_fatbin)) != 0) {
     st->module = NULL;
     snprintf(why, whylen,
@@ -400,7 +444,7 @@ int pcuda_device_open(pcuda_ctx **out, int gemm, char *why, size_t whylen) {
     return PL_EENV;
   }
   device_state *st = calloc(1, sizeof *st);
-  pcuda_ctx *ctx = pcuda_ctx_new(&device_ops);
+  pcuda_ctx *ctx = pcuda_ctx_new(&device_ops, DEVICE_CHUNK_MIN, 0);
   if (!st || !ctx) {
     free(st);
     free(ctx);
@@ -414,7 +458,7 @@ int pcuda_device_open(pcuda_ctx **out, int gemm, char *why, size_t whylen) {
     return PL_EENV;
   }
   if (gemm == PCUDA_GEMM_AUTO &&
-      load_cublas(&st->blas, blas_why, sizeof blas_why) == 0) {
+      load_cublas(&st->blas, st->stream, blas_why, sizeof blas_why) == 0) {
     snprintf(ctx->desc, sizeof ctx->desc, "%s, cuBLAS GEMM", name);
     ctx->gemm_bf16 = dev_gemm_bf16; /* the bf16 path's, with the handle */
   } else {
@@ -446,7 +490,7 @@ static int dev_candidate_matmul(void *impl, const float *A, const float *B,
   CUresult rc =
       st->cu.LaunchKernel(st->cand.fn, gx, gy, 1, (unsigned)st->cand.block_x,
                           (unsigned)st->cand.block_y, 1,
-                          (unsigned)st->cand.dyn_smem, NULL, args, NULL);
+                          (unsigned)st->cand.dyn_smem, st->stream, args, NULL);
   if (rc == 0) return 0;
   snprintf(why, whylen, "launching matmul (grid %u,%u block %d,%d): %s", gx, gy,
            st->cand.block_x, st->cand.block_y, cu_error(st, rc));

@@ -39,11 +39,47 @@ typedef struct pcuda_ops {
               float alpha, float beta);
   int (*sync)(pcuda_ctx *ctx);
   void (*close)(pcuda_ctx *ctx);
+  /* AddressSanitizer (un)poisoning of backend memory the host can see:
+   * the emulator's; NULL on a device (pcuda_arena.c) */
+  void (*poison)(void *p, size_t bytes, int on);
 } pcuda_ops;
+
+/* ---- the memory arena (pcuda_arena.c) ---- */
+
+typedef struct pcuda_block pcuda_block; /* host-side, one per buffer */
+
+/* A region taken from the backend in one allocation, its blocks in
+ * address order. */
+typedef struct pcuda_chunk {
+  void *base;
+  size_t size;
+  pcuda_block *blocks;
+} pcuda_chunk;
+
+typedef struct pcuda_arena {
+  pcuda_chunk *chunks;
+  int n_chunks, cap_chunks;
+  size_t chunk_min; /* bytes: the smallest chunk taken from the backend */
+  size_t redzone;   /* bytes after each block (poisoned on the emulator) */
+  int passthrough;  /* PCUDA_ARENA=off: a chunk per buffer, freed with it */
+  pcuda_mem_stats stats;
+} pcuda_arena;
+
+/* Sets the arena up empty (reads PCUDA_ARENA). */
+void pcuda_arena_init(pcuda_arena *a, size_t chunk_min, size_t redzone);
+/* A 256-byte aligned block of bytes from ctx's arena, taking a chunk from
+ * the backend when none fits; NULL with the failure recorded. */
+void *pcuda_arena_alloc(pcuda_ctx *ctx, size_t bytes);
+/* Returns a block to the arena (the backend keeps the chunk). A pointer
+ * that is no live block is recorded as a failure. */
+void pcuda_arena_free(pcuda_ctx *ctx, void *dev);
+/* Returns every chunk to the backend, live blocks or not (pcuda_close). */
+void pcuda_arena_release(pcuda_ctx *ctx);
 
 struct pcuda_ctx {
   const pcuda_ops *ops;
-  void *impl; /* the backend's own state */
+  void *impl;        /* the backend's own state */
+  pcuda_arena arena; /* what pcuda_alloc hands out */
   /* a candidate's matmul that pcuda_gemm routes through (pcuda_set_matmul;
    * NULL: cuBLAS or the tiled kernel), and its scratch: packed operands
    * and the product, on the backend */
@@ -63,8 +99,11 @@ struct pcuda_ctx {
                    int ldc, int trans_a, int trans_b, float alpha, float beta);
 };
 
-/* Allocates a context for ops (impl NULL). NULL when out of memory. */
-pcuda_ctx *pcuda_ctx_new(const pcuda_ops *ops);
+/* Allocates a context for ops (impl NULL) whose arena takes chunks of at
+ * least chunk_min bytes with redzone bytes after each block. NULL when out
+ * of memory. */
+pcuda_ctx *pcuda_ctx_new(const pcuda_ops *ops, size_t chunk_min,
+                         size_t redzone);
 
 /* Records a failure (the first one wins) and returns PL_EENV. */
 int pcuda_fail(pcuda_ctx *ctx, const char *fmt, ...)

@@ -19,9 +19,12 @@ const char *const pcuda_kernel_names[PCUDA_NUM_KERNELS] = {
     PCUDA_KERNEL_LIST(PCUDA_NAME)};
 #undef PCUDA_NAME
 
-pcuda_ctx *pcuda_ctx_new(const pcuda_ops *ops) {
+pcuda_ctx *pcuda_ctx_new(const pcuda_ops *ops, size_t chunk_min,
+                         size_t redzone) {
   pcuda_ctx *ctx = calloc(1, sizeof *ctx);
-  if (ctx) ctx->ops = ops;
+  if (!ctx) return NULL;
+  ctx->ops = ops;
+  pcuda_arena_init(&ctx->arena, chunk_min, redzone);
   return ctx;
 }
 
@@ -39,6 +42,9 @@ int pcuda_fail(pcuda_ctx *ctx, const char *fmt, ...) {
 void pcuda_close(pcuda_ctx *ctx) {
   if (!ctx) return;
   pcuda_free(ctx, ctx->mm_scratch);
+  /* chunks go back through the backend, once its work is done */
+  if (ctx->arena.n_chunks && ctx->ops->sync(ctx) != 0) ctx->failed = 1;
+  pcuda_arena_release(ctx);
   if (ctx->ops && ctx->ops->close) ctx->ops->close(ctx);
   free(ctx);
 }
@@ -54,17 +60,12 @@ int pcuda_status(pcuda_ctx *ctx, char *why, size_t whylen) {
 }
 
 void *pcuda_alloc(pcuda_ctx *ctx, size_t bytes) {
-  void *dev = NULL;
   if (ctx->failed) return NULL;
-  if (ctx->ops->alloc(ctx, &dev, bytes ? bytes : 1) != 0) {
-    ctx->failed = 1;
-    return NULL;
-  }
-  return dev;
+  return pcuda_arena_alloc(ctx, bytes ? bytes : 1);
 }
 
 void pcuda_free(pcuda_ctx *ctx, void *dev) {
-  if (dev) ctx->ops->free(ctx, dev);
+  if (dev) pcuda_arena_free(ctx, dev);
 }
 
 /* Runs one backend operation unless a failure came before; makes its
