@@ -26,7 +26,9 @@
 #   7. the policy's CUDA runtime (policy/cuda, issue 10): test_policy_cuda
 #      --device (every kernel against its CPU twin, cuBLAS and tiled GEMMs,
 #      ten training steps), test_policy_cuda_gen --device (sampler, KV
-#      cache, generation against the CPU's), test_policy_matmul --device (a
+#      cache, generation against the CPU's), test_policy_cuda_arena
+#      --device (the memory arena and the stream: no backend allocation in
+#      a steady training loop), test_policy_matmul --device (a
 #      kernel from a results file behind the policy's GEMMs, compiled by
 #      NVRTC, against cuBLAS; the files it must refuse), then prime + one
 #      campaign step with --policy-device gpu, a bf16 prime
@@ -255,7 +257,7 @@ fi
 # against pl_generate, and the lab's --policy-device facade; then a tiny
 # prime and one campaign step with --policy-device gpu (the policy on the
 # device, end to end).
-for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_matmul; do
+for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul; do
   note "policy: $t --device"
   PCUDA=$(dirname "$KL")/$t
   [ -x "$PCUDA" ] || PCUDA=$(find build -name "$t" -type f 2>/dev/null | head -n1)
