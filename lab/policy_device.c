@@ -134,6 +134,15 @@ int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
 
 void lab_policy_close(lab_policy *p) {
   if (p->ctx) {
+    /* the arena's account: how much device memory the policy needed, and
+     * how few backend allocations it took (pcuda.h, pcuda_mem_stats) */
+    pcuda_mem_stats st;
+    pcuda_mem_stats_get(p->ctx, &st);
+    fprintf(stderr,
+            "policy device memory: peak %.1f MiB in use, %.1f MiB held in %d "
+            "chunks; %lu buffers from %lu backend allocations\n",
+            st.peak / 1048576.0, st.reserved / 1048576.0, st.chunks,
+            st.allocs, st.backend_allocs);
     pcuda_adamw_free(&p->dopt);
     pcuda_model_free(&p->dref);
     pcuda_model_free(&p->dm);

@@ -275,7 +275,7 @@ if kl timeout $(t 90) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" 
    sed -e "s|$cdir/p.ckpt|$cdir/pg.ckpt|; s|steps = 2|steps = 1|; s|$cdir/gpu.h5|$cdir/pgpu.h5|" \
      "$cdir/gpu.lua" >"$cdir/pgpu.lua" &&
    kl timeout $(t 180) "$KL" run "$cdir/pgpu.lua" --policy-device gpu >>"$OUT/policy_device.log" 2>&1; then
-  sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s')"
+  sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s'); $(grep 'policy device memory' "$OUT/policy_device.log" | tail -n1)"
 else
   sum "- --policy-device gpu: FAILED: $(tail -n 3 "$OUT/policy_device.log" | tr '\n' ' ')"
 fi
