@@ -8,125 +8,296 @@
  * Q, K, V are the column blocks [0,C), [C,2C), [2C,3C) of qkv (after RoPE),
  * head h at columns h*hs.. of each block.
  *
- * Naive on purpose, one kernel per step: a block per query row for the
- * softmax rows (forward; dS in the backward), then a thread per output
- * element for dQ and for dK/dV, each summing its own dot product in order,
- * so every element is written once (no atomics, deterministic). Where the
- * CPU keeps one head's dP at a time in a (T,T) scratch, the backward here
- * needs dS for every (b, h) at once: (B,NH,T,T).
+ * Tiled: a block owns a tile of ATT_TILE (32) query rows (or, for dK and dV,
+ * 32 key rows) of one (b, h) and walks the tiles of the other side that the
+ * causal mask lets through, staging 32x32 pieces of its operands in shared
+ * memory, 32 head dimensions at a time (so any head size works with the
+ * same 13-17 KB). Each row of Q, K, V, dY is then read from global memory
+ * once per tile of 32 rows instead of once per row, which is what the
+ * earlier kernels (a block per query row, re-reading every key and value
+ * row of its head) spent their time on at the policy's T of 1024.
+ *
+ * The probabilities P (B,NH,T,T) are stored by the forward, as the CPU
+ * stores them, and read back by the backward; dS of every (b, h) is a
+ * (B,NH,T,T) scratch (the CPU keeps one head's at a time). Each output
+ * element is summed by one thread in a fixed order, and the row reductions
+ * are warp shuffles in a fixed order: no atomics, the same bits every run.
+ *
+ * Thread layout of every kernel here: block (32, 8); warp ty owns the tile
+ * rows ty, ty+8, ty+16, ty+24 (ATT_ROWS each); lane tx is a column of the
+ * tile (a key, or a head dimension).
  */
 #include "policy/cuda/common.cuh"
 
-/* Grid: B*NH*T blocks, block index = (b*NH + h)*T + t; block: a multiple of
- * 32 threads; dynamic shared memory: T floats (the row's probabilities). */
+#define ATT_TILE 32
+#define ATT_ROWS (ATT_TILE / 8) /* tile rows per thread */
+
+/* The number of ATT_TILE-row tiles covering T rows. */
+__device__ inline int att_tiles(int T) {
+  return (T + ATT_TILE - 1) / ATT_TILE;
+}
+
+/* s[i] = sum_d a[r0 + ty + 8i, d] * b[c0 + tx, d] for one 32x32 tile of
+ * a · b^T, with a and b rows of hs floats at a_stride / b_stride (rows at
+ * or past T read as 0), staged 32 dimensions at a time through as and bs.
+ * Every thread of the block must call it. */
+__device__ inline void tile_dot(float s[ATT_ROWS], float (*as)[ATT_TILE + 1],
+                                float (*bs)[ATT_TILE + 1], const float *a,
+                                size_t a_stride, int r0, const float *b,
+                                size_t b_stride, int c0, int T, int hs) {
+  int tx = threadIdx.x, ty = threadIdx.y;
+  for (int i = 0; i < ATT_ROWS; i++)
+    s[i] = 0.0f;
+  for (int d0 = 0; d0 < hs; d0 += ATT_TILE) {
+    int d = d0 + tx;
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int r = ty + 8 * i;
+      as[r][tx] =
+          r0 + r < T && d < hs ? a[(size_t)(r0 + r) * a_stride + d] : 0.0f;
+      bs[r][tx] =
+          c0 + r < T && d < hs ? b[(size_t)(c0 + r) * b_stride + d] : 0.0f;
+    }
+    __syncthreads();
+    for (int c = 0; c < ATT_TILE; c++) {
+      float bv = bs[tx][c];
+      for (int i = 0; i < ATT_ROWS; i++)
+        s[i] += as[ty + 8 * i][c] * bv;
+    }
+    __syncthreads(); /* before the next stage overwrites as and bs */
+  }
+}
+
+/* acc[i] = sum_{t2} w[r0 + ty + 8i, t2] * x[t2, d0 + tx] over the key
+ * tiles kt_begin..kt_end (inclusive) for the 32 dimensions d0.., where w is
+ * a (T,T) matrix (P or dS, 0 above the diagonal) and x rows of hs floats at
+ * x_stride. Every thread of the block must call it. */
+__device__ inline void
+tile_weighted_sum(float acc[ATT_ROWS], float (*ws)[ATT_TILE + 1],
+                  float (*xs)[ATT_TILE + 1], const float *w, int r0,
+                  int kt_begin, int kt_end, const float *x, size_t x_stride,
+                  int d0, int T, int hs) {
+  int tx = threadIdx.x, ty = threadIdx.y;
+  for (int i = 0; i < ATT_ROWS; i++)
+    acc[i] = 0.0f;
+  for (int kt = kt_begin; kt <= kt_end; kt++) {
+    int k0 = kt * ATT_TILE;
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int r = ty + 8 * i;
+      ws[r][tx] =
+          r0 + r < T && k0 + tx < T ? w[(size_t)(r0 + r) * T + k0 + tx] : 0.0f;
+      xs[r][tx] = k0 + r < T && d0 + tx < hs
+                      ? x[(size_t)(k0 + r) * x_stride + d0 + tx]
+                      : 0.0f;
+    }
+    __syncthreads();
+    for (int c = 0; c < ATT_TILE; c++) {
+      float xv = xs[c][tx];
+      for (int i = 0; i < ATT_ROWS; i++)
+        acc[i] += ws[ty + 8 * i][c] * xv;
+    }
+    __syncthreads();
+  }
+}
+
+/* Grid: B*NH*ceil(T/32) blocks, block index = (b*NH + h)*tiles + query
+ * tile; block (32, 8). Writes the whole rows of att (zeros above the
+ * diagonal) and out's head-h columns of the tile's rows. */
 extern "C" __global__ void
 attention_forward_kernel(float *out /*(B,T,C)*/, float *att /*(B,NH,T,T)*/,
                          const float *qkv /*(B,T,3C)*/, int B, int T, int C,
                          int NH) {
-  PCUDA_DYN_SMEM(float, p);
-  int hs = C / NH, C3 = 3 * C;
+  __shared__ float as[ATT_TILE][ATT_TILE + 1];
+  __shared__ float bs[ATT_TILE][ATT_TILE + 1];
+  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
   float scale = 1.0f / sqrtf((float)hs);
-  size_t row = blockIdx.x; /* (b*NH + h)*T + t */
-  if (row >= (size_t)B * NH * T) return;
-  int t = (int)(row % T), h = (int)(row / T % NH);
-  size_t b = row / T / NH;
-  const float *qkv_b = qkv + b * T * C3;
-  const float *q = qkv_b + (size_t)t * C3 + h * hs;
+  size_t blk = blockIdx.x;
+  if (blk >= (size_t)B * NH * tiles) return;
+  int qt = (int)(blk % tiles), q0 = qt * ATT_TILE;
+  size_t bh = blk / tiles, b = bh / NH;
+  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  const float *q = qkv + b * T * C3 + h * hs; /* row t at q + t*3C */
+  float *att_bh = att + bh * T * T;
 
-  /* the softmax over t2 <= t of the scores scale * q·k[t2]: its
-   * numerators in p, their sum (k[t2] at qkv_b + t2*3C + C + h*hs) */
-  float sum =
-      attention_row_exp(p, q, qkv_b + C + h * hs, (size_t)C3, hs, t, scale);
-  float *att_row = att + row * T;
-  for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) {
-    if (t2 <= t) p[t2] /= sum;
-    att_row[t2] = t2 <= t ? p[t2] : 0.0f;
+  /* 1. scaled scores at or below the diagonal into att, and each thread's
+   * running max of its rows */
+  float mx[ATT_ROWS], s[ATT_ROWS];
+  for (int i = 0; i < ATT_ROWS; i++)
+    mx[i] = -INFINITY;
+  for (int kt = 0; kt <= qt; kt++) {
+    int k0 = kt * ATT_TILE;
+    tile_dot(s, as, bs, q, (size_t)C3, q0, q + C, (size_t)C3, k0, T, hs);
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int t = q0 + ty + 8 * i, t2 = k0 + tx;
+      if (t < T && t2 <= t) {
+        att_bh[(size_t)t * T + t2] = scale * s[i];
+        mx[i] = fmaxf(mx[i], scale * s[i]);
+      }
+    }
   }
-  __syncthreads(); /* every p[t2] is final before anyone sums P V */
 
-  /* y[t, h*hs + d] = sum_{t2 <= t} p[t2] v[t2, d] */
-  float *y = out + (b * T + t) * C + h * hs;
-  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++)
-      acc += p[t2] * qkv_b[(size_t)t2 * C3 + 2 * C + h * hs + d];
-    y[d] = acc;
+  /* 2. each row's softmax, by the warp that owns it: lane tx holds the
+   * columns t2 = tx mod 32, the very ones it wrote above */
+  for (int i = 0; i < ATT_ROWS; i++) {
+    int t = q0 + ty + 8 * i;
+    if (t >= T) continue; /* the same for the whole warp */
+    float *row = att_bh + (size_t)t * T;
+    float m = warp_max(mx[i]), sum = 0.0f;
+    for (int t2 = tx; t2 <= t; t2 += ATT_TILE) {
+      row[t2] = expf(row[t2] - m);
+      sum += row[t2];
+    }
+    sum = warp_sum(sum);
+    for (int t2 = tx; t2 < T; t2 += ATT_TILE)
+      row[t2] = t2 <= t ? row[t2] / sum : 0.0f;
+  }
+  __syncthreads(); /* the tile's P rows are final before anyone reads them */
+
+  /* 3. y = P V, 32 dimensions at a time */
+  for (int d0 = 0; d0 < hs; d0 += ATT_TILE) {
+    float acc[ATT_ROWS];
+    tile_weighted_sum(acc, as, bs, att_bh, q0, 0, qt, q + 2 * C, (size_t)C3, d0,
+                      T, hs);
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int t = q0 + ty + 8 * i;
+      if (t < T && d0 + tx < hs)
+        out[(b * T + t) * C + h * hs + d0 + tx] = acc[i];
+    }
   }
 }
 
-/* dS for one query row: dP[t2] = dy[t] . v[t2], then
- * dS[t2] = P[t2] (dP[t2] - sum_t2' P dP), 0 above the diagonal. Grid and
- * block as the forward (no shared memory beyond the reduction's). */
+/* dS for a tile of query rows: dP[t,t2] = dy[t] . v[t2], then
+ * dS[t,t2] = P[t,t2] (dP[t,t2] - sum_t2' P dP), 0 above the diagonal.
+ * Grid and block as the forward. */
 extern "C" __global__ void attention_backward_dscore_kernel(
     float *dscore /*(B,NH,T,T)*/, const float *dout /*(B,T,C)*/,
     const float *qkv /*(B,T,3C)*/, const float *att /*(B,NH,T,T)*/, int B,
     int T, int C, int NH) {
-  int hs = C / NH, C3 = 3 * C;
-  size_t row = blockIdx.x;
-  if (row >= (size_t)B * NH * T) return;
-  int t = (int)(row % T), h = (int)(row / T % NH);
-  size_t b = row / T / NH;
-  const float *dy = dout + (b * T + t) * C + h * hs;
-  const float *p = att + row * T;
-  float *ds = dscore + row * T;
-  float dot = 0.0f;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    const float *v = qkv + (b * T + t2) * C3 + 2 * C + h * hs;
-    float dp = 0.0f;
-    for (int d = 0; d < hs; d++)
-      dp += dy[d] * v[d];
-    ds[t2] = dp;
-    dot += p[t2] * dp;
+  __shared__ float as[ATT_TILE][ATT_TILE + 1];
+  __shared__ float bs[ATT_TILE][ATT_TILE + 1];
+  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
+  size_t blk = blockIdx.x;
+  if (blk >= (size_t)B * NH * tiles) return;
+  int qt = (int)(blk % tiles), q0 = qt * ATT_TILE;
+  size_t bh = blk / tiles, b = bh / NH;
+  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  const float *dy = dout + b * T * C + h * hs;        /* row t: + t*C */
+  const float *v = qkv + b * T * C3 + 2 * C + h * hs; /* row t: + t*3C */
+  const float *p_bh = att + bh * T * T;
+  float *ds_bh = dscore + bh * T * T;
+
+  /* dP into dscore, and each thread's share of sum_t2 P dP of its rows */
+  float dot[ATT_ROWS], s[ATT_ROWS];
+  for (int i = 0; i < ATT_ROWS; i++)
+    dot[i] = 0.0f;
+  for (int kt = 0; kt <= qt; kt++) {
+    int k0 = kt * ATT_TILE;
+    tile_dot(s, as, bs, dy, (size_t)C, q0, v, (size_t)C3, k0, T, hs);
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int t = q0 + ty + 8 * i, t2 = k0 + tx;
+      if (t < T && t2 <= t) {
+        ds_bh[(size_t)t * T + t2] = s[i];
+        dot[i] += p_bh[(size_t)t * T + t2] * s[i];
+      }
+    }
   }
-  dot = block_sum(dot);
-  /* each thread rewrites only the t2 it wrote above: no barrier needed */
-  for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x)
-    ds[t2] = t2 <= t ? p[t2] * (ds[t2] - dot) : 0.0f;
+  /* each row by the warp that owns it; lane tx rewrites only the columns
+   * t2 = tx mod 32 it wrote */
+  for (int i = 0; i < ATT_ROWS; i++) {
+    int t = q0 + ty + 8 * i;
+    if (t >= T) continue; /* the same for the whole warp */
+    float rowdot = warp_sum(dot[i]);
+    const float *p = p_bh + (size_t)t * T;
+    float *ds = ds_bh + (size_t)t * T;
+    for (int t2 = tx; t2 < T; t2 += ATT_TILE)
+      ds[t2] = t2 <= t ? p[t2] * (ds[t2] - rowdot) : 0.0f;
+  }
 }
 
-/* dq[b,t,h,d] = scale * sum_{t2 <= t} dS[t,t2] k[t2,d]; one thread per
- * element of the q block of dqkv (B*T*C threads). */
+/* dq[b,t,h,:] = scale * sum_{t2 <= t} dS[t,t2] k[t2,:] for a tile of query
+ * rows, into the q block of dqkv. Grid and block as the forward. */
 extern "C" __global__ void attention_backward_dq_kernel(
     float *dqkv /*(B,T,3C)*/, const float *dscore /*(B,NH,T,T)*/,
     const float *qkv /*(B,T,3C)*/, int B, int T, int C, int NH) {
-  int hs = C / NH, C3 = 3 * C;
+  __shared__ float as[ATT_TILE][ATT_TILE + 1];
+  __shared__ float bs[ATT_TILE][ATT_TILE + 1];
+  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
   float scale = 1.0f / sqrtf((float)hs);
-  size_t idx = global_index();
-  if (idx >= (size_t)B * T * C) return;
-  int c = (int)(idx % C), h = c / hs, d = c % hs;
-  size_t bt = idx / C, b = bt / T;
-  int t = (int)(bt % T);
-  const float *ds = dscore + ((b * NH + h) * T + t) * T;
-  const float *k = qkv + b * T * C3 + C + h * hs + d;
-  float acc = 0.0f;
-  for (int t2 = 0; t2 <= t; t2++)
-    acc += ds[t2] * k[(size_t)t2 * C3];
-  dqkv[bt * C3 + c] = scale * acc;
+  size_t blk = blockIdx.x;
+  if (blk >= (size_t)B * NH * tiles) return;
+  int qt = (int)(blk % tiles), q0 = qt * ATT_TILE;
+  size_t bh = blk / tiles, b = bh / NH;
+  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  const float *k = qkv + b * T * C3 + C + h * hs;
+  for (int d0 = 0; d0 < hs; d0 += ATT_TILE) {
+    float acc[ATT_ROWS];
+    tile_weighted_sum(acc, as, bs, dscore + bh * T * T, q0, 0, qt, k,
+                      (size_t)C3, d0, T, hs);
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int t = q0 + ty + 8 * i;
+      if (t < T && d0 + tx < hs)
+        dqkv[(b * T + t) * C3 + h * hs + d0 + tx] = scale * acc[i];
+    }
+  }
 }
 
-/* dk[b,t2,h,d] = scale * sum_{t >= t2} dS[t,t2] q[t,d] and
- * dv[b,t2,h,d] = sum_{t >= t2} P[t,t2] dy[t,d]; one thread per element of
- * the k (and v) block of dqkv (B*T*C threads). */
+/* For a tile of key rows t2:
+ *   dk[b,t2,h,:] = scale * sum_{t >= t2} dS[t,t2] q[t,:],
+ *   dv[b,t2,h,:] = sum_{t >= t2} P[t,t2] dy[t,:],
+ * into the k and v blocks of dqkv, walking the query tiles at or after the
+ * key tile (dS and P staged transposed). Grid: B*NH*ceil(T/32) blocks,
+ * index = (b*NH + h)*tiles + key tile; block (32, 8). */
 extern "C" __global__ void attention_backward_dkv_kernel(
     float *dqkv /*(B,T,3C)*/, const float *dscore /*(B,NH,T,T)*/,
     const float *att /*(B,NH,T,T)*/, const float *dout /*(B,T,C)*/,
     const float *qkv /*(B,T,3C)*/, int B, int T, int C, int NH) {
-  int hs = C / NH, C3 = 3 * C;
+  __shared__ float dst[ATT_TILE][ATT_TILE + 1]; /* dS^T: [t2][t] */
+  __shared__ float pt[ATT_TILE][ATT_TILE + 1];  /* P^T */
+  __shared__ float qs[ATT_TILE][ATT_TILE + 1];  /* q[t][d] */
+  __shared__ float dys[ATT_TILE][ATT_TILE + 1]; /* dy[t][d] */
+  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
   float scale = 1.0f / sqrtf((float)hs);
-  size_t idx = global_index();
-  if (idx >= (size_t)B * T * C) return;
-  int c = (int)(idx % C), h = c / hs;
-  size_t bt2 = idx / C, b = bt2 / T;
-  int t2 = (int)(bt2 % T);
-  const float *ds = dscore + (b * NH + h) * T * T + t2; /* column t2 */
-  const float *p = att + (b * NH + h) * T * T + t2;
-  const float *q = qkv + b * T * C3 + c;
-  const float *dy = dout + b * T * C + c;
-  float dk = 0.0f, dv = 0.0f;
-  for (int t = t2; t < T; t++) {
-    dk += ds[(size_t)t * T] * q[(size_t)t * C3];
-    dv += p[(size_t)t * T] * dy[(size_t)t * C];
+  size_t blk = blockIdx.x;
+  if (blk >= (size_t)B * NH * tiles) return;
+  int kt = (int)(blk % tiles), k0 = kt * ATT_TILE;
+  size_t bh = blk / tiles, b = bh / NH;
+  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  const float *q = qkv + b * T * C3 + h * hs;
+  const float *dy = dout + b * T * C + h * hs;
+  const float *ds_bh = dscore + bh * T * T, *p_bh = att + bh * T * T;
+  for (int d0 = 0; d0 < hs; d0 += ATT_TILE) {
+    float dk[ATT_ROWS], dv[ATT_ROWS];
+    for (int i = 0; i < ATT_ROWS; i++)
+      dk[i] = dv[i] = 0.0f;
+    for (int qt = kt; qt < tiles; qt++) {
+      int q0 = qt * ATT_TILE;
+      for (int i = 0; i < ATT_ROWS; i++) {
+        int r = ty + 8 * i; /* query row q0 + r of the staged tiles */
+        int t = q0 + r, d = d0 + tx;
+        /* lane tx reads key column k0 + tx of query row t (coalesced) and
+         * stores it transposed; dS and P are 0 above the diagonal */
+        size_t at = (size_t)t * T + k0 + tx;
+        int in = t < T && k0 + tx < T;
+        dst[tx][r] = in ? ds_bh[at] : 0.0f;
+        pt[tx][r] = in ? p_bh[at] : 0.0f;
+        qs[r][tx] = t < T && d < hs ? q[(size_t)t * C3 + d] : 0.0f;
+        dys[r][tx] = t < T && d < hs ? dy[(size_t)t * C + d] : 0.0f;
+      }
+      __syncthreads();
+      for (int c = 0; c < ATT_TILE; c++) {
+        float qv = qs[c][tx], dyv = dys[c][tx];
+        for (int i = 0; i < ATT_ROWS; i++) {
+          dk[i] += dst[ty + 8 * i][c] * qv;
+          dv[i] += pt[ty + 8 * i][c] * dyv;
+        }
+      }
+      __syncthreads();
+    }
+    for (int i = 0; i < ATT_ROWS; i++) {
+      int t2 = k0 + ty + 8 * i;
+      if (t2 < T && d0 + tx < hs) {
+        dqkv[(b * T + t2) * C3 + C + h * hs + d0 + tx] = scale * dk[i];
+        dqkv[(b * T + t2) * C3 + 2 * C + h * hs + d0 + tx] = dv[i];
+      }
+    }
   }
-  dqkv[bt2 * C3 + C + c] = scale * dk;
-  dqkv[bt2 * C3 + 2 * C + c] = dv;
 }

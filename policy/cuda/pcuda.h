@@ -94,9 +94,13 @@
  * tests/bench/bench_policy_cuda.c measures training and sampling on a
  * device against the CPU, such a kernel and PyTorch.
  *
+ * Attention (attention.cu) is tiled: 32-row tiles of one head staged
+ * through shared memory, but not fused flash attention: the forward
+ * stores P (B,NH,T,T) as the CPU does and the backward reads it.
+ *
  * Not here yet (later slices of issue #10): bf16 activation storage. A
  * candidate kernel (pcuda_set_matmul) replaces the fp32 GEMMs only. The
- * attention kernels are naive (no flash attention), the
+ * cached (sampling) attention is a block per query row and head, the
  * embedding and RMSNorm weight gradients are one thread per column, the
  * sampler's sort is a bitonic sort per row in global memory.
  */

@@ -29,10 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* threads per block: element-wise kernels, row kernels, attention rows */
+/* threads per block: element-wise kernels, row kernels */
 #define ELEM_THREADS 256u
 #define ROW_THREADS 128u
-#define ATT_THREADS 64u
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
@@ -293,14 +292,21 @@ static void rope_apply(pcuda_ctx *ctx, float *qkv /*(B,T,3C)*/,
                dim1(ELEM_THREADS), 0, args);
 }
 
+/* The attention kernels' geometry (attention.cu): a block of (32, 8)
+ * threads per 32-row tile of one (b, h). */
+#define ATT_TILE 32u
+static pcuda_dim attention_grid(int B, int T, int NH) {
+  return dim1((unsigned)((size_t)B * NH * pcuda_blocks((size_t)T, ATT_TILE)));
+}
+static const pcuda_dim attention_block = {ATT_TILE, 8, 1};
+
 static void attention_forward(pcuda_ctx *ctx, float *out /*(B,T,C)*/,
                               float *att /*(B,NH,T,T)*/,
                               const float *qkv /*(B,T,3C)*/, int B, int T,
                               int C, int NH) {
   void *args[] = {&out, &att, &qkv, &B, &T, &C, &NH};
-  pcuda_launch(ctx, PCUDA_K_attention_forward_kernel,
-               dim1((unsigned)((size_t)B * NH * T)), dim1(ATT_THREADS),
-               (size_t)T * sizeof(float), args);
+  pcuda_launch(ctx, PCUDA_K_attention_forward_kernel, attention_grid(B, T, NH),
+               attention_block, 0, args);
 }
 
 /* dqkv is overwritten; dscore (B,NH,T,T) is scratch. */
@@ -310,17 +316,16 @@ static void attention_backward(pcuda_ctx *ctx, float *dqkv /*(B,T,3C)*/,
                                const float *qkv /*(B,T,3C)*/,
                                const float *att /*(B,NH,T,T)*/, int B, int T,
                                int C, int NH) {
+  pcuda_dim grid = attention_grid(B, T, NH);
   void *sargs[] = {&dscore, &dout, &qkv, &att, &B, &T, &C, &NH};
-  pcuda_launch(ctx, PCUDA_K_attention_backward_dscore_kernel,
-               dim1((unsigned)((size_t)B * NH * T)), dim1(ATT_THREADS), 0,
-               sargs);
-  pcuda_dim grid = dim1(pcuda_blocks((size_t)B * T * C, ELEM_THREADS));
+  pcuda_launch(ctx, PCUDA_K_attention_backward_dscore_kernel, grid,
+               attention_block, 0, sargs);
   void *qargs[] = {&dqkv, &dscore, &qkv, &B, &T, &C, &NH};
-  pcuda_launch(ctx, PCUDA_K_attention_backward_dq_kernel, grid,
-               dim1(ELEM_THREADS), 0, qargs);
+  pcuda_launch(ctx, PCUDA_K_attention_backward_dq_kernel, grid, attention_block,
+               0, qargs);
   void *kvargs[] = {&dqkv, &dscore, &att, &dout, &qkv, &B, &T, &C, &NH};
   pcuda_launch(ctx, PCUDA_K_attention_backward_dkv_kernel, grid,
-               dim1(ELEM_THREADS), 0, kvargs);
+               attention_block, 0, kvargs);
 }
 
 void pcuda_swiglu_forward(pcuda_ctx *ctx, float *out /*(N,F)*/,

@@ -62,7 +62,8 @@ static const pt_suite pt_suites[] = {
      2,
      7},
     /* rows wider than 128 threads (C 160, V 300; K = 160 in the GEMMs),
-     * T 70 > the attention kernels' 64 threads */
+     * T 70: three of the attention kernels' 32-row tiles, head size 80:
+     * three of their 32-dimension stages */
     {"wide",
      {.vocab = 300,
       .d_model = 160,

@@ -23,8 +23,9 @@
  * AdamW), whose losses must stay within 1e-4 of the CPU's (measured on
  * cpu-emu: about 1e-7). Two configs: a tiny ragged one (sizes that are not
  * multiples of any block size, masked targets) and a wider one whose rows
- * exceed the row kernels' 128 threads and whose sequence exceeds the
- * attention kernels' 64.
+ * exceed the row kernels' 128 threads and whose sequence spans three of the
+ * attention kernels' 32-row tiles (the last one partial), with a head size
+ * (80) that takes three 32-dimension stages.
  *
  * Tolerance: a tensor passes when max|gpu - cpu| <= tol * max|cpu| (its
  * largest reference value, so near-zero elements do not blow up a relative
