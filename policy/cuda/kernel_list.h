@@ -14,6 +14,7 @@
   X(rmsnorm_forward_kernel)                                                    \
   X(rmsnorm_backward_kernel)                                                   \
   X(rmsnorm_backward_dweight_kernel)                                           \
+  X(rmsnorm_backward_dweight_sum_kernel)                                       \
   X(gemm_tiled_kernel)                                                         \
   X(pack_matrix_kernel)                                                        \
   X(scale_add_kernel)                                                          \

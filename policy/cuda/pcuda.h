@@ -203,10 +203,13 @@ typedef struct pcuda_acts {
   float *encoded, *ln1, *ln1_rstd, *qkv, *att, *atty, *res_att, *ln2, *ln2_rstd,
       *h13, *hmul, *res_ffn, *lnf, *lnf_rstd, *logits, *lse, *losses;
   float *dlogits, *dres, *dln, *datty, *dqkv, *dh13, *dhmul;
-  float *datt;      /* (B,NH,T,T) dS of every head */
-  float *dloss;     /* (B,T) d loss / d (-logp) per token */
-  int32_t *tokens;  /* (B,T) the last forward's inputs, on the backend */
-  int32_t *targets; /* (B,T), -1 where there is no loss */
+  float *datt;         /* (B,NH,T,T) dS of every head */
+  float *dloss;        /* (B,T) d loss / d (-logp) per token */
+  float *dw_partial;   /* (ceil(BT/128),C) RMSNorm weight-gradient partials */
+  int32_t *tokens;     /* (B,T) the last forward's inputs, on the backend */
+  int32_t *targets;    /* (B,T), -1 where there is no loss */
+  int32_t *token_runs; /* (3BT+1) the embedding backward's runs of equal
+                          tokens (pcuda_model.c, token_runs) */
 } pcuda_acts;
 
 typedef struct pcuda_model {
@@ -227,6 +230,7 @@ typedef struct pcuda_model {
                                 targets the per-token losses (-log p of the
                                 target, 0 where it is -1), as pl_acts.losses,
                                 until the next backward (its dloss) */
+  int32_t *host_runs;        /* host: token_runs and its V+1 counters */
   size_t host_capacity;      /* elements of tokens, targets, host_scratch */
   int has_targets;
   float mean_loss; /* the last forward's, or -1 without targets */

@@ -32,6 +32,11 @@
 /* threads per block: element-wise kernels, row kernels */
 #define ELEM_THREADS 256u
 #define ROW_THREADS 128u
+/* rows per block of rmsnorm_backward_dweight_kernel's partial sums */
+#define DW_ROWS 128u
+/* int32 slots of embedding_backward's token runs for BT tokens: the
+ * positions (BT), the runs' starts (at most BT + 1), their tokens (BT) */
+#define TOKEN_RUNS_INTS(BT) (3 * (size_t)(BT) + 1)
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
@@ -93,6 +98,7 @@ void pcuda_model_free(pcuda_model *dm) {
   free(dm->tokens);
   free(dm->targets);
   free(dm->host_scratch);
+  free(dm->host_runs);
   memset(dm, 0, sizeof *dm);
 }
 
@@ -157,6 +163,7 @@ static size_t point_acts(pcuda_acts *a, float *memory, const pl_config *c,
       {&a->dhmul, BT * F},
       {&a->datt, (size_t)B * NH * T * T},
       {&a->dloss, BT},
+      {&a->dw_partial, pcuda_blocks(BT, DW_ROWS) * C},
   };
   size_t total = 0;
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -165,12 +172,15 @@ static size_t point_acts(pcuda_acts *a, float *memory, const pl_config *c,
   }
   if (memory) {
     a->tokens = (int32_t *)(memory + total);
-    a->targets = (int32_t *)(memory + total + BT);
+    a->targets = a->tokens + BT;
+    a->token_runs = a->targets + BT;
   }
-  return total + 2 * BT;
+  return total + 2 * BT + TOKEN_RUNS_INTS(BT);
 }
 
-/* Makes room for a (B,T) batch: the activations grow, never shrink. */
+/* Makes room for a (B,T) batch: the activations grow, never shrink. The
+ * host side keeps the tokens, targets, per-token losses and the token runs
+ * of embedding_backward (token_runs below, with its V+1 counters). */
 static int ensure_acts(pcuda_model *dm, int B, int T) {
   if (dm->acts_memory && dm->B == B && dm->T == T) return PL_OK;
   size_t need = point_acts(&dm->acts, NULL, &dm->cfg, B, T);
@@ -184,10 +194,14 @@ static int ensure_acts(pcuda_model *dm, int B, int T) {
     free(dm->tokens);
     free(dm->targets);
     free(dm->host_scratch);
+    free(dm->host_runs);
     dm->tokens = malloc(BT * sizeof(int32_t));
     dm->targets = malloc(BT * sizeof(int32_t));
     dm->host_scratch = malloc(BT * sizeof(float));
-    dm->host_capacity = dm->tokens && dm->targets && dm->host_scratch ? BT : 0;
+    dm->host_runs = malloc((TOKEN_RUNS_INTS(BT) + (size_t)dm->cfg.vocab + 1) *
+                           sizeof(int32_t));
+    dm->host_capacity =
+        dm->tokens && dm->targets && dm->host_scratch && dm->host_runs ? BT : 0;
   }
   if (!dm->acts_memory || !dm->host_capacity) {
     dm->B = dm->T = 0;
@@ -212,13 +226,47 @@ void pcuda_embedding_forward(pcuda_ctx *ctx, float *out /*(BT,C)*/,
                dim1(ELEM_THREADS), 0, args);
 }
 
-static void embedding_backward(pcuda_ctx *ctx, float *dwte /*(V,C)*/,
-                               const float *dout /*(BT,C)*/,
-                               const int32_t *tokens, int BT, int C) {
-  void *args[] = {&dwte, &dout, &tokens, &BT, &C};
-  pcuda_launch(ctx, PCUDA_K_embedding_backward_kernel,
-               dim1(pcuda_blocks((size_t)C, ELEM_THREADS)), dim1(ELEM_THREADS),
-               0, args);
+/* The runs of equal tokens in tokens (BT, host), for embedding_backward:
+ * into runs (TOKEN_RUNS_INTS(BT) slots, the device layout) the positions
+ * ordered by token and, within a token, by position (a counting sort,
+ * stable), at runs[BT..] the start of each token's run in them (n_runs + 1
+ * entries), at runs[2BT+1..] each run's token; counts (V+1) is scratch.
+ * Returns n_runs. */
+static int token_runs(int32_t *runs, int32_t *counts, const int32_t *tokens,
+                      int BT, int V) {
+  int32_t *pos = runs, *start = runs + BT, *run_token = runs + 2 * BT + 1;
+  memset(counts, 0, ((size_t)V + 1) * sizeof *counts);
+  for (int i = 0; i < BT; i++)
+    counts[tokens[i] + 1]++;
+  int n_runs = 0;
+  for (int v = 0; v < V; v++) {
+    if (counts[v + 1]) {
+      start[n_runs] = counts[v];
+      run_token[n_runs++] = v;
+    }
+    counts[v + 1] += counts[v]; /* counts[v]: where token v's run starts */
+  }
+  start[n_runs] = BT;
+  for (int i = 0; i < BT; i++)
+    pos[counts[tokens[i]]++] = i;
+  return n_runs;
+}
+
+/* dwte[v,:] += dout[bt,:] for every bt with tokens[bt] == v: the token runs
+ * (host tokens -> token_runs, uploaded to dm->acts.token_runs), then a
+ * block per run. */
+static void embedding_backward(pcuda_model *dm, float *dwte /*(V,C)*/,
+                               const float *dout /*(BT,C)*/, int BT, int C) {
+  pcuda_ctx *ctx = dm->ctx;
+  int32_t *runs = dm->host_runs, *counts = runs + TOKEN_RUNS_INTS(BT);
+  int n_runs = token_runs(runs, counts, dm->tokens, BT, dm->cfg.vocab);
+  int32_t *d_runs = dm->acts.token_runs;
+  pcuda_upload(ctx, d_runs, runs, TOKEN_RUNS_INTS(BT) * sizeof(int32_t));
+  const int32_t *pos = d_runs, *start = d_runs + BT,
+                *run_token = d_runs + 2 * BT + 1;
+  void *args[] = {&dwte, &dout, &pos, &start, &run_token, &n_runs, &C};
+  pcuda_launch(ctx, PCUDA_K_embedding_backward_kernel, dim1((unsigned)n_runs),
+               dim1(ROW_THREADS), 0, args);
 }
 
 void pcuda_rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
@@ -229,18 +277,28 @@ void pcuda_rmsnorm_forward(pcuda_ctx *ctx, float *out /*(N,C)*/,
                dim1(ROW_THREADS), 0, args);
 }
 
-/* dinp accumulates (the residual stream's gradient); dw += as well. */
+/* dinp accumulates (the residual stream's gradient); dw += as well, in two
+ * steps: partial sums of DW_ROWS rows each into partial ((ceil(N/DW_ROWS),
+ * C), scratch), then their sum in order. */
 static void rmsnorm_backward(pcuda_ctx *ctx, float *dinp /*(N,C)*/,
-                             float *dw /*(C)*/, const float *dout /*(N,C)*/,
+                             float *dw /*(C)*/, float *partial,
+                             const float *dout /*(N,C)*/,
                              const float *inp /*(N,C)*/, const float *w,
                              const float *rstd /*(N)*/, int N, int C) {
   void *args[] = {&dinp, &dout, &inp, &w, &rstd, &N, &C};
   pcuda_launch(ctx, PCUDA_K_rmsnorm_backward_kernel, dim1((unsigned)N),
                dim1(ROW_THREADS), 0, args);
-  void *wargs[] = {&dw, &dout, &inp, &rstd, &N, &C};
+  unsigned chunks = pcuda_blocks((size_t)N, DW_ROWS);
+  unsigned col_tiles = pcuda_blocks((size_t)C, 32);
+  int rows = (int)DW_ROWS;
+  void *pargs[] = {&partial, &dout, &inp, &rstd, &N, &C, &rows};
   pcuda_launch(ctx, PCUDA_K_rmsnorm_backward_dweight_kernel,
+               dim1(chunks * col_tiles), (pcuda_dim){32, 8, 1}, 0, pargs);
+  int n_chunks = (int)chunks;
+  void *sargs[] = {&dw, &partial, &n_chunks, &C};
+  pcuda_launch(ctx, PCUDA_K_rmsnorm_backward_dweight_sum_kernel,
                dim1(pcuda_blocks((size_t)C, ELEM_THREADS)), dim1(ELEM_THREADS),
-               0, wargs);
+               0, sargs);
 }
 
 /* out = inp · w^T (w stored (OC,IC)) */
@@ -491,7 +549,7 @@ static void model_backward(pcuda_model *dm) {
   /* head: dlnf = dlogits · wte (into dln), dwte += dlogits^T · lnf */
   linear_backward(dm, a->dln, g->wte, a->dlogits, a->lnf, p->wte, N, C, V);
   pcuda_zero(ctx, a->dres, BT * C * sizeof(float));
-  rmsnorm_backward(ctx, a->dres, g->rms_final, a->dln,
+  rmsnorm_backward(ctx, a->dres, g->rms_final, a->dw_partial, a->dln,
                    a->res_ffn + (L - 1) * BT * C, p->rms_final, a->lnf_rstd, N,
                    C);
   for (int l = L - 1; l >= 0; l--) {
@@ -520,17 +578,17 @@ static void model_backward(pcuda_model *dm) {
     linear_backward(dm, a->dhmul, dw2, a->dres, hmul, w2, N, F, C);
     swiglu_backward(ctx, a->dh13, a->dhmul, h13, N, F);
     linear_backward(dm, a->dln, dw13, a->dh13, ln2, w13, N, C, 2 * F);
-    rmsnorm_backward(ctx, a->dres, d_rms_ffn, a->dln, res_att, rms_ffn,
-                     ln2_rstd, N, C);
+    rmsnorm_backward(ctx, a->dres, d_rms_ffn, a->dw_partial, a->dln, res_att,
+                     rms_ffn, ln2_rstd, N, C);
     /* attention: dres is now d/d res_att */
     linear_backward(dm, a->datty, dwo, a->dres, atty, wo, N, C, C);
     attention_backward(ctx, a->dqkv, a->datt, a->datty, qkv, att, B, T, C, NH);
     rope_apply(ctx, a->dqkv, dm->rope_cos, dm->rope_sin, B, T, C, NH, -1.0f);
     linear_backward(dm, a->dln, dwqkv, a->dqkv, ln1, wqkv, N, C, 3 * C);
-    rmsnorm_backward(ctx, a->dres, d_rms_att, a->dln, res_in, rms_att, ln1_rstd,
-                     N, C);
+    rmsnorm_backward(ctx, a->dres, d_rms_att, a->dw_partial, a->dln, res_in,
+                     rms_att, ln1_rstd, N, C);
   }
-  embedding_backward(ctx, g->wte, a->dres, a->tokens, N, C);
+  embedding_backward(dm, g->wte, a->dres, N, C);
 }
 
 /* Uploads dloss (host, (B,T)), runs the backward and waits for it. */

@@ -5,9 +5,13 @@
  *   dx += rstd g - rstd^3 x (g . x) / C  (g = dout * w),  dw += dout x rstd.
  *
  * One block per row for the row-wise work (a block-wide sum of squares, or
- * of g . x). The weight gradient sums over rows, so it has its own kernel
- * with one thread per column walking the rows in order (deterministic, the
- * CPU's order, no atomics).
+ * of g . x). The weight gradient sums over rows, so it has two kernels of
+ * its own: partial sums over chunks of rows (a block per chunk and 32
+ * columns, its 8 warps' shares added in a fixed order), then a thread per
+ * column adding the chunks in order onto dw. Deterministic, no atomics;
+ * the order differs from the CPU's single loop, so the result agrees to
+ * rounding. (A thread per column walking all N rows, as before, leaves a
+ * device nearly idle: one block's worth of threads.)
  */
 #include "policy/cuda/common.cuh"
 
@@ -50,15 +54,40 @@ rmsnorm_backward_kernel(float *dinp /*(N,C)*/, const float *dout /*(N,C)*/,
     dx[i] += r * d[i] * w[i] - k * x[i];
 }
 
-/* dw[i] += sum_n dout[n,i] x[n,i] rstd[n]; one thread per column i. */
-extern "C" __global__ void
-rmsnorm_backward_dweight_kernel(float *dw /*(C)*/, const float *dout /*(N,C)*/,
-                                const float *inp /*(N,C)*/,
-                                const float *rstd /*(N)*/, int N, int C) {
+/* partial[k,i] = sum over rows n of chunk k (rows k*rows .. k*rows+rows-1)
+ * of dout[n,i] x[n,i] rstd[n]. Grid: chunks * ceil(C/32) blocks, index =
+ * chunk * ceil(C/32) + column tile; block (32, 8): lane tx is column
+ * tile*32 + tx, warp ty takes rows ty, ty+8, ... of the chunk. */
+extern "C" __global__ void rmsnorm_backward_dweight_kernel(
+    float *partial /*(chunks,C)*/, const float *dout /*(N,C)*/,
+    const float *inp /*(N,C)*/, const float *rstd /*(N)*/, int N, int C,
+    int rows) {
+  __shared__ float share[8][33];
+  int col_tiles = (C + 31) / 32, tx = threadIdx.x, ty = threadIdx.y;
+  int chunk = (int)(blockIdx.x / col_tiles);
+  int i = (int)(blockIdx.x % col_tiles) * 32 + tx;
+  int n0 = chunk * rows, n1 = n0 + rows < N ? n0 + rows : N;
+  float acc = 0.0f;
+  if (i < C)
+    for (int n = n0 + ty; n < n1; n += 8)
+      acc += dout[(size_t)n * C + i] * inp[(size_t)n * C + i] * rstd[n];
+  share[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && i < C) {
+    float sum = 0.0f;
+    for (int w = 0; w < 8; w++)
+      sum += share[w][tx];
+    partial[(size_t)chunk * C + i] = sum;
+  }
+}
+
+/* dw[i] += sum_k partial[k,i], k in order; one thread per column i. */
+extern "C" __global__ void rmsnorm_backward_dweight_sum_kernel(
+    float *dw /*(C)*/, const float *partial /*(chunks,C)*/, int chunks, int C) {
   size_t i = global_index();
   if (i >= (size_t)C) return;
   float acc = dw[i];
-  for (int n = 0; n < N; n++)
-    acc += dout[(size_t)n * C + i] * inp[(size_t)n * C + i] * rstd[n];
+  for (int k = 0; k < chunks; k++)
+    acc += partial[(size_t)k * C + i];
   dw[i] = acc;
 }

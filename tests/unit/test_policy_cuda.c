@@ -21,11 +21,13 @@
  * parameters, m and v); then ten training steps on each side independently
  * (forward, backward of the mean loss and then of GRPO's weighted loss,
  * AdamW), whose losses must stay within 1e-4 of the CPU's (measured on
- * cpu-emu: about 1e-7). Two configs: a tiny ragged one (sizes that are not
- * multiples of any block size, masked targets) and a wider one whose rows
+ * cpu-emu: about 1e-7). Three configs: a tiny ragged one (sizes that are
+ * not multiples of any block size, masked targets), a wider one whose rows
  * exceed the row kernels' 128 threads and whose sequence spans three of the
  * attention kernels' 32-row tiles (the last one partial), with a head size
- * (80) that takes three 32-dimension stages.
+ * (80) that takes three 32-dimension stages, and a long one (300 token
+ * rows: three of the RMSNorm weight gradient's 128-row chunks; a vocabulary
+ * of 23, so the embedding's backward sums many positions per token).
  *
  * Tolerance: a tensor passes when max|gpu - cpu| <= tol * max|cpu| (its
  * largest reference value, so near-zero elements do not blow up a relative

@@ -44,8 +44,11 @@
  *      then GRPO's weighted one), each side on its own: every step's loss
  *      within TOL_TRAIN relative of the CPU's, and the loss falls. The
  *      errors compound through AdamW (whose sign-like update amplifies
- *      small gradient differences), so this is looser than one forward
- *      (measured: at most 7e-4, at step 9).
+ *      small gradient differences) and through GRPO's steps, which push
+ *      the loss back up at this lr, so this is looser than one forward.
+ *      Measured over ten batches (seeds of pt_train's batch): 8e-4 to
+ *      9e-3, always at steps 7-9; the batch pt_train uses gives 9e-3.
+ *      (An earlier 5e-3 held for the one batch it was tuned on only.)
  *   4. The master weights: AdamW with a constant gradient and lr 1e-4 on
  *      a weight set to 1.0 that moves down, where a bf16 step is 2^-8
  *      (2^-7 above 1.0), so one update is 20x smaller than half a bf16 step
@@ -86,7 +89,7 @@
 #define TOL_BF16_GEMM 2e-5    /* a bf16 GEMM against its double reference */
 #define TOL_LOSS 2e-3         /* relative, one forward */
 #define TOL_GRAD 5e-2         /* relative L2 error per gradient tensor */
-#define TOL_TRAIN 5e-3        /* relative, each of ten training steps */
+#define TOL_TRAIN 2e-2        /* relative, each of ten training steps */
 #define TOL_MASTER 1e-6       /* the fp32 master against the CPU's AdamW */
 #define CONTROL_STEP 1e-3f    /* the stale-copy control's update */
 #define TOL_BF16_SAME 1e-5    /* bf16 cached logits vs the bf16 forward's */
