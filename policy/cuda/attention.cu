@@ -32,9 +32,27 @@
 #define ATT_TILE 32
 #define ATT_ROWS (ATT_TILE / 8) /* tile rows per thread */
 
-/* The number of ATT_TILE-row tiles covering T rows. */
-__device__ inline int att_tiles(int T) {
-  return (T + ATT_TILE - 1) / ATT_TILE;
+/* Which tile of which (b, h) this block owns: block index = (b*NH + h) *
+ * tiles + tile, tiles = ceil(T/32). */
+struct att_block {
+  int tiles; /* tiles of 32 rows covering T */
+  int tile;  /* this block's tile: rows tile*32 .. */
+  int h;     /* head */
+  size_t bh; /* b*NH + h: which (T,T) matrix of att and dS */
+  size_t b;  /* batch row */
+};
+
+/* Fills ix for this block; false for a block past the grid's last tile
+ * (the whole block returns: no thread reaches a barrier). */
+__device__ inline bool att_block_of(att_block *ix, int B, int T, int NH) {
+  ix->tiles = (T + ATT_TILE - 1) / ATT_TILE;
+  size_t blk = blockIdx.x;
+  if (blk >= (size_t)B * NH * ix->tiles) return false;
+  ix->tile = (int)(blk % ix->tiles);
+  ix->bh = blk / ix->tiles;
+  ix->b = ix->bh / NH;
+  ix->h = (int)(ix->bh % NH);
+  return true;
 }
 
 /* s[i] = sum_d a[r0 + ty + 8i, d] * b[c0 + tx, d] for one 32x32 tile of
@@ -108,13 +126,13 @@ attention_forward_kernel(float *out /*(B,T,C)*/, float *att /*(B,NH,T,T)*/,
                          int NH) {
   __shared__ float as[ATT_TILE][ATT_TILE + 1];
   __shared__ float bs[ATT_TILE][ATT_TILE + 1];
-  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
+  att_block ix;
+  if (!att_block_of(&ix, B, T, NH)) return;
+  int hs = C / NH, C3 = 3 * C, h = ix.h;
   float scale = 1.0f / sqrtf((float)hs);
-  size_t blk = blockIdx.x;
-  if (blk >= (size_t)B * NH * tiles) return;
-  int qt = (int)(blk % tiles), q0 = qt * ATT_TILE;
-  size_t bh = blk / tiles, b = bh / NH;
-  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  int qt = ix.tile, q0 = qt * ATT_TILE;
+  size_t bh = ix.bh, b = ix.b;
+  int tx = threadIdx.x, ty = threadIdx.y;
   const float *q = qkv + b * T * C3 + h * hs; /* row t at q + t*3C */
   float *att_bh = att + bh * T * T;
 
@@ -174,12 +192,12 @@ extern "C" __global__ void attention_backward_dscore_kernel(
     int T, int C, int NH) {
   __shared__ float as[ATT_TILE][ATT_TILE + 1];
   __shared__ float bs[ATT_TILE][ATT_TILE + 1];
-  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
-  size_t blk = blockIdx.x;
-  if (blk >= (size_t)B * NH * tiles) return;
-  int qt = (int)(blk % tiles), q0 = qt * ATT_TILE;
-  size_t bh = blk / tiles, b = bh / NH;
-  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  att_block ix;
+  if (!att_block_of(&ix, B, T, NH)) return;
+  int hs = C / NH, C3 = 3 * C, h = ix.h;
+  int qt = ix.tile, q0 = qt * ATT_TILE;
+  size_t bh = ix.bh, b = ix.b;
+  int tx = threadIdx.x, ty = threadIdx.y;
   const float *dy = dout + b * T * C + h * hs;        /* row t: + t*C */
   const float *v = qkv + b * T * C3 + 2 * C + h * hs; /* row t: + t*3C */
   const float *p_bh = att + bh * T * T;
@@ -220,13 +238,13 @@ extern "C" __global__ void attention_backward_dq_kernel(
     const float *qkv /*(B,T,3C)*/, int B, int T, int C, int NH) {
   __shared__ float as[ATT_TILE][ATT_TILE + 1];
   __shared__ float bs[ATT_TILE][ATT_TILE + 1];
-  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
+  att_block ix;
+  if (!att_block_of(&ix, B, T, NH)) return;
+  int hs = C / NH, C3 = 3 * C, h = ix.h;
   float scale = 1.0f / sqrtf((float)hs);
-  size_t blk = blockIdx.x;
-  if (blk >= (size_t)B * NH * tiles) return;
-  int qt = (int)(blk % tiles), q0 = qt * ATT_TILE;
-  size_t bh = blk / tiles, b = bh / NH;
-  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  int qt = ix.tile, q0 = qt * ATT_TILE;
+  size_t bh = ix.bh, b = ix.b;
+  int tx = threadIdx.x, ty = threadIdx.y;
   const float *k = qkv + b * T * C3 + C + h * hs;
   for (int d0 = 0; d0 < hs; d0 += ATT_TILE) {
     float acc[ATT_ROWS];
@@ -254,13 +272,13 @@ extern "C" __global__ void attention_backward_dkv_kernel(
   __shared__ float pt[ATT_TILE][ATT_TILE + 1];  /* P^T */
   __shared__ float qs[ATT_TILE][ATT_TILE + 1];  /* q[t][d] */
   __shared__ float dys[ATT_TILE][ATT_TILE + 1]; /* dy[t][d] */
-  int hs = C / NH, C3 = 3 * C, tiles = att_tiles(T);
+  att_block ix;
+  if (!att_block_of(&ix, B, T, NH)) return;
+  int hs = C / NH, C3 = 3 * C, tiles = ix.tiles, h = ix.h;
   float scale = 1.0f / sqrtf((float)hs);
-  size_t blk = blockIdx.x;
-  if (blk >= (size_t)B * NH * tiles) return;
-  int kt = (int)(blk % tiles), k0 = kt * ATT_TILE;
-  size_t bh = blk / tiles, b = bh / NH;
-  int h = (int)(bh % NH), tx = threadIdx.x, ty = threadIdx.y;
+  int kt = ix.tile, k0 = kt * ATT_TILE;
+  size_t bh = ix.bh, b = ix.b;
+  int tx = threadIdx.x, ty = threadIdx.y;
   const float *q = qkv + b * T * C3 + h * hs;
   const float *dy = dout + b * T * C + h * hs;
   const float *ds_bh = dscore + bh * T * T, *p_bh = att + bh * T * T;
