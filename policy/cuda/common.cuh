@@ -2,8 +2,8 @@
  * policy/cuda/common.cuh — what every kernel of the policy's CUDA runtime
  * shares: the model's constants, block-wide reductions, dynamic shared
  * memory spelled so that both compilers accept it, and the softmax
- * numerator of one attention row (the training forward, attention.cu, and
- * the cached one, kvcache.cu, compute it alike).
+ * numerator of one attention row (the cached forward's, kvcache.cu; the
+ * training forward, attention.cu, works on tiles of rows instead).
  *
  * Every kernel file is compiled twice (policy/cuda/pcuda.h says why): by
  * nvcc for sm_90 into the embedded fatbin, and by the host C++ compiler

@@ -50,14 +50,20 @@ kv_cache_copy_kernel(float *k, float *v /*(L,G,max_seq,C)*/, int L, int G,
  *   y_h = softmax(K_h q_h / sqrt(hs)) V_h over the row's positions
  *   0..pos0+t.
  * Grid: N*NH blocks, block index = n*NH + h; block: a multiple of 32
- * threads; dynamic shared memory: pos0+T floats (the scores). kc, vc are
- * one layer's (G,max_seq,C). */
+ * threads, at most 1024; dynamic shared memory: pos0+T floats (the
+ * scores). kc, vc are one layer's (G,max_seq,C).
+ * The scores take a thread per position; y = P V takes every warp: warp w
+ * sums the positions j = w mod (warps) for 32 dimensions at a time (lane =
+ * dimension, so a warp reads whole rows of V), and warp 0 adds the warps'
+ * sums in order. (A thread per dimension walking every position left most
+ * of the block idle and took pos steps in a row.) */
 extern "C" __global__ void
 attention_cached_kernel(float *out /*(N,C)*/, const float *qkv /*(N,3C)*/,
                         const float *kc, const float *vc,
                         const int32_t *rows /*(B)*/, int B, int T, int pos0,
                         int max_seq, int C, int NH) {
   PCUDA_DYN_SMEM(float, p);
+  __shared__ float part[32][33]; /* [warp][lane]: each warp's share of y */
   int hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
   size_t blk = blockIdx.x;
@@ -77,11 +83,23 @@ attention_cached_kernel(float *out /*(N,C)*/, const float *qkv /*(N,3C)*/,
   __syncthreads(); /* every p[j] is final before anyone sums P V */
 
   /* y[h*hs + d] = sum_{j <= pos} p[j] v[j, d] */
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int warps = blockDim.x / 32;
   float *y = out + n * C + h * hs;
-  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+  for (int d0 = 0; d0 < hs; d0 += 32) {
+    int d = d0 + lane;
     float acc = 0.0f;
-    for (int j = 0; j <= pos; j++)
-      acc += p[j] * v0[(size_t)j * C + d];
-    y[d] = acc;
+    if (d < hs)
+      for (int j = warp; j <= pos; j += warps)
+        acc += p[j] * v0[(size_t)j * C + d];
+    part[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && d < hs) {
+      float s = 0.0f;
+      for (int w = 0; w < warps; w++)
+        s += part[w][lane];
+      y[d] = s;
+    }
+    __syncthreads(); /* before the next 32 dimensions overwrite part */
   }
 }

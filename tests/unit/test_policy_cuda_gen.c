@@ -20,7 +20,9 @@
  *      streams must end in the same state (one draw per row and call,
  *      none when greedy). A NaN logit is refused naming row and index.
  *   2. the cached forward: a prefill, then decode steps with rows given out
- *      of order, logits within 1e-4 of max|logit| of pl_forward_cached's.
+ *      of order, logits within 1e-4 of max|logit| of pl_forward_cached's;
+ *      and a long one (a 200-token prefill, decode to position 203, head
+ *      size 40) past the attention kernel's 128 threads.
  *   3. generation: pcuda_generate against pl_generate on a small model with
  *      peaked attention and sharp logits, 4 seeds x 5 sampling settings
  *      (greedy, plain, top-p, min-p, top-p + min-p), G 4, with an end
@@ -300,6 +302,81 @@ static void check_cached_forward(pcuda_ctx *ctx, const pl_model *m,
   free(got);
   pl_kv_cache_free(&kv);
   pcuda_kv_cache_free(&dkv);
+}
+
+/* The cached forward past the attention kernel's block: a 200-token
+ * prefill, then decode steps to position 203 (more positions than the
+ * kernel's 128 threads, so each warp sums several per dimension), with a
+ * head size of 40 (two 32-dimension passes, the second partial). */
+static void check_cached_long(pcuda_ctx *ctx, const char *label) {
+  static const pl_config cfg = {.vocab = 29,
+                                .d_model = 80,
+                                .n_layers = 1,
+                                .n_heads = 2,
+                                .d_ff = 64,
+                                .max_seq = 256};
+  enum { G = 2, P = 200, STEPS = 4 };
+  char why[256], dwhy[256];
+  pl_model m;
+  pcuda_model dm;
+  if (pl_model_init(&m, &cfg, 5, why, sizeof why) != PL_OK) {
+    CHECK(0, "%s: long: pl_model_init: %s", label, why);
+    return;
+  }
+  for (size_t i = 0; i < m.param_sizes[2]; i++) /* peaked attention */
+    m.params.wqkv[i] *= 10.0f;
+  if (pcuda_model_init(&dm, ctx, &m, why, sizeof why) != PL_OK) {
+    CHECK(0, "%s: long: pcuda_model_init: %s", label, why);
+    pl_model_free(&m);
+    return;
+  }
+  pl_kv_cache kv;
+  pcuda_kv_cache dkv;
+  int n_pos = P + STEPS;
+  int rc = pl_kv_cache_init(&kv, &cfg, G, n_pos, why, sizeof why);
+  int drc = pcuda_kv_cache_init(&dkv, ctx, &cfg, G, n_pos, dwhy, sizeof dwhy);
+  CHECK(rc == PL_OK && drc == PL_OK, "%s: long: kv caches: %s / %s", label, why,
+        dwhy);
+  float *logits = malloc((size_t)P * cfg.vocab * sizeof(float));
+  float *got = malloc((size_t)P * cfg.vocab * sizeof(float));
+  int32_t prompt[P];
+  for (int i = 0; i < P; i++)
+    prompt[i] = (int32_t)((i * 7 + 3) % cfg.vocab);
+  if (rc == PL_OK && drc == PL_OK && logits && got) {
+    pl_forward_cached(&m, &kv, prompt, NULL, 1, P, 0, logits, why, sizeof why);
+    rc = pcuda_forward_cached(&dm, &dkv, prompt, NULL, 1, P, 0, dwhy,
+                              sizeof dwhy);
+    CHECK(rc == PL_OK, "%s: long: prefill: %s", label, dwhy);
+    pcuda_download(ctx, got, dkv.logits, (size_t)P * cfg.vocab * 4);
+    double e = rel_err(got, logits, (size_t)P * cfg.vocab);
+    CHECK(e <= TOL_CACHED_LOGITS, "%s: long: prefill logits: error %.3g", label,
+          e);
+    worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
+    pl_kv_cache_copy_prefix(&kv, 0, 1, P);
+    pcuda_kv_cache_copy_prefix(&dkv, 0, 1, P);
+    for (int step = 0; step < STEPS; step++) {
+      int32_t feed[G] = {(int32_t)step, (int32_t)(20 - step)};
+      pl_forward_cached(&m, &kv, feed, NULL, G, 1, P + step, logits, why,
+                        sizeof why);
+      rc = pcuda_forward_cached(&dm, &dkv, feed, NULL, G, 1, P + step, dwhy,
+                                sizeof dwhy);
+      CHECK(rc == PL_OK, "%s: long: decode step %d: %s", label, step, dwhy);
+      pcuda_download(ctx, got, dkv.logits, (size_t)G * cfg.vocab * 4);
+      e = rel_err(got, logits, (size_t)G * cfg.vocab);
+      CHECK(e <= TOL_CACHED_LOGITS,
+            "%s: long: decode step %d (position %d) logits: error %.3g", label,
+            step, P + step, e);
+      worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
+    }
+  }
+  free(logits);
+  free(got);
+  if (rc == PL_OK || drc == PL_OK) {
+    pl_kv_cache_free(&kv);
+    pcuda_kv_cache_free(&dkv);
+  }
+  pcuda_model_free(&dm);
+  pl_model_free(&m);
 }
 
 /* ---- 3. generation ---------------------------------------------------- */
@@ -653,6 +730,7 @@ static void run_all(pcuda_ctx *ctx, const char *label) {
   pcuda_model dm;
   if (make_model(&m, &dm, ctx, label)) return;
   check_cached_forward(ctx, &m, &dm, label);
+  check_cached_long(ctx, label);
   check_generation(&dm, &m, label);
   char why[256];
   CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "%s: backend: %s", label,
