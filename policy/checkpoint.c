@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,16 +27,6 @@
 
 #define TRAILER_BYTES 32
 #define CHUNK_FLOATS 16384 /* 64 KiB of fp32 per buffered write or read */
-
-static int fail(int rc, char *why, size_t whylen, const char *fmt, ...) {
-  if (why && whylen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 /* ---- little-endian encoding ---------------------------------------------- */
 
@@ -108,25 +97,27 @@ static int check_config(const pl_config *c, const char *where, char *why,
            {"d_ff", c->d_ff},         {"max_seq", c->max_seq}};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     if (f[i].v < 1 || f[i].v > PL_CKPT_MAX_DIM)
-      return fail(PL_EINPUT, why, whylen,
-                  "%s: header field %s = %d, expected 1..%d", where, f[i].name,
-                  (int)f[i].v, PL_CKPT_MAX_DIM);
+      return pl_fail(why, whylen, PL_EINPUT,
+                     "%s: header field %s = %d, expected 1..%d", where,
+                     f[i].name, (int)f[i].v, PL_CKPT_MAX_DIM);
   if (c->d_model % c->n_heads != 0)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field n_heads = %d does not divide d_model = %d",
-                where, (int)c->n_heads, (int)c->d_model);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field n_heads = %d does not divide d_model = %d",
+                   where, (int)c->n_heads, (int)c->d_model);
   if ((c->d_model / c->n_heads) % 2 != 0)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header fields d_model = %d, n_heads = %d give an odd head "
-                "size %d; RoPE needs an even one",
-                where, (int)c->d_model, (int)c->n_heads,
-                (int)(c->d_model / c->n_heads));
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "%s: header fields d_model = %d, n_heads = %d give an odd head "
+        "size %d; RoPE needs an even one",
+        where, (int)c->d_model, (int)c->n_heads,
+        (int)(c->d_model / c->n_heads));
   if (pl_config_param_count(c) == 0)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: the config (vocab %d, d_model %d, n_layers %d, d_ff %d) "
-                "has more than %llu parameters",
-                where, (int)c->vocab, (int)c->d_model, (int)c->n_layers,
-                (int)c->d_ff, (unsigned long long)PL_CKPT_MAX_PARAMS);
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "%s: the config (vocab %d, d_model %d, n_layers %d, d_ff %d) "
+        "has more than %llu parameters",
+        where, (int)c->vocab, (int)c->d_model, (int)c->n_layers, (int)c->d_ff,
+        (unsigned long long)PL_CKPT_MAX_PARAMS);
   return PL_OK;
 }
 
@@ -184,18 +175,19 @@ static int check_fields(const pl_ckpt_header *h, const char *where, char *why,
   int rc = check_config(&h->config, where, why, whylen);
   if (rc) return rc;
   if (!(h->rope_theta > 1.0f) || isinf(h->rope_theta))
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field rope_theta = %g, expected a finite value > 1",
-                where, (double)h->rope_theta);
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "%s: header field rope_theta = %g, expected a finite value > 1", where,
+        (double)h->rope_theta);
   if (!(h->norm_eps > 0.0f && h->norm_eps < 1.0f))
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field norm_eps = %g, expected 0 < norm_eps < 1",
-                where, (double)h->norm_eps);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field norm_eps = %g, expected 0 < norm_eps < 1",
+                   where, (double)h->norm_eps);
   if (strnlen(h->tokenizer_sha256, 65) != 64 || !is_hex64(h->tokenizer_sha256))
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field tokenizer_sha256 = \"%.64s\", expected 64 "
-                "lowercase hex characters",
-                where, h->tokenizer_sha256);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field tokenizer_sha256 = \"%.64s\", expected 64 "
+                   "lowercase hex characters",
+                   where, h->tokenizer_sha256);
   return PL_OK;
 }
 
@@ -209,10 +201,10 @@ static int check_values(const pl_config *c, const float *a, uint64_t n,
       const char *t = tensor_of(c, i, &layer);
       char lay[32] = "";
       if (layer >= 0) snprintf(lay, sizeof lay, ", layer %d", layer);
-      return fail(PL_EINPUT, why, whylen,
-                  "%s: %s[%llu] (%s%s) is %g; expected a finite%s value", where,
-                  what, (unsigned long long)i, t, lay, (double)a[i],
-                  nonneg ? " non-negative" : "");
+      return pl_fail(why, whylen, PL_EINPUT,
+                     "%s: %s[%llu] (%s%s) is %g; expected a finite%s value",
+                     where, what, (unsigned long long)i, t, lay, (double)a[i],
+                     nonneg ? " non-negative" : "");
     }
   return PL_OK;
 }
@@ -279,18 +271,18 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
                  size_t n, const float *m, const float *v, char *why,
                  size_t whylen) {
   if (!path || !h || !params)
-    return fail(PL_EINPUT, why, whylen, "checkpoint save: NULL argument");
+    return pl_fail(why, whylen, PL_EINPUT, "checkpoint save: NULL argument");
   int rc = check_fields(h, path, why, whylen);
   if (rc) return rc;
   uint64_t want = pl_config_param_count(&h->config);
   if ((uint64_t)n != want)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: %zu parameters given, the config has %llu", path, n,
-                (unsigned long long)want);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: %zu parameters given, the config has %llu", path, n,
+                   (unsigned long long)want);
   if (!m != !v)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: optimiser state needs both m and v (got %s only)", path,
-                m ? "m" : "v");
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: optimiser state needs both m and v (got %s only)", path,
+                   m ? "m" : "v");
   /* A diverged model must not replace a good checkpoint. */
   if ((rc = check_values(&h->config, params, n, "params", 0, path, why,
                          whylen)) ||
@@ -308,7 +300,7 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
   if (!tmp || !buf) {
     free(tmp);
     free(buf);
-    return fail(PL_EENV, why, whylen, "%s: out of memory", path);
+    return pl_fail(why, whylen, PL_EENV, "%s: out of memory", path);
   }
   snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -318,8 +310,8 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
   if (!w.f) {
     int e = errno;
     if (fd >= 0) close(fd);
-    rc = fail(PL_EENV, why, whylen, "%s: cannot create %s: %s", path, tmp,
-              strerror(e));
+    rc = pl_fail(why, whylen, PL_EENV, "%s: cannot create %s: %s", path, tmp,
+                 strerror(e));
     if (fd >= 0) unlink(tmp);
     free(tmp);
     free(buf);
@@ -342,8 +334,8 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
   if (!w.err && rename(tmp, path) != 0) w.err = errno ? errno : EIO;
   if (w.err) {
     unlink(tmp);
-    rc = fail(PL_EENV, why, whylen, "%s: cannot write checkpoint: %s", path,
-              strerror(w.err));
+    rc = pl_fail(why, whylen, PL_EENV, "%s: cannot write checkpoint: %s", path,
+                 strerror(w.err));
   } else {
     sync_parent(path);
   }
@@ -390,44 +382,46 @@ static int parse_header(const uint8_t *b, const char *path, uint64_t n_bytes,
   if (memcmp(b + OFF_MAGIC, PL_CKPT_MAGIC, 4) != 0) {
     char got[32];
     show_bytes(b + OFF_MAGIC, 4, got, sizeof got);
-    return fail(PL_EINPUT, why, whylen,
-                "%s: bad magic \"%s\", expected \"%s\" (not a kernlab "
-                "checkpoint)",
-                path, got, PL_CKPT_MAGIC);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: bad magic \"%s\", expected \"%s\" (not a kernlab "
+                   "checkpoint)",
+                   path, got, PL_CKPT_MAGIC);
   }
   uint32_t version = get_u32(b + OFF_VERSION);
   if (version > PL_CKPT_VERSION)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: version %u is newer than this build reads (%d); use a "
-                "newer kernlab",
-                path, version, PL_CKPT_VERSION);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: version %u is newer than this build reads (%d); use a "
+                   "newer kernlab",
+                   path, version, PL_CKPT_VERSION);
   if (version < 1)
-    return fail(PL_EINPUT, why, whylen, "%s: version 0 is not a version", path);
+    return pl_fail(why, whylen, PL_EINPUT, "%s: version 0 is not a version",
+                   path);
   uint32_t hb = get_u32(b + OFF_HEADER_BYTES);
   if (hb != PL_CKPT_HEADER_BYTES)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field header_bytes = %u, expected %d", path, hb,
-                PL_CKPT_HEADER_BYTES);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field header_bytes = %u, expected %d", path, hb,
+                   PL_CKPT_HEADER_BYTES);
   uint32_t flags = get_u32(b + OFF_FLAGS);
   if (flags & ~PL_CKPT_FLAG_OPTIMISER)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field flags = 0x%x has unknown bits (version 1 "
-                "knows 0x1, optimiser state)",
-                path, flags);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field flags = 0x%x has unknown bits (version 1 "
+                   "knows 0x1, optimiser state)",
+                   path, flags);
   uint64_t n = get_u64(b + OFF_N_PARAMS);
   if (n < 1 || n > PL_CKPT_MAX_PARAMS)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field n_params = %llu, expected 1..%llu", path,
-                (unsigned long long)n, (unsigned long long)PL_CKPT_MAX_PARAMS);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field n_params = %llu, expected 1..%llu", path,
+                   (unsigned long long)n,
+                   (unsigned long long)PL_CKPT_MAX_PARAMS);
   int opt = (flags & PL_CKPT_FLAG_OPTIMISER) != 0;
   uint64_t want = PL_CKPT_HEADER_BYTES + 4 * n * (opt ? 3 : 1) + TRAILER_BYTES;
   if (n_bytes != want)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: %s: the header promises %llu bytes (n_params %llu, %s "
-                "optimiser state), the file has %llu",
-                path, n_bytes < want ? "truncated" : "trailing bytes",
-                (unsigned long long)want, (unsigned long long)n,
-                opt ? "with" : "without", (unsigned long long)n_bytes);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: %s: the header promises %llu bytes (n_params %llu, %s "
+                   "optimiser state), the file has %llu",
+                   path, n_bytes < want ? "truncated" : "trailing bytes",
+                   (unsigned long long)want, (unsigned long long)n,
+                   opt ? "with" : "without", (unsigned long long)n_bytes);
 
   memset(h, 0, sizeof *h);
   h->config.vocab = (int32_t)get_u32(b + OFF_VOCAB);
@@ -452,49 +446,51 @@ static int parse_header(const uint8_t *b, const char *path, uint64_t n_bytes,
 static int check_parsed(const uint8_t *b, const pl_ckpt_header *h,
                         const char *path, char *why, size_t whylen) {
   if (memchr(h->tokenizer_sha256, '\0', 64))
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field tokenizer_sha256 holds a NUL byte, expected "
-                "64 lowercase hex characters",
-                path);
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "%s: header field tokenizer_sha256 holds a NUL byte, expected "
+        "64 lowercase hex characters",
+        path);
   int rc = check_fields(h, path, why, whylen);
   if (rc) return rc;
   uint64_t want = pl_config_param_count(&h->config);
   if (h->n_params != want)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field n_params = %llu, but the config (vocab %d, "
-                "d_model %d, n_layers %d, d_ff %d) has %llu parameters",
-                path, (unsigned long long)h->n_params, (int)h->config.vocab,
-                (int)h->config.d_model, (int)h->config.n_layers,
-                (int)h->config.d_ff, (unsigned long long)want);
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "%s: header field n_params = %llu, but the config (vocab %d, "
+        "d_model %d, n_layers %d, d_ff %d) has %llu parameters",
+        path, (unsigned long long)h->n_params, (int)h->config.vocab,
+        (int)h->config.d_model, (int)h->config.n_layers, (int)h->config.d_ff,
+        (unsigned long long)want);
   if (!(h->flags & PL_CKPT_FLAG_OPTIMISER) && h->opt_step != 0)
-    return fail(PL_EINPUT, why, whylen,
-                "%s: header field opt_step = %llu without optimiser state, "
-                "expected 0",
-                path, (unsigned long long)h->opt_step);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field opt_step = %llu without optimiser state, "
+                   "expected 0",
+                   path, (unsigned long long)h->opt_step);
   for (int i = OFF_RESERVED; i < PL_CKPT_HEADER_BYTES; i++)
     if (b[i] != 0)
-      return fail(PL_EINPUT, why, whylen,
-                  "%s: reserved header byte %d is 0x%02x, expected 0 in "
-                  "version %d",
-                  path, i, b[i], PL_CKPT_VERSION);
+      return pl_fail(why, whylen, PL_EINPUT,
+                     "%s: reserved header byte %d is 0x%02x, expected 0 in "
+                     "version %d",
+                     path, i, b[i], PL_CKPT_VERSION);
   return PL_OK;
 }
 
 int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
                  float **m, float **v, char *why, size_t whylen) {
   if (!path || !out || !params)
-    return fail(PL_EINPUT, why, whylen, "checkpoint load: NULL argument");
+    return pl_fail(why, whylen, PL_EINPUT, "checkpoint load: NULL argument");
   *params = NULL;
   if (m) *m = NULL;
   if (v) *v = NULL;
   FILE *f = fopen(path, "rb");
   if (!f)
-    return fail(errno == ENOENT ? PL_EINPUT : PL_EENV, why, whylen,
-                "%s: cannot open checkpoint: %s", path, strerror(errno));
+    return pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
+                   "%s: cannot open checkpoint: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(f);
-    return fail(PL_EINPUT, why, whylen, "%s: not a regular file", path);
+    return pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
   }
   /* A short file is reported as not-a-checkpoint when its first bytes are
    * not the magic, as truncated when they are. */
@@ -502,9 +498,9 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
   size_t got = fread(hb, 1, sizeof hb, f);
   if (got < sizeof hb && !(got >= 4 && memcmp(hb, PL_CKPT_MAGIC, 4) != 0)) {
     fclose(f);
-    return fail(PL_EINPUT, why, whylen,
-                "%s: truncated: %zu bytes, shorter than the %d-byte header",
-                path, got, PL_CKPT_HEADER_BYTES);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: truncated: %zu bytes, shorter than the %d-byte header",
+                   path, got, PL_CKPT_HEADER_BYTES);
   }
   if (got < sizeof hb) st.st_size = (off_t)got; /* parse_header: bad magic */
   pl_ckpt_header h;
@@ -524,8 +520,8 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
   uint8_t *buf = malloc(4 * CHUNK_FLOATS);
   int short_read = 0;
   if (!p || !buf || (opt && m && !pm) || (opt && v && !pv)) {
-    rc = fail(PL_EENV, why, whylen, "%s: out of memory for %llu parameters",
-              path, (unsigned long long)n);
+    rc = pl_fail(why, whylen, PL_EENV, "%s: out of memory for %llu parameters",
+                 path, (unsigned long long)n);
     goto done;
   }
   kl_sha256_ctx sha;
@@ -540,10 +536,10 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
     short_read = 1;
   if (short_read) {
     /* The size was right a moment ago: someone is rewriting the file. */
-    rc = fail(PL_EENV, why, whylen,
-              "%s: read failed (file changed while "
-              "loading?)",
-              path);
+    rc = pl_fail(why, whylen, PL_EENV,
+                 "%s: read failed (file changed while "
+                 "loading?)",
+                 path);
     goto done;
   }
   kl_sha256_final(&sha, digest);
@@ -551,10 +547,10 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
     char want_hex[65], got_hex[65];
     hex32(trailer, want_hex);
     hex32(digest, got_hex);
-    rc = fail(PL_EINPUT, why, whylen,
-              "%s: checksum mismatch: the trailer says sha256 %.16s..., the "
-              "contents hash to %.16s... (file corrupt)",
-              path, want_hex, got_hex);
+    rc = pl_fail(why, whylen, PL_EINPUT,
+                 "%s: checksum mismatch: the trailer says sha256 %.16s..., the "
+                 "contents hash to %.16s... (file corrupt)",
+                 path, want_hex, got_hex);
     goto done;
   }
   if ((rc = check_parsed(hb, &h, path, why, whylen))) goto done;
@@ -583,18 +579,19 @@ done:
 int pl_ckpt_check_tokenizer(const pl_ckpt_header *h, const char *sha256_hex,
                             char *why, size_t whylen) {
   if (!h || !sha256_hex)
-    return fail(PL_EINPUT, why, whylen, "tokenizer check: NULL argument");
+    return pl_fail(why, whylen, PL_EINPUT, "tokenizer check: NULL argument");
   if (strlen(sha256_hex) != 64 || !is_hex64(sha256_hex))
-    return fail(PL_EINPUT, why, whylen,
-                "tokenizer check: \"%s\" is not a sha256 (64 lowercase hex "
-                "characters)",
-                sha256_hex);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "tokenizer check: \"%s\" is not a sha256 (64 lowercase hex "
+                   "characters)",
+                   sha256_hex);
   if (memcmp(h->tokenizer_sha256, sha256_hex, 64) != 0)
-    return fail(PL_EINPUT, why, whylen,
-                "tokenizer mismatch: the checkpoint was trained with tokenizer "
-                "sha256 %.64s, the tokenizer given has sha256 %.64s; its token "
-                "ids would mean different text. Use the tokenizer file the "
-                "checkpoint was saved with, or prime a new checkpoint",
-                h->tokenizer_sha256, sha256_hex);
+    return pl_fail(
+        why, whylen, PL_EINPUT,
+        "tokenizer mismatch: the checkpoint was trained with tokenizer "
+        "sha256 %.64s, the tokenizer given has sha256 %.64s; its token "
+        "ids would mean different text. Use the tokenizer file the "
+        "checkpoint was saved with, or prime a new checkpoint",
+        h->tokenizer_sha256, sha256_hex);
   return PL_OK;
 }

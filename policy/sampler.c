@@ -22,7 +22,6 @@
 #include "policy/policy.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,31 +79,21 @@ pl_sampling pl_sampling_default(void) {
   return s;
 }
 
-static int fail(char *why, size_t whylen, const char *fmt, ...) {
-  if (why && whylen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-  }
-  return PL_EINPUT;
-}
-
 int pl_sampling_validate(const pl_sampling *s, char *why, size_t whylen) {
-  if (!s) return fail(why, whylen, "sampling settings: NULL");
+  if (!s) return pl_fail(why, whylen, PL_EINPUT, "sampling settings: NULL");
   if (!(s->temperature >= 0.0f) || isinf(s->temperature))
-    return fail(why, whylen,
-                "sampling: temperature = %g, expected a finite value >= 0 "
-                "(0 = greedy)",
-                (double)s->temperature);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "sampling: temperature = %g, expected a finite value >= 0 "
+                   "(0 = greedy)",
+                   (double)s->temperature);
   if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
-    return fail(why, whylen,
-                "sampling: top_p = %g, expected 0 < top_p <= 1 (1 = off)",
-                (double)s->top_p);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "sampling: top_p = %g, expected 0 < top_p <= 1 (1 = off)",
+                   (double)s->top_p);
   if (!(s->min_p >= 0.0f && s->min_p <= 1.0f))
-    return fail(why, whylen,
-                "sampling: min_p = %g, expected 0 <= min_p <= 1 (0 = off)",
-                (double)s->min_p);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "sampling: min_p = %g, expected 0 <= min_p <= 1 (0 = off)",
+                   (double)s->min_p);
   return PL_OK;
 }
 
@@ -123,10 +112,10 @@ static int scan_row(const float *logits, int vocab, int *bad) {
 }
 
 static int bad_logit(const float *logits, int bad, char *why, size_t whylen) {
-  return fail(why, whylen,
-              "sampling: logit %d is %g; expected finite logits (mask a "
-              "token with a large negative finite value, e.g. -1e30)",
-              bad, (double)logits[bad]);
+  return pl_fail(why, whylen, PL_EINPUT,
+                 "sampling: logit %d is %g; expected finite logits (mask a "
+                 "token with a large negative finite value, e.g. -1e30)",
+                 bad, (double)logits[bad]);
 }
 
 /* log Z for softmax(logits / T) with the maximum subtracted, in double:
@@ -142,13 +131,15 @@ static double log_partition(const float *logits, int vocab, float lmax,
 int pl_token_logprob(const float *logits, int vocab, float temperature,
                      int token, float *logprob, char *why, size_t whylen) {
   if (!logits || vocab < 1)
-    return fail(why, whylen, "logprob: vocab = %d, expected >= 1", vocab);
+    return pl_fail(why, whylen, PL_EINPUT, "logprob: vocab = %d, expected >= 1",
+                   vocab);
   if (token < 0 || token >= vocab)
-    return fail(why, whylen, "logprob: token %d outside the vocab [0, %d)",
-                token, vocab);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "logprob: token %d outside the vocab [0, %d)", token, vocab);
   if (!(temperature >= 0.0f) || isinf(temperature))
-    return fail(why, whylen, "logprob: temperature = %g, expected >= 0",
-                (double)temperature);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "logprob: temperature = %g, expected >= 0",
+                   (double)temperature);
   int bad = 0, amax = scan_row(logits, vocab, &bad);
   if (amax < 0) return bad_logit(logits, bad, why, whylen);
   double inv_t = temperature > 0.0f ? 1.0 / (double)temperature : 1.0;
@@ -237,7 +228,8 @@ static int truncate_support(const double *w, int vocab, int amax, double z,
 static int check_row(const float *logits, int vocab, const pl_sampling *s,
                      int *amax, char *why, size_t whylen) {
   if (!logits || vocab < 1)
-    return fail(why, whylen, "sampling: vocab = %d, expected >= 1", vocab);
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "sampling: vocab = %d, expected >= 1", vocab);
   int rc = pl_sampling_validate(s, why, whylen);
   if (rc) return rc;
   int bad = 0;
@@ -280,7 +272,8 @@ int pl_sampling_support(const float *logits, int vocab, const pl_sampling *s,
   void *owned;
   double *w = scratch_get(scratch, vocab, &owned);
   if (!w) {
-    fail(why, whylen, "sampling: out of memory for vocab %d", vocab);
+    pl_fail(why, whylen, PL_EINPUT, "sampling: out of memory for vocab %d",
+            vocab);
     return PL_EENV;
   }
   cand *c = (cand *)(w + vocab);
@@ -303,7 +296,8 @@ int pl_sample(const float *logits, int vocab, const pl_sampling *s, pl_rng *rng,
   int amax = 0;
   int rc = check_row(logits, vocab, s, &amax, why, whylen);
   if (rc) return rc;
-  if (!rng || !out) return fail(why, whylen, "sampling: NULL rng or out");
+  if (!rng || !out)
+    return pl_fail(why, whylen, PL_EINPUT, "sampling: NULL rng or out");
   double lmax = (double)logits[amax];
 
   /* Greedy: no draw (the stream is not advanced); the policy log-prob is
@@ -319,7 +313,8 @@ int pl_sample(const float *logits, int vocab, const pl_sampling *s, pl_rng *rng,
   void *owned;
   double *w = scratch_get(scratch, vocab, &owned);
   if (!w) {
-    fail(why, whylen, "sampling: out of memory for vocab %d", vocab);
+    pl_fail(why, whylen, PL_EINPUT, "sampling: out of memory for vocab %d",
+            vocab);
     return PL_EENV;
   }
   double inv_t = 1.0 / (double)s->temperature;
@@ -371,12 +366,14 @@ int pl_sample(const float *logits, int vocab, const pl_sampling *s, pl_rng *rng,
 int pl_sample_batch(const float *logits, int rows, int vocab,
                     const pl_sampling *s, pl_rng *rngs, void *scratch,
                     pl_sample_out *out, char *why, size_t whylen) {
-  if (rows < 0) return fail(why, whylen, "sampling: rows = %d", rows);
+  if (rows < 0)
+    return pl_fail(why, whylen, PL_EINPUT, "sampling: rows = %d", rows);
   void *owned = NULL;
   if (!scratch && rows > 0) {
     scratch = owned = malloc(pl_sample_scratch_bytes(vocab > 0 ? vocab : 1));
     if (!scratch) {
-      fail(why, whylen, "sampling: out of memory for vocab %d", vocab);
+      pl_fail(why, whylen, PL_EINPUT, "sampling: out of memory for vocab %d",
+              vocab);
       return PL_EENV;
     }
   }
