@@ -12,10 +12,13 @@
  * 32 key rows) of one (b, h) and walks the tiles of the other side that the
  * causal mask lets through, staging 32x32 pieces of its operands in shared
  * memory, 32 head dimensions at a time (so any head size works with the
- * same 13-17 KB). Each row of Q, K, V, dY is then read from global memory
- * once per tile of 32 rows instead of once per row, which is what the
- * earlier kernels (a block per query row, re-reading every key and value
- * row of its head) spent their time on at the policy's T of 1024.
+ * same 8-17 KB). Each row of Q, K, V, dY is then read from global memory
+ * once per tile of 32 rows instead of once per row, as the earlier kernels
+ * (a block per query row, re-reading every key and value row of its head)
+ * did: a 32x cut of the reads that, counted on paper, dominate attention
+ * at the policy's T of 1024. No device has timed either version yet;
+ * bench_policy_cuda's training tokens/s (against PyTorch on the device)
+ * is where it will show.
  *
  * The probabilities P (B,NH,T,T) are stored by the forward, as the CPU
  * stores them, and read back by the backward; dS of every (b, h) is a
