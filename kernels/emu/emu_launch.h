@@ -53,6 +53,12 @@ typedef struct kl_emu_launch_cfg {
                   thread is a fiber); 0: each thread is a plain call, and a
                   barrier reached anyway fails the launch */
   int threads; /* OS threads; 0 = all cores */
+  int reverse; /* 0: each round of a block resumes its threads from 0 up;
+                  1: from the last down. A fiber runs to its next barrier, so
+                  a missing barrier lets a thread see what lower (0) or
+                  higher (1) threads wrote before it: a kernel whose result
+                  depends on the order has a race that one of the two
+                  shows (the policy's tests run both) */
 } kl_emu_launch_cfg;
 
 /* Runs entry(arg) once per CUDA thread of the grid and returns when every

@@ -6,8 +6,10 @@
  *   - Blocks are handed out through an atomic counter to `threads` OS
  *     threads (all cores by default). A block runs start to end on one OS
  *     thread, which is why `static thread_local` works as __shared__.
- *   - Inside a block the scheduler resumes each runnable fiber in turn; a
- *     fiber runs until it reaches a barrier or ends. __syncthreads waits for
+ *   - Inside a block the scheduler resumes each runnable fiber in turn
+ *     (thread 0 first, or the last first for a generic launch that asks
+ *     for it: emu_launch.h, reverse); a fiber runs until it reaches a
+ *     barrier or ends. __syncthreads waits for
  *     every live thread of the block, warp barriers (shuffles, __syncwarp,
  *     votes) for every live lane of the warp. A thread that has returned no
  *     longer counts, as on hardware. A state where no fiber can run while
@@ -65,6 +67,7 @@ typedef struct worker {
   kl_emu_dim grid, block_dim;
   int nthreads; /* CUDA threads per block */
   int use_fibers;
+  int reverse; /* resume fibers from the highest thread down (emu_launch.h) */
 
   fiber *fibers;
   unsigned char *stacks; /* nthreads stacks, each behind a guard page */
@@ -221,7 +224,8 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
   }
   while (w->live > 0) {
     int ran = 0;
-    for (int i = 0; i < w->nthreads; i++) {
+    for (int k = 0; k < w->nthreads; k++) {
+      int i = w->reverse ? w->nthreads - 1 - k : k;
       fiber *f = &w->fibers[i];
       if (f->state != F_RUN) continue;
       w->cur = i;
@@ -615,7 +619,8 @@ int kl_emu_launch(const kl_emu_program *prog, const kl_emu_launch_cfg *cfg,
                   .grid = g,
                   .block_dim = b,
                   .nthreads = (int)threads_per_block,
-                  .use_fibers = cfg->fibers != 0};
+                  .use_fibers = cfg->fibers != 0,
+                  .reverse = cfg->reverse != 0};
   pthread_mutex_lock(&grid_mu); /* one launch at a time: shared caches */
   int rc = run_grid(&proto, (int)blocks, threads, (int)cfg->dyn_smem_bytes, why,
                     whylen);

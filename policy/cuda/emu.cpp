@@ -58,6 +58,7 @@ void (*const emu_kernels[PCUDA_NUM_KERNELS])(void *) = {
 
 struct emu_state {
   int threads;
+  int reverse; /* kl_emu_launch_cfg.reverse (pcuda_emu_set_reverse) */
 };
 
 int emu_alloc(pcuda_ctx *ctx, void **dev, size_t bytes) {
@@ -92,6 +93,7 @@ int emu_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid, pcuda_dim block,
   cfg.dyn_smem_bytes = dyn_smem;
   cfg.fibers = 1;
   cfg.threads = st->threads;
+  cfg.reverse = st->reverse;
   char why[256];
   if (kl_emu_launch(&program, &cfg, emu_kernels[kernel], args, why,
                     sizeof why) != KL_OK) {
@@ -145,5 +147,13 @@ extern "C" int pcuda_emu_open(pcuda_ctx **out, int threads, char *why,
   ctx->impl = st;
   snprintf(ctx->desc, sizeof ctx->desc, "cpu-emu (tiled GEMM)");
   *out = ctx;
+  return PL_OK;
+}
+
+extern "C" int pcuda_emu_set_reverse(pcuda_ctx *ctx, int reverse) {
+  if (!ctx || ctx->ops != &emu_ops) return PL_EINPUT;
+  static_cast<emu_state *>(ctx->impl)->reverse = reverse != 0;
+  snprintf(ctx->desc, sizeof ctx->desc, "cpu-emu (tiled GEMM%s)",
+           reverse ? ", threads resumed last first" : "");
   return PL_OK;
 }

@@ -139,6 +139,13 @@ int pcuda_device_open(pcuda_ctx **out, int gemm, char *why, size_t whylen);
  * only in the test library klpolicy_cuda_emu. */
 int pcuda_emu_open(pcuda_ctx **out, int threads, char *why, size_t whylen);
 
+/* Emulator only (test library): reverse 1 makes every block resume its
+ * threads from the last one down, 0 from thread 0 up (the default). A
+ * kernel missing a barrier reads what the threads scheduled before it
+ * wrote, so its result depends on the order: the tests run both. PL_OK,
+ * or PL_EINPUT for a context that is not the emulator's. */
+int pcuda_emu_set_reverse(pcuda_ctx *ctx, int reverse);
+
 /* Waits for the context's work, then releases it: every chunk of its
  * memory arena (buffers not freed yet go with them; a pointer from it is
  * dead after this), and on a device the stream, cuBLAS, the modules and

@@ -343,6 +343,10 @@ static inline int pt_main(int argc, char **argv, const pt_program *p) {
   CHECK(rc == PL_OK, "pcuda_emu_open: %s", why);
   if (rc != PL_OK) return kl_test_done(p->name);
   p->run_all(ctx, "cpu-emu");
+  /* again with every block's threads resumed last first: a missing
+   * barrier shows in one order or the other (pcuda_emu_set_reverse) */
+  CHECK(pcuda_emu_set_reverse(ctx, 1) == PL_OK, "pcuda_emu_set_reverse");
+  p->run_all(ctx, "cpu-emu-reverse");
   pcuda_close(ctx);
   p->report();
   return kl_test_done(p->name);

@@ -4,7 +4,13 @@
  * model, the same batch, through both paths.
  *
  *   test_policy_cuda            the kernels on the CPU emulator (label unit,
- *                               so it also runs under ASan/UBSan)
+ *                               so it also runs under ASan/UBSan), twice:
+ *                               each block's threads resumed from thread 0
+ *                               up, then from the last down, so that a
+ *                               missing barrier shows in one of the two
+ *                               (removing the one between the attention
+ *                               forward's softmax and its P V is caught by
+ *                               the second only)
  *   test_policy_cuda --device   the same checks on device 0 through the
  *                               driver API, once with cuBLAS GEMMs and once
  *                               with the tiled kernel (label gpu); exit 77,

@@ -769,6 +769,10 @@ int main(int argc, char **argv) {
   CHECK(rc == PL_OK, "pcuda_emu_open: %s", why);
   if (rc != PL_OK) return kl_test_done("test_policy_cuda_gen");
   run_all(ctx, "cpu-emu");
+  /* again with every block's threads resumed last first: a missing
+   * barrier shows in one order or the other */
+  CHECK(pcuda_emu_set_reverse(ctx, 1) == PL_OK, "pcuda_emu_set_reverse");
+  run_all(ctx, "cpu-emu-reverse");
   pcuda_close(ctx);
   check_lab_policy(0, "cpu-emu");
   check_lab_dtype(0, "cpu-emu");
