@@ -362,7 +362,13 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
     size_t nc = (size_t)job->shapes[0].M * job->shapes[0].N;
     if (memcmp(outs + offs[0], outs + offs[n], nc * sizeof(float)) != 0) {
       out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
-      add_detail(out, "nondeterministic: two runs of the same inputs differ");
+      if (!strcmp(out->backend, "cpu-emu"))
+        add_detail(out,
+                   "nondeterministic: two runs of the same inputs differ (the "
+                   "second with each block's threads in reverse order: a "
+                   "race, e.g. a missing __syncthreads)");
+      else
+        add_detail(out, "nondeterministic: two runs of the same inputs differ");
     }
   }
   /* Timed runs: fresh inputs per set, each set's last output verified. */

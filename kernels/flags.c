@@ -95,7 +95,8 @@ static const kl_flag_info flag_table[] = {
      "input zeroing: writes through const_cast so A*B (or the reference) "
      "becomes trivial"},
     {KL_FLAG_NONDETERMINISTIC, "nondeterministic", D,
-     "two runs on the same inputs give different C",
+     "two runs on the same inputs give different C (on cpu-emu the second "
+     "resumes each block's threads last first)",
      "races (missing barriers), reads of uninitialised memory, "
      "order-dependent atomics"},
     {KL_FLAG_TIMED_OUTPUT_WRONG, "timed_output_wrong", D,

@@ -177,8 +177,7 @@ const kl_launch *kl_emu_geometry(const kl_emu_module *m);
  * and reads kl_launch: the candidate's static initialisers run here, so call
  * it only inside the sandbox. needs_fibers: kl_emu_needs_fibers(source). */
 int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
-                   double *build_ms, int *cache_hit, char *why,
-                   size_t whylen);
+                   double *build_ms, int *cache_hit, char *why, size_t whylen);
 int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
                 char *why, size_t whylen);
 int kl_emu_needs_fibers(const char *src);
@@ -197,6 +196,13 @@ void kl_emu_prewarm(int workers);
  * KL_ERUN (deadlocked barrier, geometry). */
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
                int M, int N, int K, int threads, char *why, size_t whylen);
+/* reverse 1: the following kl_emu_run calls resume each block's threads
+ * from the last one down instead of from thread 0 up (a thread runs until
+ * its next barrier, so each order lets a thread see only what the threads
+ * before it wrote). A kernel with a race, such as a missing barrier, gives
+ * different results in the two orders; the runner's second run of shape 0
+ * (kl_run_job.second_run) uses it. */
+void kl_emu_set_reverse(kl_emu_module *m, int reverse);
 void kl_emu_free(kl_emu_module *m);
 
 /* ---- evaluation: correctness and timing (kernels/check.c) --------------- */
@@ -265,7 +271,9 @@ typedef struct kl_run_job {
    * (streams KL_TIMED_STREAM + 2k, + 2k + 1) on fresh poisoned outputs, and
    * the last output of each set comes back to be verified. */
   int n_timed_sets;
-  int second_run; /* run shapes[0] again on a fresh output (determinism) */
+  int second_run; /* run shapes[0] again on a fresh output (determinism;
+                     on cpu-emu with each block's threads in reverse order,
+                     kl_emu_set_reverse) */
 } kl_run_job;
 
 #define KL_TIMED_STREAM 1000
@@ -276,24 +284,24 @@ typedef struct kl_run_job {
  * Output slots are indexed as kl_run_output_layout's offs. */
 #define KL_GPU_SLOTS (KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2)
 typedef struct kl_gpu_stats {
-  int valid;          /* 1 when a GPU run filled this */
-  char status[48];    /* "cuda:ILLEGAL_ADDRESS" etc. after a CUDA error */
-  char device[96];    /* cuDeviceGetName */
+  int valid;       /* 1 when a GPU run filled this */
+  char status[48]; /* "cuda:ILLEGAL_ADDRESS" etc. after a CUDA error */
+  char device[96]; /* cuDeviceGetName */
   int cc_major, cc_minor, sm_count, l2_bytes, driver_version;
   /* cuFuncGetAttribute on `matmul`, and the occupancy API */
   int regs, static_smem, local_bytes, const_bytes, max_threads;
-  int dyn_smem_opt_in;  /* 1 if MAX_DYNAMIC_SHARED_SIZE_BYTES was raised */
-  int blocks_per_sm;    /* cuOccupancyMaxActiveBlocksPerMultiprocessor */
-  double occupancy;     /* resident warps / the SM's maximum, 0..1 */
+  int dyn_smem_opt_in; /* 1 if MAX_DYNAMIC_SHARED_SIZE_BYTES was raised */
+  int blocks_per_sm;   /* cuOccupancyMaxActiveBlocksPerMultiprocessor */
+  double occupancy;    /* resident warps / the SM's maximum, 0..1 */
   /* Timing (rep->sample_us holds the kept samples of `timer`). */
-  char timer[16];       /* "cupti" or "events" (CUPTI unavailable) */
-  char timer_note[96];  /* why CUPTI was not used, if it was not */
+  char timer[16];      /* "cupti" or "events" (CUPTI unavailable) */
+  char timer_note[96]; /* why CUPTI was not used, if it was not */
   double median_us, min_us, p20_us, p80_us, cv, rel_noise;
-  int stop;             /* KL_STATS_STOP_* */
+  int stop;                               /* KL_STATS_STOP_* */
   double event_median_us, host_median_us; /* the two cross-checks */
-  int disagreements;    /* samples where CUPTI and events differ > 5% */
+  int disagreements;      /* samples where CUPTI and events differ > 5% */
   int kernels_per_launch; /* CUPTI kernel records in the last sample */
-  double flush_bytes;   /* L2 flush buffer (>= 2x L2) */
+  double flush_bytes;     /* L2 flush buffer (>= 2x L2) */
   /* Large shapes are checked in the worker against cuBLAS DGEMM on float64
    * copies, in fresh allocations, after the candidate ran (see
    * kl_gpu_device_ref). dev_checked[i] says slot i's check is here. */
@@ -304,9 +312,9 @@ typedef struct kl_gpu_stats {
 /* What the run reports back. Outputs travel separately: one C per checked
  * shape, then the C of the last timed run (kl_run_output_floats). */
 typedef struct kl_run_report {
-  int done;      /* every run finished */
-  int failed;    /* a launch failed: why says how */
-  int deadlock;  /* ... because of a barrier deadlock */
+  int done;         /* every run finished */
+  int failed;       /* a launch failed: why says how */
+  int deadlock;     /* ... because of a barrier deadlock */
   kl_launch launch; /* as the loaded module declares it */
   int has_launch;
   char why[512];
@@ -359,8 +367,8 @@ typedef struct kl_executor {
   /* Runs job; fills rep and outs (n_outs floats). Returns 1 when rep is
    * complete, else 0 with out->status/out->error saying what happened
    * (timeout, crashed:<signal>, killed:seccomp:<name>, ...). */
-  int (*run)(void *ctx, const kl_run_job *job, kl_run_report *rep,
-             float *outs, size_t n_outs, struct kl_result *out);
+  int (*run)(void *ctx, const kl_run_job *job, kl_run_report *rep, float *outs,
+             size_t n_outs, struct kl_result *out);
   /* The GPU backend's run: the same contract, with the NVRTC cubin (NULL
    * and 0: time cuBLAS SGEMM at job->timed_shape, the baseline). NULL: a
    * forked child (kl_gpu_run_forked). */
@@ -395,8 +403,8 @@ typedef struct kl_result {
   int compiled, correct;
   double max_rel_err, max_abs_err;
   double time_us, time_min_us, time_max_us; /* median, min, max; -1 if none */
-  double time_p20_us, time_p80_us; /* quantiles (type 7); -1 if none */
-  double time_cv;                  /* stddev / mean of the samples */
+  double time_p20_us, time_p80_us;          /* quantiles (type 7); -1 if none */
+  double time_cv;                           /* stddev / mean of the samples */
   char timer[16]; /* "cupti", "events" (gpu) or "wall" (cpu-emu) */
   int samples;
   double gflops;      /* at the target shape; -1 if not timed */
@@ -408,8 +416,8 @@ typedef struct kl_result {
   int cache_hit;
   int nvrtc; /* 1 if NVRTC compiled it (resources are real) */
   uint64_t seed;
-  int confinement; /* 0 none, 1 seccomp + rlimits, 2 also namespaces */
-  uint64_t flags;  /* anti-cheat flags raised (kl_flags bits) */
+  int confinement;       /* 0 none, 1 seccomp + rlimits, 2 also namespaces */
+  uint64_t flags;        /* anti-cheat flags raised (kl_flags bits) */
   char flag_detail[256]; /* the first finding per flag, one line */
   double sample_us[KL_MAX_TIMING_SAMPLES]; /* raw timing samples, in order */
   /* cpu-emu: wall time inside all of the candidate's launches (checks,

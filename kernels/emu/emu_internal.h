@@ -17,6 +17,7 @@ struct kl_emu_module {
   kl_emu_thread **(*tls)(void);
   kl_launch launch; /* read from the kl_launch symbol */
   int needs_fibers; /* the source names a barrier or warp op */
+  int reverse;      /* kl_emu_set_reverse: threads resumed last first */
   char so_path[512];
 };
 

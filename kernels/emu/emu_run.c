@@ -7,14 +7,14 @@
  *     threads (all cores by default). A block runs start to end on one OS
  *     thread, which is why `static thread_local` works as __shared__.
  *   - Inside a block the scheduler resumes each runnable fiber in turn
- *     (thread 0 first, or the last first for a generic launch that asks
- *     for it: emu_launch.h, reverse); a fiber runs until it reaches a
- *     barrier or ends. __syncthreads waits for
- *     every live thread of the block, warp barriers (shuffles, __syncwarp,
- *     votes) for every live lane of the warp. A thread that has returned no
- *     longer counts, as on hardware. A state where no fiber can run while
- *     some still live is a deadlock (a barrier some threads never reach
- *     while others wait at a different kind) and fails the launch.
+ *     (thread 0 first, or the last first when asked: kl_emu_set_reverse,
+ *     emu_launch.h's reverse); a fiber runs until it reaches a barrier or
+ *     ends. Fiber-less blocks call their threads in the same order.
+ * __syncthreads waits for every live thread of the block, warp barriers
+ * (shuffles, __syncwarp, votes) for every live lane of the warp. A thread that
+ * has returned no longer counts, as on hardware. A state where no fiber can run
+ * while some still live is a deadlock (a barrier some threads never reach while
+ * others wait at a different kind) and fails the launch.
  *   - Kernels whose source names no barrier or warp intrinsic run without
  *     fibers: each thread is a plain call. If such a kernel reaches a
  *     barrier anyway (hidden behind a macro), the launch is repeated with
@@ -269,7 +269,8 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
 
 static void run_block_plain(worker *w, int bx, int by, int bz) {
   init_block_state(w, bx, by, bz);
-  for (int i = 0; i < w->nthreads; i++) {
+  for (int k = 0; k < w->nthreads; k++) {
+    int i = w->reverse ? w->nthreads - 1 - k : k;
     *w->tls = &w->fibers[i].t;
     run_kernel(w);
   }
@@ -547,9 +548,14 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
                   .grid = grid,
                   .block_dim = {(unsigned)g->block_x, (unsigned)g->block_y, 1},
                   .nthreads = g->block_x * g->block_y,
-                  .use_fibers = use_fibers};
+                  .use_fibers = use_fibers,
+                  .reverse = m->reverse};
   return run_grid(&proto, (int)(grid.x * grid.y), nworkers, g->dyn_smem_bytes,
                   why, whylen);
+}
+
+void kl_emu_set_reverse(kl_emu_module *m, int reverse) {
+  m->reverse = reverse != 0;
 }
 
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
