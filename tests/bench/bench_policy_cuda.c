@@ -351,6 +351,13 @@ int main(int argc, char **argv) {
   } else {
     printf("kernel %s: not measured: %s\n", kernel_name, kwhy);
   }
+  pcuda_mem_stats mem;
+  pcuda_mem_stats_get(ctx, &mem);
+  printf("pcuda memory over the runs above: peak %.1f MiB in use, %.1f MiB "
+         "held in %d chunks; %lu buffers from %lu backend allocations "
+         "(the arena, pcuda_arena.c)\n",
+         mem.peak / 1048576.0, mem.reserved / 1048576.0, mem.chunks, mem.allocs,
+         mem.backend_allocs);
   sample(&m, NULL, F32, prompt, B, &cpu);
   train(&m, NULL, F32, x, y, B, T, steps, &cpu);
   printf("cpu (OpenBLAS, %d threads): training %.0f tok/s (first loss %.4f), "
