@@ -265,6 +265,12 @@ for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy
     KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$OUT/$t.log" 2>&1
     prc=$?
     sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|worst' "$OUT/$t.log" | tail -n 2 | tr '\n' ' ')"
+    # a failure: once more without the memory arena (a buffer per
+    # cuMemAlloc), to tell an arena fault from a kernel's
+    if [ "$prc" -ne 0 ] && [ "$prc" -ne 77 ] && [ "$t" != test_policy_cuda_arena ]; then
+      PCUDA_ARENA=off KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$OUT/$t.arena_off.log" 2>&1
+      sum "  - again with PCUDA_ARENA=off: exit $?; $(grep -E 'passed|failed' "$OUT/$t.arena_off.log" | tail -n 1)"
+    fi
   else
     sum "- policy CUDA runtime: no $t binary in the bundle"
   fi
