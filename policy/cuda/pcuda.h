@@ -31,7 +31,11 @@
  * must not be dereferenced on the host (use pcuda_upload/pcuda_download),
  * on cpu-emu they are host memory. The model reuses policy.h's pl_params
  * for its device tensors, so the same field names point at the same
- * tensors on both sides.
+ * tensors on both sides. Buffers come from the context's memory arena
+ * (pcuda_arena.c: large backend chunks, reused as sizes change;
+ * pcuda_mem_stats), and every operation of a context runs on its one
+ * stream, in order (pcuda_device.c). A context is used by one thread at a
+ * time.
  *
  * Errors are values, and sticky: the first failure of a backend call is
  * kept in the context, later calls do nothing, and pcuda_status reports it
