@@ -5,14 +5,16 @@
  * the optimiser, the KV cache, the sampler and the scratches are carved
  * out of them.
  *
- * Why: cuMemAlloc costs tens of microseconds and cuMemFree waits for the
- * whole device. The policy frees and reallocates on purpose (the
- * activations grow with the batch's T, the KV scratch with the rows fed,
- * the bf16 and candidate-matmul scratches with the widest GEMM), and a
- * GRPO step meets a new T most steps. Through the arena such a regrowth is
- * a walk over a short host-side list once the chunks are there: after the
- * first steps a training loop makes no backend allocation at all
- * (tests/unit/test_policy_cuda_arena.c counts them).
+ * Why: cuMemAlloc is a driver call and cuMemFree waits for the device,
+ * and the policy allocates as it goes: every pcuda_generate (one per GRPO
+ * group) takes and frees its KV cache, scratch and sampler; the
+ * activations grow when a longer batch arrives, the KV scratch with the
+ * rows fed, the bf16 and candidate-matmul scratches with the widest GEMM.
+ * Through the arena each of these is a walk over a short host-side list
+ * once the chunks are there: after the first steps, training and
+ * generation make no backend allocation at all
+ * (tests/unit/test_policy_cuda_arena.c counts them; bench_policy_cuda
+ * times repeated generations against PCUDA_ARENA=off, on a device).
  *
  * How:
  *   - Chunks of at least chunk_min bytes (64 MiB on a device, 1 MiB on the

@@ -32,11 +32,14 @@
  *   training: kernel 07_warptile.cu N tok/s vs cpu M tok/s: ratio Rx
  *   training: pcuda bf16 N tok/s vs pcuda fp32 M tok/s: ratio Rx
  *   sampling: the same
- * (bf16: pcuda_model_init_dtype PCUDA_DTYPE_BF16, bf16 GEMM operands with
- * fp32 master weights, what --policy-dtype bf16 runs; its first loss is
- * within bf16's error of the others', not equal),
- * plus the first losses of each path (they train the same model: cpu,
- * pcuda and kernel agree to fp32 rounding).
+ *   generate churn: pcuda arena N calls/s vs pcuda PCUDA_ARENA=off M
+ *             calls/s: ratio Rx (20 short pcuda_generate calls, as a GRPO run
+ * makes one per group: the memory arena against a cuMemAlloc / cuMemFree per
+ * buffer, each on its own context) (bf16: pcuda_model_init_dtype
+ * PCUDA_DTYPE_BF16, bf16 GEMM operands with fp32 master weights, what
+ * --policy-dtype bf16 runs; its first loss is within bf16's error of the
+ * others', not equal), plus the first losses of each path (they train the same
+ * model: cpu, pcuda and kernel agree to fp32 rounding).
  *
  * A benchmark, not a test: without a device (or a build without the
  * policy's fatbin) it prints that it is skipped and exits 0; without
@@ -161,6 +164,38 @@ static void sample(const pl_model *m, pcuda_ctx *ctx, int dtype,
   else
     fprintf(stderr, "bench_policy_cuda: sampling: %s\n", why);
   if (ctx) pcuda_model_free(&dm);
+}
+
+/* What the memory arena saves where a GRPO run allocates: one
+ * pcuda_generate per group, each taking and freeing its KV cache, scratch
+ * and sampler. Generations per second of CHURN_CALLS short ones (G rows of
+ * CHURN_TOKENS after the prompt, after one untimed), on ctx; 0 on failure.
+ * Run on a context with the arena and on one opened with PCUDA_ARENA=off
+ * (a cuMemAlloc / cuMemFree per buffer). */
+#define CHURN_CALLS 20
+#define CHURN_TOKENS 16
+static double generate_churn(const pl_model *m, pcuda_ctx *ctx,
+                             const int32_t *prompt, int G) {
+  char why[256];
+  pcuda_model dm;
+  if (pcuda_model_init(&dm, ctx, m, why, sizeof why) != PL_OK) {
+    fprintf(stderr, "bench_policy_cuda: %s\n", why);
+    return 0;
+  }
+  pl_sampling sp = pl_sampling_default();
+  double t0 = 0;
+  int rc = PL_OK;
+  for (int i = -1; i < CHURN_CALLS && rc == PL_OK; i++) {
+    if (i == 0) t0 = bench_now_s();
+    pl_generation gen;
+    rc = pcuda_generate(&dm, prompt, PROMPT_LEN, G, CHURN_TOKENS, -1, &sp,
+                        (uint64_t)(i + 2), &gen, why, sizeof why);
+    if (rc == PL_OK) pl_generation_free(&gen);
+  }
+  double dt = bench_now_s() - t0;
+  if (rc != PL_OK) fprintf(stderr, "bench_policy_cuda: churn: %s\n", why);
+  pcuda_model_free(&dm);
+  return rc == PL_OK ? CHURN_CALLS / dt : 0;
 }
 
 /* --emu: the kernel on the emulator behind pcuda_set_matmul. */
@@ -351,6 +386,22 @@ int main(int argc, char **argv) {
   } else {
     printf("kernel %s: not measured: %s\n", kernel_name, kwhy);
   }
+  /* the arena against a buffer per backend allocation, same run */
+  double churn = generate_churn(&m, ctx, prompt, B), churn_off = 0;
+  setenv("PCUDA_ARENA", "off", 1);
+  pcuda_ctx *ctx_off = NULL;
+  char owhy[256];
+  int orc =
+      emu ? pcuda_emu_open(&ctx_off, 0, owhy, sizeof owhy)
+          : pcuda_device_open(&ctx_off, PCUDA_GEMM_AUTO, owhy, sizeof owhy);
+  unsetenv("PCUDA_ARENA");
+  if (orc == PL_OK) {
+    churn_off = generate_churn(&m, ctx_off, prompt, B);
+    pcuda_close(ctx_off);
+  }
+  printf("pcuda generate churn (%d calls of G=%d x %d tokens): %.1f calls/s "
+         "with the arena, %.1f with PCUDA_ARENA=off\n",
+         CHURN_CALLS, B, CHURN_TOKENS, churn, churn_off);
   pcuda_mem_stats mem;
   pcuda_mem_stats_get(ctx, &mem);
   printf("pcuda memory over the runs above: peak %.1f MiB in use, %.1f MiB "
@@ -389,6 +440,10 @@ int main(int argc, char **argv) {
   ratio("sampling", kname, kern.sample_tps, "pcuda (default GEMM)",
         dev.sample_tps);
   ratio("training", kname, kern.train_tps, "cpu", cpu.train_tps);
+  if (churn > 0 && churn_off > 0)
+    printf("generate churn: pcuda arena %.1f calls/s vs pcuda "
+           "PCUDA_ARENA=off %.1f calls/s: ratio %.2fx\n",
+           churn, churn_off, churn / churn_off);
   float worst = 0;
   if (kern.train_tps > 0)
     worst = fmaxf(fabsf(kern.first_loss - cpu.first_loss),
