@@ -5,6 +5,7 @@
 #   run(command="bash tests/gpu/check.sh", carry=["tests/gpu/bundle.tar.gz"],
 #       timeout_s=540)
 #
+# (a rerun of some steps only: CHECK_STEPS="7" bash tests/gpu/check.sh)
 # after `sh tests/gpu/bundle.sh` on the CPU machine (the device image lacks
 # our Debian libraries: Lua, HDF5, seccomp, OpenBLAS; the bundle carries
 # them next to the binary). Without a bundle it uses build/kernlab, or
@@ -62,6 +63,11 @@ note() { echo "== [$(elapsed)s] $*"; }
 summary="$OUT/summary.md"
 : >"$summary"
 sum() { echo "$*" >>"$summary"; }
+# CHECK_STEPS="2 7" runs only those steps (say, a rerun of what failed,
+# within the session's device minutes; step 1, the device query, always
+# runs). Unset: every step. The step bodies below are not indented inside
+# their `if want N` because of their here-documents.
+want() { [ -z "${CHECK_STEPS:-}" ] || [[ " $CHECK_STEPS " == *" $1 "* ]]; }
 
 # ---- the binary ----
 KLLIB=""
@@ -128,7 +134,10 @@ sum ""
 sum "kernlab: $built"
 sum ""
 
+seeds=(kernels/seeds/*.cu)
+
 # ---- 2. probe and correctness at the default shape ----
+if want 2; then
 note "probe"
 # test_gpu_probe passes without a device too (it is a CI test): here the
 # device must answer.
@@ -138,7 +147,6 @@ if [ -n "${PROBE:-}" ] && kl timeout $(t 60) "$PROBE" >"$OUT/probe.log" 2>&1 &&
 else
   sum "- probe: FAILED: $(tr '\n' ' ' <"$OUT/probe.log" | head -c 300)"
 fi
-seeds=(kernels/seeds/*.cu)
 note "correctness: ${#seeds[@]} seeds, --backend gpu, default shapes"
 kl timeout $(t 150) "$KL" eval --backend gpu --json --jobs 1 "${seeds[@]}" \
   >"$OUT/eval_default.jsonl" 2>"$OUT/eval_default.err"
@@ -155,7 +163,10 @@ for r in rows:
         print(f"  - {r.get('file','?').split('/')[-1]} flags: {', '.join(r['flags'])}")
 PY
 
+fi # step 2
+
 # ---- 2b. the gpu-labelled test (what `ctest -L gpu` runs on a build) ----
+if want 2; then
 note "ctest -L gpu equivalent: tests/gpu/test_gpu_eval.py"
 if kl timeout $(t 300) python3 tests/gpu/test_gpu_eval.py "$KL" "$root" >"$OUT/test_gpu_eval.log" 2>&1; then
   sum "- gpu test (test_gpu_eval.py): $(tail -n1 "$OUT/test_gpu_eval.log")"
@@ -163,7 +174,10 @@ else
   sum "- gpu test (test_gpu_eval.py): FAILED: $(tail -n3 "$OUT/test_gpu_eval.log" | tr '\n' ' ')"
 fi
 
+fi # step 2b
+
 # ---- 3. a faulting kernel ----
+if want 3; then
 note "fault: tests/gpu/fault_null_write.cu"
 kl timeout $(t 90) "$KL" eval --backend gpu --json tests/gpu/fault_null_write.cu \
   >"$OUT/eval_fault.jsonl" 2>&1
@@ -176,7 +190,10 @@ case "$fault" in
   *) sum "- fault kernel: status '${fault:-none}' (exit $rc): EXPECTED cuda:*" ;;
 esac
 
+fi # step 3
+
 # ---- 4. the seeds at 4096^3 against cuBLAS ----
+if want 4; then
 note "timing: ${#seeds[@]} seeds at 4096x4096x4096"
 kl timeout $(t 300) "$KL" eval --backend gpu --json --jobs 1 \
   --shape 4096x4096x4096 "${seeds[@]}" \
@@ -211,7 +228,10 @@ else:
     print("| **cuBLAS** SGEMM | no baseline_us reported | | | | | |")
 PY
 
+fi # step 4
+
 # ---- 5. the run-gpu worker's syscalls (seccomp record mode) ----
+if want 5; then
 note "seccomp record: run-gpu on one seed"
 KERNLAB_GPU_SECCOMP=record kl timeout $(t 90) "$KL" eval --backend gpu --json \
   kernels/seeds/05_blocktile_2d.cu >/dev/null 2>"$OUT/record.err"
@@ -233,25 +253,42 @@ else
   sum "no record (see record.err): $(head -c 300 "$OUT/record.err" | tr '\n' ' ')"
 fi
 
-# ---- 6. a short GPU campaign: a tiny policy primed here, two GRPO steps ----
-note "campaign: tiny prime + 2 steps on --backend gpu"
+fi # step 5
+
+# A tiny policy primed on the CPU (steps 6 and 7 use it): $cdir/p.ckpt, its
+# corpus, and gpu.lua, a two-step campaign on --backend gpu.
 cdir=/tmp/kernlab-campaign
-rm -rf "$cdir" && mkdir -p "$cdir/corpus"
-cp kernels/seeds/*.cu tests/kernels/honest/*.cu "$cdir/corpus/" 2>/dev/null
-cat >"$cdir/gpu.lua" <<LUA
+tiny_policy() {
+  rm -rf "$cdir" && mkdir -p "$cdir/corpus"
+  cp kernels/seeds/*.cu tests/kernels/honest/*.cu "$cdir/corpus/" 2>/dev/null
+  cat >"$cdir/gpu.lua" <<LUA
 return { name = "gpu-check", backend = "gpu", checkpoint = "$cdir/p.ckpt",
   task = { M = 512, N = 512, K = 512 }, group_size = 2, steps = 2,
   sampling = { max_tokens = 256, min_p = 0.1 }, out = "$cdir/gpu.h5" }
 LUA
-if kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/p.ckpt" \
-     --size tiny --steps 30 --lr 3e-3 >"$OUT/campaign.log" 2>&1 &&
+  kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/p.ckpt" \
+    --size tiny --steps 30 --lr 3e-3
+}
+
+# ---- 6. a short GPU campaign: a tiny policy primed here, two GRPO steps ----
+if want 6; then
+note "campaign: tiny prime + 2 steps on --backend gpu"
+if tiny_policy >"$OUT/campaign.log" 2>&1 &&
    kl timeout $(t 240) "$KL" run "$cdir/gpu.lua" >>"$OUT/campaign.log" 2>&1; then
   sum "- campaign (backend gpu, 2 steps): ok: $(grep -c '^step ' "$OUT/campaign.log") step lines"
 else
   sum "- campaign (backend gpu, 2 steps): FAILED: $(tail -n 3 "$OUT/campaign.log" | tr '\n' ' ')"
 fi
 
+fi # step 6
+
 # ---- 7. the policy's CUDA runtime against the CPU model ----
+if want 7; then
+if [ ! -f "$cdir/p.ckpt" ]; then
+  note "policy: the tiny policy (step 6 did not run)"
+  tiny_policy >"$OUT/tiny_policy.log" 2>&1 ||
+    sum "- tiny policy for step 7: FAILED: $(tail -n 3 "$OUT/tiny_policy.log" | tr '\n' ' ')"
+fi
 # test_policy_cuda: every kernel against its CPU twin, ten training steps;
 # test_policy_cuda_gen: the device sampler, the KV cache and pcuda_generate
 # against pl_generate, and the lab's --policy-device facade; then a tiny
@@ -264,7 +301,7 @@ for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy
   if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
     KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$OUT/$t.log" 2>&1
     prc=$?
-    sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|worst' "$OUT/$t.log" | tail -n 2 | tr '\n' ' ')"
+    sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|SKIP|worst' "$OUT/$t.log" | tail -n 2 | tr '\n' ' ')"
     # a failure: once more without the memory arena (a buffer per
     # cuMemAlloc), to tell an arena fault from a kernel's
     if [ "$prc" -ne 0 ] && [ "$prc" -ne 77 ] && [ "$t" != test_policy_cuda_arena ]; then
@@ -341,6 +378,7 @@ if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
 else
   sum "- bench_policy_cuda: no binary in the bundle"
 fi
+fi # step 7
 
 note "done in $(elapsed)s"
 sum ""
