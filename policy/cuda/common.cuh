@@ -1,9 +1,7 @@
 /*
  * policy/cuda/common.cuh — what every kernel of the policy's CUDA runtime
  * shares: the model's constants, block-wide reductions, dynamic shared
- * memory spelled so that both compilers accept it, and the softmax
- * numerator of one attention row (the cached forward's, kvcache.cu; the
- * training forward, attention.cu, works on tiles of rows instead).
+ * memory spelled so that both compilers accept it.
  *
  * Every kernel file is compiled twice (policy/cuda/pcuda.h says why): by
  * nvcc for sm_90 into the embedded fatbin, and by the host C++ compiler
@@ -80,34 +78,6 @@ __device__ inline float block_max(float v) {
 /* The global index of this thread in a 1-D grid, in 64 bits. */
 __device__ inline size_t global_index(void) {
   return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
-/* One query's causal attention row, up to its normalisation:
- *   p[j] = exp(scale * q·k_j - max_j' scale * q·k_j')  for j = 0..last,
- * k_j = k0 + j * k_stride (hs floats each, as q), the block's threads
- * striding over j. Returns sum_j p[j]; every thread of the block must call
- * it (block reductions), and every thread gets the sum. p[j] is written by
- * one thread each: the caller synchronises before reading another's. */
-__device__ inline float attention_row_exp(float *p /*(last+1)*/,
-                                          const float *q /*(hs)*/,
-                                          const float *k0, size_t k_stride,
-                                          int hs, int last, float scale) {
-  float mx = -INFINITY;
-  for (int j = threadIdx.x; j <= last; j += blockDim.x) {
-    const float *k = k0 + (size_t)j * k_stride;
-    float s = 0.0f;
-    for (int d = 0; d < hs; d++)
-      s += q[d] * k[d];
-    p[j] = scale * s;
-    mx = fmaxf(mx, p[j]);
-  }
-  mx = block_max(mx);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j <= last; j += blockDim.x) {
-    p[j] = expf(p[j] - mx);
-    sum += p[j];
-  }
-  return block_sum(sum);
 }
 
 #endif

@@ -46,13 +46,65 @@ kv_cache_copy_kernel(float *k, float *v /*(L,G,max_seq,C)*/, int L, int G,
   v[to] = v[from];
 }
 
+/* attention_cached_kernel's block: four warps. */
+#define CACHED_WARPS 4
+
+/* One query's causal attention row against the cache, up to its
+ * normalisation:
+ *   p[j] = exp(scale * q·k_j - max_j' scale * q·k_j')  for j = 0..last,
+ * k_j = k0 + j * k_stride (hs floats each, as q). Returns sum_j p[j] to
+ * every thread; every thread of the block (CACHED_WARPS warps) must call
+ * it. Each warp takes tiles of 32 positions in turn and stages them in its
+ * own slice of ks, 32 dimensions at a time, so that the cache is read a
+ * whole row per warp load (lane = dimension) rather than a row per thread;
+ * lane l then sums position j0 + l over the staged dimensions, in the
+ * order d = 0, 1, ... as a plain loop would. The caller synchronises
+ * before reading a p[j] another thread wrote. */
+__device__ inline float attention_row_exp(float *p /*(last+1)*/,
+                                          float (*ks)[32][33],
+                                          const float *q /*(hs)*/,
+                                          const float *k0, size_t k_stride,
+                                          int hs, int last, float scale) {
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int tiles = (last + 32) / 32; /* positions 0..last */
+  float mx = -INFINITY;
+  for (int t = warp; t < tiles; t += CACHED_WARPS) {
+    int j0 = t * 32;
+    float s = 0.0f;
+    for (int d0 = 0; d0 < hs; d0 += 32) {
+      for (int r = 0; r < 32; r++) {
+        int j = j0 + r, d = d0 + lane;
+        ks[warp][r][lane] =
+            j <= last && d < hs ? k0[(size_t)j * k_stride + d] : 0.0f;
+      }
+      __syncwarp(); /* the tile is staged before any lane reads it */
+      int n = hs - d0 < 32 ? hs - d0 : 32;
+      for (int c = 0; c < n; c++)
+        s += q[d0 + c] * ks[warp][lane][c];
+      __syncwarp(); /* read before the next stage overwrites it */
+    }
+    if (j0 + lane <= last) {
+      p[j0 + lane] = scale * s;
+      mx = fmaxf(mx, scale * s);
+    }
+  }
+  mx = block_max(mx);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j <= last; j += blockDim.x) {
+    p[j] = expf(p[j] - mx);
+    sum += p[j];
+  }
+  return block_sum(sum);
+}
+
 /* One query row against the cache, every head (attention_query):
  *   y_h = softmax(K_h q_h / sqrt(hs)) V_h over the row's positions
  *   0..pos0+t.
- * Grid: N*NH blocks, block index = n*NH + h; block: a multiple of 32
- * threads, at most 1024; dynamic shared memory: pos0+T floats (the
- * scores). kc, vc are one layer's (G,max_seq,C).
- * The scores take a thread per position; y = P V takes every warp: warp w
+ * Grid: N*NH blocks, block index = n*NH + h; block: CACHED_WARPS * 32
+ * threads; dynamic shared memory: pos0+T floats (the scores). kc, vc are
+ * one layer's (G,max_seq,C).
+ * The scores stage the cache through shared memory a warp at a time
+ * (attention_row_exp above); y = P V takes every warp: warp w
  * sums the positions j = w mod (warps) for 32 dimensions at a time (lane =
  * dimension, so a warp reads whole rows of V), and warp 0 adds the warps'
  * sums in order. (A thread per dimension walking every position left most
@@ -63,7 +115,8 @@ attention_cached_kernel(float *out /*(N,C)*/, const float *qkv /*(N,3C)*/,
                         const int32_t *rows /*(B)*/, int B, int T, int pos0,
                         int max_seq, int C, int NH) {
   PCUDA_DYN_SMEM(float, p);
-  __shared__ float part[32][33]; /* [warp][lane]: each warp's share of y */
+  __shared__ float ks[CACHED_WARPS][32][33]; /* each warp's staged keys */
+  __shared__ float part[CACHED_WARPS][33];   /* each warp's share of y */
   int hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
   size_t blk = blockIdx.x;
@@ -77,14 +130,14 @@ attention_cached_kernel(float *out /*(N,C)*/, const float *qkv /*(N,3C)*/,
 
   /* the softmax over positions 0..pos of the scores scale * q·k[j]: its
    * numerators in p, their sum (k[j] at k0 + j*C) */
-  float sum = attention_row_exp(p, q, k0, (size_t)C, hs, pos, scale);
+  float sum = attention_row_exp(p, ks, q, k0, (size_t)C, hs, pos, scale);
   for (int j = threadIdx.x; j <= pos; j += blockDim.x)
     p[j] /= sum;
   __syncthreads(); /* every p[j] is final before anyone sums P V */
 
   /* y[h*hs + d] = sum_{j <= pos} p[j] v[j, d] */
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int warps = blockDim.x / 32;
+  int warps = CACHED_WARPS;
   float *y = out + n * C + h * hs;
   for (int d0 = 0; d0 < hs; d0 += 32) {
     int d = d0 + lane;

@@ -33,7 +33,7 @@
 #include <string.h>
 
 #define ELEM_THREADS 256u
-#define ATT_THREADS 128u
+#define ATT_THREADS 128u /* attention_cached_kernel's CACHED_WARPS * 32 */
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
