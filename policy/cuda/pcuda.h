@@ -105,9 +105,9 @@
  * Not here yet (later slices of issue #10): bf16 activation storage; a
  * decode step is some 12 launches per layer (no CUDA graph, no fusion). A
  * candidate kernel (pcuda_set_matmul) replaces the fp32 GEMMs only. The
- * cached (sampling) attention is a block per query row and head, its
- * scores a thread per position; the sampler's sort is a bitonic sort per
- * row in global memory. None of the kernels has been timed on a device.
+ * cached (sampling) attention is a block per query row and head; the
+ * sampler's sort is a bitonic sort per row in global memory. None of the
+ * kernels has been timed on a device.
  */
 #ifndef POLICY_CUDA_PCUDA_H
 #define POLICY_CUDA_PCUDA_H
