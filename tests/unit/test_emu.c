@@ -378,9 +378,11 @@ int main(void) {
   test_deadlock_detected();
   test_hidden_barrier_fallback();
   test_compile_errors();
-  /* Last: run first, LeakSanitizer's exit-time scan crashed in a pool
-   * thread's dynamic TLS (a stale slot of a module freed by kl_emu_free:
-   * "DTLS ... Tracer caught signal 11"); the notes of 2026-11-30 say more */
+  /* Not first: as the process's first emulator launch (64-thread blocks,
+   * later launches 256), LeakSanitizer's exit-time scan crashed in a pool
+   * thread under ASan ("Tracer caught signal 11", a 0-0 stack). Neither
+   * the reverse order nor dlclose is the cause (the crash stays without
+   * them); the notes of 2026-11-30 say more */
   test_reverse_order();
   return kl_test_done("test_emu");
 }
