@@ -193,6 +193,11 @@ typedef struct pcuda_mem_stats {
 
 void pcuda_mem_stats_get(const pcuda_ctx *ctx, pcuda_mem_stats *out);
 
+/* Kernel launches and GEMM calls (cuBLAS's or the tiled kernel's, a
+ * candidate's) made on ctx so far: what a decode step costs in launches
+ * (bench_policy_cuda prints it per step). */
+unsigned long pcuda_launches(const pcuda_ctx *ctx);
+
 /* ---- the model (policy/cuda/pcuda_model.c), mirroring policy/model.c ---- */
 
 /* The model's precision (pcuda_model_init_dtype). */

@@ -86,7 +86,8 @@ struct pcuda_ctx {
   pcuda_matmul_fn matmul;
   void *matmul_impl;
   float *mm_scratch;
-  size_t mm_scratch_cap; /* floats */
+  size_t mm_scratch_cap;  /* floats */
+  unsigned long launches; /* kernel launches and GEMM calls (pcuda_launches) */
   int failed;     /* sticky: the first failure stops everything after it */
   char why[256];  /* its reason */
   char desc[256]; /* pcuda_describe */

@@ -64,6 +64,7 @@ int pcuda_gemm_bf16(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
   if (ctx->failed) return PL_EENV;
   if (M <= 0 || N <= 0 || K <= 0) return PL_OK;
   if (ctx->gemm_bf16) {
+    ctx->launches++;
     if (ctx->gemm_bf16(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a, trans_b,
                        alpha, beta) != 0)
       ctx->failed = 1;

@@ -53,6 +53,10 @@ const char *pcuda_describe(const pcuda_ctx *ctx) {
   return ctx->desc;
 }
 
+unsigned long pcuda_launches(const pcuda_ctx *ctx) {
+  return ctx->launches;
+}
+
 int pcuda_status(pcuda_ctx *ctx, char *why, size_t whylen) {
   if (!ctx->failed && ctx->ops->sync(ctx) != 0) ctx->failed = 1;
   if (ctx->failed && why && whylen) snprintf(why, whylen, "%s", ctx->why);
@@ -101,6 +105,7 @@ int pcuda_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid, pcuda_dim block,
                  size_t dyn_smem, void **args) {
   if (ctx->failed) return PL_EENV;
   if (!grid.x || !grid.y || !grid.z) return PL_OK; /* nothing to do */
+  ctx->launches++;
   return run_op(ctx,
                 ctx->ops->launch(ctx, kernel, grid, block, dyn_smem, args));
 }
@@ -195,6 +200,7 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
   if (!direct) C = ctx->mm_scratch + na + nb;
   if (ctx->failed) return PL_EENV;
   char why[200] = "";
+  ctx->launches++;
   if (ctx->matmul(ctx->matmul_impl, A, B, C, M, N, K, why, sizeof why) != 0)
     return pcuda_fail(ctx, "candidate matmul at %dx%dx%d: %s", M, N, K, why);
   if (direct) return PL_OK;
@@ -234,9 +240,11 @@ static int gemm_default(pcuda_ctx *ctx, float *c, const float *a,
                         const float *b, int M, int N, int K, int lda, int ldb,
                         int ldc, int trans_a, int trans_b, float alpha,
                         float beta) {
-  if (ctx->ops->gemm)
+  if (ctx->ops->gemm) {
+    ctx->launches++;
     return run_op(ctx, ctx->ops->gemm(ctx, c, a, b, M, N, K, lda, ldb, ldc,
                                       trans_a, trans_b, alpha, beta));
+  }
   void *args[] = {&c,   &a,   &b,       &M,       &N,     &K,   &lda,
                   &ldb, &ldc, &trans_a, &trans_b, &alpha, &beta};
   return pcuda_launch_gemm_tiled(ctx, PCUDA_K_gemm_tiled_kernel,

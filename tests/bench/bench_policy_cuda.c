@@ -33,13 +33,16 @@
  *   training: pcuda bf16 N tok/s vs pcuda fp32 M tok/s: ratio Rx
  *   sampling: the same
  *   generate churn: pcuda arena N calls/s vs pcuda PCUDA_ARENA=off M
- *             calls/s: ratio Rx (20 short pcuda_generate calls, as a GRPO run
- * makes one per group: the memory arena against a cuMemAlloc / cuMemFree per
- * buffer, each on its own context) (bf16: pcuda_model_init_dtype
- * PCUDA_DTYPE_BF16, bf16 GEMM operands with fp32 master weights, what
- * --policy-dtype bf16 runs; its first loss is within bf16's error of the
- * others', not equal), plus the first losses of each path (they train the same
- * model: cpu, pcuda and kernel agree to fp32 rounding).
+ *             calls/s: ratio Rx
+ * (bf16: pcuda_model_init_dtype PCUDA_DTYPE_BF16, bf16 GEMM operands with
+ * fp32 master weights, what --policy-dtype bf16 runs; its first loss is
+ * within bf16's error of the others', not equal; generate churn: 20 short
+ * pcuda_generate calls, as a GRPO run makes one per group, the memory
+ * arena against a cuMemAlloc / cuMemFree per buffer, each on its own
+ * context), plus the first losses of each path (they train the same model:
+ * cpu, pcuda and kernel agree to fp32 rounding), the arena's account, and,
+ * without a ratio, where a decode step's time goes (the cached forward's
+ * microseconds and launches per step, the sampler's).
  *
  * A benchmark, not a test: without a device (or a build without the
  * policy's fatbin) it prints that it is skipped and exits 0; without
@@ -164,6 +167,76 @@ static void sample(const pl_model *m, pcuda_ctx *ctx, int dtype,
   else
     fprintf(stderr, "bench_policy_cuda: sampling: %s\n", why);
   if (ctx) pcuda_model_free(&dm);
+}
+
+/* Where a decode step's time goes, to choose the next optimisation (a
+ * CUDA graph if launches dominate, faster kernels if not): after a
+ * PROMPT_LEN prefill copied to G rows, DECODE_STEPS steps of the cached
+ * forward alone (G rows, one token each, synchronised per step) and as
+ * many sampler runs on their logits; prints microseconds per step and
+ * launches per step. */
+#define DECODE_STEPS 32
+static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
+                             const int32_t *prompt, int G) {
+  char why[256];
+  pcuda_model dm;
+  pcuda_kv_cache kv;
+  if (pcuda_model_init(&dm, ctx, m, why, sizeof why) != PL_OK) {
+    fprintf(stderr, "bench_policy_cuda: decode: %s\n", why);
+    return;
+  }
+  int max_seq = PROMPT_LEN + DECODE_STEPS;
+  if (max_seq > m->cfg.max_seq ||
+      pcuda_kv_cache_init(&kv, ctx, &m->cfg, G, max_seq, why, sizeof why) !=
+          PL_OK) {
+    fprintf(stderr, "bench_policy_cuda: decode: %s\n",
+            max_seq > m->cfg.max_seq ? "max_seq too small" : why);
+    pcuda_model_free(&dm);
+    return;
+  }
+  int32_t *feed = calloc((size_t)G, sizeof *feed);
+  pl_rng *rngs = malloc((size_t)G * sizeof *rngs);
+  pl_sample_out *so = malloc((size_t)G * sizeof *so);
+  int rc = pcuda_forward_cached(&dm, &kv, prompt, NULL, 1, PROMPT_LEN, 0, why,
+                                sizeof why);
+  for (int g = 1; g < G; g++)
+    pcuda_kv_cache_copy_prefix(&kv, 0, g, PROMPT_LEN);
+  double t_fwd = 0, t_smp = 0;
+  unsigned long l_fwd = 0, l_smp = 0;
+  pl_sampling sp = pl_sampling_default();
+  for (int g = 0; g < G; g++)
+    pl_rng_seed_stream(&rngs[g], 3, (uint64_t)g);
+  for (int i = 0; i < DECODE_STEPS && rc == PL_OK && feed && rngs && so; i++) {
+    unsigned long l0 = pcuda_launches(ctx);
+    double t0 = bench_now_s();
+    rc = pcuda_forward_cached(&dm, &kv, feed, NULL, G, 1, PROMPT_LEN + i, why,
+                              sizeof why); /* waits for its kernels */
+    double t1 = bench_now_s();
+    unsigned long l1 = pcuda_launches(ctx);
+    if (rc == PL_OK)
+      rc = pcuda_sample_batch(ctx, kv.logits, (size_t)m->cfg.vocab, G,
+                              m->cfg.vocab, &sp, rngs, so, why, sizeof why);
+    t_fwd += t1 - t0;
+    t_smp += bench_now_s() - t1;
+    l_fwd += l1 - l0;
+    l_smp += pcuda_launches(ctx) - l1;
+    for (int g = 0; g < G && rc == PL_OK; g++)
+      feed[g] = so[g].token;
+  }
+  if (rc == PL_OK)
+    printf("pcuda decode step (G=%d, after %d tokens): cached forward %.1f us "
+           "(%.1f launches), sampler %.1f us (%.1f launches, with its "
+           "allocation)\n",
+           G, PROMPT_LEN, 1e6 * t_fwd / DECODE_STEPS,
+           (double)l_fwd / DECODE_STEPS, 1e6 * t_smp / DECODE_STEPS,
+           (double)l_smp / DECODE_STEPS);
+  else
+    fprintf(stderr, "bench_policy_cuda: decode: %s\n", why);
+  free(feed);
+  free(rngs);
+  free(so);
+  pcuda_kv_cache_free(&kv);
+  pcuda_model_free(&dm);
 }
 
 /* What the memory arena saves where a GRPO run allocates: one
@@ -386,6 +459,7 @@ int main(int argc, char **argv) {
   } else {
     printf("kernel %s: not measured: %s\n", kernel_name, kwhy);
   }
+  decode_breakdown(&m, ctx, prompt, B);
   /* the arena against a buffer per backend allocation, same run */
   double churn = generate_churn(&m, ctx, prompt, B), churn_off = 0;
   setenv("PCUDA_ARENA", "off", 1);
