@@ -53,6 +53,7 @@
 
 #define ALIGN 256u
 
+/* One buffer or free range of a chunk. */
 struct pcuda_block {
   uintptr_t addr;
   size_t size;  /* bytes, a multiple of ALIGN, red zone included */
@@ -61,6 +62,7 @@ struct pcuda_block {
   pcuda_block *next; /* the next block of the same chunk, by address */
 };
 
+/* n rounded up to a multiple of to. */
 static size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -74,6 +76,8 @@ void pcuda_arena_init(pcuda_arena *a, size_t chunk_min, size_t redzone) {
   a->stats.arena = !a->passthrough;
 }
 
+/* (Un)poisons [addr, addr + bytes) for ASan where the backend can (the
+ * emulator's host memory); nothing on a device. */
 static void poison(pcuda_ctx *ctx, uintptr_t addr, size_t bytes, int on) {
   if (ctx->ops->poison && bytes) ctx->ops->poison((void *)addr, bytes, on);
 }
