@@ -57,8 +57,7 @@
 struct pcuda_block {
   uintptr_t addr;
   size_t size;  /* bytes, a multiple of ALIGN, red zone included */
-  size_t asked; /* bytes the caller asked for (0: free) */
-  int used;
+  size_t asked; /* bytes the caller asked for, >= 1; 0: the block is free */
   pcuda_block *next; /* the next block of the same chunk, by address */
 };
 
@@ -105,14 +104,14 @@ static int release_empty_chunks(pcuda_ctx *ctx) {
   pcuda_arena *a = &ctx->arena;
   int empty = 0, released = 0;
   for (int i = 0; i < a->n_chunks; i++)
-    empty += !a->chunks[i].blocks->used && !a->chunks[i].blocks->next;
+    empty += !a->chunks[i].blocks->asked && !a->chunks[i].blocks->next;
   if (!empty) return 0;
   if (ctx->ops->sync(ctx) != 0) {
     ctx->failed = 1;
     return 0;
   }
   for (int i = a->n_chunks - 1; i >= 0; i--)
-    if (!a->chunks[i].blocks->used && !a->chunks[i].blocks->next) {
+    if (!a->chunks[i].blocks->asked && !a->chunks[i].blocks->next) {
       release_chunk(ctx, i);
       released++;
     }
@@ -160,7 +159,7 @@ static pcuda_block *best_fit(pcuda_arena *a, size_t need) {
   pcuda_block *best = NULL;
   for (int i = 0; i < a->n_chunks; i++)
     for (pcuda_block *b = a->chunks[i].blocks; b; b = b->next)
-      if (!b->used && b->size >= need && (!best || b->size < best->size))
+      if (!b->asked && b->size >= need && (!best || b->size < best->size))
         best = b;
   return best;
 }
@@ -186,8 +185,7 @@ void *pcuda_arena_alloc(pcuda_ctx *ctx, size_t bytes) {
     b->next = rest;
     b->size = need;
   }
-  b->used = 1;
-  b->asked = bytes;
+  b->asked = bytes; /* pcuda_alloc passes at least 1 */
   poison(ctx, b->addr, bytes, 0);
   a->stats.allocs++;
   a->stats.in_use += b->size;
@@ -206,27 +204,28 @@ void pcuda_arena_free(pcuda_ctx *ctx, void *dev) {
       prev = b;
       b = b->next;
     }
-    if (!b || !b->used) {
-      pcuda_fail(ctx, "arena: pcuda_free of %p, which is not a live buffer",
+    if (!b || !b->asked) {
+      pcuda_fail(ctx,
+                 "arena: pcuda_free of %p, which is not a live buffer "
+                 "(expected a pointer pcuda_alloc returned, not yet freed)",
                  dev);
       return;
     }
     a->stats.in_use -= b->size;
     poison(ctx, b->addr, b->asked, 1);
-    b->used = 0;
     b->asked = 0;
     pcuda_block *n = b->next;
-    if (n && !n->used) { /* merge the next block into b */
+    if (n && !n->asked) { /* merge the next block into b */
       b->size += n->size;
       b->next = n->next;
       free(n);
     }
-    if (prev && !prev->used) { /* merge b into the previous block */
+    if (prev && !prev->asked) { /* merge b into the previous block */
       prev->size += b->size;
       prev->next = b->next;
       free(b);
     }
-    if (a->passthrough && !c->blocks->used && !c->blocks->next) {
+    if (a->passthrough && !c->blocks->asked && !c->blocks->next) {
       if (ctx->ops->sync(ctx) != 0) /* work in flight may still read it */
         ctx->failed = 1;
       else
@@ -234,7 +233,10 @@ void pcuda_arena_free(pcuda_ctx *ctx, void *dev) {
     }
     return;
   }
-  pcuda_fail(ctx, "arena: pcuda_free of %p, which no chunk holds", dev);
+  pcuda_fail(ctx,
+             "arena: pcuda_free of %p, which no chunk holds (expected a "
+             "pointer pcuda_alloc returned on this context)",
+             dev);
 }
 
 void pcuda_arena_release(pcuda_ctx *ctx) {
