@@ -189,8 +189,13 @@ static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
   if (max_seq > m->cfg.max_seq ||
       pcuda_kv_cache_init(&kv, ctx, &m->cfg, G, max_seq, why, sizeof why) !=
           PL_OK) {
-    fprintf(stderr, "bench_policy_cuda: decode: %s\n",
-            max_seq > m->cfg.max_seq ? "max_seq too small" : why);
+    if (max_seq > m->cfg.max_seq)
+      fprintf(stderr,
+              "bench_policy_cuda: decode: the model's max_seq is %d, "
+              "expected at least %d\n",
+              m->cfg.max_seq, max_seq);
+    else
+      fprintf(stderr, "bench_policy_cuda: decode: %s\n", why);
     pcuda_model_free(&dm);
     return;
   }
