@@ -359,9 +359,17 @@ static void check_cached_long(pcuda_ctx *ctx, const char *label) {
       int32_t feed[G] = {(int32_t)step, (int32_t)(20 - step)};
       pl_forward_cached(&m, &kv, feed, NULL, G, 1, P + step, logits, why,
                         sizeof why);
+      unsigned long launches = pcuda_launches(ctx);
       rc = pcuda_forward_cached(&dm, &dkv, feed, NULL, G, 1, P + step, dwhy,
                                 sizeof dwhy);
       CHECK(rc == PL_OK, "%s: long: decode step %d: %s", label, step, dwhy);
+      /* pcuda_launches: the embedding, 12 per layer (two norms, four
+       * GEMMs, RoPE, the cache write, attention, two residuals, SwiGLU),
+       * the final norm and the head */
+      launches = pcuda_launches(ctx) - launches;
+      CHECK(launches == 3 + 12 * (unsigned long)cfg.n_layers,
+            "%s: long: a decode step counted %lu launches, expected %lu", label,
+            launches, 3 + 12 * (unsigned long)cfg.n_layers);
       pcuda_download(ctx, got, dkv.logits,
                      (size_t)G * cfg.vocab * sizeof(float));
       e = rel_err(got, logits, (size_t)G * cfg.vocab);
