@@ -42,6 +42,22 @@ static inline uint32_t pt_rnd(void) {
   return (uint32_t)(pt_rng_state >> 11);
 }
 
+/* max|got - ref| / max|ref| over n floats (the absolute difference when ref
+ * is all zero), or +inf when either side has a NaN or inf; *ref_max (when
+ * given) gets max|ref|. Every comparison of a backend with its CPU twin is
+ * held to a tolerance on this one measure. */
+static inline double pt_rel_err(const float *got, const float *ref, size_t n,
+                                double *ref_max) {
+  double diff = 0.0, mx = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(got[i]) || !isfinite(ref[i])) return INFINITY;
+    diff = fmax(diff, fabs((double)got[i] - (double)ref[i]));
+    mx = fmax(mx, fabs((double)ref[i]));
+  }
+  if (ref_max) *ref_max = mx;
+  return mx > 0.0 ? diff / mx : diff;
+}
+
 /* ---- configs and models -------------------------------------------------- */
 
 typedef struct pt_suite {

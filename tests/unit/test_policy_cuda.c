@@ -71,21 +71,6 @@
 
 static double worst_forward, worst_grad, worst_adamw; /* error / tolerance */
 
-/* max|got - ref| / max|ref|, or +inf when got has a NaN/inf; *ref_max gets
- * max|ref|. */
-static double rel_err(const float *got, const float *ref, size_t n,
-                      double *ref_max) {
-  double diff = 0.0, mx = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(got[i]) || !isfinite(ref[i])) return INFINITY;
-    double d = fabs((double)got[i] - (double)ref[i]);
-    if (d > diff) diff = d;
-    if (fabs((double)ref[i]) > mx) mx = fabs((double)ref[i]);
-  }
-  *ref_max = mx;
-  return mx > 0.0 ? diff / mx : diff;
-}
-
 /* Downloads n floats at dev and holds them to ref within tol; returns 1 when
  * they agree, and raises *worst (if given) to error / tol. quiet: no CHECK,
  * *worst is set to this error / tol (the control run expects a miss). */
@@ -98,7 +83,7 @@ static int agrees(pcuda_ctx *ctx, const char *what, const float *dev,
     return 0;
   }
   int rc = pcuda_download(ctx, got, dev, n * sizeof(float));
-  double ref_max = 0.0, err = rel_err(got, ref, n, &ref_max);
+  double ref_max = 0.0, err = pt_rel_err(got, ref, n, &ref_max);
   free(got);
   if (quiet) {
     if (worst) *worst = err / tol;

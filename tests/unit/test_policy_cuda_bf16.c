@@ -527,17 +527,6 @@ static void run_api(pcuda_ctx *ctx, const char *backend) {
 
 /* ---- 6. sampling in bf16 ------------------------------------------------ */
 
-/* max |got - ref| / max |ref| of two host arrays. */
-static double max_rel_f(const float *got, const float *ref, size_t n) {
-  double diff = 0.0, mx = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(got[i])) return INFINITY;
-    diff = fmax(diff, fabs((double)got[i] - ref[i]));
-    mx = fmax(mx, fabs((double)ref[i]));
-  }
-  return mx > 0.0 ? diff / mx : diff;
-}
-
 static void run_sampling(pcuda_ctx *ctx, const char *backend) {
   const pt_suite *s = &pt_suites[1]; /* wide: V 300, max_seq 72 */
   const int P = 9, G = 3, NEW = 12, V = s->cfg.vocab;
@@ -576,8 +565,8 @@ static void run_sampling(pcuda_ctx *ctx, const char *backend) {
     fp32 = download(ctx, kf.logits, n);
     pcuda_model_forward(&b, prompt, NULL, 1, P);
     train = download(ctx, b.acts.logits, n);
-    double same = max_rel_f(cached, train, n);
-    double off = max_rel_f(cached, fp32, n);
+    double same = pt_rel_err(cached, train, n, NULL);
+    double off = pt_rel_err(cached, fp32, n, NULL);
     CHECK(same <= TOL_BF16_SAME,
           "%s: bf16 prefill logits vs the bf16 forward's: %.3g", backend, same);
     CHECK(off >= 10 * TOL_BF16_SAME && off <= 10 * TOL_LOSS,

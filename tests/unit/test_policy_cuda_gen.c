@@ -49,6 +49,7 @@
 #include "kltest.h"
 #include "lab/lab.h"
 #include "lab/policy_device.h"
+#include "pcuda_testutil.h"
 #include "policy/cuda/pcuda.h"
 #include "policy/policy.h"
 
@@ -224,17 +225,6 @@ static int make_model(pl_model *m, pcuda_model *dm, pcuda_ctx *ctx,
   return 0;
 }
 
-/* max|got - ref| / max|ref| */
-static double rel_err(const float *got, const float *ref, size_t n) {
-  double diff = 0.0, mx = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(got[i])) return INFINITY;
-    diff = fmax(diff, fabs((double)got[i] - ref[i]));
-    mx = fmax(mx, fabs((double)ref[i]));
-  }
-  return mx > 0.0 ? diff / mx : diff;
-}
-
 /* ---- 2. the cached forward ------------------------------------------------
  */
 
@@ -262,7 +252,7 @@ static void check_cached_forward(pcuda_ctx *ctx, const pl_model *m,
                             sizeof dwhy);
   CHECK(rc == PL_OK, "%s: prefill: %s", label, dwhy);
   pcuda_download(ctx, got, dkv.logits, (size_t)P * V * sizeof(float));
-  double e = rel_err(got, logits, (size_t)P * V);
+  double e = pt_rel_err(got, logits, (size_t)P * V, NULL);
   CHECK(e <= TOL_CACHED_LOGITS, "%s: prefill logits: error %.3g", label, e);
   worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
   for (int g = 0; g < G; g += 2) {
@@ -279,7 +269,7 @@ static void check_cached_forward(pcuda_ctx *ctx, const pl_model *m,
                               sizeof dwhy);
     CHECK(rc == PL_OK, "%s: decode step %d: %s", label, step, dwhy);
     pcuda_download(ctx, got, dkv.logits, (size_t)G * V * sizeof(float));
-    e = rel_err(got, logits, (size_t)G * V);
+    e = pt_rel_err(got, logits, (size_t)G * V, NULL);
     CHECK(e <= TOL_CACHED_LOGITS, "%s: decode step %d logits: error %.3g",
           label, step, e);
     worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
@@ -349,7 +339,7 @@ static void check_cached_long(pcuda_ctx *ctx, const char *label) {
                                   sizeof dwhy);
     CHECK(rc == PL_OK, "%s: long: prefill: %s", label, dwhy);
     pcuda_download(ctx, got, dkv.logits, (size_t)P * cfg.vocab * sizeof(float));
-    double e = rel_err(got, logits, (size_t)P * cfg.vocab);
+    double e = pt_rel_err(got, logits, (size_t)P * cfg.vocab, NULL);
     CHECK(e <= TOL_CACHED_LOGITS, "%s: long: prefill logits: error %.3g", label,
           e);
     worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
@@ -372,7 +362,7 @@ static void check_cached_long(pcuda_ctx *ctx, const char *label) {
             launches, 3 + 12 * (unsigned long)cfg.n_layers);
       pcuda_download(ctx, got, dkv.logits,
                      (size_t)G * cfg.vocab * sizeof(float));
-      e = rel_err(got, logits, (size_t)G * cfg.vocab);
+      e = pt_rel_err(got, logits, (size_t)G * cfg.vocab, NULL);
       CHECK(e <= TOL_CACHED_LOGITS,
             "%s: long: decode step %d (position %d) logits: error %.3g", label,
             step, P + step, e);
@@ -580,7 +570,7 @@ static void check_lab_policy(int on_device, const char *label) {
     float closs = lab_policy_forward(&cp, 0, x, y, B, T, &cl);
     float dloss = lab_policy_forward(&dp, 0, x, y, B, T, &dl);
     CHECK(fabsf(dloss - closs) <= 1e-4f * closs &&
-              rel_err(dl, cl, B * T) <= 1e-4,
+              pt_rel_err(dl, cl, B * T, NULL) <= 1e-4,
           "%s: lab step %d: loss %.7g on the backend, %.7g on the CPU", label,
           step, dloss, closs);
     lab_policy_zero_grad(&cp);
@@ -597,7 +587,7 @@ static void check_lab_policy(int on_device, const char *label) {
   const float *cl, *dl;
   float cr = lab_policy_forward(&cp, 1, x, y, B, T, &cl);
   float dr = lab_policy_forward(&dp, 1, x, y, B, T, &dl);
-  CHECK(fabsf(dr - cr) <= 1e-4f * cr && rel_err(dl, cl, B * T) <= 1e-4,
+  CHECK(fabsf(dr - cr) <= 1e-4f * cr && pt_rel_err(dl, cl, B * T, NULL) <= 1e-4,
         "%s: the reference's forward: %.7g / %.7g", label, dr, cr);
   pl_generation cg, dg;
   const pl_sampling s = {0.9f, 0.95f, 0.0f};
@@ -621,9 +611,9 @@ static void check_lab_policy(int on_device, const char *label) {
   CHECK(lab_policy_sync(&dp, why, sizeof why) == PL_OK, "%s: sync: %s", label,
         why);
   CHECK(memcmp(before, dm.params_memory, dm.num_params * sizeof(float)) &&
-            rel_err(dm.params_memory, cm.params_memory, dm.num_params) <=
-                1e-3 &&
-            rel_err(dopt.v, copt.v, dopt.n) <= 1e-3 && dopt.step == 3,
+            pt_rel_err(dm.params_memory, cm.params_memory, dm.num_params,
+                       NULL) <= 1e-3 &&
+            pt_rel_err(dopt.v, copt.v, dopt.n, NULL) <= 1e-3 && dopt.step == 3,
         "%s: after sync, the parameters and AdamW state are the backend's",
         label);
   free(before);
