@@ -5,10 +5,16 @@
  * The Lua script (lua/corpus.lua documents its contract) returns variants of
  * the seed kernels; every variant is evaluated like any candidate (NVRTC,
  * the sandboxed CPU emulator, every check shape), and only the correct ones
- * are written. The fastest `holdout_fraction` of the distinct configurations
- * (by emulated time at the target shape) go to DIR/holdout instead of
+ * are written. Held-out configurations go to DIR/holdout instead of
  * DIR/train, so that later campaigns can show discovery beyond what the
- * policy was shown. DIR/MANIFEST.tsv lists every variant with its verdict.
+ * policy was shown: the ones the script names (`holdout = {...}`), or the
+ * fastest `holdout_fraction` of the correct configurations by emulated time
+ * at the target shape. A named list makes the corpus reproducible: the
+ * emulator's timings vary by 10-30% between runs on a busy machine, enough
+ * to reorder near-equal configurations and so change the corpus, the
+ * tokenizer and the primed policy. Either way the line printed at the end
+ * gives each held-out configuration's measured rank here.
+ * DIR/MANIFEST.tsv lists every variant with its verdict.
  *
  * The script runs in lab/lua_script.c's restricted Lua state (base,
  * string, table and math without file access, an instruction budget) plus
@@ -49,11 +55,11 @@ static char seeds_dir[1024];
 /* Runs the script (lab/lua_script.c: a restricted Lua state with
  * kl.seed); fills *out with its variants. Returns 0 or -1 with why naming
  * the script (and line, for Lua errors). */
-static int run_script(const char *path, variant **out, int *n, double *holdout,
-                      char *why, size_t whylen) {
+static int run_script(const char *path, variant **out, int *n,
+                      lab_seed_split *split, char *why, size_t whylen) {
   lab_seed_variant *sv = NULL;
   int count = 0;
-  if (lab_seed_script_run(path, seeds_dir, &sv, &count, holdout, why, whylen) !=
+  if (lab_seed_script_run(path, seeds_dir, &sv, &count, split, why, whylen) !=
       0)
     return -1;
   variant *v = calloc((size_t)(count ? count : 1), sizeof *v);
@@ -126,6 +132,48 @@ static int cmp_rank(const void *a, const void *b) {
   return x->best_us < y->best_us ? -1 : x->best_us > y->best_us;
 }
 
+/* The closing line: where the variants went and why those were held out,
+ * with each held-out configuration's measured rank among the correct ones
+ * (ranks, sorted fastest first); a named configuration that is not
+ * correct here is said on stderr, since nothing of it was written. */
+static void print_split(const lab_seed_split *split, const config_rank *ranks,
+                        int ranked, int n_hold, const variant *v, int n,
+                        int correct, int n_train, int n_held,
+                        const char *out_dir, const char *script) {
+  printf("corpus: %d variants, %d correct: %d in %s/train, %d held out in "
+         "%s/holdout ",
+         n, correct, n_train, out_dir, n_held, out_dir);
+  if (!split->n_names) {
+    printf("(the fastest %d of %d configurations; holdout_fraction %.2f); "
+           "MANIFEST.tsv lists all\n",
+           n_hold, ranked, split->fraction);
+    return;
+  }
+  printf("(the %d configurations %s names; measured here they rank",
+         split->n_names, script);
+  int shown = 0;
+  for (int j = 0; j < ranked; j++)
+    for (int k = 0; k < split->n_names; k++)
+      if (!strcmp(ranks[j].config, split->names[k]))
+        printf("%s %d", shown++ ? "," : "", j + 1);
+  printf("%s of %d correct configurations); MANIFEST.tsv lists all\n",
+         shown ? "" : " nowhere", ranked);
+  for (int k = 0; k < split->n_names; k++) {
+    int j = 0;
+    while (j < ranked && strcmp(ranks[j].config, split->names[k]))
+      j++;
+    if (j < ranked) continue;
+    const char *status = "?";
+    for (int i = 0; i < n; i++)
+      if (!strcmp(v[i].config, split->names[k]) && !v[i].r.correct)
+        status = v[i].r.status;
+    fprintf(stderr,
+            "kernlab corpus: held-out configuration %s is not correct here "
+            "(%s): none of its variants was written\n",
+            split->names[k], status);
+  }
+}
+
 int lab_corpus(int argc, char **argv) {
   const char *script = "lua/corpus.lua", *out_dir = "runs/corpus";
   int jobs = 0;
@@ -168,8 +216,8 @@ int lab_corpus(int argc, char **argv) {
   char why[1024];
   variant *v = NULL;
   int n = 0;
-  double holdout = 0;
-  if (run_script(script, &v, &n, &holdout, why, sizeof why) != 0) {
+  lab_seed_split split = {0};
+  if (run_script(script, &v, &n, &split, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab corpus: %s\n", why);
     return LAB_EXIT_USAGE;
   }
@@ -198,7 +246,7 @@ int lab_corpus(int argc, char **argv) {
     pthread_join(tids[i], NULL);
 
   /* Rank the configurations whose variants are all correct; hold out the
-   * fastest fraction. */
+   * named ones, or the fastest fraction. */
   config_rank *ranks = calloc((size_t)(n ? n : 1), sizeof *ranks);
   int nr = 0, correct = 0;
   for (int i = 0; ranks && i < n; i++) {
@@ -220,8 +268,15 @@ int lab_corpus(int argc, char **argv) {
   for (int j = 0; j < nr; j++)
     if (!isnan(ranks[j].best_us)) ranks[ranked++] = ranks[j];
   qsort(ranks, (size_t)ranked, sizeof *ranks, cmp_rank);
-  int n_hold = (int)ceil(holdout * ranked);
+  int n_hold = (int)ceil(split.fraction * ranked);
   if (ranked > 1 && n_hold >= ranked) n_hold = ranked - 1;
+  if (split.n_names) n_hold = 0;
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < n_hold; j++)
+      if (!strcmp(ranks[j].config, v[i].config)) v[i].holdout = 1;
+    for (int j = 0; j < split.n_names; j++)
+      if (!strcmp(split.names[j], v[i].config)) v[i].holdout = 1;
+  }
   if (correct == 0) {
     fprintf(stderr,
             "kernlab corpus: none of the %d variants from %s is correct; "
@@ -248,12 +303,10 @@ int lab_corpus(int argc, char **argv) {
   fprintf(man, "name\tconfig\tsplit\tstatus\ttime_us_cpu_emu\n");
   int n_train = 0, n_held = 0;
   for (int i = 0; i < n; i++) {
-    for (int j = 0; j < n_hold; j++)
-      if (!strcmp(ranks[j].config, v[i].config)) v[i].holdout = 1;
-    const char *split = !v[i].r.correct ? "rejected"
-                        : v[i].holdout  ? "holdout"
-                                        : "train";
-    fprintf(man, "%s\t%s\t%s\t%s\t%.1f\n", v[i].name, v[i].config, split,
+    const char *split_name = !v[i].r.correct ? "rejected"
+                             : v[i].holdout  ? "holdout"
+                                             : "train";
+    fprintf(man, "%s\t%s\t%s\t%s\t%.1f\n", v[i].name, v[i].config, split_name,
             v[i].r.status, v[i].r.time_us);
     if (!v[i].r.correct) continue;
     if (write_file(out_dir, v[i].holdout ? "holdout" : "train", v[i].name,
@@ -268,11 +321,8 @@ int lab_corpus(int argc, char **argv) {
       n_train++;
   }
   fclose(man);
-  printf("corpus: %d variants, %d correct: %d in %s/train, %d held out in "
-         "%s/holdout (the fastest %d of %d configurations; holdout_fraction "
-         "%.2f); MANIFEST.tsv lists all\n",
-         n, correct, n_train, out_dir, n_held, out_dir, n_hold, ranked,
-         holdout);
+  print_split(&split, ranks, ranked, n_hold, v, n, correct, n_train, n_held,
+              out_dir, script);
   for (int i = 0; i < n; i++)
     free(v[i].source);
   free(v);

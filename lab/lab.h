@@ -176,17 +176,28 @@ typedef struct lab_seed_variant {
   size_t len;
 } lab_seed_variant;
 
+/* How a corpus script splits its configurations (lua/corpus.lua): either
+ * the fastest `fraction` of them as measured, or the configurations it
+ * names (holdout = {...}), which keeps the split, and everything primed
+ * from it, independent of timing noise. At most one of the two is set. */
+#define LAB_HOLDOUT_MAX 64
+typedef struct lab_seed_split {
+  double fraction; /* holdout_fraction, 0 when absent */
+  int n_names;     /* holdout = { "config", ... } */
+  char names[LAB_HOLDOUT_MAX][128];
+} lab_seed_split;
+
 /* Runs the seed script at path in lab_lua_open's state: it returns a table
- * { generate = function(kl) ... end, holdout_fraction = x (optional) };
- * generate is called with kl.seed(name) (the text of seeds_dir/<name>;
- * names are [a-z0-9_.]) and returns a list of {name, config, source}
- * tables (config defaults to name). *holdout_fraction (may be NULL)
- * receives the field, 0 when absent. Returns 0, or -1 with why naming the
- * script (and file:line for Lua errors). Free *out with
- * lab_seed_variants_free. */
+ * { generate = function(kl) ... end, holdout_fraction = x (optional),
+ * holdout = { names } (optional) }; generate is called with kl.seed(name)
+ * (the text of seeds_dir/<name>; names are [a-z0-9_.]) and returns a list
+ * of {name, config, source} tables (config defaults to name). *split (may
+ * be NULL) receives the holdout fields; a name that no variant's config
+ * has is an error. Returns 0, or -1 with why naming the script (and
+ * file:line for Lua errors). Free *out with lab_seed_variants_free. */
 int lab_seed_script_run(const char *path, const char *seeds_dir,
-                        lab_seed_variant **out, int *n,
-                        double *holdout_fraction, char *why, size_t whylen);
+                        lab_seed_variant **out, int *n, lab_seed_split *split,
+                        char *why, size_t whylen);
 void lab_seed_variants_free(lab_seed_variant *v, int n);
 
 /* ---- evaluation on sandbox slots (lab/evaluator.c), shared by the

@@ -139,11 +139,43 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
   return 0;
 }
 
+/* The holdout list at the top of the stack (nil: none) into split. */
+static int read_holdout(lua_State *L, const char *path, lab_seed_split *split,
+                        char *why, size_t whylen) {
+  if (lua_isnil(L, -1)) return 0;
+  int count = lua_istable(L, -1) ? (int)luaL_len(L, -1) : -1;
+  if (count < 1 || count > LAB_HOLDOUT_MAX) {
+    snprintf(why, whylen,
+             "%s: holdout: expected a list of 1 to %d configuration names",
+             path, LAB_HOLDOUT_MAX);
+    return -1;
+  }
+  for (int i = 0; i < count; i++) {
+    lua_geti(L, -1, i + 1);
+    size_t len = 0;
+    const char *name =
+        lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    if (!name || !len || len >= sizeof split->names[0] || strlen(name) != len) {
+      lua_pop(L, 1);
+      snprintf(why, whylen,
+               "%s: holdout[%d]: expected a configuration name (a non-empty "
+               "string under 128 bytes)",
+               path, i + 1);
+      return -1;
+    }
+    memcpy(split->names[i], name, len + 1);
+    lua_pop(L, 1);
+  }
+  split->n_names = count;
+  return 0;
+}
+
 int lab_seed_script_run(const char *path, const char *seeds_dir,
-                        lab_seed_variant **out, int *n,
-                        double *holdout_fraction, char *why, size_t whylen) {
+                        lab_seed_variant **out, int *n, lab_seed_split *split,
+                        char *why, size_t whylen) {
   *out = NULL;
   *n = 0;
+  lab_seed_split sp = {0};
   lua_State *L = lab_lua_open(SEED_SCRIPT_MAX_INSTRUCTIONS);
   if (!L) {
     snprintf(why, whylen, "%s: out of memory for a Lua state", path);
@@ -162,13 +194,23 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
     goto done;
   }
   lua_getfield(L, -1, "holdout_fraction");
-  double h = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  sp.fraction = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
   lua_pop(L, 1);
-  if (!(h >= 0 && h < 1)) {
+  if (!(sp.fraction >= 0 && sp.fraction < 1)) {
     snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
     goto done;
   }
-  if (holdout_fraction) *holdout_fraction = h;
+  lua_getfield(L, -1, "holdout");
+  int bad = read_holdout(L, path, &sp, why, whylen);
+  lua_pop(L, 1);
+  if (bad) goto done;
+  if (sp.n_names && sp.fraction > 0) {
+    snprintf(why, whylen,
+             "%s: expected holdout (configuration names) or "
+             "holdout_fraction, not both",
+             path);
+    goto done;
+  }
   lua_getfield(L, -1, "generate");
   if (!lua_isfunction(L, -1)) {
     snprintf(why, whylen, "%s: expected a function `generate(kl)`", path);
@@ -189,6 +231,21 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
     goto done;
   }
   rc = read_variants(L, path, out, n, why, whylen);
+  for (int j = 0; rc == 0 && j < sp.n_names; j++) {
+    int i = 0;
+    while (i < *n && strcmp((*out)[i].config, sp.names[j]))
+      i++;
+    if (i == *n) {
+      snprintf(why, whylen,
+               "%s: holdout names '%s', which is no variant's config", path,
+               sp.names[j]);
+      lab_seed_variants_free(*out, *n);
+      *out = NULL;
+      *n = 0;
+      rc = -1;
+    }
+  }
+  if (rc == 0 && split) *split = sp;
 done:
   lua_close(L);
   return rc;

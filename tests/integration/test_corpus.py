@@ -8,6 +8,10 @@ A small generator script with known verdicts: two correct configurations
 fastest configuration held out, the rest trained), that the wrong variant is
 rejected and not written, the manifest, and the bad-input cases (a Lua error
 names the script and line; no correct variant writes nothing and exits 2).
+Then the named split (`holdout = {...}`): the named configuration is held
+out even though it is the slower one, the closing line gives its measured
+rank, a named configuration that is wrong is said, and a name no variant
+has, a malformed list, or both fields are usage errors naming the script.
 """
 import os
 import subprocess
@@ -66,6 +70,29 @@ with tempfile.TemporaryDirectory() as d:
     best_naive, best_tiled = min(t["naive_a"], t["naive_b"]), t["tiled_a"]
     faster = {"naive_a", "naive_b"} if best_naive < best_tiled else {"tiled_a"}
     check(held == faster, "the fastest configuration is held out (%s)" % t)
+
+    # holdout by name: the slower configuration, held out because it is named
+    slower = "tiled" if best_naive < best_tiled else "naive"
+    named = SCRIPT.replace("holdout_fraction = 0.5,", "holdout = {'%s', 'broken'}," % slower)
+    p = corpus(named, d)
+    check(p.returncode == 0, "named holdout: corpus exits 0: %s" % p.stderr[-400:])
+    rows = {l.split("\t")[0]: l.split("\t") for l in
+            open(os.path.join(c, "MANIFEST.tsv")).read().splitlines()[1:]}
+    held = {n for n, r in rows.items() if r[2] == "holdout"}
+    want = {"tiled_a"} if slower == "tiled" else {"naive_a", "naive_b"}
+    check(held == want, "the named configuration is held out, not the fastest: %s" % held)
+    check(rows["broken"][2] == "rejected", "a named wrong configuration is still rejected")
+    check("configurations %s names; measured here they rank 2 of 2 correct" % os.path.join(d, "gen.lua")
+          in p.stdout, "the closing line gives the named one's rank: %s" % p.stdout)
+    check("held-out configuration broken is not correct here (wrong)" in p.stderr,
+          "a named wrong configuration is said: %s" % p.stderr[-300:])
+    for bad, says in [("holdout = {'nope'},", "holdout names 'nope', which is no variant's config"),
+                      ("holdout = 'tiled',", "holdout: expected a list of 1 to 64 configuration names"),
+                      ("holdout = {'tiled', 3},", "holdout[2]: expected a configuration name"),
+                      ("holdout = {'tiled'}, holdout_fraction = 0.5,", "not both")]:
+        p = corpus(SCRIPT.replace("holdout_fraction = 0.5,", bad), d)
+        check(p.returncode == 2 and says in p.stderr and "gen.lua" in p.stderr,
+              "%s: exit 2 saying %r: %s" % (bad, says, p.stderr[-300:]))
 
     p = corpus("return {generate = function(kl) return {{name='x'}} end\n", d)
     check(p.returncode == 2 and "gen.lua:" in p.stderr, "a Lua syntax error names the script and line: %s" % p.stderr)
