@@ -8,7 +8,13 @@
  * are dlopen'd, so kernlab links no CUDA library and runs the same without
  * one). The lab process then holds a CUDA context while it forks the
  * sandbox's workers: they exec at once and never touch CUDA, which is what
- * the driver allows.
+ * the driver allows. One fork does touch CUDA without exec: kl_gpu_probe's
+ * child (kernels/gpu.c), which the candidates' backend resolution runs. So
+ * the probe runs here first, before this process initialises CUDA; its
+ * answer is cached, and every later backend resolution reads the cache
+ * instead of forking a child that would inherit an initialised driver
+ * (which CUDA does not support: the child's cuInit fails, and `--backend
+ * auto` would quietly fall back to the emulator).
  */
 #include "lab/policy_device.h"
 #include "lab/lab.h"
@@ -68,7 +74,8 @@ int lab_policy_device_open(int mode, const char *cmd, pcuda_ctx **ctx,
                            char *why, size_t whylen) {
   *ctx = NULL;
   if (mode == LAB_POLICY_CPU) return LAB_EXIT_OK;
-  char reason[256];
+  char reason[256], dev[128];
+  (void)kl_gpu_probe(reason, sizeof reason, dev, sizeof dev);
   if (pcuda_device_open(ctx, PCUDA_GEMM_AUTO, reason, sizeof reason) == PL_OK) {
     fprintf(stderr, "%s: policy on %s\n", cmd, pcuda_describe(*ctx));
     return LAB_EXIT_OK;
@@ -141,8 +148,8 @@ void lab_policy_close(lab_policy *p) {
     fprintf(stderr,
             "policy device memory: peak %.1f MiB in use, %.1f MiB held in %d "
             "chunks; %lu buffers from %lu backend allocations\n",
-            st.peak / 1048576.0, st.reserved / 1048576.0, st.chunks,
-            st.allocs, st.backend_allocs);
+            st.peak / 1048576.0, st.reserved / 1048576.0, st.chunks, st.allocs,
+            st.backend_allocs);
     pcuda_adamw_free(&p->dopt);
     pcuda_model_free(&p->dref);
     pcuda_model_free(&p->dm);
