@@ -34,8 +34,10 @@
  * tensors on both sides. Buffers come from the context's memory arena
  * (pcuda_arena.c: large backend chunks, reused as sizes change;
  * pcuda_mem_stats), and every operation of a context runs on its one
- * stream, in order (pcuda_device.c). A context is used by one thread at a
- * time.
+ * stream, in order (pcuda_device.c). A context is used by the thread that
+ * opened it: on a device, that thread's current CUDA context is the one
+ * pcuda_device_open made current (the driver keeps one per thread), and
+ * the calls of any other thread would fail with CUDA_ERROR_INVALID_CONTEXT.
  *
  * Errors are values, and sticky: the first failure of a backend call is
  * kept in the context, later calls do nothing, and pcuda_status reports it

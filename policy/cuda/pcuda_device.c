@@ -63,7 +63,6 @@ typedef struct CUstream_st *CUstream;
 #define CU_DEV_ATTR_CC_MAJOR 75
 #define CU_DEV_ATTR_CC_MINOR 76
 #define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
-#define CU_DYN_SMEM_DEFAULT_LIMIT (48 * 1024)
 #define CU_STREAM_NON_BLOCKING 1
 
 typedef struct cu_api {
@@ -82,6 +81,8 @@ typedef struct cu_api {
   CUresult (*FuncSetAttribute)(CUfunction, int, int);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t); /* _v2 */
   CUresult (*MemFree)(CUdeviceptr);            /* _v2 */
+  CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*MemFreeHost)(void *);
   CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
                               CUstream);                              /* _v2 */
@@ -128,6 +129,9 @@ typedef struct device_state {
   CUmodule module;
   CUfunction fn[PCUDA_NUM_KERNELS];
   int smem_set[PCUDA_NUM_KERNELS]; /* dynamic smem limit raised to this */
+  /* pinned staging for uploads (dev_upload); NULL: none could be had */
+  unsigned char *stage;
+  size_t stage_used; /* bytes queued since the stream last drained */
   /* a candidate's matmul (pcuda_device_load_matmul); module NULL: none */
   struct {
     CUmodule module;
@@ -185,6 +189,8 @@ static int load_driver(cu_api *cu, char *why, size_t whylen) {
       {&cu->FuncSetAttribute, "cuFuncSetAttribute"},
       {&cu->MemAlloc, "cuMemAlloc_v2"},
       {&cu->MemFree, "cuMemFree_v2"},
+      {&cu->MemHostAlloc, "cuMemHostAlloc"},
+      {&cu->MemFreeHost, "cuMemFreeHost"},
       {&cu->MemsetD8Async, "cuMemsetD8Async"},
       {&cu->MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
       {&cu->MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
@@ -260,14 +266,42 @@ static int dev_alloc(pcuda_ctx *ctx, void **dev, size_t bytes) {
 static void dev_free(pcuda_ctx *ctx, void *dev) {
   ST(ctx)->cu.MemFree(DPTR(dev));
 }
-/* Host memory here is pageable (malloc'd): an async copy from it is
- * staged before the call returns, so the caller may reuse its buffer at
- * once, and it is ordered after the kernels already on the stream (the
- * driver API's "API synchronization behavior"). */
+/* Uploads go through a pinned staging buffer. The callers' buffers are
+ * pageable (malloc'd), and for an async copy from pageable memory the
+ * driver API's "API synchronization behavior" promises only that it
+ * "might be synchronous": not that the buffer has been read when the call
+ * returns, which the callers assume (they reuse or free it at once). From
+ * pinned memory the copy is truly async, ordered after the kernels already
+ * on the stream; the staging bytes stay untouched until the stream has
+ * drained (every synchronisation sets stage_used back to 0), and an upload
+ * that does not fit waits for the stream first. Uploads larger than the
+ * buffer (the parameters, once) copy from the caller's memory and wait. */
+#define STAGE_BYTES ((size_t)4 << 20)
+#define STAGE_ALIGN 256
+
+static int dev_sync(pcuda_ctx *ctx) {
+  device_state *st = ST(ctx);
+  if (check(ctx, st->cu.StreamSynchronize(st->stream),
+            "a kernel (cuStreamSynchronize)"))
+    return -1;
+  st->stage_used = 0;
+  return 0;
+}
+
 static int dev_upload(pcuda_ctx *ctx, void *dev, const void *host,
                       size_t bytes) {
   device_state *st = ST(ctx);
-  return check(ctx, st->cu.MemcpyHtoDAsync(DPTR(dev), host, bytes, st->stream),
+  if (!st->stage || bytes > STAGE_BYTES) {
+    if (check(ctx, st->cu.MemcpyHtoDAsync(DPTR(dev), host, bytes, st->stream),
+              "cuMemcpyHtoDAsync"))
+      return -1;
+    return dev_sync(ctx);
+  }
+  if (st->stage_used + bytes > STAGE_BYTES && dev_sync(ctx)) return -1;
+  unsigned char *at = st->stage + st->stage_used;
+  memcpy(at, host, bytes);
+  st->stage_used += (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+  return check(ctx, st->cu.MemcpyHtoDAsync(DPTR(dev), at, bytes, st->stream),
                "cuMemcpyHtoDAsync");
 }
 /* Waits for the stream: the host reads the copy when this returns. */
@@ -275,10 +309,12 @@ static int dev_download(pcuda_ctx *ctx, void *host, const void *dev,
                         size_t bytes) {
   device_state *st = ST(ctx);
   if (check(ctx, st->cu.MemcpyDtoHAsync(host, DPTR(dev), bytes, st->stream),
+            "cuMemcpyDtoHAsync (or a kernel before it)") ||
+      check(ctx, st->cu.StreamSynchronize(st->stream),
             "cuMemcpyDtoHAsync (or a kernel before it)"))
     return -1;
-  return check(ctx, st->cu.StreamSynchronize(st->stream),
-               "cuMemcpyDtoHAsync (or a kernel before it)");
+  st->stage_used = 0;
+  return 0;
 }
 static int dev_zero(pcuda_ctx *ctx, void *dev, size_t bytes) {
   device_state *st = ST(ctx);
@@ -289,8 +325,12 @@ static int dev_zero(pcuda_ctx *ctx, void *dev, size_t bytes) {
 static int dev_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid,
                       pcuda_dim block, size_t dyn_smem, void **args) {
   device_state *st = ST(ctx);
-  if (dyn_smem > CU_DYN_SMEM_DEFAULT_LIMIT &&
-      (int)dyn_smem > st->smem_set[kernel]) {
+  /* The limit a launch's dynamic shared memory is held to is, by default,
+   * the device's per-block maximum minus the kernel's static shared memory
+   * (cuda.h, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), not 48 KiB:
+   * so it is raised whenever a launch asks for more than it was last set
+   * to, which costs one driver call per kernel and new maximum. */
+  if (dyn_smem > 0 && (int)dyn_smem > st->smem_set[kernel]) {
     if (check(ctx,
               st->cu.FuncSetAttribute(
                   st->fn[kernel], CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -344,16 +384,12 @@ static int dev_gemm_bf16(pcuda_ctx *ctx, float *c, const pcuda_bf16 *a,
   return -1;
 }
 
-static int dev_sync(pcuda_ctx *ctx) {
-  return check(ctx, ST(ctx)->cu.StreamSynchronize(ST(ctx)->stream),
-               "a kernel (cuStreamSynchronize)");
-}
-
 static void dev_close(pcuda_ctx *ctx) {
   device_state *st = ST(ctx);
   if (!st) return;
   if (st->blas.handle) st->blas.Destroy(st->blas.handle);
   if (st->stream) st->cu.StreamDestroy(st->stream);
+  if (st->stage) st->cu.MemFreeHost(st->stage);
   if (st->cand.module) st->cu.ModuleUnload(st->cand.module);
   if (st->module) st->cu.ModuleUnload(st->module);
   if (st->ctx) st->cu.DevicePrimaryCtxRelease(st->dev);
@@ -415,6 +451,9 @@ static int open_device(device_state *st, char *why, size_t whylen, char *name,
     snprintf(why, whylen, "cuStreamCreate: %s", cu_error(st, rc));
     return -1;
   }
+  /* no pinned memory is not fatal: uploads then wait (dev_upload) */
+  void *stage = NULL;
+  if (cu->MemHostAlloc(&stage, STAGE_BYTES, 0) == 0) st->stage = stage;
   if ((rc = cu->ModuleLoadData(&st->module, pcuda_fatbin)) != 0) {
     st->module = NULL;
     snprintf(why, whylen,
@@ -519,6 +558,8 @@ int pcuda_device_load_matmul(pcuda_ctx *ctx, const void *cubin,
   }
   if (st->cand.module) { /* a second candidate replaces the first */
     pcuda_set_matmul(ctx, NULL, NULL);
+    /* its launches may still be queued: cuModuleUnload does not wait */
+    if (pcuda_status(ctx, why, whylen) != PL_OK) return PL_EENV;
     st->cu.ModuleUnload(st->cand.module);
     st->cand.module = NULL;
   }
@@ -538,7 +579,9 @@ int pcuda_device_load_matmul(pcuda_ctx *ctx, const void *cubin,
     st->cand.module = NULL;
     return PL_EENV;
   }
-  if (launch[4] > CU_DYN_SMEM_DEFAULT_LIMIT &&
+  /* as dev_launch: the default limit is not 48 KiB but the block maximum
+   * less the kernel's static shared memory, so any dynamic size is set */
+  if (launch[4] > 0 &&
       (rc = st->cu.FuncSetAttribute(st->cand.fn,
                                     CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     launch[4])) != 0) {
