@@ -10,9 +10,10 @@
 # NVRTC (110 MB) and cuBLAS (600 MB with cublasLt) are too large: check.sh
 # finds the device image's own (CUDA 13.0, /usr/local/cuda or the python
 # nvidia-* wheels).
-# Usage: sh tests/gpu/bundle.sh [BUILD_DIR]   (default: build)
-# Then carry it: run(command="sh tests/gpu/check.sh",
-#                    carry=["tests/gpu/bundle.tar.gz"])
+# Usage: bash tests/gpu/bundle.sh [BUILD_DIR]   (default: build); run it
+# right before the call: the bundle is what the device tests
+# Then carry it: run(command="bash tests/gpu/check.sh",
+#                    carry=["tests/gpu/bundle.tar.gz"], timeout_s=450)
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
@@ -42,7 +43,7 @@ for c in /usr/local/cuda/lib64/libcupti.so.13 \
          /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do
   if [ -f "$c" ]; then cp -L "$c" "$stage/lib/"; break; fi
 done
-git rev-parse HEAD >"$stage/COMMIT" 2>/dev/null || echo unknown >"$stage/COMMIT"
+git describe --always --dirty >"$stage/COMMIT" 2>/dev/null || echo unknown >"$stage/COMMIT"
 date -u +%Y-%m-%dT%H:%MZ >"$stage/BUILT"
 out="$root/tests/gpu/bundle.tar.gz"
 tar -C "$stage" -czf "$out" .

@@ -1,23 +1,29 @@
 #!/bin/bash
 # tests/gpu/check.sh — the one prepared script for a session lent a device
-# (issue 4; /work/.library/device/README.md). One call, under 8 minutes:
+# (issue 4; /work/.library/device/README.md). One call, about 7 minutes:
 #
 #   run(command="bash tests/gpu/check.sh", carry=["tests/gpu/bundle.tar.gz"],
-#       timeout_s=540)
+#       timeout_s=450)
 #
-# (a rerun of some steps only: CHECK_STEPS="7" bash tests/gpu/check.sh)
-# after `sh tests/gpu/bundle.sh` on the CPU machine (the device image lacks
+# (a rerun of some steps only, on the still-warm machine:
+#   CHECK_BUDGET=150 CHECK_STEPS="7" bash tests/gpu/check.sh, timeout_s=180)
+# right after `bash tests/gpu/bundle.sh` on the CPU machine (a stale bundle
+# tests old code: the summary names the commit it was built from; the device image lacks
 # our Debian libraries: Lua, HDF5, seccomp, OpenBLAS; the bundle carries
 # them next to the binary). Without a bundle it uses build/kernlab, or
 # builds one if the machine can.
 #
-# Steps (each under its own `timeout`; a failing step is reported and the
-# rest still run):
+# Steps, in this order (each under its own `timeout -k`; a failing step is
+# reported and the rest still run; a step that would start with under 15 s
+# of the budget left is skipped and says so):
 #   1. the device, read-only (nvidia-smi query; never changes clocks, power,
 #      persistence, MIG or compute mode, never resets)
 #   2. test_gpu_probe (must find the device) and `kernlab eval --backend gpu`
 #      on every seed at the default shape: correctness incl. ragged shapes
+#   2b. (only when named in CHECK_STEPS) tests/gpu/test_gpu_eval.py, what
+#      ctest -L gpu runs: mostly steps 2 and 3 again
 #   3. a faulting kernel: expects a cuda:* status and a lab that carries on
+#   7. (run before 4-6: the newest code) the policy's CUDA runtime, below
 #   4. every seed at 4096x4096x4096 against the cuBLAS baseline: the table
 #      (kernel, time_us, TFLOP/s, % of cuBLAS, CV)
 #   5. the run-gpu worker in seccomp record mode: the syscalls it made after
@@ -39,27 +45,37 @@
 #      bench_policy_cuda (training and sampling tokens/s: the device vs the
 #      CPU path, vs a candidate kernel behind the GEMMs, vs PyTorch on the
 #      device); the policy-matmul part of this step takes about a minute
-# Everything goes to $OUT (check.log, summary.md, eval JSON); summary.md is
-# printed last. Append it to tests/gpu/LOG.md (format there) and commit.
+# $OUT gets three files, since at most 8 come back: check.log, summary.md
+# and logs.tgz (every step's logs and JSON, re-packed after each step, so a
+# run cut short still returns them). summary.md is printed last. Append it
+# to tests/gpu/LOG.md (format there) and commit.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 OUT=${OUT:-$root/runs/gpu-check}
 mkdir -p "$OUT"
+L=/tmp/gpu-check-logs # the step logs; $OUT/logs.tgz carries them back
+rm -rf "$L" && mkdir -p "$L"
 exec > >(tee -a "$OUT/check.log") 2>&1
 t_start=$(date +%s)
 elapsed() { echo $(($(date +%s) - t_start)); }
-# One budget for the whole script (run's timeout_s is 540 and a rerun must
-# fit in the session's 15 device minutes): each step's own timeout is cut
-# to what is left, so a hung step costs its share and the summary of the
-# steps before it still comes back.
-BUDGET=${CHECK_BUDGET:-510}
+# One budget for the whole script (run's timeout_s is 450: with the
+# machine's start-up, a rerun must still fit in the session's 15 device
+# minutes): each command's timeout is cut to what is left, at least 1 s,
+# so a hung step costs its share and the summary of the steps before it
+# still comes back. `timeout $(t N)` expands to `timeout -k 5 N'`: a
+# process stuck in the driver that ignores SIGTERM is killed 5 s later.
+BUDGET=${CHECK_BUDGET:-420}
 t() {
   local left=$((BUDGET - $(elapsed)))
-  [ "$left" -lt 5 ] && left=5
-  echo $(($1 < left ? $1 : left))
+  [ "$left" -lt 1 ] && left=1
+  echo "-k 5 $(($1 < left ? $1 : left))"
 }
-note() { echo "== [$(elapsed)s] $*"; }
+pack() { tar -czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null; }
+note() {
+  pack
+  echo "== [$(elapsed)s] $*"
+}
 summary="$OUT/summary.md"
 : >"$summary"
 sum() { echo "$*" >>"$summary"; }
@@ -67,13 +83,22 @@ sum() { echo "$*" >>"$summary"; }
 # within the session's device minutes; step 1, the device query, always
 # runs). Unset: every step. The step bodies below are not indented inside
 # their `if want N` because of their here-documents.
-want() { [ -z "${CHECK_STEPS:-}" ] || [[ " $CHECK_STEPS " == *" $1 "* ]]; }
+# Over budget (under 15 s left), a step is skipped and the summary says so.
+want() {
+  local steps=${CHECK_STEPS:-"1 2 3 4 5 6 7"}
+  [[ " $steps " == *" $1 "* ]] || return 1
+  if [ $((BUDGET - $(elapsed))) -lt 15 ]; then
+    sum "- step $1: skipped: the budget (${BUDGET} s) is spent"
+    return 1
+  fi
+}
 
 # ---- the binary ----
 KLLIB=""
 if [ -f tests/gpu/bundle.tar.gz ]; then
   b=/tmp/kernlab-bundle
-  rm -rf "$b" && mkdir -p "$b" && tar -xzf tests/gpu/bundle.tar.gz -C "$b"
+  rm -rf "$b" && mkdir -p "$b" && tar -xzf tests/gpu/bundle.tar.gz -C "$b" ||
+    { echo "check.sh: tests/gpu/bundle.tar.gz does not unpack"; exit 3; }
   KL="$b/bin/kernlab"
   PROBE="$b/bin/test_gpu_probe"
   KLLIB="$b/lib"
@@ -115,18 +140,22 @@ PY
   [ -d "$d" ] && cudalibs="$cudalibs:$d"
 done
 kl() {
-  LD_LIBRARY_PATH="${KLLIB}${cudalibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  local path="${KLLIB}${cudalibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  LD_LIBRARY_PATH="${path#:}" \
     KERNLAB_CACHE=/tmp/kernlab-cache "$@"
 }
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# the commit the binaries come from: the bundle's (bundle.sh records it,
+# with -dirty for uncommitted changes), else the tree's
+commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
+[ -f "${b:-/nonexistent}/COMMIT" ] && commit=$(cat "$b/COMMIT")
 note "kernlab: $built; tree at $commit"
 
 # ---- 1. the device (read-only queries) ----
 device="unknown"
 if command -v nvidia-smi >/dev/null; then
   device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n1)
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,mig.mode.current --format=csv 2>&1 | tee "$OUT/device.csv"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,mig.mode.current --format=csv 2>&1 | tee "$L/device.csv"
 fi
 note "device: $device"
 sum "## $(date -u +%Y-%m-%d) · commit $commit · $device"
@@ -141,22 +170,29 @@ if want 2; then
 note "probe"
 # test_gpu_probe passes without a device too (it is a CI test): here the
 # device must answer.
-if [ -n "${PROBE:-}" ] && kl timeout $(t 60) "$PROBE" >"$OUT/probe.log" 2>&1 &&
-   grep -q "a device answers here" "$OUT/probe.log"; then
-  sum "- probe: ok: $(grep -o 'answers here ([^)]*)' "$OUT/probe.log")"
+if [ -n "${PROBE:-}" ] && kl timeout $(t 60) "$PROBE" >"$L/probe.log" 2>&1 &&
+   grep -q "a device answers here" "$L/probe.log"; then
+  sum "- probe: ok: $(grep -o 'answers here ([^)]*)' "$L/probe.log")"
 else
-  sum "- probe: FAILED: $(tr '\n' ' ' <"$OUT/probe.log" | head -c 300)"
+  sum "- probe: FAILED: $(tr '\n' ' ' <"$L/probe.log" | head -c 300)"
 fi
 note "correctness: ${#seeds[@]} seeds, --backend gpu, default shapes"
 kl timeout $(t 150) "$KL" eval --backend gpu --json --jobs 1 "${seeds[@]}" \
-  >"$OUT/eval_default.jsonl" 2>"$OUT/eval_default.err"
+  >"$L/eval_default.jsonl" 2>"$L/eval_default.err"
 rc=$?
-cat "$OUT/eval_default.err"
-python3 - "$OUT/eval_default.jsonl" "$rc" >>"$summary" <<'PY'
+cat "$L/eval_default.err"
+python3 - "$L/eval_default.jsonl" "$rc" "${#seeds[@]}" >>"$summary" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+rows = []
+for l in open(sys.argv[1]):
+    try:
+        rows.append(json.loads(l))
+    except ValueError:  # a line cut short by a timeout
+        pass
 bad = [r for r in rows if not r.get("correct") or r.get("status") != "ok"]
-print(f"- correctness (exit {sys.argv[2]}): {len(rows) - len(bad)}/{len(rows)} seeds ok"
+n = int(sys.argv[3])
+print(f"- correctness (exit {sys.argv[2]}): {len(rows) - len(bad)}/{n} seeds ok"
+      + ("" if len(rows) == n else f" ({n - len(rows)} with no result)")
       + "".join(f"; {r.get('file','?').split('/')[-1]}: {r.get('status')} {r.get('error','')[:120]}" for r in bad))
 for r in rows:
     if r.get("flags"):
@@ -166,12 +202,12 @@ PY
 fi # step 2
 
 # ---- 2b. the gpu-labelled test (what `ctest -L gpu` runs on a build) ----
-if want 2; then
+if want 2b; then
 note "ctest -L gpu equivalent: tests/gpu/test_gpu_eval.py"
-if kl timeout $(t 300) python3 tests/gpu/test_gpu_eval.py "$KL" "$root" >"$OUT/test_gpu_eval.log" 2>&1; then
-  sum "- gpu test (test_gpu_eval.py): $(tail -n1 "$OUT/test_gpu_eval.log")"
+if kl timeout $(t 300) python3 tests/gpu/test_gpu_eval.py "$KL" "$root" >"$L/test_gpu_eval.log" 2>&1; then
+  sum "- gpu test (test_gpu_eval.py): $(tail -n1 "$L/test_gpu_eval.log")"
 else
-  sum "- gpu test (test_gpu_eval.py): FAILED: $(tail -n3 "$OUT/test_gpu_eval.log" | tr '\n' ' ')"
+  sum "- gpu test (test_gpu_eval.py): FAILED: $(tail -n3 "$L/test_gpu_eval.log" | tr '\n' ' ')"
 fi
 
 fi # step 2b
@@ -180,11 +216,11 @@ fi # step 2b
 if want 3; then
 note "fault: tests/gpu/fault_null_write.cu"
 kl timeout $(t 90) "$KL" eval --backend gpu --json tests/gpu/fault_null_write.cu \
-  >"$OUT/eval_fault.jsonl" 2>&1
+  >"$L/eval_fault.jsonl" 2>&1
 rc=$?
 fault=$(python3 -c 'import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-print(r[0]["status"] if r else "no JSON")' "$OUT/eval_fault.jsonl" 2>/dev/null)
+print(r[0]["status"] if r else "no JSON")' "$L/eval_fault.jsonl" 2>/dev/null)
 case "$fault" in
   cuda:*) sum "- fault kernel: status $fault (exit $rc): ok" ;;
   *) sum "- fault kernel: status '${fault:-none}' (exit $rc): EXPECTED cuda:*" ;;
@@ -192,18 +228,131 @@ esac
 
 fi # step 3
 
+# A tiny policy primed on the CPU (steps 6 and 7 use it): $cdir/p.ckpt, its
+# corpus, and gpu.lua, a two-step campaign on --backend gpu.
+cdir=/tmp/kernlab-campaign
+tiny_policy() {
+  rm -rf "$cdir" && mkdir -p "$cdir/corpus"
+  cp kernels/seeds/*.cu tests/kernels/honest/*.cu "$cdir/corpus/" 2>/dev/null
+  cat >"$cdir/gpu.lua" <<LUA
+return { name = "gpu-check", backend = "gpu", checkpoint = "$cdir/p.ckpt",
+  task = { M = 512, N = 512, K = 512 }, group_size = 2, steps = 2,
+  sampling = { max_tokens = 256, min_p = 0.1 }, out = "$cdir/gpu.h5" }
+LUA
+  kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/p.ckpt" \
+    --size tiny --steps 30 --lr 3e-3
+}
+
+# ---- 7. the policy's CUDA runtime against the CPU model ----
+if want 7; then
+if [ ! -f "$cdir/p.ckpt" ]; then
+  note "policy: the tiny policy (none made yet)"
+  tiny_policy >"$L/tiny_policy.log" 2>&1 ||
+    sum "- tiny policy for step 7: FAILED: $(tail -n 3 "$L/tiny_policy.log" | tr '\n' ' ')"
+fi
+# test_policy_cuda: every kernel against its CPU twin, ten training steps;
+# test_policy_cuda_gen: the device sampler, the KV cache and pcuda_generate
+# against pl_generate, and the lab's --policy-device facade; then a tiny
+# prime and one campaign step with --policy-device gpu (the policy on the
+# device, end to end).
+for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul; do
+  note "policy: $t --device"
+  PCUDA=$(dirname "$KL")/$t
+  [ -x "$PCUDA" ] || PCUDA=$(find build -name "$t" -type f 2>/dev/null | head -n1)
+  if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
+    KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$L/$t.log" 2>&1
+    prc=$?
+    sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|SKIP|worst' "$L/$t.log" | tail -n 2 | tr '\n' ' ')"
+    # a failure: once more without the memory arena (a buffer per
+    # cuMemAlloc), to tell an arena fault from a kernel's
+    if [ "$prc" -ne 0 ] && [ "$prc" -ne 77 ] && [ "$t" != test_policy_cuda_arena ]; then
+      PCUDA_ARENA=off KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$L/$t.arena_off.log" 2>&1
+      sum "  - again with PCUDA_ARENA=off: exit $?; $(grep -E 'passed|failed' "$L/$t.arena_off.log" | tail -n 1)"
+    fi
+  else
+    sum "- policy CUDA runtime: no $t binary in the bundle"
+  fi
+done
+note "policy: prime and a campaign step with --policy-device gpu"
+if kl timeout $(t 90) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" \
+     --size tiny --steps 30 --lr 3e-3 --policy-device gpu >"$L/policy_device.log" 2>&1 &&
+   sed -e "s|$cdir/p.ckpt|$cdir/pg.ckpt|; s|steps = 2|steps = 1|; s|$cdir/gpu.h5|$cdir/pgpu.h5|" \
+     "$cdir/gpu.lua" >"$cdir/pgpu.lua" &&
+   kl timeout $(t 180) "$KL" run "$cdir/pgpu.lua" --policy-device gpu >>"$L/policy_device.log" 2>&1; then
+  sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$L/policy_device.log" | head -n1), $(grep -m1 'policy on' "$L/policy_device.log"); campaign: $(grep -m1 '^step [0-9]*/[0-9]*  reward' "$L/policy_device.log" | grep -o '[0-9]* tok/s'); $(grep 'policy device memory' "$L/policy_device.log" | tail -n1)"
+else
+  sum "- --policy-device gpu: FAILED: $(tail -n 3 "$L/policy_device.log" | tr '\n' ' ')"
+fi
+
+note "policy: prime with --policy-dtype bf16 (bf16 GEMMs, fp32 master)"
+if kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pb.ckpt" \
+     --size tiny --steps 30 --lr 3e-3 --policy-device gpu --policy-dtype bf16 \
+     >"$L/policy_bf16.log" 2>&1; then
+  sum "- --policy-dtype bf16: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$L/policy_bf16.log" | head -n1) (fp32 above: $(grep -o 'loss [0-9.]* -> [0-9.]*' "$L/policy_device.log" | head -n1))"
+else
+  sum "- --policy-dtype bf16: FAILED: $(tail -n 3 "$L/policy_bf16.log" | tr '\n' ' ')"
+fi
+
+note "policy: generate with a fixed seed, --policy-device cpu vs gpu"
+gen() {
+  kl timeout $(t 60) "$KL" generate --ckpt "$cdir/p.ckpt" --tok "$cdir/p.ckpt.tok" \
+    --prompt "// task" -n 4 --max-tokens 64 --seed 11 --policy-device "$1"
+}
+if gen cpu >"$L/gen_cpu.txt" 2>"$L/gen.err" && gen gpu >"$L/gen_gpu.txt" 2>>"$L/gen.err"; then
+  if cmp -s "$L/gen_cpu.txt" "$L/gen_gpu.txt"; then
+    sum "- generate --policy-device gpu: the CPU's tokens (4 x 64, seed 11): ok"
+  else
+    sum "- generate --policy-device gpu: DIFFERS from the CPU's tokens (see gen_cpu.txt, gen_gpu.txt)"
+  fi
+else
+  sum "- generate --policy-device gpu: FAILED: $(tail -n 2 "$L/gen.err" | tr '\n' ' ')"
+fi
+if kl timeout $(t 60) "$KL" generate --ckpt "$cdir/p.ckpt" --tok "$cdir/p.ckpt.tok" \
+     --prompt "// task" -n 4 --max-tokens 64 --seed 11 --policy-device gpu \
+     --policy-dtype bf16 >"$L/gen_bf16.txt" 2>>"$L/gen.err"; then
+  sum "- generate --policy-dtype bf16: $(grep -c '^== completion' "$L/gen_bf16.txt") of 4 completions (gen_bf16.txt; bf16 tokens may differ from fp32's)"
+else
+  sum "- generate --policy-dtype bf16: FAILED: $(tail -n 2 "$L/gen.err" | tr '\n' ' ')"
+fi
+
+note "policy: --policy-matmul (prime through a seed's kernel) and bench_policy_cuda"
+if kl timeout $(t 60) "$KL" eval --backend gpu --jobs 1 kernels/seeds/07_warptile.cu \
+     --out "$cdir/mm.h5" >"$L/policy_matmul.log" 2>&1 &&
+   kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pm.ckpt" \
+     --size tiny --steps 10 --lr 3e-3 --policy-device gpu \
+     --policy-matmul "$cdir/mm.h5" >>"$L/policy_matmul.log" 2>&1; then
+  sum "- --policy-matmul (gpu): prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$L/policy_matmul.log" | head -n1); $(grep -m1 -o 'policy GEMMs through kernel [^;]*' "$L/policy_matmul.log")"
+else
+  sum "- --policy-matmul (gpu): FAILED: $(tail -n 3 "$L/policy_matmul.log" | tr '\n' ' ')"
+fi
+BENCH=$(dirname "$KL")/bench_policy_cuda
+[ -x "$BENCH" ] || BENCH=$(find build -name bench_policy_cuda -type f 2>/dev/null | head -n1)
+if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
+  kl timeout $(t 120) "$BENCH" --python "env -u LD_LIBRARY_PATH python3" "$root" >"$L/bench_policy_cuda.log" 2>&1
+  brc=$?
+  sum ""
+  sum "### bench_policy_cuda (exit $brc)"
+  sum ""
+  grep -E '^(model|pcuda|cpu|torch|kernel|first)' "$L/bench_policy_cuda.log" | sed 's/^/    /' >>"$summary"
+  sum ""
+  grep ' vs ' "$L/bench_policy_cuda.log" | sed 's/^/- /' >>"$summary"
+else
+  sum "- bench_policy_cuda: no binary in the bundle"
+fi
+fi # step 7
+
 # ---- 4. the seeds at 4096^3 against cuBLAS ----
 if want 4; then
 note "timing: ${#seeds[@]} seeds at 4096x4096x4096"
 kl timeout $(t 300) "$KL" eval --backend gpu --json --jobs 1 \
   --shape 4096x4096x4096 "${seeds[@]}" \
-  >"$OUT/eval_4096.jsonl" 2>"$OUT/eval_4096.err"
+  >"$L/eval_4096.jsonl" 2>"$L/eval_4096.err"
 rc=$?
-cat "$OUT/eval_4096.err"
+cat "$L/eval_4096.err"
 sum ""
 sum "### 4096x4096x4096, fp32 (exit $rc)"
 sum ""
-python3 - "$OUT/eval_4096.jsonl" >>"$summary" <<'PY'
+python3 - "$L/eval_4096.jsonl" >>"$summary" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 flop = 2.0 * 4096 ** 3
@@ -234,154 +383,45 @@ fi # step 4
 if want 5; then
 note "seccomp record: run-gpu on one seed"
 KERNLAB_GPU_SECCOMP=record kl timeout $(t 90) "$KL" eval --backend gpu --json \
-  kernels/seeds/05_blocktile_2d.cu >/dev/null 2>"$OUT/record.err"
-grep -h "seccomp-record:" "$OUT/record.err" | sed 's/.*seccomp-record: //' \
-  | sort -u >"$OUT/syscalls_recorded.txt"
-kl "$KL" sandbox --explain 2>/dev/null | awk '
+  kernels/seeds/05_blocktile_2d.cu >/dev/null 2>"$L/record.err"
+# "NAME COUNT" per worker (the baseline's and the kernel's): one line per
+# name, the counts summed
+grep -h "seccomp-record:" "$L/record.err" | sed 's/.*seccomp-record: //' \
+  | awk '{n[$1] += $2} END {for (k in n) print k, n[k]}' | sort \
+  >"$L/syscalls_recorded.txt"
+kl timeout $(t 20) "$KL" sandbox --explain 2>/dev/null | awk '
   /^profile /{inside = ($2 == "run-gpu")}
-  inside && /^    [a-z_0-9]+ /{print $1}' | sort -u >"$OUT/syscalls_allowed.txt"
+  inside && /^    [a-z_0-9]+ /{print $1}' | sort -u >"$L/syscalls_allowed.txt"
 sum ""
 sum "### run-gpu syscalls after CUDA init (record mode)"
 sum ""
-if [ -s "$OUT/syscalls_recorded.txt" ]; then
-  sum "recorded (name count): $(tr '\n' ';' <"$OUT/syscalls_recorded.txt")"
-  missing=$(awk '{print $1}' "$OUT/syscalls_recorded.txt" | grep -v '^ioctl$' \
-    | grep -vxFf "$OUT/syscalls_allowed.txt" | tr '\n' ' ')
+if [ -s "$L/syscalls_recorded.txt" ]; then
+  sum "recorded (name count): $(tr '\n' ';' <"$L/syscalls_recorded.txt")"
+  missing=$(awk '{print $1}' "$L/syscalls_recorded.txt" | grep -v '^ioctl$' \
+    | grep -vxFf "$L/syscalls_allowed.txt" | tr '\n' ' ')
   sum ""
   sum "not in the run-gpu allowlist: ${missing:-none}"
 else
-  sum "no record (see record.err): $(head -c 300 "$OUT/record.err" | tr '\n' ' ')"
+  sum "no record (see record.err): $(head -c 300 "$L/record.err" | tr '\n' ' ')"
 fi
 
 fi # step 5
 
-# A tiny policy primed on the CPU (steps 6 and 7 use it): $cdir/p.ckpt, its
-# corpus, and gpu.lua, a two-step campaign on --backend gpu.
-cdir=/tmp/kernlab-campaign
-tiny_policy() {
-  rm -rf "$cdir" && mkdir -p "$cdir/corpus"
-  cp kernels/seeds/*.cu tests/kernels/honest/*.cu "$cdir/corpus/" 2>/dev/null
-  cat >"$cdir/gpu.lua" <<LUA
-return { name = "gpu-check", backend = "gpu", checkpoint = "$cdir/p.ckpt",
-  task = { M = 512, N = 512, K = 512 }, group_size = 2, steps = 2,
-  sampling = { max_tokens = 256, min_p = 0.1 }, out = "$cdir/gpu.h5" }
-LUA
-  kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/p.ckpt" \
-    --size tiny --steps 30 --lr 3e-3
-}
-
 # ---- 6. a short GPU campaign: a tiny policy primed here, two GRPO steps ----
 if want 6; then
 note "campaign: tiny prime + 2 steps on --backend gpu"
-if tiny_policy >"$OUT/campaign.log" 2>&1 &&
-   kl timeout $(t 240) "$KL" run "$cdir/gpu.lua" >>"$OUT/campaign.log" 2>&1; then
-  sum "- campaign (backend gpu, 2 steps): ok: $(grep -c '^step ' "$OUT/campaign.log") step lines"
+if tiny_policy >"$L/campaign.log" 2>&1 &&
+   kl timeout $(t 240) "$KL" run "$cdir/gpu.lua" >>"$L/campaign.log" 2>&1; then
+  sum "- campaign (backend gpu, 2 steps): ok: $(grep -c '^step [0-9]*/[0-9]*  reward' "$L/campaign.log") step lines"
 else
-  sum "- campaign (backend gpu, 2 steps): FAILED: $(tail -n 3 "$OUT/campaign.log" | tr '\n' ' ')"
+  sum "- campaign (backend gpu, 2 steps): FAILED: $(tail -n 3 "$L/campaign.log" | tr '\n' ' ')"
 fi
 
 fi # step 6
 
-# ---- 7. the policy's CUDA runtime against the CPU model ----
-if want 7; then
-if [ ! -f "$cdir/p.ckpt" ]; then
-  note "policy: the tiny policy (step 6 did not run)"
-  tiny_policy >"$OUT/tiny_policy.log" 2>&1 ||
-    sum "- tiny policy for step 7: FAILED: $(tail -n 3 "$OUT/tiny_policy.log" | tr '\n' ' ')"
-fi
-# test_policy_cuda: every kernel against its CPU twin, ten training steps;
-# test_policy_cuda_gen: the device sampler, the KV cache and pcuda_generate
-# against pl_generate, and the lab's --policy-device facade; then a tiny
-# prime and one campaign step with --policy-device gpu (the policy on the
-# device, end to end).
-for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul; do
-  note "policy: $t --device"
-  PCUDA=$(dirname "$KL")/$t
-  [ -x "$PCUDA" ] || PCUDA=$(find build -name "$t" -type f 2>/dev/null | head -n1)
-  if [ -n "$PCUDA" ] && [ -x "$PCUDA" ]; then
-    KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$OUT/$t.log" 2>&1
-    prc=$?
-    sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|SKIP|worst' "$OUT/$t.log" | tail -n 2 | tr '\n' ' ')"
-    # a failure: once more without the memory arena (a buffer per
-    # cuMemAlloc), to tell an arena fault from a kernel's
-    if [ "$prc" -ne 0 ] && [ "$prc" -ne 77 ] && [ "$t" != test_policy_cuda_arena ]; then
-      PCUDA_ARENA=off KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$OUT/$t.arena_off.log" 2>&1
-      sum "  - again with PCUDA_ARENA=off: exit $?; $(grep -E 'passed|failed' "$OUT/$t.arena_off.log" | tail -n 1)"
-    fi
-  else
-    sum "- policy CUDA runtime: no $t binary in the bundle"
-  fi
-done
-note "policy: prime and a campaign step with --policy-device gpu"
-if kl timeout $(t 90) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pg.ckpt" \
-     --size tiny --steps 30 --lr 3e-3 --policy-device gpu >"$OUT/policy_device.log" 2>&1 &&
-   sed -e "s|$cdir/p.ckpt|$cdir/pg.ckpt|; s|steps = 2|steps = 1|; s|$cdir/gpu.h5|$cdir/pgpu.h5|" \
-     "$cdir/gpu.lua" >"$cdir/pgpu.lua" &&
-   kl timeout $(t 180) "$KL" run "$cdir/pgpu.lua" --policy-device gpu >>"$OUT/policy_device.log" 2>&1; then
-  sum "- --policy-device gpu: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1), $(grep -m1 'policy on' "$OUT/policy_device.log"); campaign: $(grep -m1 '^step ' "$OUT/policy_device.log" | grep -o '[0-9]* tok/s'); $(grep 'policy device memory' "$OUT/policy_device.log" | tail -n1)"
-else
-  sum "- --policy-device gpu: FAILED: $(tail -n 3 "$OUT/policy_device.log" | tr '\n' ' ')"
-fi
-
-note "policy: prime with --policy-dtype bf16 (bf16 GEMMs, fp32 master)"
-if kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pb.ckpt" \
-     --size tiny --steps 30 --lr 3e-3 --policy-device gpu --policy-dtype bf16 \
-     >"$OUT/policy_bf16.log" 2>&1; then
-  sum "- --policy-dtype bf16: prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_bf16.log" | head -n1) (fp32 above: $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_device.log" | head -n1))"
-else
-  sum "- --policy-dtype bf16: FAILED: $(tail -n 3 "$OUT/policy_bf16.log" | tr '\n' ' ')"
-fi
-
-note "policy: generate with a fixed seed, --policy-device cpu vs gpu"
-gen() {
-  kl timeout $(t 60) "$KL" generate --ckpt "$cdir/p.ckpt" --tok "$cdir/p.ckpt.tok" \
-    --prompt "// task" -n 4 --max-tokens 64 --seed 11 --policy-device "$1"
-}
-if gen cpu >"$OUT/gen_cpu.txt" 2>"$OUT/gen.err" && gen gpu >"$OUT/gen_gpu.txt" 2>>"$OUT/gen.err"; then
-  if cmp -s "$OUT/gen_cpu.txt" "$OUT/gen_gpu.txt"; then
-    sum "- generate --policy-device gpu: the CPU's tokens (4 x 64, seed 11): ok"
-  else
-    sum "- generate --policy-device gpu: DIFFERS from the CPU's tokens (see gen_cpu.txt, gen_gpu.txt)"
-  fi
-else
-  sum "- generate --policy-device gpu: FAILED: $(tail -n 2 "$OUT/gen.err" | tr '\n' ' ')"
-fi
-if kl timeout $(t 60) "$KL" generate --ckpt "$cdir/p.ckpt" --tok "$cdir/p.ckpt.tok" \
-     --prompt "// task" -n 4 --max-tokens 64 --seed 11 --policy-device gpu \
-     --policy-dtype bf16 >"$OUT/gen_bf16.txt" 2>>"$OUT/gen.err"; then
-  sum "- generate --policy-dtype bf16: $(grep -c '^== completion' "$OUT/gen_bf16.txt") of 4 completions (gen_bf16.txt; bf16 tokens may differ from fp32's)"
-else
-  sum "- generate --policy-dtype bf16: FAILED: $(tail -n 2 "$OUT/gen.err" | tr '\n' ' ')"
-fi
-
-note "policy: --policy-matmul (prime through a seed's kernel) and bench_policy_cuda"
-if kl timeout $(t 60) "$KL" eval --backend gpu --jobs 1 kernels/seeds/07_warptile.cu \
-     --out "$cdir/mm.h5" >"$OUT/policy_matmul.log" 2>&1 &&
-   kl timeout $(t 60) "$KL" prime --corpus "$cdir/corpus" --out "$cdir/pm.ckpt" \
-     --size tiny --steps 10 --lr 3e-3 --policy-device gpu \
-     --policy-matmul "$cdir/mm.h5" >>"$OUT/policy_matmul.log" 2>&1; then
-  sum "- --policy-matmul (gpu): prime $(grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/policy_matmul.log" | head -n1); $(grep -m1 -o 'policy GEMMs through kernel [^;]*' "$OUT/policy_matmul.log")"
-else
-  sum "- --policy-matmul (gpu): FAILED: $(tail -n 3 "$OUT/policy_matmul.log" | tr '\n' ' ')"
-fi
-BENCH=$(dirname "$KL")/bench_policy_cuda
-[ -x "$BENCH" ] || BENCH=$(find build -name bench_policy_cuda -type f 2>/dev/null | head -n1)
-if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
-  kl timeout $(t 120) "$BENCH" --python python3 "$root" >"$OUT/bench_policy_cuda.log" 2>&1
-  brc=$?
-  sum ""
-  sum "### bench_policy_cuda (exit $brc)"
-  sum ""
-  grep -E '^(model|pcuda|cpu|torch|kernel|first)' "$OUT/bench_policy_cuda.log" | sed 's/^/    /' >>"$summary"
-  sum ""
-  grep ' vs ' "$OUT/bench_policy_cuda.log" | sed 's/^/- /' >>"$summary"
-else
-  sum "- bench_policy_cuda: no binary in the bundle"
-fi
-fi # step 7
-
 note "done in $(elapsed)s"
 sum ""
 sum "total: $(elapsed) s"
+pack
 echo
 cat "$summary"
