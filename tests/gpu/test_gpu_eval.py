@@ -19,7 +19,7 @@ p = subprocess.run([KERNLAB, "eval", "--backend", "gpu", "--json",
                     os.path.join(SRC, "kernels", "seeds", "01_naive.cu")],
                    capture_output=True, text=True, timeout=600)
 if p.returncode == 3:
-    print("SKIP: no GPU here: " + p.stderr.strip().splitlines()[-1])
+    print("SKIP: no GPU here: " + (p.stderr.strip().splitlines() or ["(no message)"])[-1])
     sys.exit(77)
 
 passed = failed = 0
