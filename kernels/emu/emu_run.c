@@ -45,6 +45,20 @@
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define KL_ASAN 1
+
+/* ASan's defaults for every program that runs the emulator (read before
+ * ASAN_OPTIONS, which still adds to them). intercept_tls_get_addr=0: the
+ * candidates are dlopen'd modules with thread-local storage, and GCC 12's
+ * sanitizer runtime misreads a dynamic TLS block whose address happens to
+ * sit at a glibc-2.19 header's offset in its page (google/sanitizers
+ * #1322): LeakSanitizer's exit-time scan then reads a garbage range and
+ * dies ("Tracer caught signal 11"), as test_emu did whenever its first
+ * launch was test_reverse_order's. The emulator's threads keep nothing
+ * only in dynamic TLS, so the scan loses nothing it needs. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) {
+  return "intercept_tls_get_addr=0";
+}
 #endif
 
 enum { F_RUN, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
@@ -74,6 +88,13 @@ typedef struct worker {
   int stacks_cached;     /* owned by stack_cache: not unmapped after */
   size_t stack_size;
   void *sched_sp;
+#ifdef KL_ASAN
+  /* the scheduler's (this pool thread's own) stack, as ASan reported it
+   * when a fiber was first entered: every switch back to the scheduler
+   * names it, or ASan would take the thread's stack to be [0, 0) */
+  const void *sched_stack_lo;
+  size_t sched_stack_size;
+#endif
   int cur;
   int live, arrived_block;
   int warp_live[KL_EMU_MAX_WARPS], arrived_warp[KL_EMU_MAX_WARPS];
@@ -110,9 +131,10 @@ static void fiber_wait(int state) {
   f->state = state;
 #ifdef KL_ASAN
   void *fake = NULL;
-  __sanitizer_start_switch_fiber(&fake, NULL, 0);
+  __sanitizer_start_switch_fiber(&fake, w->sched_stack_lo, w->sched_stack_size);
   kl_fiber_switch(&f->sp, w->sched_sp);
-  __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+  __sanitizer_finish_switch_fiber(fake, &w->sched_stack_lo,
+                                  &w->sched_stack_size);
 #else
   kl_fiber_switch(&f->sp, w->sched_sp);
 #endif
@@ -139,14 +161,16 @@ static void run_kernel(worker *w) {
 static void fiber_entry(void) {
   worker *w = tl_worker;
 #ifdef KL_ASAN
-  __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+  __sanitizer_finish_switch_fiber(NULL, &w->sched_stack_lo,
+                                  &w->sched_stack_size);
 #endif
   run_kernel(w);
   w = tl_worker;
   fiber *f = &w->fibers[w->cur];
   f->state = F_DONE;
 #ifdef KL_ASAN
-  __sanitizer_start_switch_fiber(NULL, NULL, 0);
+  /* NULL: this fiber's fake stack is freed, it never runs again */
+  __sanitizer_start_switch_fiber(NULL, w->sched_stack_lo, w->sched_stack_size);
 #endif
   kl_fiber_switch(&f->sp, w->sched_sp);
   abort(); /* unreachable: a finished fiber is never resumed */
