@@ -75,6 +75,14 @@ int pl_forward_cached_check(const pl_config *cfg, int L, int C, int G,
       return pl_fail(why, whylen, PL_EINPUT,
                      "forward_cached: rows[%d] = %d outside the cache's [0,%d)",
                      b, r, G);
+    /* Two batch rows into one cache row would write the same keys twice:
+     * the CPU keeps the last, a device whichever block ran last. */
+    for (int a = 0; rows && a < b; a++)
+      if (rows[a] == r)
+        return pl_fail(why, whylen, PL_EINPUT,
+                       "forward_cached: rows[%d] and rows[%d] are both %d; "
+                       "expected distinct cache rows",
+                       a, b, r);
   }
   size_t N = (size_t)B * T;
   for (size_t n = 0; n < N; n++)

@@ -369,7 +369,9 @@ typedef struct pcuda_kv_cache {
 } pcuda_kv_cache;
 
 /* pl_kv_cache_init / free / copy_prefix on the backend (the same checks
- * and messages; PL_EENV for backend memory). */
+ * and messages; PL_EENV for backend memory). One more limit: max_seq at
+ * most 53,692, what the cached attention's shared memory holds on sm_90
+ * (PL_EINPUT; the emulator is held to it too). */
 int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
                         const pl_config *cfg, int G, int max_seq, char *why,
                         size_t whylen);

@@ -326,10 +326,12 @@ static int dev_launch(pcuda_ctx *ctx, int kernel, pcuda_dim grid,
                       pcuda_dim block, size_t dyn_smem, void **args) {
   device_state *st = ST(ctx);
   /* The limit a launch's dynamic shared memory is held to is, by default,
-   * the device's per-block maximum minus the kernel's static shared memory
-   * (cuda.h, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), not 48 KiB:
-   * so it is raised whenever a launch asks for more than it was last set
-   * to, which costs one driver call per kernel and new maximum. */
+   * the device's default per-block maximum (48 KiB) less the kernel's own
+   * static shared memory (cuda.h, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_
+   * SIZE_BYTES), so 48 KiB of dynamic memory alone can already fail: the
+   * limit is raised (towards the opt-in maximum less the static part)
+   * whenever a launch asks for more than it was last set to, one driver
+   * call per kernel and new maximum. */
   if (dyn_smem > 0 && (int)dyn_smem > st->smem_set[kernel]) {
     if (check(ctx,
               st->cu.FuncSetAttribute(
@@ -579,8 +581,8 @@ int pcuda_device_load_matmul(pcuda_ctx *ctx, const void *cubin,
     st->cand.module = NULL;
     return PL_EENV;
   }
-  /* as dev_launch: the default limit is not 48 KiB but the block maximum
-   * less the kernel's static shared memory, so any dynamic size is set */
+  /* as dev_launch: the default limit is 48 KiB less the kernel's static
+   * shared memory, so any dynamic size is set */
   if (launch[4] > 0 &&
       (rc = st->cu.FuncSetAttribute(st->cand.fn,
                                     CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,

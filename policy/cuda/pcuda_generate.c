@@ -34,6 +34,12 @@
 
 #define ELEM_THREADS 256u
 #define ATT_THREADS 128u /* attention_cached_kernel's CACHED_WARPS * 32 */
+/* attention_cached_kernel keeps a query's scores in shared memory, one
+ * float per cached position, next to 17,680 bytes of its own (ptxas,
+ * sm_90): on a device all of it must fit the opt-in per-block maximum,
+ * 227 KiB on sm_90. A cache longer than this is refused at init, with the
+ * reason, instead of failing at the first long launch. */
+#define CACHED_MAX_SEQ ((227 * 1024 - 17680) / (int)sizeof(float))
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
@@ -48,6 +54,12 @@ int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
   memset(kv, 0, sizeof *kv);
   int rc = pl_kv_cache_check(cfg, G, max_seq, why, whylen);
   if (rc) return rc;
+  if (max_seq > CACHED_MAX_SEQ)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "kv cache: max_seq = %d; the device's cached attention "
+                   "holds a query's scores in shared memory, at most %d "
+                   "positions",
+                   max_seq, CACHED_MAX_SEQ);
   kv->ctx = ctx;
   kv->L = cfg->n_layers;
   kv->G = G;

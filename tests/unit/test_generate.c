@@ -337,6 +337,11 @@ static void test_bad_input(pl_model *m) {
                 PL_EINPUT &&
             strstr(why, "rows[0] = 2"),
         "row 2 of 2: %s", why);
+  int same[2] = {1, 1};
+  CHECK(pl_forward_cached(m, &kv, tok, same, 2, 1, 0, lg, why, sizeof why) ==
+                PL_EINPUT &&
+            strstr(why, "rows[0] and rows[1] are both 1"),
+        "two batch rows into cache row 1: %s", why);
   CHECK(pl_kv_cache_copy_prefix(&kv, 0, 2, 3) == PL_EINPUT, "copy to row 2");
   pl_kv_cache_free(&kv);
 }

@@ -64,7 +64,10 @@
  *   6. Sampling in bf16 (pcuda_forward_cached, pcuda_generate on a bf16
  *      model): the prefill's logits equal the bf16 training forward's on
  *      the same tokens within TOL_BF16_SAME (the same rounded operands
- *      through the same GEMMs; measured 0 on cpu-emu), and differ from
+ *      through the same GEMMs; measured 0 on cpu-emu, where the two
+ *      attention kernels happen to round alike; on a device FMA
+ *      contraction and their different summation orders may flip the bf16
+ *      rounding of an attention output now and then), and differ from
  *      the fp32 model's by at least 10x that (so a cached forward that
  *      quietly ran fp32 GEMMs fails) but less than TOL_LOSS x 10; every
  *      logprob a bf16 generation reports for its own tokens equals minus
@@ -92,7 +95,7 @@
 #define TOL_TRAIN 2e-2        /* relative, each of ten training steps */
 #define TOL_MASTER 1e-6       /* the fp32 master against the CPU's AdamW */
 #define CONTROL_STEP 1e-3f    /* the stale-copy control's update */
-#define TOL_BF16_SAME 1e-5    /* bf16 cached logits vs the bf16 forward's */
+#define TOL_BF16_SAME 3e-4    /* bf16 cached logits vs the bf16 forward's */
 #define TOL_BF16_LOGPROB 1e-4 /* a sampled token's logprob, absolute */
 
 static double worst_gemm, worst_loss, worst_grad, worst_train, worst_master;
@@ -172,13 +175,16 @@ static void check_gemm(pcuda_ctx *ctx, const char *what, const float *got_dev,
   free(ref);
 }
 
-/* The bf16 copy is the master rounded, bit for bit. */
+/* The bf16 copy is the master rounded, bit for bit; a NaN master only
+ * needs a NaN copy (the device's cvt.rn.bf16.f32 may return the canonical
+ * NaN where the host rounder keeps the payload). */
 static int copy_is_rounded_master(pcuda_model *dm, const float *master,
                                   size_t *first_bad) {
   pcuda_bf16 *copy = malloc(dm->num_params * sizeof(pcuda_bf16));
   int ok = copy && pcuda_model_get_params_bf16(dm, copy) == PL_OK;
   for (size_t i = 0; ok && i < dm->num_params; i++)
-    if (copy[i] != pcuda_bf16_from_float(master[i])) {
+    if (isnan(master[i]) ? (copy[i] & 0x7f80) != 0x7f80 || !(copy[i] & 0x7f)
+                         : copy[i] != pcuda_bf16_from_float(master[i])) {
       ok = 0;
       *first_bad = i;
     }

@@ -288,6 +288,22 @@ static void check_cached_forward(pcuda_ctx *ctx, const pl_model *m,
       pcuda_forward_cached(dm, &dkv, prompt, NULL, 1, 1, 12, dwhy, sizeof dwhy);
   CHECK(rc == drc && !strcmp(why, dwhy), "%s: bad position: '%s' vs '%s'",
         label, dwhy, why);
+  /* two batch rows into one cache row: refused on both sides, the same */
+  int32_t two[2] = {5, 6};
+  rc = pl_forward_cached(m, &kv, two, (const int[]){2, 2}, 2, 1, P + 3, logits,
+                         why, sizeof why);
+  drc = pcuda_forward_cached(dm, &dkv, two, (const int[]){2, 2}, 2, 1, P + 3,
+                             dwhy, sizeof dwhy);
+  CHECK(rc == PL_EINPUT && rc == drc && !strcmp(why, dwhy) &&
+            strstr(why, "both 2"),
+        "%s: duplicate rows: '%s' vs '%s'", label, dwhy, why);
+  /* a cache longer than the cached attention's shared memory holds */
+  pl_config long_cfg = m->cfg;
+  long_cfg.max_seq = 60000;
+  pcuda_kv_cache big;
+  drc = pcuda_kv_cache_init(&big, ctx, &long_cfg, 1, 53693, dwhy, sizeof dwhy);
+  CHECK(drc == PL_EINPUT && strstr(dwhy, "at most 53692 positions"),
+        "%s: max_seq 53693: %d '%s'", label, drc, dwhy);
   free(logits);
   free(got);
   pl_kv_cache_free(&kv);
