@@ -642,6 +642,12 @@ void kl_stats_summary(const kl_sampler *s, kl_stats *out);
  * h = (n - 1) p, x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]).
  * -1 when n is 0. */
 double kl_stats_quantile(const double *sorted, size_t n, double p);
+/* Sorts v ascending in place (heapsort): no allocation and no system call,
+ * so it is safe inside a confined worker, where glibc's qsort is not (for
+ * arrays of 1 KiB or more its merge sort asks sysconf(_SC_PHYS_PAGES),
+ * i.e. the sysinfo syscall, which the run-gpu filter traps). NaNs sort
+ * last. */
+void kl_stats_sort(double *v, size_t n);
 
 /* ---- the GPU backend (kernels/gpu.c, kernels/gpu_run.c) -------------------
  *

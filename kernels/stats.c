@@ -219,6 +219,35 @@ const char *kl_stats_stop_name(int stop) {
   return "unknown";
 }
 
+/* a < b with NaN greater than everything: a total order for the sort */
+static int before(double a, double b) {
+  return isnan(b) ? !isnan(a) : a < b;
+}
+
+static void sift_down(double *v, size_t root, size_t n) {
+  for (;;) {
+    size_t child = 2 * root + 1;
+    if (child >= n) return;
+    if (child + 1 < n && before(v[child], v[child + 1])) child++;
+    if (!before(v[root], v[child])) return;
+    double t = v[root];
+    v[root] = v[child];
+    v[child] = t;
+    root = child;
+  }
+}
+
+void kl_stats_sort(double *v, size_t n) {
+  for (size_t i = n / 2; i-- > 0;)
+    sift_down(v, i, n);
+  for (size_t end = n; end > 1; end--) {
+    double t = v[0];
+    v[0] = v[end - 1];
+    v[end - 1] = t;
+    sift_down(v, 0, end - 1);
+  }
+}
+
 double kl_stats_quantile(const double *sorted, size_t n, double p) {
   if (n == 0) return -1;
   if (!(p > 0)) return sorted[0];

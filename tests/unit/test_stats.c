@@ -10,6 +10,8 @@
 #include "kltest.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* a equals b up to rounding (relative 1e-12). */
@@ -488,7 +490,37 @@ static void test_rule_check(void) {
         "fell back to defaults");
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* kl_stats_sort against qsort on every size up to 300 (heapsort's edge
+ * cases are the small ones and the powers of two), with repeated values,
+ * and NaNs sorted last. */
+static void test_sort(void) {
+  double a[300], b[300];
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  int bad = -1;
+  for (int n = 0; n <= 300 && bad < 0; n++) {
+    for (int i = 0; i < n; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      a[i] = b[i] = (double)(x % 97) - 40.5; /* repeats */
+    }
+    kl_stats_sort(a, (size_t)n);
+    qsort(b, (size_t)n, sizeof *b, cmp_double);
+    if (memcmp(a, b, (size_t)n * sizeof *a)) bad = n;
+  }
+  CHECK(bad < 0, "kl_stats_sort differs from qsort at n = %d", bad);
+  double v[6] = {3, NAN, -1, 2, NAN, 0};
+  kl_stats_sort(v, 6);
+  CHECK(v[0] == -1 && v[1] == 0 && v[2] == 2 && v[3] == 3 && isnan(v[4]) &&
+            isnan(v[5]),
+        "NaNs last: %g %g %g %g %g %g", v[0], v[1], v[2], v[3], v[4], v[5]);
+}
+
 int main(void) {
+  test_sort();
   test_defaults();
   test_quantiles();
   test_cv();
