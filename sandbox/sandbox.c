@@ -35,6 +35,7 @@ enum rule_kind {
   R_ALLOW,       /* allowed as is */
   R_THREAD_ONLY, /* clone: only with CLONE_THREAD */
   R_ENOSYS,      /* fails with ENOSYS (glibc falls back) */
+  R_EACCES,      /* fails with EACCES: refused, but not fatal */
   R_SELF_SIGNAL, /* tgkill/tkill: only to this thread group */
   R_NOT_SIGSYS,  /* rt_sigaction: any signal but SIGSYS */
   R_READ_ONLY,   /* open/openat: only without write, create or truncate */
@@ -106,8 +107,7 @@ typedef struct profile {
     "exit_group", R_ALLOW, "process exit"                                      \
   }
 #define SBX_COMMON_RULES                                                       \
-  SBX_BASE_RULES, {"clone", R_THREAD_ONLY, "threads, never new processes"},    \
-  {                                                                            \
+  SBX_BASE_RULES, {"clone", R_THREAD_ONLY, "threads, never new processes"}, {  \
     "clone3", R_ENOSYS, "not inspectable: glibc then uses clone"               \
   }
 
@@ -211,6 +211,13 @@ static const rule run_gpu_rules[] = {
     {"memfd_create", R_ALLOW, "pinned/shared allocations"},
     {"ftruncate", R_ALLOW, "same"},
     {"fcntl", R_ALLOW, "seals on those memfds"},
+    /* Refused, not trapped: drivers 570+ name each thread they start by
+     * writing /proc/<tgid>/task/<tid>/comm, and a thread started after
+     * the filter (CUPTI's, a lazily loaded library's) would otherwise kill
+     * a worker whose candidate did nothing wrong. The candidate is device
+     * code and makes no syscall; nothing may be opened either way. */
+    {"openat", R_EACCES, "the driver naming late threads (/proc/.../comm)"},
+    {"open", R_EACCES, "same, the older call"},
 };
 static const limit run_gpu_limits[] = {
     {RLIMIT_CPU, "RLIMIT_CPU", 600,
@@ -296,6 +303,9 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
       break;
     case R_ENOSYS:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+      break;
+    case R_EACCES:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), nr, 0);
       break;
     case R_SELF_SIGNAL:
       /* tgkill's first argument is the thread group, tkill's a thread:
@@ -465,6 +475,7 @@ int sbx_explain(FILE *out, int pfc) {
       const char *cond = ru->kind == R_THREAD_ONLY   ? " [CLONE_THREAD only]"
                          : ru->kind == R_NOT_SIGSYS  ? " [not for SIGSYS]"
                          : ru->kind == R_ENOSYS      ? " [fails: ENOSYS]"
+                         : ru->kind == R_EACCES      ? " [fails: EACCES]"
                          : ru->kind == R_SELF_SIGNAL ? " [own process only]"
                          : ru->kind == R_READ_ONLY   ? " [read-only]"
                          : ru->kind == R_TRAP        ? " [traps]"

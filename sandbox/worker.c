@@ -371,6 +371,14 @@ static int run_gpu_worker(void) {
   char why[512] = "", init_why[512] = "";
   kl_run_report *rep = calloc(1, sizeof *rep);
   if (!rep) return 1;
+  /* Namespaces must come before CUDA starts its threads (unshare of a user
+   * namespace fails in a threaded process), so sbx_confine's attempt after
+   * kl_gpu_init never succeeds: the worker reports confinement 1. Entering
+   * them first is opt-in until a device has shown that the driver opens
+   * its /dev/nvidia* nodes inside a user namespace (KERNLAB_GPU_NAMESPACES=1;
+   * tests/gpu/check.sh step 5 tries it). */
+  const char *ns = getenv("KERNLAB_GPU_NAMESPACES");
+  if (ns && !strcmp(ns, "1")) sbx_enter_namespaces();
   int init_rc = kl_gpu_init(init_why, sizeof init_why);
   const char *mode = getenv("KERNLAB_GPU_SECCOMP");
   int record = mode && !strcmp(mode, "record");

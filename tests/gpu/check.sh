@@ -27,7 +27,8 @@
 #   4. every seed at 4096x4096x4096 against the cuBLAS baseline: the table
 #      (kernel, time_us, TFLOP/s, % of cuBLAS, CV)
 #   5. the run-gpu worker in seccomp record mode: the syscalls it made after
-#      CUDA init, and those the run-gpu profile does not allow
+#      CUDA init, and those the run-gpu profile does not allow; then one
+#      seed with the worker in user + network namespaces (opt-in so far)
 #   6. a short GPU campaign: a tiny policy primed on the spot, two GRPO steps
 #      with --backend gpu (the loop on the device; its kernels are garbage)
 #   7. the policy's CUDA runtime (policy/cuda, issue 10): test_policy_cuda
@@ -404,6 +405,17 @@ if [ -s "$L/syscalls_recorded.txt" ]; then
 else
   sum "no record (see record.err): $(head -c 300 "$L/record.err" | tr '\n' ' ')"
 fi
+
+note "run-gpu in user + network namespaces (KERNLAB_GPU_NAMESPACES=1)"
+# The worker enters them before CUDA starts threads only on request, until
+# this line shows the driver works inside them (sandbox/worker.c).
+KERNLAB_GPU_NAMESPACES=1 kl timeout $(t 60) "$KL" eval --backend gpu --json \
+  kernels/seeds/05_blocktile_2d.cu >"$L/eval_ns.jsonl" 2>"$L/eval_ns.err"
+ns=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print("status %s, correct %s, sandbox %s" % (r[0]["status"], r[0]["correct"], r[0]["sandbox"]) if r else "no JSON")' "$L/eval_ns.jsonl" 2>/dev/null)
+sum ""
+sum "- run-gpu with KERNLAB_GPU_NAMESPACES=1: ${ns:-no result} (works when ok and seccomp+rlimits+namespaces): $(tail -n 1 "$L/eval_ns.err" | head -c 200)"
 
 fi # step 5
 
