@@ -417,12 +417,8 @@ static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
   int ran = 0;
   if (rep && scratch && outs) {
     if (gpu)
-      ran =
-          opts->exec && opts->exec->run_gpu
-              ? opts->exec->run_gpu(opts->exec->ctx, &again, cc->cubin,
-                                    cc->cubin_size, rep, outs, n_outs, scratch)
-              : kl_gpu_run_forked(NULL, &again, cc->cubin, cc->cubin_size, rep,
-                                  outs, n_outs, scratch);
+      ran = kl_gpu_run(opts, &again, cc->cubin, cc->cubin_size, rep, outs,
+                       n_outs, scratch);
     else
       ran = opts->exec && opts->exec->run
                 ? opts->exec->run(opts->exec->ctx, &again, rep, outs, n_outs,
@@ -604,11 +600,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
     rc = KL_EENV;
   } else {
     int finished =
-        gpu ? (opts->exec && opts->exec->run_gpu
-                   ? opts->exec->run_gpu(opts->exec->ctx, job, cc.cubin,
-                                         cc.cubin_size, rep, outs, n_outs, out)
-                   : kl_gpu_run_forked(NULL, job, cc.cubin, cc.cubin_size, rep,
-                                       outs, n_outs, out))
+        gpu ? kl_gpu_run(opts, job, cc.cubin, cc.cubin_size, rep, outs, n_outs,
+                         out)
         : opts->exec && opts->exec->run
             ? opts->exec->run(opts->exec->ctx, job, rep, outs, n_outs, out)
             : kl_run_forked(NULL, job, rep, outs, n_outs, out);

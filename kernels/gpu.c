@@ -597,6 +597,23 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                         "the GPU run worker", rep, outs, n_outs, out);
 }
 
+/* The GPU lock (kernels.h, kl_gpu_run). A process-wide mutex, not a file
+ * lock: two lab processes on one device still contend. */
+static pthread_mutex_t gpu_run_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int kl_gpu_run(const kl_eval_options *opts, const kl_run_job *job,
+               const uint8_t *cubin, size_t cubin_size, kl_run_report *rep,
+               float *outs, size_t n_outs, kl_result *out) {
+  pthread_mutex_lock(&gpu_run_mu);
+  int ok = opts->exec && opts->exec->run_gpu
+               ? opts->exec->run_gpu(opts->exec->ctx, job, cubin, cubin_size,
+                                     rep, outs, n_outs, out)
+               : kl_gpu_run_forked(NULL, job, cubin, cubin_size, rep, outs,
+                                   n_outs, out);
+  pthread_mutex_unlock(&gpu_run_mu);
+  return ok;
+}
+
 /* ---- the cuBLAS baseline ---------------------------------------------------
  */
 
@@ -619,10 +636,7 @@ double kl_gpu_cublas_time_us(kl_shape s, const kl_eval_options *opts,
   job->time_budget_ms = opts->time_budget_ms;
   job->deadline_s = opts->run_deadline_s;
   job->threads = 1;
-  int ok = opts->exec && opts->exec->run_gpu
-               ? opts->exec->run_gpu(opts->exec->ctx, job, NULL, 0, rep, &dummy,
-                                     0, scratch)
-               : kl_gpu_run_forked(NULL, job, NULL, 0, rep, &dummy, 0, scratch);
+  int ok = kl_gpu_run(opts, job, NULL, 0, rep, &dummy, 0, scratch);
   if (!ok) {
     snprintf(why, whylen, "cuBLAS baseline: %s: %s", scratch->status,
              scratch->error);

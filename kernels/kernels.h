@@ -696,6 +696,16 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                       size_t cubin_size, kl_run_report *rep, float *outs,
                       size_t n_outs, struct kl_result *out);
 
+/* One GPU run (a candidate's job, or cuBLAS when cubin is NULL) through
+ * opts->exec->run_gpu, or kl_gpu_run_forked without one, holding the lab
+ * process's GPU lock for its whole length: one GPU run at a time, however
+ * many evaluation threads there are. Parallel runs on the one device would
+ * time each other's contention (and share its memory); compiles, reference
+ * computations and scoring stay parallel. Returns what the executor does. */
+int kl_gpu_run(const kl_eval_options *opts, const kl_run_job *job,
+               const uint8_t *cubin, size_t cubin_size, kl_run_report *rep,
+               float *outs, size_t n_outs, struct kl_result *out);
+
 /* cuBLAS SGEMM (row-major C = A*B) at shape s with the same protocol, in a
  * worker (opts->exec->run_gpu) or a forked child. Returns the median in
  * microseconds, or -1 with why. cv (may be NULL) gets the samples' CV. */
