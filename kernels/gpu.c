@@ -601,6 +601,13 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
  * lock: two lab processes on one device still contend. */
 static pthread_mutex_t gpu_run_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void kl_gpu_lock(void) {
+  pthread_mutex_lock(&gpu_run_mu);
+}
+void kl_gpu_unlock(void) {
+  pthread_mutex_unlock(&gpu_run_mu);
+}
+
 int kl_gpu_run(const kl_eval_options *opts, const kl_run_job *job,
                const uint8_t *cubin, size_t cubin_size, kl_run_report *rep,
                float *outs, size_t n_outs, kl_result *out) {

@@ -705,6 +705,11 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
 int kl_gpu_run(const kl_eval_options *opts, const kl_run_job *job,
                const uint8_t *cubin, size_t cubin_size, kl_run_report *rep,
                float *outs, size_t n_outs, struct kl_result *out);
+/* The same lock, for other device work of the lab process that must not
+ * overlap a GPU run: the policy sampling on the device while candidates
+ * are evaluated (lab/run_cmd.c). Never held across a wait for a run. */
+void kl_gpu_lock(void);
+void kl_gpu_unlock(void);
 
 /* cuBLAS SGEMM (row-major C = A*B) at shape s with the same protocol, in a
  * worker (opts->exec->run_gpu) or a forked child. Returns the median in

@@ -418,11 +418,18 @@ int lab_run(int argc, char **argv) {
     double t0 = lab_now_s();
     long gen_tokens = 0;
     row_sink sink = {&ev, items, labels, tok, step, 0, G, 0, "", &prog};
+    /* The policy sampling on the device the candidates are timed on holds
+     * the GPU lock (kl_gpu_lock) for each group: finished rows still go to
+     * the queue and compile, but none is timed while the policy's kernels
+     * run. The update needs no lock: every run of the step is over by then. */
+    int hold_gpu = pol.ctx && !strcmp(backend, "gpu");
     for (int g = 0; g < P; g++) {
       sink.group = g;
+      if (hold_gpu) kl_gpu_lock();
       rc = lab_policy_generate(&pol, prompt, plen, G, c.max_tokens, PL_TOK_EOS,
                                &c.sampling, lab_derive_seed(c.seed, step, g, 1),
                                &gens[g], on_row_done, &sink, why, sizeof why);
+      if (hold_gpu) kl_gpu_unlock();
       if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
       for (int i = 0; i < G; i++)
         gen_tokens += gens[g].lengths[i];
