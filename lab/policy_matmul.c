@@ -74,8 +74,8 @@
 #define MATMUL_DEADLINE_S 120
 
 struct lab_matmul {
-  pcuda_ctx *ctx;     /* the device it is installed on; NULL: the CPU hook */
-  sbx_matmul *srv;    /* the CPU path: the kernel in its sandboxed worker */
+  pcuda_ctx *ctx;  /* the device it is installed on; NULL: the CPU hook */
+  sbx_matmul *srv; /* the CPU path: the kernel in its sandboxed worker */
   int64_t id;
   char label[129];
   float *a, *b, *c; /* host scratch of the CPU hook */
@@ -84,7 +84,8 @@ struct lab_matmul {
   int failed; /* the CPU hook gave up (a launch failed) */
   int in_use; /* the check passed: the policy's GEMMs are routed */
   char fail_why[512];
-  double worst; /* the check's largest error / tolerance */
+  double worst;  /* the check's largest error / tolerance */
+  int tile_rows; /* the device kernel's rows per block (grid y's divisor) */
   char desc[768];
 };
 
@@ -130,8 +131,8 @@ static int emu_gemm(void *ctx, int trans_a, int trans_b, int M, int N, int K,
   if (pack_b) pack(mm->b, B, K, N, ldb, trans_b);
   float *out = direct ? C : mm->c;
   char why[512];
-  if (sbx_matmul_run(mm->srv, pack_a ? mm->a : A, pack_b ? mm->b : B, out, M,
-                     N, K, why, sizeof why) != KL_OK) {
+  if (sbx_matmul_run(mm->srv, pack_a ? mm->a : A, pack_b ? mm->b : B, out, M, N,
+                     K, why, sizeof why) != KL_OK) {
     snprintf(mm->fail_why, sizeof mm->fail_why, "%s", why);
     mm->failed = 1;
     if (mm->in_use)
@@ -332,6 +333,7 @@ static int build(lab_matmul *mm, const char *src, size_t len, char *why,
   } else {
     const int g[5] = {cc.launch.block_x, cc.launch.block_y, cc.launch.tile_rows,
                       cc.launch.tile_cols, cc.launch.dyn_smem_bytes};
+    mm->tile_rows = cc.launch.tile_rows;
     if (pcuda_device_load_matmul(mm->ctx, cc.cubin, cc.cubin_size, g, w,
                                  sizeof w) != PL_OK) {
       snprintf(why, whylen, "%s", w);
@@ -397,6 +399,25 @@ int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
              (long long)mm->id, mm->label, w);
     goto fail;
   }
+  /* A device grid has at most 65535 blocks in y: the kernel must cover the
+   * policy's tallest GEMM (its token rows, or a weight's output width in
+   * the weight gradient) in that many tiles, which the check below, at 512
+   * rows at most, would not show. */
+  int tallest = rows;
+  const int outs[4] = {cfg->vocab, 3 * cfg->d_model, 2 * cfg->d_ff,
+                       cfg->d_model};
+  for (int i = 0; i < 4; i++)
+    if (outs[i] > tallest) tallest = outs[i];
+  if (mm->tile_rows > 0 &&
+      (tallest + mm->tile_rows - 1) / mm->tile_rows > 65535) {
+    snprintf(why, whylen,
+             "--policy-matmul %s: kernel %lld (%s) covers %d rows per block; "
+             "the policy's GEMMs reach %d rows, over the device's 65535 "
+             "blocks in y; refusing it",
+             path, (long long)mm->id, mm->label, mm->tile_rows, tallest);
+    ex = LAB_EXIT_USAGE;
+    goto fail;
+  }
   /* The check, before the policy sees it. */
   const int sizes[3] = {1, 67, rows < 1 ? 1 : rows > 512 ? 512 : rows};
   int checked = 0;
@@ -411,7 +432,9 @@ int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
                  "--policy-matmul %s: kernel %lld (%s) %s; refusing it", path,
                  (long long)mm->id, mm->label, w);
         /* the kernel's fault (exit 2) unless the machine ran out */
-        ex = strstr(w, "out of memory") ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+        ex = strstr(w, "out of memory") || strstr(w, "OUT_OF_MEMORY")
+                 ? LAB_EXIT_ENV
+                 : LAB_EXIT_USAGE;
         goto fail;
       }
   }

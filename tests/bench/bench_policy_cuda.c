@@ -334,12 +334,12 @@ static void torch_cuda(const char *python, const char *src_dir,
   snprintf(prefix, sizeof prefix, "torch (%s) ", device);
   for (int k = 0; k < 2; k++) {
     char cmd[1500], last[512];
-    snprintf(cmd, sizeof cmd,
-             "%s %s/tests/bench/bench_policy_torch.py %d %d %d %d %d %d %d %d "
-             "4 --device %s%s 2>&1",
-             python, src_dir, c->vocab, c->d_model, c->n_layers, c->n_heads,
-             c->d_ff, B, k ? NEW_TOKENS : T, k ? 1 : steps, device,
-             k ? " --sample" : "");
+    snprintf(
+        cmd, sizeof cmd,
+        "%s '%s/tests/bench/bench_policy_torch.py' %d %d %d %d %d %d %d %d "
+        "4 --device %s%s 2>&1",
+        python, src_dir, c->vocab, c->d_model, c->n_layers, c->n_heads, c->d_ff,
+        B, k ? NEW_TOKENS : T, k ? 1 : steps, device, k ? " --sample" : "");
     double tps =
         bench_run_rate(cmd,
                        k ? "torch sampling: %lf tok/s"
@@ -364,6 +364,8 @@ static void ratio(const char *what, const char *a, double x, const char *b,
 }
 
 int main(int argc, char **argv) {
+  /* line by line: a run cut short by a timeout keeps what it printed */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   pl_config cfg = {2048, 256, 4, 4, 0, 0};
   int B = 8, T = 256, steps = 5, threads = 0, torch = 1, emu = 0;
   const char *src_dir = KL_DEFAULT_SOURCE_DIR, *matmul = NULL;
@@ -451,19 +453,6 @@ int main(int argc, char **argv) {
   printf("pcuda bf16 GEMMs (fp32 master): training %.0f tok/s (first loss "
          "%.4f), sampling %.0f tok/s\n",
          b16.train_tps, (double)b16.first_loss, b16.sample_tps);
-  char kwhy[512] = "";
-  kl_emu_module *emu_mod = NULL;
-  if (load_kernel(ctx, kernel_path, emu, &emu_mod, kwhy, sizeof kwhy) == 0) {
-    sample(&m, ctx, F32, prompt, B, &kern);
-    train(&m, ctx, F32, x, y, B, T, steps, &kern);
-    printf("pcuda, GEMMs through %s: training %.0f tok/s (first loss %.4f), "
-           "sampling %.0f tok/s\n",
-           kernel_name, kern.train_tps, (double)kern.first_loss,
-           kern.sample_tps);
-    pcuda_set_matmul(ctx, NULL, NULL);
-  } else {
-    printf("kernel %s: not measured: %s\n", kernel_name, kwhy);
-  }
   decode_breakdown(&m, ctx, prompt, B);
   /* the arena against a buffer per backend allocation, same run */
   double churn = generate_churn(&m, ctx, prompt, B), churn_off = 0;
@@ -488,6 +477,22 @@ int main(int argc, char **argv) {
          "(the arena, pcuda_arena.c)\n",
          mem.peak / 1048576.0, mem.reserved / 1048576.0, mem.chunks, mem.allocs,
          mem.backend_allocs);
+  /* The candidate kernel last on the device: a kernel that fails leaves
+   * its error on the context (and a fault kills the primary context), which
+   * would spoil every device measurement after it. */
+  char kwhy[512] = "";
+  kl_emu_module *emu_mod = NULL;
+  if (load_kernel(ctx, kernel_path, emu, &emu_mod, kwhy, sizeof kwhy) == 0) {
+    sample(&m, ctx, F32, prompt, B, &kern);
+    train(&m, ctx, F32, x, y, B, T, steps, &kern);
+    printf("pcuda, GEMMs through %s: training %.0f tok/s (first loss %.4f), "
+           "sampling %.0f tok/s\n",
+           kernel_name, kern.train_tps, (double)kern.first_loss,
+           kern.sample_tps);
+    pcuda_set_matmul(ctx, NULL, NULL);
+  } else {
+    printf("kernel %s: not measured: %s\n", kernel_name, kwhy);
+  }
   sample(&m, NULL, F32, prompt, B, &cpu);
   train(&m, NULL, F32, x, y, B, T, steps, &cpu);
   printf("cpu (OpenBLAS, %d threads): training %.0f tok/s (first loss %.4f), "

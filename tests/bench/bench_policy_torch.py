@@ -118,10 +118,18 @@ def use_device(argv):
         sys.exit(f"bench_policy_torch: torch {torch.__version__} is older "
                  "than 2.0 (no torch.set_default_device)")
     torch.set_default_device("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = False
+    # true fp32 GEMMs, as cuBLAS gets in pcuda (no TF32): the newer switch
+    # where torch has it, else the older one
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "ieee"
+    else:
+        matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    precision = getattr(matmul, "fp32_precision",
+                        "tf32" if matmul.allow_tf32 else "ieee")
     print(f"torch device: cuda ({torch.cuda.get_device_name(0)}), torch "
-          f"{torch.__version__}", flush=True)
+          f"{torch.__version__}, fp32 matmul precision {precision}", flush=True)
     return want
 
 

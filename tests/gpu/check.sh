@@ -334,7 +334,7 @@ if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
   sum ""
   sum "### bench_policy_cuda (exit $brc)"
   sum ""
-  grep -E '^(model|pcuda|cpu|torch|kernel|first)' "$L/bench_policy_cuda.log" | sed 's/^/    /' >>"$summary"
+  grep -E '^(model|pcuda|cpu|torch|kernel|first|bench_policy_cuda)' "$L/bench_policy_cuda.log" | sed 's/^/    /' >>"$summary"
   sum ""
   grep ' vs ' "$L/bench_policy_cuda.log" | sed 's/^/- /' >>"$summary"
 else
