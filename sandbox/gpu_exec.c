@@ -5,6 +5,8 @@
  *
  * One worker per job, started on demand: CUDA state cannot be reused after
  * a candidate faulted, and a context is cheap next to a 4096^3 timing run.
+ * The outputs come back through a memfd of the job's size (the reply pipe
+ * carries the report only), checked against the reply's checksum.
  * (Pre-starting the next worker while a result is checked, as the cpu-emu
  * slot does, is a later optimisation.) The deadline is the job's plus 60 s
  * for cuInit, the context, CUPTI and cuBLAS.
@@ -12,11 +14,15 @@
 #define _GNU_SOURCE
 #include "sandbox/sandbox_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define GPU_START_MS 60000.0
 
@@ -47,13 +53,25 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
   }
+  /* The outputs' memfd gets the job's size, sealed (as the cpu-emu
+   * slot's, sandbox/supervisor.c): the worker maps it and writes there. */
+  size_t out_bytes = sizeof(float) * (n_outs ? n_outs : 1);
+  if (ftruncate(w.outs, (off_t)out_bytes) != 0 ||
+      fcntl(w.outs, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
+          0) {
+    snprintf(out->status, sizeof out->status, "sandbox_error");
+    snprintf(out->error, sizeof out->error,
+             "cannot size the outputs' memfd to %zu bytes: %s", out_bytes,
+             strerror(errno));
+    sbx_kill(&w);
+    return 0;
+  }
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, cubin,
                cubin ? cubin_size : 0) != 0) {
     sbx_status_from_wait(sbx_kill(&w), "the GPU run worker", out);
     return 0;
   }
-  size_t want =
-      sizeof(sbx_run_reply) + sizeof(kl_run_report) + n_outs * sizeof(float);
+  size_t want = sizeof(sbx_run_reply) + sizeof(kl_run_report);
   rc = sbx_recv(w.from, &type, &msg, &len, want,
                 t0 + GPU_START_MS + job->deadline_s * 1e3);
   if (rc == SBX_TIMEOUT) {
@@ -94,8 +112,31 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   rep->gpu.timer_note[sizeof rep->gpu.timer_note - 1] = 0;
   if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
     rep->samples = 0;
-  memcpy(outs, msg + sizeof reply + sizeof *rep, n_outs * sizeof(float));
   free(msg);
+  /* Copied out, then held to the checksum the worker sent with its reply
+   * (the outputs are device results: nothing of the candidate's runs on
+   * this host, but a worker that died half-way must not pass). */
+  void *map =
+      mmap(NULL, out_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, w.outs, 0);
+  if (map == MAP_FAILED) {
+    snprintf(out->status, sizeof out->status, "sandbox_error");
+    snprintf(out->error, sizeof out->error,
+             "cannot map the outputs' memfd (%zu bytes): %s", out_bytes,
+             strerror(errno));
+    sbx_kill(&w);
+    return 0;
+  }
+  memcpy(outs, map, n_outs * sizeof(float));
+  munmap(map, out_bytes);
+  if (reply.n_outs != n_outs ||
+      sbx_crc32c(0, outs, n_outs * sizeof(float)) != reply.outs_crc) {
+    sbx_kill(&w);
+    snprintf(out->status, sizeof out->status, "run_error");
+    snprintf(out->error, sizeof out->error,
+             "the GPU run worker's outputs do not match its reply (%s)",
+             reply.n_outs != n_outs ? "wrong count" : "checksum");
+    return 0;
+  }
   out->confinement = reply.confinement;
   sbx_reap(&w, 1000);
   return 1;

@@ -88,7 +88,8 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
    * copy was most of the sandbox's cost per candidate. Sealable, so the
    * supervisor can fix its size before the candidate runs. */
   int outs_fd = -1;
-  if (!strcmp(mode, "run-cpu-emu") || !strcmp(mode, "matmul-cpu-emu")) {
+  if (!strcmp(mode, "run-cpu-emu") || !strcmp(mode, "matmul-cpu-emu") ||
+      !strcmp(mode, "run-gpu")) {
     outs_fd = memfd_create("kernlab-outputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (outs_fd < 0) {
       snprintf(why, whylen, "memfd_create: %s", strerror(errno));

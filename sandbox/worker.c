@@ -416,8 +416,13 @@ static int run_gpu_worker(void) {
     return 1;
   size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   size_t n_outs = kl_run_output_layout(&job, offs);
-  float *outs = calloc(n_outs ? n_outs : 1, sizeof(float));
-  if (!outs) return 1;
+  /* The outputs go into the memfd the supervisor sized for this job, as
+   * run-cpu-emu's do: at 4096^2 they are hundreds of MB, which the reply
+   * pipe would carry at about 1 GB/s. */
+  float *outs =
+      mmap(NULL, sizeof(float) * (n_outs ? n_outs : 1), PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_POPULATE, SBX_FD_OUTS, 0);
+  if (outs == MAP_FAILED) return 1;
   reply.n_outs = n_outs;
   if (!rep->failed && init_rc != KL_OK) {
     snprintf(rep->why, sizeof rep->why, "gpu: %.480s", init_why);
@@ -427,12 +432,9 @@ static int run_gpu_worker(void) {
   }
   free(msg);
   if (record) record_print();
-  size_t body = sizeof *rep + n_outs * sizeof(float);
-  uint8_t *buf = malloc(body);
-  if (!buf) return 1;
-  memcpy(buf, rep, sizeof *rep);
-  memcpy(buf + sizeof *rep, outs, n_outs * sizeof(float));
-  int rc = sbx_send(SBX_FD_OUT, SBX_MSG_RAN, &reply, sizeof reply, buf, body);
+  reply.outs_crc = sbx_crc32c(0, outs, n_outs * sizeof(float));
+  int rc =
+      sbx_send(SBX_FD_OUT, SBX_MSG_RAN, &reply, sizeof reply, rep, sizeof *rep);
   /* The context may be poisoned by a fault: exit without tearing it down. */
   syscall(SYS_exit_group, rc == 0 ? 0 : 1);
   return 1;
@@ -470,8 +472,8 @@ int sbx_worker_main(int argc, char **argv) {
     close_other_fds(3);
     return host_compile_worker(argc - 3, argv + 3);
   }
-  int has_memfd =
-      !strcmp(mode, "run-cpu-emu") || !strcmp(mode, "matmul-cpu-emu");
+  int has_memfd = !strcmp(mode, "run-cpu-emu") ||
+                  !strcmp(mode, "matmul-cpu-emu") || !strcmp(mode, "run-gpu");
   close_other_fds(has_memfd ? SBX_FD_OUTS + 1 : SBX_FD_OUT + 1);
   signal(SIGPIPE, SIG_IGN);
   if (!strcmp(mode, "compile")) return compile_worker();

@@ -33,24 +33,38 @@ def expected(path):
     return [s.strip() for s in m.group(1).split("|")] if m else None
 
 
-def workers():
-    out = subprocess.run(["pgrep", "-f", "kernlab __worker"], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+def workers(lab_pid):
+    """Live workers started by the lab process lab_pid: their command line
+    is `<exe> __worker MODE LAB_PID` (sandbox/supervisor.c). Other labs on
+    the machine (a parallel test run) have other pids."""
+    out = subprocess.run(["pgrep", "-a", "-f", "__worker"], capture_output=True, text=True)
+    found = []
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if "__worker" in words:
+            i = words.index("__worker")
+            if len(words) > i + 2 and words[i + 2] == str(lab_pid):
+                found.append(int(words[0]))
+    return found
+
+
+last_pid = [0]
 
 
 def run(files, *extra):
     env = dict(os.environ, KERNLAB_REPORT_FDS="1")
-    p = subprocess.run([KERNLAB, "eval", *files, "--json", "--shape", "64x64x64",
-                        "--timeout", "10", "--compile-timeout", "8", *extra],
-                       capture_output=True, text=True, env=env, timeout=900)
-    rows = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
-    fds = re.search(r"open descriptors at exit: (\d+)", p.stderr)
-    return p.returncode, rows, p.stderr, int(fds.group(1)) if fds else -1
+    p = subprocess.Popen([KERNLAB, "eval", *files, "--json", "--shape", "64x64x64",
+                          "--timeout", "10", "--compile-timeout", "8", *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    last_pid[0] = p.pid
+    out, err = p.communicate(timeout=900)
+    rows = [json.loads(l) for l in out.splitlines() if l.strip()]
+    fds = re.search(r"open descriptors at exit: (\d+)", err)
+    return p.returncode, rows, err, int(fds.group(1)) if fds else -1
 
 
 for leftover in [f for f in os.listdir("/tmp") if f.startswith("kernlab_hostile_")]:
     os.unlink(os.path.join("/tmp", leftover))
-before = set(workers())
 
 # A baseline for descriptors: the honest kernel alone.
 rc, rows, err, fds_honest = run([HONEST])
@@ -76,7 +90,7 @@ if len(rows) == len(files) + 1:
 check(fds == fds_honest and fds >= 0,
       "no descriptor leaked: %d at exit after the suite, %d after one honest kernel" % (fds, fds_honest))
 time.sleep(0.3)
-left = set(workers()) - before
+left = workers(last_pid[0])
 check(not left, "no worker outlives the lab: %s" % sorted(left))
 check(not [f for f in os.listdir("/tmp") if f.startswith("kernlab_hostile_")],
       "nothing was written outside")
