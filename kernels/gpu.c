@@ -41,12 +41,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -597,27 +599,50 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                         "the GPU run worker", rep, outs, n_outs, out);
 }
 
-/* The GPU lock (kernels.h, kl_gpu_run). A process-wide mutex, not a file
- * lock: two lab processes on one device still contend. */
+/* The GPU lock (kernels.h, kl_gpu_run): a mutex between this process's
+ * threads, then flock on a file every kernlab process of this user shares
+ * (KERNLAB_GPU_LOCK, else /tmp/kernlab-gpu-<uid>.lock), so a second lab on
+ * the same machine (a campaign and an ad-hoc `eval --backend gpu`) waits
+ * too. Where the file cannot be opened, the mutex alone, said once. The
+ * descriptor is close-on-exec: workers never hold it. */
 static pthread_mutex_t gpu_run_mu = PTHREAD_MUTEX_INITIALIZER;
+static int gpu_lock_fd = -2; /* -2: not opened yet; -1: unavailable */
 
 void kl_gpu_lock(void) {
   pthread_mutex_lock(&gpu_run_mu);
+  if (gpu_lock_fd == -2) {
+    char path[512];
+    const char *env = getenv("KERNLAB_GPU_LOCK");
+    if (env && env[0])
+      snprintf(path, sizeof path, "%s", env);
+    else
+      snprintf(path, sizeof path, "/tmp/kernlab-gpu-%ld.lock", (long)getuid());
+    gpu_lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (gpu_lock_fd < 0)
+      fprintf(stderr,
+              "kernlab: warning: GPU lock file %s: %s; GPU runs of other "
+              "kernlab processes are not kept apart from this one's\n",
+              path, strerror(errno));
+  }
+  if (gpu_lock_fd >= 0)
+    while (flock(gpu_lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
 }
 void kl_gpu_unlock(void) {
+  if (gpu_lock_fd >= 0) flock(gpu_lock_fd, LOCK_UN);
   pthread_mutex_unlock(&gpu_run_mu);
 }
 
 int kl_gpu_run(const kl_eval_options *opts, const kl_run_job *job,
                const uint8_t *cubin, size_t cubin_size, kl_run_report *rep,
                float *outs, size_t n_outs, kl_result *out) {
-  pthread_mutex_lock(&gpu_run_mu);
+  kl_gpu_lock();
   int ok = opts->exec && opts->exec->run_gpu
                ? opts->exec->run_gpu(opts->exec->ctx, job, cubin, cubin_size,
                                      rep, outs, n_outs, out)
                : kl_gpu_run_forked(NULL, job, cubin, cubin_size, rep, outs,
                                    n_outs, out);
-  pthread_mutex_unlock(&gpu_run_mu);
+  kl_gpu_unlock();
   return ok;
 }
 

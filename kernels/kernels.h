@@ -699,7 +699,8 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
 /* One GPU run (a candidate's job, or cuBLAS when cubin is NULL) through
  * opts->exec->run_gpu, or kl_gpu_run_forked without one, holding the lab
  * process's GPU lock for its whole length: one GPU run at a time, however
- * many evaluation threads there are. Parallel runs on the one device would
+ * many evaluation threads there are, and across this user's kernlab
+ * processes (a file lock; kernels/gpu.c). Parallel runs on the one device would
  * time each other's contention (and share its memory); compiles, reference
  * computations and scoring stay parallel. Returns what the executor does. */
 int kl_gpu_run(const kl_eval_options *opts, const kl_run_job *job,
