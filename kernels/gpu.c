@@ -50,6 +50,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -617,16 +618,35 @@ void kl_gpu_lock(void) {
       snprintf(path, sizeof path, "%s", env);
     else
       snprintf(path, sizeof path, "/tmp/kernlab-gpu-%ld.lock", (long)getuid());
-    gpu_lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* /tmp is shared: no symlink followed, and the file must be ours (one
+     * another user made and holds would stall this user's runs). */
+    const char *bad = NULL;
+    struct stat st;
+    gpu_lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (gpu_lock_fd < 0)
+      bad = strerror(errno);
+    else if (fstat(gpu_lock_fd, &st) != 0 || st.st_uid != getuid())
+      bad = "owned by another user";
+    if (bad) {
+      if (gpu_lock_fd >= 0) close(gpu_lock_fd);
+      gpu_lock_fd = -1;
       fprintf(stderr,
               "kernlab: warning: GPU lock file %s: %s; GPU runs of other "
-              "kernlab processes are not kept apart from this one's\n",
-              path, strerror(errno));
-  }
-  if (gpu_lock_fd >= 0)
-    while (flock(gpu_lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+              "kernlab processes are not kept apart from this one's "
+              "(KERNLAB_GPU_LOCK names another file)\n",
+              path, bad);
     }
+  }
+  if (gpu_lock_fd >= 0) {
+    int rc;
+    while ((rc = flock(gpu_lock_fd, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0)
+      fprintf(stderr,
+              "kernlab: warning: GPU lock file: flock: %s; this run is not "
+              "kept apart from other kernlab processes\n",
+              strerror(errno));
+  }
 }
 void kl_gpu_unlock(void) {
   if (gpu_lock_fd >= 0) flock(gpu_lock_fd, LOCK_UN);

@@ -396,13 +396,12 @@ static int load_candidate(const uint8_t *cubin, size_t cubin_size, target *t,
 
 /* ---- timing ---- */
 
-/* Runs inside the run-gpu filter: kl_stats_sort, never qsort (which
- * makes a sysinfo call for 128 doubles or more, and the filter traps it:
- * every kernel under 2.5 ms takes 200 samples). */
+/* Runs inside the run-gpu filter: kl_stats_median (kl_stats_sort), never
+ * qsort, which makes a sysinfo call for 128 doubles or more, and the
+ * filter traps it: every kernel under 2.5 ms takes 200 samples. The
+ * function test_sandbox runs under the run-gpu profile is this one. */
 static double median_of(double *v, int n) {
-  if (n < 1) return -1;
-  kl_stats_sort(v, (size_t)n);
-  return kl_stats_quantile(v, (size_t)n, 0.5);
+  return kl_stats_median(v, n > 0 ? (size_t)n : 0);
 }
 
 #define MAX_CUPTI_MISSES 5
@@ -475,6 +474,7 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     if (i < 0) continue;
     double ev_us = ms * 1e3, sample = ev_us;
     if (use_cupti && nk > 0) {
+      misses = 0; /* only misses in a row switch to events */
       sample = ns / 1e3;
       gs->kernels_per_launch = nk;
       if (fabs(sample - ev_us) > 0.05 * sample + 2.0) gs->disagreements++;
@@ -482,14 +482,16 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
       /* No record in the window (dropped, or still incomplete at the
        * flush). The sample is skipped, not replaced by the event time,
        * which includes the launch's front-end gap: one distribution of
-       * mixed timers would skew the median. Past MAX_CUPTI_MISSES the run
-       * starts over on events alone, and says so. */
+       * mixed timers would skew the median. After MAX_CUPTI_MISSES misses
+       * in a row the run starts over on events alone, and says so. */
       if (++misses < MAX_CUPTI_MISSES) continue;
       use_cupti = 0;
       kl_stats_init(smp, &rule);
       rep->samples = 0;
       n_cross = 0;
       gs->disagreements = 0;
+      gs->kernels_per_launch = 0;
+      wall_start = now_us();
       snprintf(gs->timer, sizeof gs->timer, "events");
       snprintf(gs->timer_note, sizeof gs->timer_note,
                "CUPTI delivered no kernel record for %d samples", misses);

@@ -648,6 +648,9 @@ double kl_stats_quantile(const double *sorted, size_t n, double p);
  * i.e. the sysinfo syscall, which the run-gpu filter traps). NaNs sort
  * last. */
 void kl_stats_sort(double *v, size_t n);
+/* The median of n values (sorted in place by kl_stats_sort; -1 when n is
+ * 0): what the run-gpu worker reports after its filter is installed. */
+double kl_stats_median(double *v, size_t n);
 
 /* ---- the GPU backend (kernels/gpu.c, kernels/gpu_run.c) -------------------
  *

@@ -248,6 +248,12 @@ void kl_stats_sort(double *v, size_t n) {
   }
 }
 
+double kl_stats_median(double *v, size_t n) {
+  if (n < 1) return -1;
+  kl_stats_sort(v, n);
+  return kl_stats_quantile(v, n, 0.5);
+}
+
 double kl_stats_quantile(const double *sorted, size_t n, double p) {
   if (n == 0) return -1;
   if (!(p > 0)) return sorted[0];

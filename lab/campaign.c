@@ -77,9 +77,13 @@ static void field_name(char *out, size_t n, const char *prefix,
     snprintf(out, n, "%.90s", key);
 }
 
-/* Pushes t[key] (t at absolute index tidx). */
+/* Pushes t[key] (t at absolute index tidx) and returns its type, raw: the
+ * file's tables are read outside any protected call (and without the
+ * instruction budget), where an __index metamethod that errs would abort
+ * the lab and one that loops would hang it. */
 static int push_field(parser *p, int tidx, const char *key) {
-  return lua_getfield(p->L, tidx, key);
+  lua_pushstring(p->L, key);
+  return lua_rawget(p->L, tidx);
 }
 
 static void get_num(parser *p, int tidx, const char *prefix, const char *key,

@@ -164,13 +164,26 @@ static void print_split(const lab_seed_split *split, const config_rank *ranks,
       j++;
     if (j < ranked) continue;
     const char *status = "?";
+    int good = 0, all = 0;
     for (int i = 0; i < n; i++)
-      if (!strcmp(v[i].config, split->names[k]) && !v[i].r.correct)
-        status = v[i].r.status;
-    fprintf(stderr,
-            "kernlab corpus: held-out configuration %s is not correct here "
-            "(%s): none of its variants was written\n",
-            split->names[k], status);
+      if (!strcmp(v[i].config, split->names[k])) {
+        all++;
+        if (v[i].r.correct)
+          good++;
+        else
+          status = v[i].r.status;
+      }
+    if (good)
+      fprintf(stderr,
+              "kernlab corpus: held-out configuration %s: %d of its %d "
+              "variants are not correct here (%s); the %d correct ones are "
+              "held out, unranked\n",
+              split->names[k], all - good, all, status, good);
+    else
+      fprintf(stderr,
+              "kernlab corpus: held-out configuration %s is not correct here "
+              "(%s): none of its variants was written\n",
+              split->names[k], status);
   }
 }
 

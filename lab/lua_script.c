@@ -80,11 +80,20 @@ static int lua_seed(lua_State *L) {
   return 1;
 }
 
+/* t[key] of the table at idx, pushed, without metamethods: a script's
+ * tables are read outside any protected call, where an __index that errs
+ * (or runs out of the instruction budget) would abort the lab. */
+static void raw_field(lua_State *L, int idx, const char *key) {
+  idx = lua_absindex(L, idx);
+  lua_pushstring(L, key);
+  lua_rawget(L, idx);
+}
+
 /* t[key] of the table at idx as a string, or NULL (not a string). The
  * pointer lives as long as the table does. */
 static const char *field_string(lua_State *L, int idx, const char *key,
                                 size_t *len) {
-  lua_getfield(L, idx, key);
+  raw_field(L, idx, key);
   const char *s =
       lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, len) : NULL;
   lua_pop(L, 1);
@@ -94,14 +103,14 @@ static const char *field_string(lua_State *L, int idx, const char *key,
 /* Copies the list at the top of the stack into a fresh array. */
 static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
                          int *n, char *why, size_t whylen) {
-  int count = (int)luaL_len(L, -1);
+  int count = (int)lua_rawlen(L, -1);
   lab_seed_variant *v = calloc((size_t)(count > 0 ? count : 1), sizeof *v);
   if (!v) {
     snprintf(why, whylen, "%s: out of memory for %d variants", path, count);
     return -1;
   }
   for (int i = 0; i < count; i++) {
-    lua_geti(L, -1, i + 1);
+    lua_rawgeti(L, -1, i + 1);
     const char *name = NULL, *config = NULL, *src = NULL;
     size_t nlen = 0, clen = 0, len = 0;
     if (lua_istable(L, -1)) {
@@ -143,7 +152,8 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
 static int read_holdout(lua_State *L, const char *path, lab_seed_split *split,
                         char *why, size_t whylen) {
   if (lua_isnil(L, -1)) return 0;
-  int count = lua_istable(L, -1) ? (int)luaL_len(L, -1) : -1;
+  /* raw reads: no metamethod runs outside a protected call */
+  int count = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
   if (count < 1 || count > LAB_HOLDOUT_MAX) {
     snprintf(why, whylen,
              "%s: holdout: expected a list of 1 to %d configuration names",
@@ -151,7 +161,7 @@ static int read_holdout(lua_State *L, const char *path, lab_seed_split *split,
     return -1;
   }
   for (int i = 0; i < count; i++) {
-    lua_geti(L, -1, i + 1);
+    lua_rawgeti(L, -1, i + 1);
     size_t len = 0;
     const char *name =
         lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
@@ -193,14 +203,14 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
     snprintf(why, whylen, "%s: expected the script to return a table", path);
     goto done;
   }
-  lua_getfield(L, -1, "holdout_fraction");
+  raw_field(L, -1, "holdout_fraction");
   sp.fraction = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
   lua_pop(L, 1);
   if (!(sp.fraction >= 0 && sp.fraction < 1)) {
     snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
     goto done;
   }
-  lua_getfield(L, -1, "holdout");
+  raw_field(L, -1, "holdout");
   int bad = read_holdout(L, path, &sp, why, whylen);
   lua_pop(L, 1);
   if (bad) goto done;
@@ -211,7 +221,7 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
              path);
     goto done;
   }
-  lua_getfield(L, -1, "generate");
+  raw_field(L, -1, "generate");
   if (!lua_isfunction(L, -1)) {
     snprintf(why, whylen, "%s: expected a function `generate(kl)`", path);
     goto done;

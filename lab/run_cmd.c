@@ -365,6 +365,8 @@ int lab_run(int argc, char **argv) {
                            why, sizeof why);
   if (rc) FAIL(rc, "%s", why);
   const char *backend = ev.backend, *task = ev.task;
+  /* the policy shares the candidates' device: its work takes the GPU lock */
+  const int hold_gpu = pol.ctx && !strcmp(backend, "gpu");
   double baseline = ev.baseline_us;
   kl_eval_options opts = ev.opts;
 
@@ -418,11 +420,10 @@ int lab_run(int argc, char **argv) {
     double t0 = lab_now_s();
     long gen_tokens = 0;
     row_sink sink = {&ev, items, labels, tok, step, 0, G, 0, "", &prog};
-    /* The policy sampling on the device the candidates are timed on holds
-     * the GPU lock (kl_gpu_lock) for each group: finished rows still go to
-     * the queue and compile, but none is timed while the policy's kernels
-     * run. The update needs no lock: every run of the step is over by then. */
-    int hold_gpu = pol.ctx && !strcmp(backend, "gpu");
+    /* The policy on the device the candidates are timed on holds the GPU
+     * lock (kl_gpu_lock) while it samples each group and while it updates:
+     * finished rows still go to the queue and compile, but none is timed,
+     * here or in another kernlab process, while the policy's kernels run. */
     for (int g = 0; g < P; g++) {
       sink.group = g;
       if (hold_gpu) kl_gpu_lock();
@@ -480,9 +481,14 @@ int lab_run(int argc, char **argv) {
     /* Update. */
     update_out u;
     memset(&u, 0, sizeof u);
-    if (!rc)
+    if (!rc) {
+      /* on the device: under the GPU lock too, for other kernlab
+       * processes' runs (this one's are over) */
+      if (hold_gpu) kl_gpu_lock();
       rc = lab_grpo_update(&c, &pol, prompt, plen, gens, P, adv, &u, why,
                            sizeof why);
+      if (hold_gpu) kl_gpu_unlock();
+    }
     if (rc) {
       for (int k = 0; k < n_cand; k++)
         rw_components_free(&comps[k]);

@@ -32,17 +32,18 @@
 #include <unistd.h>
 
 enum rule_kind {
-  R_ALLOW,       /* allowed as is */
-  R_THREAD_ONLY, /* clone: only with CLONE_THREAD */
-  R_ENOSYS,      /* fails with ENOSYS (glibc falls back) */
-  R_EACCES,      /* fails with EACCES: refused, but not fatal */
-  R_SELF_SIGNAL, /* tgkill/tkill: only to this thread group */
-  R_NOT_SIGSYS,  /* rt_sigaction: any signal but SIGSYS */
-  R_READ_ONLY,   /* open/openat: only without write, create or truncate */
-  R_TRAP,        /* in a default-allow profile: this one traps */
-  R_QUERY_ONLY,  /* prlimit64: on this process only (pid 0) */
-  R_ISATTY_ONLY, /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
-  R_TRAP_EXEC,   /* in a default-allow profile: traps with PROT_EXEC */
+  R_ALLOW,        /* allowed as is */
+  R_THREAD_ONLY,  /* clone: only with CLONE_THREAD */
+  R_ENOSYS,       /* fails with ENOSYS (glibc falls back) */
+  R_WRITE_EACCES, /* open/openat: for writing, fails with EACCES (not
+                    fatal); read-only opens still trap */
+  R_SELF_SIGNAL,  /* tgkill/tkill: only to this thread group */
+  R_NOT_SIGSYS,   /* rt_sigaction: any signal but SIGSYS */
+  R_READ_ONLY,    /* open/openat: only without write, create or truncate */
+  R_TRAP,         /* in a default-allow profile: this one traps */
+  R_QUERY_ONLY,   /* prlimit64: on this process only (pid 0) */
+  R_ISATTY_ONLY,  /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
+  R_TRAP_EXEC,    /* in a default-allow profile: traps with PROT_EXEC */
 };
 
 typedef struct rule {
@@ -211,13 +212,16 @@ static const rule run_gpu_rules[] = {
     {"memfd_create", R_ALLOW, "pinned/shared allocations"},
     {"ftruncate", R_ALLOW, "same"},
     {"fcntl", R_ALLOW, "seals on those memfds"},
-    /* Refused, not trapped: drivers 570+ name each thread they start by
-     * writing /proc/<tgid>/task/<tid>/comm, and a thread started after
-     * the filter (CUPTI's, a lazily loaded library's) would otherwise kill
-     * a worker whose candidate did nothing wrong. The candidate is device
-     * code and makes no syscall; nothing may be opened either way. */
-    {"openat", R_EACCES, "the driver naming late threads (/proc/.../comm)"},
-    {"open", R_EACCES, "same, the older call"},
+    /* Opening for writing is refused, not trapped: drivers 570+ name each
+     * thread they start by writing /proc/<tgid>/task/<tid>/comm, and a
+     * thread started after the filter (CUPTI's, a lazily loaded library's)
+     * would otherwise kill a worker whose candidate did nothing wrong. A
+     * read-only open still traps and names itself (a lazy dlopen should
+     * say so, not surface as a CUDA error). The candidate is device code
+     * and makes no syscall. */
+    {"openat", R_WRITE_EACCES,
+     "the driver naming late threads (/proc/.../comm)"},
+    {"open", R_WRITE_EACCES, "same, the older call"},
 };
 static const limit run_gpu_limits[] = {
     {RLIMIT_CPU, "RLIMIT_CPU", 600,
@@ -304,9 +308,16 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     case R_ENOSYS:
       rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
       break;
-    case R_EACCES:
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), nr, 0);
+    case R_WRITE_EACCES: {
+      /* the access mode (O_ACCMODE of the flags) is O_WRONLY or O_RDWR */
+      unsigned arg = strcmp(r->syscall, "open") ? 2 : 1;
+      struct scmp_arg_cmp wr = {arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY};
+      struct scmp_arg_cmp rw = {arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDWR};
+      rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EACCES), nr, 1, &wr);
+      if (rc == 0)
+        rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EACCES), nr, 1, &rw);
       break;
+    }
     case R_SELF_SIGNAL:
       /* tgkill's first argument is the thread group, tkill's a thread:
        * for the main thread both equal our pid. */
@@ -472,10 +483,11 @@ int sbx_explain(FILE *out, int pfc) {
               p->tsync ? "; synchronised to every thread (TSYNC)" : "");
     for (size_t r = 0; r < p->n_rules; r++) {
       const rule *ru = &p->rules[r];
-      const char *cond = ru->kind == R_THREAD_ONLY   ? " [CLONE_THREAD only]"
-                         : ru->kind == R_NOT_SIGSYS  ? " [not for SIGSYS]"
-                         : ru->kind == R_ENOSYS      ? " [fails: ENOSYS]"
-                         : ru->kind == R_EACCES      ? " [fails: EACCES]"
+      const char *cond = ru->kind == R_THREAD_ONLY  ? " [CLONE_THREAD only]"
+                         : ru->kind == R_NOT_SIGSYS ? " [not for SIGSYS]"
+                         : ru->kind == R_ENOSYS     ? " [fails: ENOSYS]"
+                         : ru->kind == R_WRITE_EACCES
+                             ? " [fails: EACCES if writing]"
                          : ru->kind == R_SELF_SIGNAL ? " [own process only]"
                          : ru->kind == R_READ_ONLY   ? " [read-only]"
                          : ru->kind == R_TRAP        ? " [traps]"

@@ -64,7 +64,7 @@ elapsed() { echo $(($(date +%s) - t_start)); }
 # machine's start-up, a rerun must still fit in the session's 15 device
 # minutes): each command's timeout is cut to what is left, at least 1 s,
 # so a hung step costs its share and the summary of the steps before it
-# still comes back. `timeout $(t N)` expands to `timeout -k 5 N'`: a
+# still comes back. `timeout $(t N)` expands to `timeout -k 5 N`: a
 # process stuck in the driver that ignores SIGTERM is killed 5 s later.
 BUDGET=${CHECK_BUDGET:-420}
 t() {

@@ -94,6 +94,17 @@ with tempfile.TemporaryDirectory() as d:
         check(p.returncode == 2 and says in p.stderr and "gen.lua" in p.stderr,
               "%s: exit 2 saying %r: %s" % (bad, says, p.stderr[-300:]))
 
+    # a table whose __index never returns: read raw, never called (an
+    # __index run outside a protected call would abort the lab)
+    meta = SCRIPT.strip()
+    assert meta.startswith("return {") and meta.endswith("}")
+    meta = ("return setmetatable({" + meta[len("return {"):-1] +
+            "}, {__index = function() while true do end end, "
+            "__len = function() while true do end end})\n")
+    p = corpus(meta, d)
+    check(p.returncode == 0, "a script's metamethods are never run: exit %d: %s"
+          % (p.returncode, p.stderr[-300:]))
+
     p = corpus("return {generate = function(kl) return {{name='x'}} end\n", d)
     check(p.returncode == 2 and "gen.lua:" in p.stderr, "a Lua syntax error names the script and line: %s" % p.stderr)
     p = corpus("return {generate = function(kl) return {{name='x', config='x', source=kl.seed('../../etc/passwd')}} end}", d)

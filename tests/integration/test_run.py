@@ -213,6 +213,9 @@ with tempfile.TemporaryDirectory() as d:
         "timeout.lua": ("return {timeout = 0, checkpoint = %r}\n" % ck, "timeout"),
         "nockpt.lua": ("return {checkpoint = %r}\n" % os.path.join(d, "nope.ckpt"), "nope.ckpt"),
         "notable.lua": ("return 5\n", "table"),
+        # a metatable whose __index errs: fields are read raw, never through it
+        "meta.lua": ("return setmetatable({group_sise = 3, checkpoint = %r}, "
+                     "{__index = function() error('boom') end})\n" % ck, "group_sise"),
     }
     for name, (text, want) in bad.items():
         path = os.path.join(d, name)

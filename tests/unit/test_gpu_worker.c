@@ -34,8 +34,17 @@ static void one_job(int device, int n_shapes) {
   float *outs = calloc(n_outs ? n_outs : 1, sizeof(float));
   kl_run_report *rep = calloc(1, sizeof *rep);
   kl_result *out = calloc(1, sizeof *out);
+  if (outs) memset(outs, 0xff, n_outs * sizeof(float));
   int ok = outs && rep && out &&
            sbx_run_gpu(NULL, &job, NULL, 0, rep, outs, n_outs, out) == 1;
+  /* the worker's outputs (zeros without a device: it wrote none) replaced
+   * what was in the caller's buffer: they came through the memfd */
+  size_t changed = 0;
+  for (size_t i = 0; ok && !device && i < n_outs; i++)
+    changed += outs[i] == 0.0f;
+  if (ok && !device)
+    CHECK(changed == n_outs, "%zu of %zu outputs came from the worker", changed,
+          n_outs);
   CHECK(ok,
         "%d shapes (%zu output floats): the worker's reply was not "
         "complete: status '%s', error '%s'",
