@@ -58,7 +58,14 @@
  *     flight and ignored (readers stop at the first bad crc or the first
  *     record pointing outside the heaps; the writer overwrites it);
  *   - a new file is built under a temporary name and renamed into place once
- *     complete, so a kill during creation leaves no half-made file.
+ *     complete, so a kill during creation leaves no half-made file;
+ *   - every allocation is page-aligned and metadata blocks are a page long,
+ *     so no object header straddles two pages: the kernel copies a write
+ *     page by page and a kill -9 between two pages tore a /steps header
+ *     (1 crash-test run in 30) until then.
+ * Readers bound HDF5's SWMR retries of a bad header to 16 (its default 100,
+ * with a doubling sleep, waits without end on a torn one), and a damaged
+ * /steps costs the step records, said on stderr, never the candidates.
  * After a crash the superblock still says "open for SWMR write": readers open
  * with H5F_ACC_SWMR_READ (h5py: swmr=True), which works for finished, live
  * and crashed files alike (HDF5 1.10 refuses a plain read-only open of such
@@ -87,7 +94,7 @@ enum {
 };
 
 #define RES_SCHEMA_VERSION 2 /* 2: the candidates' error line */
-#define RES_NAME_LEN 64 /* component and flag names, NUL included */
+#define RES_NAME_LEN 64      /* component and flag names, NUL included */
 #define RES_MAX_FLAGS 64
 
 /* One evaluated candidate, as stored in /candidates. The caller fills the
@@ -122,9 +129,9 @@ typedef struct res_candidate {
   uint8_t src_sha256[32]; /* (store) */
   uint64_t timing_off;    /* (store) */
   uint32_t timing_count;  /* (store) */
-  char error[256]; /* the evaluation's error line, cut to 255 bytes; ""
-                      when none (schema 2; read as "" from schema 1) */
-  uint32_t crc;    /* (store) crc32 of every other field */
+  char error[256];        /* the evaluation's error line, cut to 255 bytes; ""
+                             when none (schema 2; read as "" from schema 1) */
+  uint32_t crc;           /* (store) crc32 of every other field */
 } res_candidate;
 
 /* Per-step policy statistics, one record per step in /steps. */
