@@ -49,7 +49,7 @@
  * rebuild step; the cost is that no new objects or attributes can appear
  * after creation (hence the pre-created datasets above) and that files are
  * not compressed (a compressed partial chunk is rewritten to fresh space on
- * every flush and SWMR never recycles space). Two extra guards:
+ * every flush and SWMR never recycles space). Extra guards:
  *   - an append writes the source, samples and components, flushes, and
  *     only then writes the record (SWMR keeps each dataset coherent but
  *     does not order flushes across datasets);
