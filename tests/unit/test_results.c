@@ -11,6 +11,7 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/kl_test_results_XXXXXX";
@@ -307,7 +308,20 @@ static void test_torn_steps(void) {
 
 int main(void) {
   if (!mkdtemp(dir)) return 1;
-  test_torn_steps();
+  /* In a child: after the torn header HDF5 cannot close itself cleanly
+   * ("infinite loop closing library"), which would leave its free lists to
+   * LeakSanitizer and its state to the tests after this one. */
+  fflush(NULL);
+  pid_t kid = fork();
+  if (kid == 0) {
+    test_torn_steps();
+    fflush(NULL);
+    _exit(kl_test_failures ? 1 : 0);
+  }
+  int st = -1;
+  waitpid(kid, &st, 0);
+  CHECK(kid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "the torn-/steps checks (in a child) failed: status 0x%x", st);
   test_round_trip();
   test_bad_input();
   test_errors_and_schema_1();
