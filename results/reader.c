@@ -294,8 +294,8 @@ res_reader *res_open_read(const char *path, int *code, char *why,
    * the end of the file, for a writer that may still be writing it, and
    * HDF5 doubles its sleep between attempts: the default 100 attempts on a
    * header a killed writer tore is a wait without end (the crash test hung
-   * so). 16 attempts wait about 65 us in all, ample for a live writer's
-   * write of one header. */
+   * so). 16 attempts wait well under a millisecond in all, ample for a live
+   * writer's write of one header. */
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   if (fapl >= 0) H5Pset_metadata_read_attempts(fapl, RES_READ_ATTEMPTS);
   r->fid = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ,
