@@ -396,14 +396,6 @@ static int load_candidate(const uint8_t *cubin, size_t cubin_size, target *t,
 
 /* ---- timing ---- */
 
-/* Runs inside the run-gpu filter: kl_stats_median (kl_stats_sort), never
- * qsort, which makes a sysinfo call for 128 doubles or more, and the
- * filter traps it: every kernel under 2.5 ms takes 200 samples. The
- * function test_sandbox runs under the run-gpu profile is this one. */
-static double median_of(double *v, int n) {
-  return kl_stats_median(v, n > 0 ? (size_t)n : 0);
-}
-
 #define MAX_CUPTI_MISSES 5
 
 static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
@@ -524,8 +516,12 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     gs->cv = st.cv;
     gs->rel_noise = st.rel_noise;
     gs->stop = st.stop;
-    gs->event_median_us = median_of(ev, n_cross);
-    gs->host_median_us = median_of(host, n_cross);
+    /* Inside the run-gpu filter: kl_stats_median, never qsort, which
+     * makes a sysinfo call for 128 doubles or more and the filter traps it
+     * (every kernel under 2.5 ms takes 200 samples); test_sandbox runs
+     * kl_stats_median under the run-gpu profile. */
+    gs->event_median_us = kl_stats_median(ev, (size_t)n_cross);
+    gs->host_median_us = kl_stats_median(host, (size_t)n_cross);
   }
   free(smp);
   free(ev);

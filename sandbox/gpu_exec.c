@@ -14,15 +14,11 @@
 #define _GNU_SOURCE
 #include "sandbox/sandbox_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #define GPU_START_MS 60000.0
 
@@ -53,19 +49,8 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
   }
-  /* The outputs' memfd gets the job's size, sealed (as the cpu-emu
-   * slot's, sandbox/supervisor.c): the worker maps it and writes there. */
-  size_t out_bytes = sizeof(float) * (n_outs ? n_outs : 1);
-  if (ftruncate(w.outs, (off_t)out_bytes) != 0 ||
-      fcntl(w.outs, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
-          0) {
-    snprintf(out->status, sizeof out->status, "sandbox_error");
-    snprintf(out->error, sizeof out->error,
-             "cannot size the outputs' memfd to %zu bytes: %s", out_bytes,
-             strerror(errno));
-    sbx_kill(&w);
-    return 0;
-  }
+  /* the outputs' memfd, as the cpu-emu slot's (sbx_outs_size) */
+  if (sbx_outs_size(&w, n_outs, out) != 0) return 0;
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, cubin,
                cubin ? cubin_size : 0) != 0) {
     sbx_status_from_wait(sbx_kill(&w), "the GPU run worker", out);
@@ -113,30 +98,8 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
     rep->samples = 0;
   free(msg);
-  /* Copied out, then held to the checksum the worker sent with its reply
-   * (the outputs are device results: nothing of the candidate's runs on
-   * this host, but a worker that died half-way must not pass). */
-  void *map =
-      mmap(NULL, out_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, w.outs, 0);
-  if (map == MAP_FAILED) {
-    snprintf(out->status, sizeof out->status, "sandbox_error");
-    snprintf(out->error, sizeof out->error,
-             "cannot map the outputs' memfd (%zu bytes): %s", out_bytes,
-             strerror(errno));
-    sbx_kill(&w);
+  if (sbx_outs_take(&w, outs, n_outs, &reply, "the GPU run worker", out) != 0)
     return 0;
-  }
-  memcpy(outs, map, n_outs * sizeof(float));
-  munmap(map, out_bytes);
-  if (reply.n_outs != n_outs ||
-      sbx_crc32c(0, outs, n_outs * sizeof(float)) != reply.outs_crc) {
-    sbx_kill(&w);
-    snprintf(out->status, sizeof out->status, "run_error");
-    snprintf(out->error, sizeof out->error,
-             "the GPU run worker's outputs do not match its reply (%s)",
-             reply.n_outs != n_outs ? "wrong count" : "checksum");
-    return 0;
-  }
   out->confinement = reply.confinement;
   sbx_reap(&w, 1000);
   return 1;

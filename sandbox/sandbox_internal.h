@@ -108,7 +108,20 @@ int sbx_kill(sbx_worker *w);
 int sbx_reap(sbx_worker *w, double timeout_ms);
 /* Waits for the worker's READY; 0, or -1 with why (the worker is then
  * killed and reaped). */
-int sbx_await_ready(sbx_worker *w, double timeout_ms, char *why,
-                    size_t whylen);
+int sbx_await_ready(sbx_worker *w, double timeout_ms, char *why, size_t whylen);
+
+/* A run worker's outputs travel in its memfd (w->outs), not in the reply.
+ * sbx_outs_size gives it the job's n_outs floats, sealed: the worker can
+ * neither grow it (write is allowed on any descriptor it holds) nor shrink
+ * it under the supervisor's mapping. sbx_outs_take copies them into outs
+ * and holds them to the reply's count and checksum: what is verified is
+ * exactly what the worker vouched for when it replied, even if a thread
+ * of the candidate still writes to the memfd while its process exits.
+ * Both return 0, or -1 with out->status/error set and the worker killed
+ * (`what` names it in the message). */
+int sbx_outs_size(sbx_worker *w, size_t n_outs, struct kl_result *out);
+int sbx_outs_take(sbx_worker *w, float *outs, size_t n_outs,
+                  const sbx_run_reply *reply, const char *what,
+                  struct kl_result *out);
 
 #endif

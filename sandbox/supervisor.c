@@ -143,6 +143,49 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   return 0;
 }
 
+int sbx_outs_size(sbx_worker *w, size_t n_outs, kl_result *out) {
+  size_t bytes = sizeof(float) * (n_outs ? n_outs : 1);
+  if (ftruncate(w->outs, (off_t)bytes) == 0 &&
+      fcntl(w->outs, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ==
+          0)
+    return 0;
+  snprintf(out->status, sizeof out->status, "sandbox_error");
+  snprintf(out->error, sizeof out->error,
+           "cannot size the outputs' memfd to %zu bytes: %s", bytes,
+           strerror(errno));
+  sbx_kill(w);
+  return -1;
+}
+
+int sbx_outs_take(sbx_worker *w, float *outs, size_t n_outs,
+                  const sbx_run_reply *reply, const char *what,
+                  kl_result *out) {
+  size_t bytes = sizeof(float) * (n_outs ? n_outs : 1);
+  void *map =
+      mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, w->outs, 0);
+  if (map == MAP_FAILED) {
+    snprintf(out->status, sizeof out->status, "sandbox_error");
+    snprintf(out->error, sizeof out->error,
+             "cannot map the outputs' memfd (%zu bytes): %s", bytes,
+             strerror(errno));
+    sbx_kill(w);
+    return -1;
+  }
+  memcpy(outs, map, n_outs * sizeof(float));
+  munmap(map, bytes);
+  if (reply->n_outs == n_outs &&
+      sbx_crc32c(0, outs, n_outs * sizeof(float)) == reply->outs_crc)
+    return 0;
+  sbx_kill(w);
+  snprintf(out->status, sizeof out->status, "run_error");
+  snprintf(out->error, sizeof out->error,
+           "%s's outputs do not match its reply (%s; expected %zu floats "
+           "with the reply's checksum)",
+           what, reply->n_outs != n_outs ? "wrong count" : "checksum differs",
+           n_outs);
+  return -1;
+}
+
 static void close_worker(sbx_worker *w) {
   if (w->to >= 0) close(w->to);
   if (w->from >= 0) close(w->from);
@@ -444,20 +487,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   s->run.up = 0;
   int complete = 0;
   reap_exiting(s, 0);
-  /* The outputs' memfd gets the job's size, sealed: the candidate can
-   * neither grow it (write is allowed on any descriptor it holds) nor
-   * shrink it under the supervisor's mapping. */
-  size_t out_bytes = sizeof(float) * (n_outs ? n_outs : 1);
-  if (ftruncate(w.outs, (off_t)out_bytes) != 0 ||
-      fcntl(w.outs, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
-          0) {
-    snprintf(out->status, sizeof out->status, "sandbox_error");
-    snprintf(out->error, sizeof out->error,
-             "cannot size the outputs' memfd to %zu bytes: %s", out_bytes,
-             strerror(errno));
-    sbx_kill(&w);
-    goto respawn;
-  }
+  if (sbx_outs_size(&w, n_outs, out) != 0) goto respawn;
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, NULL, 0) != 0) {
     int st = sbx_kill(&w);
     sbx_status_from_wait(st, "the run worker", out);
@@ -550,32 +580,8 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   rep->why[sizeof rep->why - 1] = 0;
   if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
     rep->samples = 0;
-  /* The outputs are copied out of the memfd, then checked against the
-   * checksum the worker sent: what is verified is exactly what the worker
-   * vouched for when it replied, even if a thread of the candidate is
-   * still writing to the memfd while its process exits. */
-  void *map =
-      mmap(NULL, out_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, w.outs, 0);
-  if (map == MAP_FAILED) {
-    snprintf(out->status, sizeof out->status, "sandbox_error");
-    snprintf(out->error, sizeof out->error,
-             "cannot map the outputs' memfd (%zu bytes): %s", out_bytes,
-             strerror(errno));
-    sbx_kill(&w);
+  if (sbx_outs_take(&w, outs, n_outs, &reply, "the run worker", out) != 0)
     goto respawn;
-  }
-  memcpy(outs, map, n_outs * sizeof(float));
-  munmap(map, out_bytes);
-  if (reply.n_outs != n_outs ||
-      sbx_crc32c(0, outs, n_outs * sizeof(float)) != reply.outs_crc) {
-    sbx_kill(&w);
-    snprintf(out->status, sizeof out->status, "run_error");
-    snprintf(out->error, sizeof out->error,
-             "the run worker's outputs do not match its reply (%s)",
-             reply.n_outs != n_outs ? "wrong count"
-                                    : "changed after the reply");
-    goto respawn;
-  }
   close(w.outs); /* the exiting worker keeps its own mapping */
   w.outs = -1;
   rep->timed_wall_us = n_marks == 2 ? (marks[1] - marks[0]) * 1e3 : 0;
