@@ -268,7 +268,8 @@ static res_file *new_file(void) {
   f->fid = f->cand = f->src = f->tim = f->comp = f->cname = f->steps = -1;
   f->cand_t = f->step_t = -1;
   f->lock_fd = -1;
-  f->schema = RES_SCHEMA_VERSION; /* a new file; load_state reads an old one's */
+  f->schema =
+      RES_SCHEMA_VERSION; /* a new file; load_state reads an old one's */
   f->cand_t = res__candidate_type();
   f->step_t = res__step_type();
   return f;

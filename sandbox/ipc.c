@@ -45,7 +45,8 @@ static uint32_t crc32c_bitwise(uint32_t crc, const void *data, size_t len) {
   crc = ~crc;
   for (size_t i = 0; i < len; i++) {
     crc ^= p[i];
-    for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (CRC32C_POLY & -(crc & 1));
+    for (int k = 0; k < 8; k++)
+      crc = (crc >> 1) ^ (CRC32C_POLY & -(crc & 1));
   }
   return ~crc;
 }
@@ -57,7 +58,8 @@ static int crc_hw; /* set once: the CPU has the SSE4.2 crc32 instruction */
 static void crc_init(void) {
   for (uint32_t i = 0; i < 256; i++) {
     uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (CRC32C_POLY & -(c & 1));
+    for (int k = 0; k < 8; k++)
+      c = (c >> 1) ^ (CRC32C_POLY & -(c & 1));
     crc_table[0][i] = c;
   }
   for (uint32_t i = 0; i < 256; i++)
@@ -84,7 +86,8 @@ uint32_t sbx_crc32c_portable(uint32_t crc, const void *data, size_t len) {
     p += 8;
     len -= 8;
   }
-  while (len--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+  while (len--)
+    crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
   return ~crc;
 }
 
@@ -101,7 +104,8 @@ crc32c_sse42(uint32_t crc, const void *data, size_t len) {
     len -= 8;
   }
   uint32_t c32 = (uint32_t)c;
-  while (len--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  while (len--)
+    c32 = __builtin_ia32_crc32qi(c32, *p++);
   return ~c32;
 }
 #endif
@@ -139,8 +143,8 @@ static int write_all(int fd, const void *p, size_t n) {
 
 int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
              size_t blen) {
-  frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, (uint16_t)type,
-                    alen + blen, 0, 0};
+  frame_header h = {
+      SBX_MAGIC, SBX_PROTOCOL_VERSION, (uint16_t)type, alen + blen, 0, 0};
   h.crc = sbx_crc32c(sbx_crc32c(0, a, alen), b, blen);
   if (write_all(fd, &h, sizeof h) != 0) return -1;
   if (alen && write_all(fd, a, alen) != 0) return -1;
@@ -170,8 +174,8 @@ static int read_all(int fd, void *p, size_t n, double deadline_ms) {
   return 0;
 }
 
-int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len,
-             size_t max_len, double deadline_ms) {
+int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len, size_t max_len,
+             double deadline_ms) {
   *payload = NULL;
   *len = 0;
   frame_header h;
@@ -198,8 +202,8 @@ int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len,
  * work (no allocation, no stdio). */
 void sbx_send_trap(int fd, int syscall_nr) {
   int32_t nr = syscall_nr;
-  frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, SBX_MSG_TRAP,
-                    sizeof nr, 0, 0};
+  frame_header h = {SBX_MAGIC, SBX_PROTOCOL_VERSION, SBX_MSG_TRAP, sizeof nr, 0,
+                    0};
   h.crc = crc32c_bitwise(0, &nr, sizeof nr);
   uint8_t buf[sizeof h + sizeof nr];
   memcpy(buf, &h, sizeof h);

@@ -41,12 +41,12 @@ typedef struct kl_emu_dim {
 /* State of one block, shared by its fibers. Owned by the runtime. */
 typedef struct kl_emu_block {
   kl_emu_dim block_idx, block_dim, grid_dim;
-  unsigned char *dyn_smem;                  /* dynamic shared memory */
-  uint32_t warp_active[KL_EMU_MAX_WARPS];   /* live lanes per warp */
+  unsigned char *dyn_smem;                /* dynamic shared memory */
+  uint32_t warp_active[KL_EMU_MAX_WARPS]; /* live lanes per warp */
   /* shuffle and ballot exchange, two buffers used in turn (see
    * kl_emu_exchange) */
   uint64_t warp_slot[KL_EMU_MAX_WARPS][2][32];
-  int block_slot[KL_EMU_MAX_THREADS];       /* __syncthreads_count etc. */
+  int block_slot[KL_EMU_MAX_THREADS]; /* __syncthreads_count etc. */
 } kl_emu_block;
 
 /* State of one CUDA thread (one fiber). Owned by the runtime. */

@@ -268,7 +268,9 @@ static void first_errors(const char *log, char *why, size_t whylen) {
  * first error lines) or KL_EENV (the compiler could not be started). */
 static const char *const *launcher; /* argv prefix, see kl_emu_set_launcher */
 
-void kl_emu_set_launcher(const char *const *prefix) { launcher = prefix; }
+void kl_emu_set_launcher(const char *const *prefix) {
+  launcher = prefix;
+}
 
 static int run_compiler(const char *dir, char *why, size_t whylen) {
   const char *argv[N_CXX_FLAGS + 16];
@@ -378,8 +380,7 @@ int kl_emu_needs_fibers(const char *src) {
 }
 
 int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
-                   double *build_ms, int *cache_hit, char *why,
-                   size_t whylen) {
+                   double *build_ms, int *cache_hit, char *why, size_t whylen) {
   double start = now_ms();
   (void)len;
   char *text = rewrite_source(src);

@@ -24,8 +24,7 @@ static int kl_test_checks = 0;
   } while (0)
 
 static inline int kl_test_done(const char *name) {
-  printf("%s: %d checks, %d failed\n", name, kl_test_checks,
-         kl_test_failures);
+  printf("%s: %d checks, %d failed\n", name, kl_test_checks, kl_test_failures);
   return kl_test_failures ? 1 : 0;
 }
 #endif

@@ -153,6 +153,26 @@ static int gen_append(res_file *f, int64_t i, char *why, size_t whylen) {
   return rc;
 }
 
+/* Writes a new file at path of candidates 0..n-1 (gen_append) and closes
+ * it. Returns RES_OK, or the first failure's code with its reason in why. */
+GEN_MAYBE_UNUSED static int gen_file(const char *path,
+                                     const res_campaign_meta *meta, int64_t n,
+                                     char *why, size_t whylen) {
+  int code = RES_EENV;
+  res_file *f = res_open_append(path, meta, &code, why, whylen);
+  if (!f) return code;
+  int rc = RES_OK;
+  for (int64_t i = 0; i < n && rc == RES_OK; i++)
+    rc = gen_append(f, i, why, whylen);
+  char cwhy[512];
+  int crc = res_close(f, cwhy, sizeof cwhy);
+  if (rc == RES_OK && crc != RES_OK) {
+    snprintf(why, whylen, "%s", cwhy);
+    rc = crc;
+  }
+  return rc;
+}
+
 /* Checks candidate i as read back. Returns a description of the first
  * mismatch in why and 0, or 1 when everything matches. */
 GEN_MAYBE_UNUSED static int gen_verify(const res_reader *r, int64_t i,
@@ -162,18 +182,35 @@ GEN_MAYBE_UNUSED static int gen_verify(const res_reader *r, int64_t i,
   const res_candidate *got = res_get(r, i);
   if (!got) return snprintf(why, whylen, "%lld: missing", (long long)i), 0;
 #define SAME(f)                                                                \
-  if (memcmp(&got->f, &want.f, sizeof want.f))                                 \
-    return snprintf(why, whylen, "%lld: field " #f " differs", (long long)i), 0;
-  SAME(step)
-  SAME(group) SAME(sample) SAME(task) SAME(label) SAME(backend) SAME(status)
-      SAME(compiled) SAME(correct) SAME(max_rel_err) SAME(time_us)
-          SAME(baseline_us) SAME(gflops) SAME(reward) SAME(regs)
-              SAME(smem_bytes) SAME(flags) SAME(seed) SAME(wall_unix)
-                  SAME(reward_sha256)
+  do {                                                                         \
+    if (memcmp(&got->f, &want.f, sizeof want.f))                               \
+      return snprintf(why, whylen, "%lld: field " #f " differs",               \
+                      (long long)i),                                           \
+             0;                                                                \
+  } while (0)
+  SAME(step);
+  SAME(group);
+  SAME(sample);
+  SAME(task);
+  SAME(label);
+  SAME(backend);
+  SAME(status);
+  SAME(compiled);
+  SAME(correct);
+  SAME(max_rel_err);
+  SAME(time_us);
+  SAME(baseline_us);
+  SAME(gflops);
+  SAME(reward);
+  SAME(regs);
+  SAME(smem_bytes);
+  SAME(flags);
+  SAME(error);
+  SAME(seed);
+  SAME(wall_unix);
+  SAME(reward_sha256);
 #undef SAME
-                      if (got->id != i) return snprintf(why, whylen, "%lld: id",
-                                                        (long long)i),
-      0;
+  if (got->id != i) return snprintf(why, whylen, "%lld: id", (long long)i), 0;
   char want_src[2048], *src = NULL;
   size_t want_len = gen_source(i, want_src, sizeof want_src), len = 0;
   if (res_source(r, i, &src, &len, why, whylen) != RES_OK) return 0;

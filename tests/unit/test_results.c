@@ -161,9 +161,7 @@ static void test_bad_input(void) {
 
   /* A newer schema: rewrite the attribute of a valid file. */
   path_in(path, sizeof path, "newer.h5");
-  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
-  gen_append(f, 0, why, sizeof why);
-  res_close(f, why, sizeof why);
+  CHECK(gen_file(path, &meta, 1, why, sizeof why) == RES_OK, "%s", why);
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   fid = H5Fopen(path, H5F_ACC_RDWR, fapl);
@@ -178,10 +176,7 @@ static void test_bad_input(void) {
   /* Truncated: a valid file cut in half. */
   char good[512];
   path_in(good, sizeof good, "good.h5");
-  f = res_open_append(good, &meta, &code, why, sizeof why);
-  for (int i = 0; i < 30; i++)
-    gen_append(f, i, why, sizeof why);
-  res_close(f, why, sizeof why);
+  CHECK(gen_file(good, &meta, 30, why, sizeof why) == RES_OK, "%s", why);
   FILE *fp = fopen(good, "rb");
   fseek(fp, 0, SEEK_END);
   long size = ftell(fp);
@@ -274,12 +269,9 @@ static void test_torn_steps(void) {
   char path[512], why[512] = "";
   path_in(path, sizeof path, "torn.h5");
   int code = -1;
-  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
-  CHECK(f != NULL, "create: %s", why);
-  if (!f) return;
-  for (int64_t i = 0; i < 20; i++)
-    gen_append(f, i, why, sizeof why);
-  CHECK(res_close(f, why, sizeof why) == RES_OK, "close: %s", why);
+  int made = gen_file(path, &meta, 20, why, sizeof why);
+  CHECK(made == RES_OK, "a file of 20 candidates: %s", why);
+  if (made != RES_OK) return;
   hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   H5O_info_t info;
   haddr_t addr = HADDR_UNDEF;
