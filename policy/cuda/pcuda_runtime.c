@@ -10,6 +10,7 @@
 #include "policy/cuda/pcuda_internal.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,14 +170,26 @@ static int pack(pcuda_ctx *ctx, float *dst, const float *src, int rows,
                       (pcuda_dim){PACK_TILE, 8, 1}, 0, args);
 }
 
-/* pcuda_gemm through the candidate: pack what is not contiguous, run it,
- * fold alpha and beta in unless the product can go straight into c. */
+/* The harness hands a candidate cuMemAlloc's pointers (256-byte aligned),
+ * so a correct candidate may load float4s after checking only its sizes.
+ * The policy's activations sit at offsets of N floats inside one buffer
+ * (an rstd of a ragged N rows shifts what follows by 4 bytes), so they are
+ * copied into the aligned scratch, as a strided operand is: on a device a
+ * misaligned vector load faults and takes the context with it. */
+static int aligned(const float *p) {
+  return (uintptr_t)p % 256 == 0;
+}
+
+/* pcuda_gemm through the candidate: pack what is not contiguous or not
+ * aligned, run it, fold alpha and beta in unless the product can go
+ * straight into c. */
 static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
                            const float *b, int M, int N, int K, int lda,
                            int ldb, int ldc, int trans_a, int trans_b,
                            float alpha, float beta) {
-  int pack_a = trans_a || lda != K, pack_b = trans_b || ldb != N;
-  int direct = alpha == 1.0f && beta == 0.0f && ldc == N;
+  int pack_a = trans_a || lda != K || !aligned(a);
+  int pack_b = trans_b || ldb != N || !aligned(b);
+  int direct = alpha == 1.0f && beta == 0.0f && ldc == N && aligned(c);
   size_t na = pack_a ? round_floats((size_t)M * K) : 0;
   size_t nb = pack_b ? round_floats((size_t)K * N) : 0;
   size_t need = na + nb + (direct ? 0 : (size_t)M * N);

@@ -44,6 +44,7 @@
 #include "sandbox/sandbox.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,8 +308,16 @@ static void check_cpu(void) {
 
 /* ---- 3. the device path's packing, on the emulator backend ---- */
 
+/* Operands handed to the candidate that were not 256-byte aligned. The
+ * harness always passes cuMemAlloc's pointers, so a candidate may assume
+ * the alignment (float4 loads after checking only its sizes); on a device a
+ * misaligned one faults and poisons the context. The emulator would not. */
+static int misaligned;
+
 static int emu_runner(void *impl, const float *A, const float *B_, float *C,
                       int M, int N, int K, char *why, size_t whylen) {
+  if ((uintptr_t)A % 256 || (uintptr_t)B_ % 256 || (uintptr_t)C % 256)
+    misaligned++;
   return kl_emu_run(impl, A, B_, C, M, N, K, 0, why, whylen) == KL_OK ? 0 : -1;
 }
 
@@ -336,14 +345,22 @@ static void check_packing(void) {
            {37, 29, 45, 1, 0, 41, 30, 29, 0.5f, 1.0f},
            {37, 29, 45, 1, 1, 40, 46, 31, -2.0f, 0.25f},
            {1, 67, 1, 0, 0, 1, 67, 67, 1.0f, 0.0f},
-           {67, 1, 67, 0, 0, 67, 1, 1, 1.0f, 1.0f}};
+           {67, 1, 67, 0, 0, 67, 1, 1, 1.0f, 1.0f},
+           /* contiguous, at odd offsets (below): packed only to align */
+           {37, 29, 45, 0, 0, 45, 29, 29, 1.0f, 0.0f}};
   pcuda_set_matmul(ctx, emu_runner, mod);
   for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
     size_t na = (size_t)(g[i].ta ? g[i].K : g[i].M) * g[i].lda;
     size_t nb = (size_t)(g[i].tb ? g[i].N : g[i].K) * g[i].ldb;
     size_t nc = (size_t)g[i].M * g[i].ldc;
-    float *a = pcuda_alloc(ctx, na * 4), *b = pcuda_alloc(ctx, nb * 4);
-    float *c0 = pcuda_alloc(ctx, nc * 4), *c1 = pcuda_alloc(ctx, nc * 4);
+    /* the last case's operands start 4, 12 and 20 bytes into theirs */
+    size_t oa = 0, ob = 0, oc = 0;
+    if (i + 1 == sizeof g / sizeof g[0]) oa = 1, ob = 3, oc = 5;
+    float *a0 = pcuda_alloc(ctx, (na + oa) * 4);
+    float *b0 = pcuda_alloc(ctx, (nb + ob) * 4);
+    float *c00 = pcuda_alloc(ctx, (nc + oc) * 4);
+    float *c10 = pcuda_alloc(ctx, (nc + oc) * 4);
+    float *a = a0 + oa, *b = b0 + ob, *c0 = c00 + oc, *c1 = c10 + oc;
     kl_fill_random(a, na, 7, 2 * i); /* emulator memory is host memory */
     kl_fill_random(b, nb, 7, 2 * i + 1);
     kl_fill_random(c0, nc, 8, i);
@@ -358,17 +375,26 @@ static void check_packing(void) {
           "gemm %zu (%dx%dx%d ta %d tb %d): differs "
           "by %.3g (largest %.3g)",
           i, g[i].M, g[i].N, g[i].K, g[i].ta, g[i].tb, d, s);
-    pcuda_free(ctx, a);
-    pcuda_free(ctx, b);
-    pcuda_free(ctx, c0);
-    pcuda_free(ctx, c1);
+    pcuda_free(ctx, a0);
+    pcuda_free(ctx, b0);
+    pcuda_free(ctx, c00);
+    pcuda_free(ctx, c10);
   }
+  CHECK(misaligned == 0,
+        "every operand the candidate got is 256-byte aligned: %d calls had "
+        "one that is not",
+        misaligned);
   pcuda_set_matmul(ctx, NULL, NULL);
   outcome def, cand;
   run_model(ctx, &def, "pcuda cpu-emu");
   pcuda_set_matmul(ctx, emu_runner, mod);
+  misaligned = 0;
   run_model(ctx, &cand, "pcuda cpu-emu, candidate");
   pcuda_set_matmul(ctx, NULL, NULL);
+  CHECK(misaligned == 0,
+        "the model's GEMMs hand the candidate 256-byte aligned operands: %d "
+        "calls had one that is not",
+        misaligned);
   compare(&def, &cand, "pcuda cpu-emu: kernel (packed) vs tiled GEMM");
   outcome_free(&def);
   outcome_free(&cand);
