@@ -448,9 +448,21 @@ static int open_device(device_state *st, char *why, size_t whylen, char *name,
     snprintf(why, whylen, "cuCtxSetCurrent: %s", cu_error(st, rc));
     return -1;
   }
-  if ((rc = cu->StreamCreate(&st->stream, CU_STREAM_NON_BLOCKING)) != 0) {
-    st->stream = NULL;
-    snprintf(why, whylen, "cuStreamCreate: %s", cu_error(st, rc));
+  /* The primary context outlives pcuda_close while cuBLAS's runtime holds
+   * it (until the process exits), and with it a sticky fault of earlier
+   * work in this process: an open after one fails here, and says why. */
+  CUstream stream = NULL;
+  const char *call = "cuStreamCreate";
+  if ((rc = cu->StreamCreate(&stream, CU_STREAM_NON_BLOCKING)) == 0) {
+    st->stream = stream;
+    call = "cuStreamSynchronize";
+    rc = cu->StreamSynchronize(stream);
+  }
+  if (rc != 0) {
+    snprintf(why, whylen,
+             "%s: %s (a fault of earlier device work in this process stays "
+             "in the device's primary context until the process exits)",
+             call, cu_error(st, rc));
     return -1;
   }
   /* no pinned memory is not fatal: uploads then wait (dev_upload) */
