@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CAMPAIGN_MAX_INSTRUCTIONS 100000000L
+#define CAMPAIGN_MAX_INSTRUCTIONS 100000000LL
 
 typedef struct parser {
   lua_State *L;
@@ -311,22 +311,22 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   c->seed = 1;
   c->timeout_s = 60;
 
-  lua_State *L = lab_lua_open(CAMPAIGN_MAX_INSTRUCTIONS);
-  if (!L) {
+  rw_script *S = lab_lua_open(path, "campaign files", CAMPAIGN_MAX_INSTRUCTIONS,
+                              why, whylen);
+  if (!S) {
     free(c->text);
     c->text = NULL;
-    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
     return LAB_EXIT_ENV;
   }
+  lua_State *L = rw_sandbox_state(S);
 
   parser P = {L, path, why, whylen, 0};
   parser *p = &P;
   int rc = LAB_EXIT_USAGE;
   char chunk[1100];
   snprintf(chunk, sizeof chunk, "@%s", path);
-  if (luaL_loadbufferx(L, c->text, strlen(c->text), chunk, "t") != LUA_OK ||
-      lua_pcall(L, 0, 1, 0) != LUA_OK) {
-    /* Lua's message starts with "path:line:", except the budget's. */
+  if (luaL_loadbufferx(L, c->text, strlen(c->text), chunk, "t") != LUA_OK) {
+    /* Lua's message starts with "path:line:", except a memory error's. */
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "error object is not a string";
     if (strncmp(msg, path, strlen(path)))
@@ -335,7 +335,8 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
       snprintf(why, whylen, "%s", msg);
     goto done;
   }
-  lua_sethook(L, NULL, 0, 0);
+  /* rw_sandbox_call's message names the file and line */
+  if (rw_sandbox_call(S, 0, 1, why, whylen) != RW_OK) goto done;
   if (!lua_istable(L, 1)) {
     char got[96];
     describe(L, 1, got, sizeof got);
@@ -450,7 +451,7 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   check_readable(p, "reward", c->reward, "");
   if (!p->failed) rc = 0;
 done:
-  lua_close(L);
+  rw_free(S);
   if (rc) {
     free(c->text);
     c->text = NULL;

@@ -160,12 +160,20 @@ int lab_run(int argc, char **argv);
 /* ---- restricted Lua states and seed scripts (lab/lua_script.c) ---- */
 
 struct lua_State;
-/* A Lua state with only the base, string, table and math libraries, minus
- * dofile, loadfile, require and collectgarbage (no file access), and a
- * count hook that raises an error after max_instructions VM instructions
- * (an endless loop in a config file is an error, not a hang). NULL when out
- * of memory. The caller closes it with lua_close. */
-struct lua_State *lab_lua_open(long max_instructions);
+/* The state a configuration script (a campaign file, a seed script) runs
+ * in: reward.h's rw_sandbox_open, the reward scripts' sandbox (base,
+ * string, table and math; no files, no environment; memory cap; pcall
+ * cannot swallow the limits), with max_instructions per call and
+ * LAB_LUA_WALL_MS, kind naming the scripts in messages. Call with
+ * rw_sandbox_call; close with rw_free. NULL, with why, when out of
+ * memory. */
+#define LAB_LUA_WALL_MS 60000.0
+#define LAB_LUA_MEM_BYTES ((size_t)256 << 20)
+/* a seed script rewrites the #defines of a 10 KB text with gsub: one
+ * quantifier is n^2 ~ 1e8 steps in the worst case (well under a second) */
+#define LAB_LUA_PATTERN_STEPS 2e9
+rw_script *lab_lua_open(const char *path, const char *kind,
+                        long long max_instructions, char *why, size_t whylen);
 
 /* One configuration a seed script returns: a seed kernel with its #define
  * values set (lua/corpus.lua, lua/search_space.lua). */

@@ -4,12 +4,16 @@
  * generators that turn kernels/seeds/ into configurations (lua/corpus.lua
  * for `kernlab corpus`, lua/search_space.lua for `kernlab search`).
  *
- * Both run in one kind of state (lab_lua_open): base, string, table and
- * math only, with dofile, loadfile, require and collectgarbage removed, so
- * a script can compute values but cannot read files or the environment,
- * and an instruction budget so an endless loop is an error. These scripts
- * are trusted configuration written by the user; the reward engine
- * (reward/) is the sandbox for untrusted-looking Lua, with memory caps.
+ * Both run in the reward scripts' sandbox (lab_lua_open, reward.h's
+ * rw_sandbox_open): base, string, table and math only, no files, no
+ * environment, no clock, no randomness (a configuration must give the same
+ * run twice), a memory cap, and an instruction budget and wall deadline
+ * per call that pcall cannot swallow. These scripts are the user's own
+ * configuration, not hostile code, but a broken one (an endless loop, even
+ * one inside pcall; a finalizer that never returns; a string.rep of an
+ * empty string a billion times) must end in a message naming the file and
+ * line, never a hang or an abort: the weaker state they had before let a
+ * pcall loop hang `kernlab run` for good.
  *
  * A seed script's only window on the disk is kl.seed(name), which returns
  * the text of one file of the seeds folder; names are restricted to
@@ -24,40 +28,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The count hook fires once, after the budget: the script ran too long. */
-static void budget_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  long budget;
-  memcpy(&budget, lua_getextraspace(L), sizeof budget);
-  luaL_error(L,
-             "the script ran for more than %I instructions (an endless "
-             "loop?)",
-             (lua_Integer)budget);
-}
-
-struct lua_State *lab_lua_open(long max_instructions) {
-  lua_State *L = luaL_newstate();
-  if (!L) return NULL;
-  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  lua_settop(L, 0);
-  static const char *const drop[] = {"dofile", "loadfile", "require",
-                                     "collectgarbage"};
-  for (size_t i = 0; i < sizeof drop / sizeof *drop; i++) {
-    lua_pushnil(L);
-    lua_setglobal(L, drop[i]);
-  }
-  memcpy(lua_getextraspace(L), &max_instructions, sizeof max_instructions);
-  if (max_instructions > 0 && max_instructions <= 0x7fffffff)
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, (int)max_instructions);
-  return L;
+rw_script *lab_lua_open(const char *path, const char *kind,
+                        long long max_instructions, char *why, size_t whylen) {
+  rw_limits lim = {LAB_LUA_MEM_BYTES, max_instructions, LAB_LUA_WALL_MS,
+                   LAB_LUA_PATTERN_STEPS};
+  return rw_sandbox_open(path, kind, &lim, why, whylen);
 }
 
 /* ---- seed scripts ---- */
 
-#define SEED_SCRIPT_MAX_INSTRUCTIONS 200000000L
+#define SEED_SCRIPT_MAX_INSTRUCTIONS 200000000LL
 
 /* kl.seed(name): the text of <seeds_dir>/<name>; seeds_dir is upvalue 1. */
 static int lua_seed(lua_State *L) {
@@ -186,19 +166,20 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   *out = NULL;
   *n = 0;
   lab_seed_split sp = {0};
-  lua_State *L = lab_lua_open(SEED_SCRIPT_MAX_INSTRUCTIONS);
-  if (!L) {
-    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
-    return -1;
-  }
+  rw_script *S = lab_lua_open(path, "seed scripts",
+                              SEED_SCRIPT_MAX_INSTRUCTIONS, why, whylen);
+  if (!S) return -1;
+  lua_State *L = rw_sandbox_state(S);
   int rc = -1;
-  if (luaL_loadfilex(L, path, "t") != LUA_OK ||
-      lua_pcall(L, 0, 1, 0) != LUA_OK) {
+  int st = luaL_loadfilex(L, path, "t");
+  if (st != LUA_OK) {
     /* Lua's messages start with "path:line:" except cannot-open ones,
      * which already name the file. */
-    snprintf(why, whylen, "%s", lua_tostring(L, -1));
+    const char *msg = lua_tostring(L, -1);
+    snprintf(why, whylen, "%s", msg ? msg : "cannot load the script");
     goto done;
   }
+  if (rw_sandbox_call(S, 0, 1, why, whylen) != RW_OK) goto done;
   if (!lua_istable(L, -1)) {
     snprintf(why, whylen, "%s: expected the script to return a table", path);
     goto done;
@@ -230,11 +211,7 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   lua_pushstring(L, seeds_dir);
   lua_pushcclosure(L, lua_seed, 1);
   lua_setfield(L, -2, "seed");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-    snprintf(why, whylen, "%s", lua_tostring(L, -1));
-    goto done;
-  }
-  lua_sethook(L, NULL, 0, 0);
+  if (rw_sandbox_call(S, 1, 1, why, whylen) != RW_OK) goto done;
   if (!lua_istable(L, -1)) {
     snprintf(why, whylen, "%s: generate() must return a list of variants",
              path);
@@ -257,7 +234,7 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   }
   if (rc == 0 && split) *split = sp;
 done:
-  lua_close(L);
+  rw_free(S);
   return rc;
 }
 

@@ -28,6 +28,14 @@ struct rw_script {
   int ctx_mt_ref;  /* registry: metatable of ctx tables */
   int score_line;  /* line where score was defined */
   int print_lines; /* lines printed so far (print is capped) */
+  /* what the scripts are, for messages: "reward scripts", or the lab's
+   * configuration scripts (rw_sandbox_open) */
+  char kind[48];
+  /* rw_sandbox_open's states: the memory cap holds during rw_sandbox_call
+   * only, so the lab's own reads afterwards (outside any protected call,
+   * where a memory error would abort) never meet it */
+  int cap_in_calls;
+  int in_call; /* rw__pcall depth */
   /* per call, reset by rw__pcall */
   long long hook_events; /* count-hook events in this call */
   double deadline_ms;    /* monotonic clock */

@@ -75,6 +75,7 @@ enum {
 #define RW_DEFAULT_MEM_BYTES (64u << 20)
 #define RW_DEFAULT_INSTRUCTIONS 10000000LL
 #define RW_DEFAULT_WALL_MS 250.0
+#define RW_DEFAULT_PATTERN_STEPS 2e7
 #define RW_MAX_SCRIPT_BYTES (1u << 20)
 #define RW_MAX_COMPONENTS 64
 #define RW_MAX_COMPONENT_NAME 63
@@ -86,6 +87,11 @@ typedef struct rw_limits {
   size_t mem_bytes;       /* heap cap of the lua_State (default 64 MiB) */
   long long instructions; /* VM instructions per call (default 10 M) */
   double wall_ms;         /* wall-clock deadline per call (default 250) */
+  /* worst-case backtracking steps one pattern call (string.find, match,
+   * gmatch, gsub) may take, estimated before it runs (default 2e7, about
+   * 0.1 s): a pattern backtracks inside one C call, out of the hooks'
+   * reach */
+  double pattern_steps;
 } rw_limits;
 
 /* Fills l with the defaults above. */
@@ -150,8 +156,32 @@ typedef struct rw_script rw_script;
 rw_script *rw_load(const char *path, const rw_limits *limits, char *why,
                    size_t whylen);
 
-/* Closes the state and frees the script. NULL is fine. */
+/* Closes the state and frees the script (or an rw_sandbox_open state).
+ * NULL is fine. */
 void rw_free(rw_script *s);
+
+/* ---- the lab's configuration scripts, in the same sandbox ----
+ * Campaign files and seed scripts (lab/lua_script.c) are the user's own
+ * configuration, but a broken one must still end in a message, never a
+ * hang or an abort: they run in a state built as a reward script's (the
+ * list at the top of this header: pcall loops, finalizers, string.rep and
+ * pattern bombs are all stopped), under the caller's limits, with kind
+ * naming them in messages ("campaign files"). The memory cap holds during
+ * rw_sandbox_call only, so that the caller's own reads afterwards (raw
+ * Lua API access, unprotected) cannot meet it. The caller loads chunks
+ * ("t" mode) and reads results with the Lua API, and closes the state with
+ * rw_free. NULL, with why, when the state cannot be built. */
+struct lua_State;
+rw_script *rw_sandbox_open(const char *path, const char *kind,
+                           const rw_limits *limits, char *why, size_t whylen);
+struct lua_State *rw_sandbox_state(rw_script *s);
+
+/* Calls the function below the nargs arguments on top of the state's stack
+ * under the limits. RW_OK with nresults results pushed; else RW_ERUN,
+ * RW_EBUDGET or RW_EMEM with one line in why ("path:line: ..."), and the
+ * stack as it was below the function. */
+int rw_sandbox_call(rw_script *s, int nargs, int nresults, char *why,
+                    size_t whylen);
 
 /* Scores candidate c in context ctx (ctx may be NULL: no task, empty
  * group). On RW_OK, out holds the components (sorted by name), their total

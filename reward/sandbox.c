@@ -58,7 +58,9 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     s->mem_used -= old;
     return NULL;
   }
-  if (nsize > old && nsize - old > s->lim.mem_bytes - s->mem_used)
+  if (nsize > old && (!s->cap_in_calls || s->in_call) &&
+      (s->mem_used > s->lim.mem_bytes ||
+       nsize - old > s->lim.mem_bytes - s->mem_used))
     return NULL; /* over the cap (written so that it cannot overflow) */
   void *p = realloc(ptr, nsize);
   if (!p) return nsize <= old ? ptr : NULL; /* a failed shrink keeps ptr */
@@ -212,7 +214,9 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   s->stop_msg[0] = 0;
   s->traceback[0] = 0;
   s->deadline_ms = rw__now_ms() + s->lim.wall_ms;
+  s->in_call++;
   int status = lua_pcall(L, nargs, nresults, fn);
+  s->in_call--;
   int code = RW_OK;
   if (s->stop) {
     code = RW_EBUDGET; /* even if the script claims success */
@@ -280,15 +284,15 @@ static int global_index(lua_State *L) {
   for (int i = 0; k && removed_globals[i]; i++)
     if (!strcmp(k, removed_globals[i]))
       return luaL_error(L,
-                        "'%s' is not available in reward scripts (the "
-                        "sandbox allows only base, string, table and math)",
-                        k);
+                        "'%s' is not available in %s (the sandbox allows "
+                        "only base, string, table and math)",
+                        k, owner(L)->kind);
   return 0;
 }
 
 static int disabled(lua_State *L) {
-  return luaL_error(L, "%s is disabled in reward scripts (%s)",
-                    lua_tostring(L, lua_upvalueindex(1)),
+  return luaL_error(L, "%s is disabled in %s (%s)",
+                    lua_tostring(L, lua_upvalueindex(1)), owner(L)->kind,
                     lua_tostring(L, lua_upvalueindex(2)));
 }
 
@@ -306,8 +310,9 @@ static int safe_setmetatable(lua_State *L) {
   if (lua_type(L, 2) == LUA_TTABLE) {
     lua_pushliteral(L, "__gc");
     if (lua_rawget(L, 2) != LUA_TNIL)
-      return luaL_error(L, "setmetatable: __gc finalizers are not allowed in "
-                           "reward scripts");
+      return luaL_error(L,
+                        "setmetatable: __gc finalizers are not allowed in %s",
+                        owner(L)->kind);
     lua_pop(L, 1);
   }
   lua_pushvalue(L, lua_upvalueindex(1)); /* the original */
@@ -335,9 +340,9 @@ static int safe_rep(lua_State *L) {
 /* Pattern matching backtracks inside one C call, out of the hooks' reach:
  * ("a"):rep(700):find(".-.-.-.-x") would run for hours. Worst case for a
  * subject of n bytes and q quantifiers that something after them can make
- * fail is about n^(q+1) steps; refuse above RW_PATTERN_STEPS (~0.1 s).
+ * fail is about n^(q+1) steps; refuse above the limit's pattern_steps
+ * (2e7 by default, ~0.1 s).
  * Plain finds and patterns without quantifiers pass. */
-#define RW_PATTERN_STEPS 2e7
 enum { PAT_OTHER, PAT_FIND, PAT_GMATCH };
 
 static int pattern_quantifiers(const char *p, size_t len) {
@@ -376,13 +381,13 @@ static int guarded_pattern(lua_State *L) {
     int q = pattern_quantifiers(p, plen);
     int anchored = kind != PAT_GMATCH && plen > 0 && p[0] == '^';
     double steps = pow((double)n + 1, q + (anchored ? 0 : 1));
-    if (q > 0 && steps > RW_PATTERN_STEPS) {
+    if (q > 0 && steps > owner(L)->lim.pattern_steps) {
       char msg[200];
       snprintf(msg, sizeof msg,
-               "pattern too expensive for a reward script (%d quantifiers "
-               "on %zu bytes: worst case ~%.0e steps); use a plain find or a "
-               "shorter subject",
-               q, n, steps);
+               "pattern too expensive for %s (%d quantifiers on %zu bytes: "
+               "worst case ~%.0e steps); use a plain find or a shorter "
+               "subject",
+               owner(L)->kind, q, n, steps);
       return luaL_error(L, "%s: %s", lua_tostring(L, lua_upvalueindex(2)), msg);
     }
   }
@@ -397,8 +402,8 @@ static int guarded_pattern(lua_State *L) {
 static int guarded_move(lua_State *L) {
   lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
   if (e >= f && (lua_Unsigned)e - (lua_Unsigned)f >= (1u << 22))
-    return luaL_error(L, "table.move: at most 2^22 elements in a reward "
-                         "script");
+    return luaL_error(L, "table.move: at most 2^22 elements in %s",
+                      owner(L)->kind);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
@@ -408,8 +413,8 @@ static int guarded_move(lua_State *L) {
 static int guarded_sort(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (lua_rawlen(L, 1) > (1u << 22))
-    return luaL_error(L, "table.sort: at most 2^22 elements in a reward "
-                         "script");
+    return luaL_error(L, "table.sort: at most 2^22 elements in %s",
+                      owner(L)->kind);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 0);
@@ -427,8 +432,8 @@ static void wrap(lua_State *L, int t, const char *field, lua_CFunction fn,
 }
 
 static int readonly_newindex(lua_State *L) {
-  return luaL_error(L, "%s is read-only in reward scripts",
-                    lua_tostring(L, lua_upvalueindex(1)));
+  return luaL_error(L, "%s is read-only in %s",
+                    lua_tostring(L, lua_upvalueindex(1)), owner(L)->kind);
 }
 
 /* Replaces global `name` (a library table) with an empty proxy whose
@@ -506,7 +511,8 @@ static int build_sandbox(lua_State *L) {
 
   lua_getglobal(L, "math");
   const char *why = "a reward must be a deterministic function of the "
-                    "metrics, or rescoring would not reproduce it";
+                    "metrics, or rescoring would not reproduce it; a "
+                    "configuration, or a run could not be repeated";
   set_disabled(L, 2, "random", "math.random", why);
   set_disabled(L, 2, "randomseed", "math.randomseed", why);
   lua_pop(L, 1);

@@ -31,6 +31,18 @@ void rw_limits_default(rw_limits *l) {
   l->mem_bytes = RW_DEFAULT_MEM_BYTES;
   l->instructions = RW_DEFAULT_INSTRUCTIONS;
   l->wall_ms = RW_DEFAULT_WALL_MS;
+  l->pattern_steps = RW_DEFAULT_PATTERN_STEPS;
+}
+
+/* s->lim: the defaults, then each field limits sets. */
+static void set_limits(rw_script *s, const rw_limits *limits) {
+  rw_limits_default(&s->lim);
+  if (limits && limits->mem_bytes) s->lim.mem_bytes = limits->mem_bytes;
+  if (limits && limits->instructions > 0)
+    s->lim.instructions = limits->instructions;
+  if (limits && limits->wall_ms > 0) s->lim.wall_ms = limits->wall_ms;
+  if (limits && limits->pattern_steps > 0)
+    s->lim.pattern_steps = limits->pattern_steps;
 }
 
 /* Reads the whole file (at most RW_MAX_SCRIPT_BYTES). On RW_OK *buf is
@@ -87,13 +99,10 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
     load_error = RW_EENV;
     return NULL;
   }
-  rw_limits_default(&s->lim);
-  if (limits && limits->mem_bytes) s->lim.mem_bytes = limits->mem_bytes;
-  if (limits && limits->instructions > 0)
-    s->lim.instructions = limits->instructions;
-  if (limits && limits->wall_ms > 0) s->lim.wall_ms = limits->wall_ms;
+  set_limits(s, limits);
   snprintf(s->path, sizeof s->path, "%s", path);
   snprintf(s->short_src, sizeof s->short_src, "%s", path);
+  snprintf(s->kind, sizeof s->kind, "reward scripts");
   memcpy(s->sha256, sha, 65);
   s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = LUA_NOREF;
   if (rw__sandbox_open(s, why, whylen) != RW_OK) {
@@ -178,6 +187,35 @@ rw_script *rw_load(const char *path, const rw_limits *limits, char *why,
   rw_script *s = load_bytes(path, buf, len, sha, limits, why, whylen);
   free(buf);
   return s;
+}
+
+rw_script *rw_sandbox_open(const char *path, const char *kind,
+                           const rw_limits *limits, char *why, size_t whylen) {
+  rw_script *s = calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
+    return NULL;
+  }
+  set_limits(s, limits);
+  snprintf(s->path, sizeof s->path, "%s", path);
+  snprintf(s->short_src, sizeof s->short_src, "%s", path);
+  snprintf(s->kind, sizeof s->kind, "%s", kind);
+  s->cap_in_calls = 1;
+  s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = LUA_NOREF;
+  if (rw__sandbox_open(s, why, whylen) != RW_OK) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+struct lua_State *rw_sandbox_state(rw_script *s) {
+  return s->L;
+}
+
+int rw_sandbox_call(rw_script *s, int nargs, int nresults, char *why,
+                    size_t whylen) {
+  return rw__pcall(s, nargs, nresults, why, whylen);
 }
 
 void rw_free(rw_script *s) {

@@ -105,6 +105,13 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 0, "a script's metamethods are never run: exit %d: %s"
           % (p.returncode, p.stderr[-300:]))
 
+    # an endless loop inside pcall: the budget cannot be caught
+    p = corpus("return {generate = function(kl)\n"
+               "  while true do pcall(function() while true do end end) end\n"
+               "end}\n", d)
+    check(p.returncode == 2 and "gen.lua:2: instruction budget exceeded" in p.stderr,
+          "a pcall loop in generate(): exit 2 naming the line: %d %s"
+          % (p.returncode, p.stderr[-300:]))
     p = corpus("return {generate = function(kl) return {{name='x'}} end\n", d)
     check(p.returncode == 2 and "gen.lua:" in p.stderr, "a Lua syntax error names the script and line: %s" % p.stderr)
     p = corpus("return {generate = function(kl) return {{name='x', config='x', source=kl.seed('../../etc/passwd')}} end}", d)

@@ -216,6 +216,20 @@ with tempfile.TemporaryDirectory() as d:
         # a metatable whose __index errs: fields are read raw, never through it
         "meta.lua": ("return setmetatable({group_sise = 3, checkpoint = %r}, "
                      "{__index = function() error('boom') end})\n" % ck, "group_sise"),
+        # The reward scripts' sandbox: limits a script cannot catch. Each of
+        # these hung or aborted the lab in the state campaigns had before.
+        "pcall_loop.lua": ("while true do pcall(function() while true do end end) end\n",
+                           "pcall_loop.lua:1: instruction budget exceeded"),
+        "xpcall_loop.lua": ("xpcall(function() while true do end end,\n"
+                            "       function() while true do end end)\nreturn {}\n",
+                            "instruction budget exceeded"),
+        "gc_loop.lua": ("setmetatable({}, {__gc = function() while true do end end})\n"
+                        "return {}\n", "__gc finalizers are not allowed in campaign files"),
+        "memory.lua": ("local t = {}\nfor i = 1, 1e8 do t[i] = ('x'):rep(1000) .. i end\n"
+                       "return {}\n", "memory cap exceeded"),
+        "random.lua": ("return {seed = math.random(100), checkpoint = %r}\n" % ck,
+                       "math.random is disabled in campaign files"),
+        "errtable.lua": ("error({})\n", "errtable.lua:1: (error object is a table value)"),
     }
     for name, (text, want) in bad.items():
         path = os.path.join(d, name)

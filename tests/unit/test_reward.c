@@ -312,7 +312,7 @@ static void test_broken(void) {
                      "time_us");
   /* deep recursion: Lua's stack limit (or, on a loaded machine, the
    * deadline) stops it */
-  rw_limits big = {0, 0, 5000};
+  rw_limits big = {0, 0, 5000, 0};
   char why[512];
   rw_script *s = load_text("recursion.lua",
                            "local function f(n) return 1 + f(n + 1) end\n"
@@ -362,7 +362,7 @@ static void test_endless(void) {
                     RW_EBUDGET, "loop_top.lua:1:", NULL);
 
   /* the wall deadline: a huge instruction budget, a short deadline */
-  rw_limits lim = {0, 1LL << 50, 100};
+  rw_limits lim = {0, 1LL << 50, 100, 0};
   char why[512];
   rw_script *s = load_text("slow.lua",
                            "return { score = function()\n"
@@ -450,7 +450,7 @@ static void test_memory(void) {
                      RW_EMEM, "memory cap", NULL);
   /* table growth: with the default cap the instruction budget may come
    * first; with an 8 MiB cap memory does */
-  rw_limits lim = {8u << 20, 0, 0};
+  rw_limits lim = {8u << 20, 0, 0, 0};
   char why[512];
   rw_script *s = load_text("bomb_table.lua",
                            "return { score = function()\n"
