@@ -230,6 +230,8 @@ with tempfile.TemporaryDirectory() as d:
         "random.lua": ("return {seed = math.random(100), checkpoint = %r}\n" % ck,
                        "math.random is disabled in campaign files"),
         "errtable.lua": ("error({})\n", "errtable.lua:1: (error object is a table value)"),
+        "backtrack.lua": ("string.find(string.rep('a', 20000), string.rep('a-', 30) .. 'b')\n"
+                          "return {}\n", "pattern too expensive for campaign files"),
     }
     for name, (text, want) in bad.items():
         path = os.path.join(d, name)
