@@ -427,7 +427,8 @@ static int eval_files(int argc, char **argv, const char **files) {
     int code = 0;
     store = res_open_append(out_path, &meta, &code, why, sizeof why);
     if (!store) {
-      fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
+      lab_name_path(out_path, why, sizeof why);
+      fprintf(stderr, "kernlab eval: --out %s\n", why);
       rw_free(script);
       return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
     }
@@ -532,7 +533,8 @@ static int eval_files(int argc, char **argv, const char **files) {
       if (res_append_candidate(store, &rc_, it->src ? it->src : "",
                                it->src ? it->len : 0, r->sample_us, r->samples,
                                cn, cv, ncomp, &id, why, sizeof why) != 0) {
-        fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
+        lab_name_path(out_path, why, sizeof why);
+        fprintf(stderr, "kernlab eval: --out %s\n", why);
         exit_code = LAB_EXIT_ENV;
       }
     }

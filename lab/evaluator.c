@@ -402,6 +402,13 @@ int lab_record_candidate(res_file *store, const lab_eval_item *it,
                               it->r.samples, cn, cv, nc, NULL, why, whylen);
 }
 
+void lab_name_path(const char *path, char *why, size_t whylen) {
+  if (!strncmp(why, path, strlen(path))) return;
+  char rest[1024];
+  snprintf(rest, sizeof rest, "%s", why);
+  snprintf(why, whylen, "%s: %s", path, rest);
+}
+
 res_file *lab_results_open(const char *path, const char *config_text,
                            const char *reward_path, rw_script *script,
                            const char *backend, uint64_t seed, int *exit,
@@ -423,6 +430,9 @@ res_file *lab_results_open(const char *path, const char *config_text,
                             .n_flags = 64};
   int code = 0;
   res_file *f = res_open_append(path, &meta, &code, why, whylen);
-  if (!f) *exit = code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  if (!f) {
+    *exit = code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+    lab_name_path(path, why, whylen);
+  }
   return f;
 }

@@ -300,11 +300,15 @@ int lab_record_candidate(res_file *store, const lab_eval_item *it,
                          int step, int group, int sample, char *why,
                          size_t whylen);
 
+/* why, made to start with "path: " unless it already names the path
+ * there (the results store's messages do). */
+void lab_name_path(const char *path, char *why, size_t whylen);
+
 /* Opens (creating it with the campaign's attributes: config_text, the
  * reward script's path and hash, backend, seed, the flag names; device
  * "cpu", the machine the lab runs on) the results file at path for
  * appending. Returns NULL with why and *exit (2 not a results file, 3 I/O)
- * when it cannot. Close with res_close. */
+ * when it cannot; why starts with the path. Close with res_close. */
 res_file *lab_results_open(const char *path, const char *config_text,
                            const char *reward_path, rw_script *script,
                            const char *backend, uint64_t seed, int *exit,

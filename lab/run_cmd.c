@@ -377,7 +377,7 @@ int lab_run(int argc, char **argv) {
   int code = 0;
   store = lab_results_open(c.out, c.text, c.reward, script, backend, c.seed,
                            &code, why, sizeof why);
-  if (!store) FAIL(code, "%s: %s", c.out, why);
+  if (!store) FAIL(code, "%s", why);
 
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;

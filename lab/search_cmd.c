@@ -380,7 +380,7 @@ int lab_search(int argc, char **argv) {
   if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");
   store = lab_results_open(out, config_text, c.reward, script, ev.backend,
                            c.seed, &rc, why, sizeof why);
-  if (!store) FAIL(rc, "%s: %s", out, why);
+  if (!store) FAIL(rc, "%s", why);
 
   printf("search %s %s: %s %s, %ld evaluations of %d configurations (%s), "
          "%d per step, reward %s\n",

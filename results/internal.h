@@ -102,6 +102,18 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen);
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
                           int64_t src_bytes, int64_t n_samples, int schema);
 
+/* The number of complete records after row `from` (the first incomplete
+ * one). A writer appends in order, so a crash leaves only incomplete rows
+ * at the end: a complete one after an incomplete one means the file was
+ * damaged after it was written (a disk, a copy, an edit), and those
+ * records must be neither dropped in silence nor overwritten. */
+int64_t res__valid_after(const res_candidate *recs, int64_t n, int64_t from,
+                         int64_t src_bytes, int64_t n_samples, int schema);
+
+/* res__valid_after of a reader's file: complete records it does not read
+ * (0 for every file a writer, crashed or not, left as it was). */
+int64_t res__reader_after_damage(const res_reader *r);
+
 /* The record crc as a file of schema `schema` computes it: schema 1 had
  * no `error` field, so its crc stops before it. */
 uint32_t res__candidate_crc(const res_candidate *r, int schema);

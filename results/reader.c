@@ -31,6 +31,7 @@ struct res_reader {
   char path[4096];
   res_candidate *recs;
   int64_t n;
+  int64_t n_after; /* complete records after the first damaged one */
   res_step *steps;
   int64_t n_steps;
   double *comp; /* (n, k) */
@@ -188,8 +189,18 @@ static int load(res_reader *r, char *why, size_t whylen) {
     rc = damaged(r, "cannot read /candidates", why, whylen);
     goto done;
   }
-  r->n = res__valid_prefix(r->recs, n, res__extent(r->src, 0),
-                           res__extent(r->tim, 0), schema);
+  int64_t src_bytes = res__extent(r->src, 0), samples = res__extent(r->tim, 0);
+  r->n = res__valid_prefix(r->recs, n, src_bytes, samples, schema);
+  int64_t after =
+      res__valid_after(r->recs, n, r->n, src_bytes, samples, schema);
+  r->n_after = after;
+  if (after > 0)
+    fprintf(stderr,
+            "kernlab: warning: %s: candidate record %lld is damaged and "
+            "%lld complete records follow it; only the %lld before it are "
+            "read. A crash leaves damage only at the end: this file was "
+            "changed after it was written\n",
+            r->path, (long long)r->n, (long long)after, (long long)r->n);
   /* Fixed strings may fill their field (NUL-padded, not NUL-terminated,
    * in HDF5): every reader treats them as C strings. */
   for (int64_t i = 0; i < r->n; i++) {
@@ -430,4 +441,8 @@ int64_t res_step_count(const res_reader *r) {
 
 const res_step *res_get_step(const res_reader *r, int64_t i) {
   return i >= 0 && i < r->n_steps ? &r->steps[i] : NULL;
+}
+
+int64_t res__reader_after_damage(const res_reader *r) {
+  return r->n_after;
 }

@@ -24,6 +24,19 @@ int res__rebuild(const char *path, char *why, size_t whylen) {
   int code = RES_OK;
   res_reader *r = res_open_read(path, &code, why, whylen);
   if (!r) return code;
+  /* A rebuild keeps what a reader reads: with complete records past a
+   * damaged one it would drop them for good. */
+  if (res__reader_after_damage(r) > 0) {
+    snprintf(why, whylen,
+             "%s: candidate record %lld is damaged and %lld complete records "
+             "follow it; resuming would drop them. A crash leaves damage "
+             "only at the end: this file was changed after it was written; "
+             "write to a new file",
+             path, (long long)res_count(r),
+             (long long)res__reader_after_damage(r));
+    res_reader_close(r);
+    return RES_EINPUT;
+  }
   const char *flags[RES_MAX_FLAGS];
   int n_flags =
       res_flag_count(r) < RES_MAX_FLAGS ? res_flag_count(r) : RES_MAX_FLAGS;

@@ -56,7 +56,11 @@
  *   - each record carries a crc32 of its fields, so a record whose row
  *     became visible before all its bytes is recognised as the work in
  *     flight and ignored (readers stop at the first bad crc or the first
- *     record pointing outside the heaps; the writer overwrites it);
+ *     record pointing outside the heaps; the writer overwrites it). Only
+ *     the last records can be in flight: a complete record after a bad one
+ *     means the file was damaged after it was written, so readers say on
+ *     stderr how many records they do not read, and writers (in place or
+ *     by a rebuild) refuse to append rather than overwrite or drop them;
  *   - a new file is built under a temporary name and renamed into place once
  *     complete, so a kill during creation leaves no half-made file;
  *   - every allocation is page-aligned and metadata blocks are a page long,

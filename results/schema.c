@@ -61,17 +61,29 @@ uint32_t res_step_crc(const res_step *r) {
   return crc;
 }
 
+/* Record i is complete: crc matches, id is its row, and its source and
+ * samples lie inside the heaps' extents. */
+static int record_ok(const res_candidate *c, int64_t i, int64_t src_bytes,
+                     int64_t n_samples, int schema) {
+  return c->crc == res__candidate_crc(c, schema) && c->id == i &&
+         c->src_off + c->src_len <= (uint64_t)src_bytes &&
+         c->timing_off + c->timing_count <= (uint64_t)n_samples;
+}
+
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
                           int64_t src_bytes, int64_t n_samples, int schema) {
   int64_t i = 0;
-  for (; i < n; i++) {
-    const res_candidate *c = &recs[i];
-    if (c->crc != res__candidate_crc(c, schema) || c->id != i ||
-        c->src_off + c->src_len > (uint64_t)src_bytes ||
-        c->timing_off + c->timing_count > (uint64_t)n_samples)
-      break;
-  }
+  while (i < n && record_ok(&recs[i], i, src_bytes, n_samples, schema))
+    i++;
   return i;
+}
+
+int64_t res__valid_after(const res_candidate *recs, int64_t n, int64_t from,
+                         int64_t src_bytes, int64_t n_samples, int schema) {
+  int64_t k = 0;
+  for (int64_t i = from + 1; i < n; i++)
+    k += record_ok(&recs[i], i, src_bytes, n_samples, schema);
+  return k;
 }
 
 void res_strset(char *dst, size_t n, const char *s) {

@@ -431,6 +431,18 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   f->src_end = res__extent(f->src, 0);
   f->tim_end = res__extent(f->tim, 0);
   f->n_cand = res__valid_prefix(recs, n, f->src_end, f->tim_end, f->schema);
+  int64_t after =
+      res__valid_after(recs, n, f->n_cand, f->src_end, f->tim_end, f->schema);
+  if (after > 0) {
+    free(recs);
+    snprintf(why, whylen,
+             "%s: candidate record %lld is damaged and %lld complete records "
+             "follow it; appending would overwrite them. A crash leaves "
+             "damage only at the end: this file was changed after it was "
+             "written; write to a new file",
+             path, (long long)f->n_cand, (long long)after);
+    return RES_EINPUT;
+  }
   for (int64_t i = 0; i < f->n_cand; i++)
     if (recs[i].src_len)
       dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len);

@@ -298,6 +298,143 @@ static void test_torn_steps(void) {
   res_reader_close(r);
 }
 
+/* The whole file at path, malloc'd; NULL when it cannot be read. */
+static char *read_all(const char *path, size_t *len) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return NULL;
+  fseek(fp, 0, SEEK_END);
+  long size = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  char *buf = size >= 0 ? malloc((size_t)size + 1) : NULL;
+  if (buf && fread(buf, 1, (size_t)size, fp) != (size_t)size) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(fp);
+  *len = buf ? (size_t)size : 0;
+  return buf;
+}
+
+/* Flips a byte in the middle of candidate record `row` of the file at
+ * path, in place (the dataset is chunked, uncompressed). */
+static int damage_record(const char *path, int row) {
+  /* SWMR read: a killed writer's file refuses a plain read-only open */
+  hid_t fid = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+  hid_t ds = fid >= 0 ? H5Dopen2(fid, "candidates", H5P_DEFAULT) : -1;
+  hid_t t = ds >= 0 ? H5Dget_type(ds) : -1;
+  size_t size = t >= 0 ? H5Tget_size(t) : 0;
+  hsize_t coord[1] = {0}, nbytes = 0;
+  haddr_t addr = HADDR_UNDEF;
+  unsigned mask = 0;
+  if (ds >= 0 &&
+      H5Dget_chunk_info_by_coord(ds, coord, &mask, &addr, &nbytes) < 0)
+    addr = HADDR_UNDEF;
+  if (t >= 0) H5Tclose(t);
+  if (ds >= 0) H5Dclose(ds);
+  if (fid >= 0) H5Fclose(fid);
+  if (addr == HADDR_UNDEF || !size) return 0;
+  FILE *fp = fopen(path, "r+b");
+  long at = (long)(addr + (haddr_t)row * size + size / 2);
+  int c = fp && fseek(fp, at, SEEK_SET) == 0 ? fgetc(fp) : EOF;
+  int ok =
+      c != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(c ^ 0x5a, fp) != EOF;
+  if (fp) fclose(fp);
+  return ok;
+}
+
+/* A damaged record with complete ones after it is not what a crash leaves
+ * (a writer appends in order: only the last rows can be incomplete). The
+ * reader says so and reads the records before it; the writer refuses to
+ * append, which would overwrite the complete ones. Damage at the very end
+ * is a crash's, and an append replaces it as before. */
+static void test_damaged_middle(void) {
+  char path[512], why[512] = "", log[512];
+  path_in(path, sizeof path, "mid.h5");
+  path_in(log, sizeof log, "mid.stderr");
+  CHECK(gen_file(path, &meta, 20, why, sizeof why) == RES_OK, "%s", why);
+  CHECK(damage_record(path, 5), "damaging record 5 of %s", path);
+  size_t n_before = 0, n_after = 0;
+  char *before = read_all(path, &n_before);
+  int code = -1;
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *lf = fopen(log, "w");
+  if (lf) dup2(fileno(lf), 2);
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  if (lf) fclose(lf);
+  CHECK(r && res_count(r) == 5, "the 5 records before the damage: %lld",
+        r ? (long long)res_count(r) : -1LL);
+  res_reader_close(r);
+  char text[1024] = "";
+  FILE *in = fopen(log, "r");
+  size_t got = in ? fread(text, 1, sizeof text - 1, in) : 0;
+  text[got] = 0;
+  if (in) fclose(in);
+  CHECK(strstr(text, "candidate record 5 is damaged and 14 complete records "
+                     "follow it") &&
+            strstr(text, path),
+        "the reader says what it does not read: '%s'", text);
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(!f && code == RES_EINPUT && strstr(why, "record 5 is damaged") &&
+            strstr(why, "appending would overwrite them") && strstr(why, path),
+        "the writer refuses: %d %s", code, why);
+  res_close(f, why, sizeof why);
+  char *after = read_all(path, &n_after);
+  CHECK(before && after && n_before == n_after &&
+            !memcmp(before, after, n_before),
+        "the file's bytes are untouched");
+  free(after);
+
+  /* the same in a file whose writer died (it is rebuilt, not reopened in
+   * place, on the next append: results/recover.c) */
+  path_in(path, sizeof path, "midcrash.h5");
+  fflush(NULL);
+  pid_t kid = fork();
+  if (kid == 0) {
+    res_file *w = res_open_append(path, &meta, &code, why, sizeof why);
+    for (int64_t i = 0; w && i < 20; i++)
+      gen_append(w, i, why, sizeof why);
+    _exit(w ? 0 : 1); /* no close: the SWMR mark stays */
+  }
+  int st = -1;
+  waitpid(kid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer that dies");
+  CHECK(damage_record(path, 5), "damaging record 5 of %s", path);
+  free(before);
+  before = read_all(path, &n_before);
+  f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(!f && code == RES_EINPUT && strstr(why, "record 5 is damaged") &&
+            strstr(why, "resuming would drop them"),
+        "no rebuild that would drop records: %d %s", code, why);
+  res_close(f, why, sizeof why);
+  after = read_all(path, &n_after);
+  CHECK(before && after && n_before == n_after &&
+            !memcmp(before, after, n_before),
+        "the crashed file's bytes are untouched");
+  free(before);
+  free(after);
+
+  /* the last record damaged: a crash's residue, replaced by the append */
+  path_in(path, sizeof path, "end.h5");
+  CHECK(gen_file(path, &meta, 20, why, sizeof why) == RES_OK, "%s", why);
+  CHECK(damage_record(path, 19), "damaging record 19");
+  f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f && res_file_count(f) == 19, "19 complete records: %s", why);
+  if (f) {
+    CHECK(gen_append(f, 19, why, sizeof why) == RES_OK, "append: %s", why);
+    CHECK(res_close(f, why, sizeof why) == RES_OK, "close: %s", why);
+  }
+  r = res_open_read(path, &code, why, sizeof why);
+  int ok = r && res_count(r) == 20;
+  for (int64_t i = 0; ok && i < 20; i++)
+    ok = gen_verify(r, i, why, sizeof why);
+  CHECK(ok, "20 records after replacing the damaged last one: %s", why);
+  res_reader_close(r);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   /* In a child: after the torn header HDF5 cannot close itself cleanly
@@ -315,6 +452,7 @@ int main(void) {
   CHECK(kid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
         "the torn-/steps checks (in a child) failed: status 0x%x", st);
   test_round_trip();
+  test_damaged_middle();
   test_bad_input();
   test_errors_and_schema_1();
   char cmd[600];
