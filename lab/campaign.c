@@ -366,7 +366,7 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   if ((long long)c->M * c->K > (1LL << 28) ||
       (long long)c->K * c->N > (1LL << 28) ||
       (long long)c->M * c->N > (1LL << 28))
-    fail(p, "task", "each matrix must have under 2^28 elements");
+    fail(p, "task", "each matrix must have at most 2^28 elements");
   int be = 0;
   get_enum(p, 1, NULL, "backend", "cpu-emu|gpu|auto", &be);
   snprintf(c->backend, sizeof c->backend, "%s",

@@ -190,6 +190,7 @@ static void print_split(const lab_seed_split *split, const config_rank *ranks,
 int lab_corpus(int argc, char **argv) {
   const char *script = "lua/corpus.lua", *out_dir = "runs/corpus";
   int jobs = 0;
+  long num;
   kl_eval_options opts;
   kl_eval_defaults(&opts);
   opts.shapes[0] = (kl_shape){128, 128, 128};
@@ -204,8 +205,9 @@ int lab_corpus(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--out") && val) {
       out_dir = val;
       i++;
-    } else if (!strcmp(argv[i], "--jobs") && val && atoi(val) > 0) {
-      jobs = atoi(val);
+    } else if (!strcmp(argv[i], "--jobs") &&
+               !lab_arg_long(val, 1, 1024, &num)) {
+      jobs = (int)num;
       i++;
     } else if (!strcmp(argv[i], "--shape") && val &&
                sscanf(val, "%dx%dx%d", &opts.shapes[0].M, &opts.shapes[0].N,

@@ -316,14 +316,16 @@ static int eval_files(int argc, char **argv, const char **files) {
         return usage_error("--seed expects a positive integer", val);
       i++;
     } else if (!strcmp(a, "--threads")) {
-      if (!val || atoi(val) < 1)
-        return usage_error("--threads expects a count >= 1", val);
-      opts.threads = atoi(val);
+      long v;
+      if (lab_arg_long(val, 1, 4096, &v))
+        return usage_error("--threads expects a count from 1 to 4096", val);
+      opts.threads = (int)v;
       i++;
     } else if (!strcmp(a, "--jobs") || !strcmp(a, "-j")) {
-      if (!val || atoi(val) < 1)
-        return usage_error("--jobs expects a count >= 1", val);
-      jobs = atoi(val);
+      long v;
+      if (lab_arg_long(val, 1, 1024, &v))
+        return usage_error("--jobs expects a count from 1 to 1024", val);
+      jobs = (int)v;
       i++;
     } else if (!strcmp(a, "--reward")) {
       if (!val) return usage_error("--reward needs a Lua file", NULL);
@@ -334,19 +336,24 @@ static int eval_files(int argc, char **argv, const char **files) {
       out_path = val;
       i++;
     } else if (!strcmp(a, "--max-speedup")) {
-      if (!val || atof(val) <= 1)
-        return usage_error("--max-speedup expects a factor > 1", val);
-      opts.max_speedup = atof(val);
+      double v;
+      if (lab_arg_double(val, 1, 1e9, &v) || v == 1)
+        return usage_error("--max-speedup expects a finite factor > 1", val);
+      opts.max_speedup = v;
       i++;
     } else if (!strcmp(a, "--compile-timeout")) {
-      if (!val || atof(val) <= 0)
-        return usage_error("--compile-timeout expects seconds > 0", val);
-      compile_timeout = atof(val);
+      double v;
+      if (lab_arg_double(val, 0, 86400, &v) || v == 0)
+        return usage_error("--compile-timeout expects seconds > 0, at most "
+                           "86400",
+                           val);
+      compile_timeout = v;
       i++;
     } else if (!strcmp(a, "--timeout")) {
-      if (!val || atof(val) <= 0)
-        return usage_error("--timeout expects seconds > 0", val);
-      opts.run_deadline_s = atof(val);
+      double v;
+      if (lab_arg_double(val, 0, 86400, &v) || v == 0)
+        return usage_error("--timeout expects seconds > 0, at most 86400", val);
+      opts.run_deadline_s = v;
       i++;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage_error("help", NULL);

@@ -50,11 +50,10 @@ static int usage(const char *msg, const char *arg) {
   return LAB_EXIT_USAGE;
 }
 
-/* Parses a number that must use all of s; 0 when it does not. */
+/* Parses a finite number that must use all of s; 0 when it does not
+ * ("nan" would pass every range check below and become INT_MIN). */
 static int parse_num(const char *s, double *out) {
-  char *end;
-  *out = strtod(s, &end);
-  return end != s && *end == '\0';
+  return lab_arg_double(s, -1e300, 1e300, out) == 0;
 }
 
 /* Loads the checkpoint into a fresh model checked against the tokenizer. */
@@ -112,7 +111,7 @@ int lab_generate(int argc, char **argv) {
       if (policy_dtype < 0)
         return usage("--policy-dtype: expected fp32 or bf16, got", v);
     } else if (!parse_num(v, &x))
-      return usage("expected a number, got", v);
+      return usage("expected a finite number, got", v);
     else if (!strcmp(a, "-n"))
       G = x;
     else if (!strcmp(a, "--max-tokens"))
@@ -130,8 +129,10 @@ int lab_generate(int argc, char **argv) {
   }
   if (!ckpt || !tok_path || !prompt)
     return usage("--ckpt, --tok and --prompt are required", NULL);
-  if (G < 1 || G > 4096 || max_new < 1 || max_new > 1e6 || seed < 0)
-    return usage("-n must be 1..4096, --max-tokens 1..1e6, --seed >= 0", NULL);
+  if (G < 1 || G > 4096 || max_new < 1 || max_new > 1e6 || seed < 0 ||
+      seed >= 18446744073709551616.0)
+    return usage("-n must be 1..4096, --max-tokens 1..1e6, --seed 0..2^64-1",
+                 NULL);
 
   char why[512];
   /* The device first, so that a run asked for the GPU fails at once. */

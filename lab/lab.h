@@ -60,6 +60,12 @@ int lab_report(int argc, char **argv);
 
 /* Helpers the results commands share (lab/results_cmd.c). */
 
+/* A command-line number that must be all of s and within [lo, hi]
+ * (finite for doubles: "nan" and "inf" are refused). 0 with *out set, or
+ * -1 and *out untouched. */
+int lab_arg_long(const char *s, long lo, long hi, long *out);
+int lab_arg_double(const char *s, double lo, double hi, double *out);
+
 /* Prints "kernlab CMD: MSG [ARG]" and the usage line; returns
  * LAB_EXIT_USAGE. arg may be NULL. */
 int lab_usage(const char *cmd, const char *msg, const char *arg,

@@ -184,6 +184,8 @@ int lab_prime(int argc, char **argv) {
   int policy_device = LAB_POLICY_CPU, policy_dtype = PCUDA_DTYPE_FP32;
   float lr = 0;
   uint64_t seed = 1;
+  long num;
+  double real;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--keep-comments")) {
@@ -199,14 +201,15 @@ int lab_prime(int argc, char **argv) {
       tok_path = val;
     else if (!strcmp(a, "--size"))
       size = val;
-    else if (!strcmp(a, "--steps") && atoi(val) > 0)
-      steps = atoi(val);
-    else if (!strcmp(a, "--batch") && atoi(val) > 0)
-      batch = atoi(val);
-    else if (!strcmp(a, "--seq") && atoi(val) > 1)
-      seq = atoi(val);
-    else if (!strcmp(a, "--lr") && atof(val) > 0)
-      lr = (float)atof(val);
+    else if (!strcmp(a, "--steps") && !lab_arg_long(val, 1, 10000000, &num))
+      steps = (int)num;
+    else if (!strcmp(a, "--batch") && !lab_arg_long(val, 1, 65536, &num))
+      batch = (int)num;
+    else if (!strcmp(a, "--seq") && !lab_arg_long(val, 2, 65536, &num))
+      seq = (int)num;
+    else if (!strcmp(a, "--lr") && !lab_arg_double(val, 0, 1e3, &real) &&
+             real > 0)
+      lr = (float)real;
     else if (!strcmp(a, "--seed") && strtoull(val, NULL, 0) > 0)
       seed = strtoull(val, NULL, 0);
     else if (!strcmp(a, "--policy-device") && lab_policy_device_parse(val) >= 0)

@@ -31,6 +31,24 @@ int lab_usage(const char *cmd, const char *msg, const char *arg,
   return LAB_EXIT_USAGE;
 }
 
+int lab_arg_long(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = s ? strtol(s, &end, 10) : 0;
+  if (!s || end == s || *end || errno || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+int lab_arg_double(const char *s, double lo, double hi, double *out) {
+  char *end;
+  double v = s ? strtod(s, &end) : 0;
+  /* NaN fails both comparisons, so it is refused with the rest */
+  if (!s || end == s || *end || !(v >= lo && v <= hi)) return -1;
+  *out = v;
+  return 0;
+}
+
 res_reader *lab_open_run(const char *cmd, const char *path, int *exit) {
   char why[1024];
   int code = RES_EINPUT;

@@ -231,9 +231,14 @@ def group_cli():
     check(rc == 3 and "gpu" in err, "--backend gpu without a device exits 3: %s" % err)
     rc, _, err = kernlab("eval", naive, "--backend", "tpu")
     check(rc == 2, "unknown backend exits 2")
-    for bad in (["--shape", "0x4x4"], ["--shape", "4x4"], ["--seed", "x"], ["--bogus"], []):
+    for bad in (["--shape", "0x4x4"], ["--shape", "4x4"], ["--seed", "x"], ["--bogus"], [],
+                # NaN passes every `<= 0` test; atoi wrapped a huge count
+                ["--timeout", "nan"], ["--compile-timeout", "nan"],
+                ["--max-speedup", "nan"], ["--timeout", "inf"], ["--jobs", "99999999999999"],
+                ["--threads", "4x"]):
         rc, _, err = kernlab("eval", *([naive] if bad else []), *bad)
-        check(rc == 2, "bad usage %s exits 2, got %d" % (bad, rc))
+        check(rc == 2 and (not bad or bad[0] == "--bogus" or bad[0] in err),
+              "bad usage %s exits 2 naming the option, got %d: %s" % (bad, rc, err))
     # the seed is reported and replays the same inputs (same errors)
     rc, rows1, _ = eval_json([naive], *FAST)
     seed = rows1[0]["seed"]

@@ -142,6 +142,12 @@ with tempfile.TemporaryDirectory() as d:
         f.write(data)
     g = run("generate", "--ckpt", bad, "--tok", ck + ".tok", "--prompt", "x")
     check(g.returncode == 2 and "bad.ckpt" in g.stderr, "corrupt checkpoint: exit 2 naming it: %s" % g.stderr)
+    for opt in (["-n", "nan"], ["--max-tokens", "nan"], ["--seed", "inf"], ["--seed", "1e30"]):
+        g = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", *opt)
+        check(g.returncode == 2 and ("finite" in g.stderr or "--seed 0..2^64-1" in g.stderr),
+              "generate %s: exit 2, said: %d %s" % (opt, g.returncode, g.stderr[-200:]))
+    p = run("prime", "--corpus", corpus, "--out", ck + ".x", "--steps", "nan")
+    check(p.returncode == 2 and "usage" in p.stderr, "prime --steps nan: usage: %s" % p.stderr)
     other = os.path.join(d, "other.ckpt")
     p = run("prime", "--corpus", corpus, "--out", other, "--size", "tiny", "--steps", "2",
             "--seed", "7")
