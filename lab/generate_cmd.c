@@ -65,10 +65,13 @@ static int load_model(pl_model *m, const char *path, const pl_tokenizer *tok,
   if (rc) return rc;
   rc = pl_ckpt_check_tokenizer(&h, pl_tok_hash(tok), why, whylen);
   if (!rc) rc = pl_model_init(m, &h.config, 0, why, whylen);
-  if (!rc && h.config.vocab < pl_tok_vocab_size(tok)) {
+  /* kernlab prime sizes the vocab to the tokenizer's: a larger one could
+   * sample ids the tokenizer cannot decode, mid-campaign */
+  if (!rc && h.config.vocab != pl_tok_vocab_size(tok)) {
     snprintf(why, whylen,
-             "%s: model vocab %d is smaller than the tokenizer's %d", path,
-             h.config.vocab, pl_tok_vocab_size(tok));
+             "%s: model vocab %d, but the tokenizer has %d tokens (a "
+             "primed checkpoint has exactly its tokenizer's)",
+             path, h.config.vocab, pl_tok_vocab_size(tok));
     pl_model_free(m);
     rc = PL_EINPUT;
   }

@@ -12,7 +12,9 @@ the reason and auto falls back to the CPU (saying so) and trains or samples
 as cpu does. --policy-dtype bf16: exit 2 on the CPU; with auto and no device
 the CPU trains in fp32, saying so.
 """
+import hashlib
 import os
+import struct
 import re
 import shutil
 import subprocess
@@ -146,6 +148,27 @@ with tempfile.TemporaryDirectory() as d:
         g = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", *opt)
         check(g.returncode == 2 and ("finite" in g.stderr or "--seed 0..2^64-1" in g.stderr),
               "generate %s: exit 2, said: %d %s" % (opt, g.returncode, g.stderr[-200:]))
+    # A checkpoint whose vocab is larger than its tokenizer's (sound
+    # otherwise: its hash is right): refused at load, exit 2, not by a
+    # decode error mid-campaign.
+    with open(ck, "rb") as f:
+        raw = f.read()
+    body = raw[:-32]
+    flags, V, C = struct.unpack_from("<3I", body, 12)
+    n = struct.unpack_from("<Q", body, 56)[0]
+    extra = 10 * C * 4
+    arrays = [body[256 + k * n * 4: 256 + (k + 1) * n * 4] for k in range(3 if flags & 1 else 1)]
+    head = bytearray(body[:256])
+    struct.pack_into("<I", head, 16, V + 10)
+    struct.pack_into("<Q", head, 56, n + 10 * C)
+    grown = bytes(head) + b"".join(a[:V * C * 4] + bytes(extra) + a[V * C * 4:] for a in arrays)
+    big = os.path.join(d, "bigvocab.ckpt")
+    with open(big, "wb") as f:
+        f.write(grown + hashlib.sha256(grown).digest())
+    g = run("generate", "--ckpt", big, "--tok", ck + ".tok", "--prompt", "x")
+    check(g.returncode == 2 and "model vocab %d, but the tokenizer has %d tokens" % (V + 10, V)
+          in g.stderr, "a vocab larger than the tokenizer's: exit 2: %d %s"
+          % (g.returncode, g.stderr[-300:]))
     p = run("prime", "--corpus", corpus, "--out", ck + ".x", "--steps", "nan")
     check(p.returncode == 2 and "usage" in p.stderr, "prime --steps nan: usage: %s" % p.stderr)
     other = os.path.join(d, "other.ckpt")
