@@ -96,6 +96,12 @@ int res__check_signature(const char *path, char *why, size_t whylen);
  * schema_version attributes). Returns RES_OK or RES_EINPUT with a reason. */
 int res__validate(hid_t fid, const char *path, char *why, size_t whylen);
 
+/* Metadata read attempts for every SWMR open, reader's and writer's:
+ * HDF5 retries a bad object header with a doubling sleep, 100 times by
+ * default, which never ends on a torn one; 16 take well under a
+ * millisecond. */
+#define RES_READ_ATTEMPTS 16
+
 /* The number of leading records that are complete: crc matches, id is the
  * row index, and source and samples lie inside the heaps' extents. The
  * rest is work that was in flight when a writer died. */

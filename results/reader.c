@@ -92,10 +92,18 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
   free(kind);
   int32_t schema = 0;
   if (!ok || read_int_attr(fid, "schema_version", H5T_NATIVE_INT32, &schema)) {
-    snprintf(why, whylen,
-             "%s: an HDF5 file but not a kernlab results file (no kind = "
-             "\"%s\" attribute)",
-             path, RES_KIND);
+    /* H5Aexists < 0: the root's header did not read, which is damage, not
+     * another program's file */
+    if (H5Aexists(fid, "kind") < 0 || H5Aexists(fid, "schema_version") < 0)
+      snprintf(why, whylen,
+               "%s: truncated or damaged results file: the root group's "
+               "attributes (kind, schema_version) cannot be read",
+               path);
+    else
+      snprintf(why, whylen,
+               "%s: an HDF5 file but not a kernlab results file (no kind = "
+               "\"%s\" attribute)",
+               path, RES_KIND);
     return RES_EINPUT;
   }
   if (schema > RES_SCHEMA_VERSION || schema < 1) {
@@ -155,8 +163,6 @@ static int damaged(res_reader *r, const char *what, char *why, size_t whylen) {
   res__h5_error(why, whylen, prefix);
   return RES_EINPUT;
 }
-
-#define RES_READ_ATTEMPTS 16
 
 static int load(res_reader *r, char *why, size_t whylen) {
   hid_t cand = H5Dopen2(r->fid, RES_DS_CANDIDATES, H5P_DEFAULT);

@@ -67,8 +67,9 @@
  *     so no object header straddles two pages: the kernel copies a write
  *     page by page and a kill -9 between two pages tore a /steps header
  *     (1 crash-test run in 30) until then.
- * Readers bound HDF5's SWMR retries of a bad header to 16 (its default 100,
- * with a doubling sleep, waits without end on a torn one), and a damaged
+ * Readers and writers bound HDF5's SWMR retries of a bad header to 16 (its
+ * default 100, with a doubling sleep, waits without end on a torn one: a
+ * writer reopening a file with a torn root header hung), and a damaged
  * /steps costs the step records, said on stderr, never the candidates.
  * After a crash the superblock still says "open for SWMR write": readers open
  * with H5F_ACC_SWMR_READ (h5py: swmr=True), which works for finished, live

@@ -222,6 +222,8 @@ static hid_t swmr_fapl(void) {
    * crash test found a /steps header torn that way, 1 run in 30). */
   H5Pset_alignment(fapl, 1, 4096);
   H5Pset_meta_block_size(fapl, 4096);
+  /* a writer opening a damaged file must fail, not wait for ever */
+  H5Pset_metadata_read_attempts(fapl, RES_READ_ATTEMPTS);
   return fapl;
 }
 

@@ -435,6 +435,29 @@ static void test_damaged_middle(void) {
   res_reader_close(r);
 }
 
+/* The root group's header damaged: its attributes do not read. That is
+ * damage, not someone else's file; and a writer must fail on it, not retry
+ * it for ever (HDF5's SWMR retries: the writer's open had no bound). */
+static void test_torn_root(void) {
+  char path[512], why[512] = "";
+  path_in(path, sizeof path, "root.h5");
+  CHECK(gen_file(path, &meta, 1, why, sizeof why) == RES_OK, "%s", why);
+  hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  H5O_info_t info;
+  haddr_t addr = HADDR_UNDEF;
+  if (fid >= 0 &&
+      H5Oget_info_by_name2(fid, "/", &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0)
+    addr = info.addr;
+  if (fid >= 0) H5Fclose(fid);
+  FILE *fp = fopen(path, "r+b");
+  int torn = addr != HADDR_UNDEF && fp &&
+             fseek(fp, (long)addr + 6, SEEK_SET) == 0 &&
+             fwrite("\xde\xad\xbe\xef\xde\xad\xbe\xef", 1, 8, fp) == 8;
+  if (fp) fclose(fp);
+  CHECK(torn, "tearing the root header at %llu", (unsigned long long)addr);
+  expect_input_error(path, "the root group's attributes");
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   /* In a child: after the torn header HDF5 cannot close itself cleanly
@@ -444,6 +467,7 @@ int main(void) {
   pid_t kid = fork();
   if (kid == 0) {
     test_torn_steps();
+    test_torn_root();
     fflush(NULL);
     _exit(kl_test_failures ? 1 : 0);
   }
