@@ -37,6 +37,16 @@ static int write_page(const res_reader *r, const res_report_opts *o,
     }
     return LAB_EXIT_OK;
   }
+  /* checked before anything is built next to it: the rename would fail
+   * only at the end, after a temporary file in the folder's parent */
+  struct stat st;
+  if (stat(out_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr,
+            "kernlab report: -o %s is a folder; name the HTML file "
+            "to write\n",
+            out_path);
+    return LAB_EXIT_USAGE;
+  }
   size_t n = strlen(out_path) + 16;
   char *tmp = malloc(n);
   if (!tmp) {

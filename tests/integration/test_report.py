@@ -145,6 +145,9 @@ def test_cli(run, tmp):
                         os.path.join(tmp, "no", "such", "dir.html"))
     check(rc == 2 and se.count("\n") == 1 and "cannot write" in se,
           "unwritable output: one line, 2: %r" % se)
+    rc, _, se = kernlab("report", run, "-o", tmp)
+    check(rc == 2 and se.count("\n") == 1 and "is a folder" in se,
+          "a folder as output: one line, exit 2: %r" % se)
 
 
 def test_bad_files(run, tmp):
