@@ -72,11 +72,9 @@ static long file_size(const char *path) {
 }
 
 static uint8_t *slurp(const char *path, long *len) {
-  FILE *f = fopen(path, "rb");
-  *len = file_size(path);
-  uint8_t *b = malloc((size_t)*len + 1);
-  if (fread(b, 1, (size_t)*len, f) != (size_t)*len) *len = -1;
-  fclose(f);
+  size_t n = 0;
+  uint8_t *b = (uint8_t *)kl_test_read_file(path, &n);
+  *len = b ? (long)n : -1;
   return b;
 }
 

@@ -298,23 +298,6 @@ static void test_torn_steps(void) {
   res_reader_close(r);
 }
 
-/* The whole file at path, malloc'd; NULL when it cannot be read. */
-static char *read_all(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return NULL;
-  fseek(fp, 0, SEEK_END);
-  long size = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  char *buf = size >= 0 ? malloc((size_t)size + 1) : NULL;
-  if (buf && fread(buf, 1, (size_t)size, fp) != (size_t)size) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(fp);
-  *len = buf ? (size_t)size : 0;
-  return buf;
-}
-
 /* Flips a byte in the middle of candidate record `row` of the file at
  * path, in place (the dataset is chunked, uncompressed). */
 static int damage_record(const char *path, int row) {
@@ -354,7 +337,7 @@ static void test_damaged_middle(void) {
   CHECK(gen_file(path, &meta, 20, why, sizeof why) == RES_OK, "%s", why);
   CHECK(damage_record(path, 5), "damaging record 5 of %s", path);
   size_t n_before = 0, n_after = 0;
-  char *before = read_all(path, &n_before);
+  char *before = kl_test_read_file(path, &n_before);
   int code = -1;
   fflush(stderr);
   int saved = dup(2);
@@ -382,7 +365,7 @@ static void test_damaged_middle(void) {
             strstr(why, "appending would overwrite them") && strstr(why, path),
         "the writer refuses: %d %s", code, why);
   res_close(f, why, sizeof why);
-  char *after = read_all(path, &n_after);
+  char *after = kl_test_read_file(path, &n_after);
   CHECK(before && after && n_before == n_after &&
             !memcmp(before, after, n_before),
         "the file's bytes are untouched");
@@ -404,13 +387,13 @@ static void test_damaged_middle(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer that dies");
   CHECK(damage_record(path, 5), "damaging record 5 of %s", path);
   free(before);
-  before = read_all(path, &n_before);
+  before = kl_test_read_file(path, &n_before);
   f = res_open_append(path, &meta, &code, why, sizeof why);
   CHECK(!f && code == RES_EINPUT && strstr(why, "record 5 is damaged") &&
             strstr(why, "resuming would drop them"),
         "no rebuild that would drop records: %d %s", code, why);
   res_close(f, why, sizeof why);
-  after = read_all(path, &n_after);
+  after = kl_test_read_file(path, &n_after);
   CHECK(before && after && n_before == n_after &&
             !memcmp(before, after, n_before),
         "the crashed file's bytes are untouched");
