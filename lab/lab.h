@@ -205,8 +205,9 @@ typedef struct lab_seed_split {
  * { generate = function(kl) ... end, holdout_fraction = x (optional),
  * holdout = { names } (optional) }; generate is called with kl.seed(name)
  * (the text of seeds_dir/<name>; names are [a-z0-9_.]) and returns a list
- * of {name, config, source} tables (config defaults to name). *split (may
- * be NULL) receives the holdout fields; a name that no variant's config
+ * of {name, config, source} tables (config defaults to name; names are
+ * unique file names: letters, digits, _ - + ., not starting with '.'). *split
+ * (may be NULL) receives the holdout fields; a name that no variant's config
  * has is an error. Returns 0, or -1 with why naming the script (and
  * file:line for Lua errors). Free *out with lab_seed_variants_free. */
 int lab_seed_script_run(const char *path, const char *seeds_dir,

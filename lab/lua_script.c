@@ -60,6 +60,18 @@ static int lua_seed(lua_State *L) {
   return 1;
 }
 
+/* A variant name is a file name in the corpus (train/NAME.cu) and a
+ * column of MANIFEST.tsv: no '/', no "..", no tabs or newlines. */
+static int name_ok(const char *name) {
+  if (name[0] == '.') return 0;
+  for (const char *c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+          (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '+' ||
+          *c == '.'))
+      return 0;
+  return 1;
+}
+
 /* t[key] of the table at idx, pushed, without metamethods: a script's
  * tables are read outside any protected call, where an __index that errs
  * (or runs out of the instruction budget) would abort the lab. */
@@ -108,6 +120,17 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
             ? "config: expected a non-empty string under 128 "
               "bytes"
             : NULL;
+    char dup[200];
+    if (!bad && !name_ok(name))
+      bad = "name: expected letters, digits, '_', '-', '+' and '.', not "
+            "starting with '.' (it names a file of the corpus)";
+    for (int j = 0; !bad && j < i; j++)
+      if (!strcmp(v[j].name, name)) {
+        snprintf(dup, sizeof dup,
+                 "name '%.128s' is variant %d's too; expected unique names",
+                 name, j + 1);
+        bad = dup;
+      }
     if (!bad && !(v[i].source = malloc(len + 1)))
       bad = "out of memory for its source";
     if (bad) {

@@ -166,15 +166,6 @@ static int load_space(const char *path, lab_seed_variant **v, int *n) {
     fprintf(stderr, "kernlab search: %s\n", why);
     return LAB_EXIT_USAGE;
   }
-  for (int i = 0; i < *n; i++)
-    for (int j = 0; j < i; j++)
-      if (!strcmp((*v)[i].name, (*v)[j].name)) {
-        fprintf(stderr,
-                "kernlab search: %s: configurations %d and %d are both named "
-                "'%s'; expected unique names\n",
-                path, j + 1, i + 1, (*v)[i].name);
-        return LAB_EXIT_USAGE;
-      }
   if (*n == 0) {
     fprintf(stderr, "kernlab search: %s: the space is empty\n", path);
     return LAB_EXIT_USAGE;

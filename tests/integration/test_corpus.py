@@ -105,6 +105,18 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 0, "a script's metamethods are never run: exit %d: %s"
           % (p.returncode, p.stderr[-300:]))
 
+    # names become file names: no way out of --out, no duplicates
+    src = "kl.seed('01_naive.cu')"
+    for names, says in ((["../../escaped"], "variant 1: name: expected letters"),
+                        (["ok", "sub/dir"], "variant 2: name: expected letters"),
+                        (["a\tb"], "variant 1: name"), ([".."], "variant 1: name"),
+                        (["a", "a"], "name 'a' is variant 1's too")):
+        rows = ", ".join("{name = %r, source = %s}" % (n, src) for n in names)
+        p = corpus("return {generate = function(kl) return {%s} end}\n" % rows, d)
+        check(p.returncode == 2 and says in p.stderr and "gen.lua" in p.stderr,
+              "variant names %r: exit 2 saying %r: %s" % (names, says, p.stderr[-300:]))
+    check(not os.path.exists(os.path.join(os.path.dirname(d), "escaped.cu")) and
+          not os.path.exists(os.path.join(d, "escaped.cu")), "nothing written outside --out")
     # an endless loop inside pcall: the budget cannot be caught
     p = corpus("return {generate = function(kl)\n"
                "  while true do pcall(function() while true do end end) end\n"
