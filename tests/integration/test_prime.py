@@ -169,6 +169,18 @@ with tempfile.TemporaryDirectory() as d:
     check(g.returncode == 2 and "model vocab %d, but the tokenizer has %d tokens" % (V + 10, V)
           in g.stderr, "a vocab larger than the tokenizer's: exit 2: %d %s"
           % (g.returncode, g.stderr[-300:]))
+    # --out replaces only a file prime wrote: not someone's data, not a FIFO
+    notes = os.path.join(d, "notes.txt")
+    with open(notes, "w") as f:
+        f.write("results I care about\n")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    for target in (notes, fifo, d):
+        p = run("prime", "--corpus", corpus, "--out", target, "--size", "tiny", "--steps", "1")
+        check(p.returncode == 2 and "is not a file kernlab prime wrote" in p.stderr,
+              "prime --out %s: refused: %d %s" % (target, p.returncode, p.stderr[-300:]))
+    check(open(notes).read() == "results I care about\n" and
+          not os.path.exists(notes + ".tok"), "the file is untouched, no .tok next to it")
     p = run("prime", "--corpus", corpus, "--out", ck + ".x", "--steps", "nan")
     check(p.returncode == 2 and "usage" in p.stderr, "prime --steps nan: usage: %s" % p.stderr)
     other = os.path.join(d, "other.ckpt")
