@@ -136,7 +136,7 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
     names[n++] = strdup(e->d_name);
   }
   closedir(d);
-  qsort(names, (size_t)n, sizeof(char *), cmp_str);
+  if (n) qsort(names, (size_t)n, sizeof(char *), cmp_str);
   docs->text = calloc((size_t)(n ? n : 1), sizeof(char *));
   docs->len = calloc((size_t)(n ? n : 1), sizeof(size_t));
   docs->n = 0;

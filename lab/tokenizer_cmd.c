@@ -73,7 +73,20 @@ static char *read_all(FILE *f, size_t *len) {
   return b;
 }
 
+/* A corpus file larger than this is not source text (a disk image, a
+ * /dev/zero): refused rather than read until memory runs out. */
+#define CORPUS_FILE_MAX ((off_t)64 << 20)
+
 static int corpus_add_file(corpus *c, const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 &&
+      (!S_ISREG(st.st_mode) || st.st_size > CORPUS_FILE_MAX)) {
+    fprintf(stderr,
+            "kernlab tokenizer: %s: %s; the corpus is source files (or "
+            "folders of them), each at most 64 MiB\n",
+            path, S_ISREG(st.st_mode) ? "too large" : "not a regular file");
+    return LAB_EXIT_USAGE;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "kernlab tokenizer: %s: cannot open: %s\n", path,

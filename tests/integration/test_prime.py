@@ -169,6 +169,16 @@ with tempfile.TemporaryDirectory() as d:
     check(g.returncode == 2 and "model vocab %d, but the tokenizer has %d tokens" % (V + 10, V)
           in g.stderr, "a vocab larger than the tokenizer's: exit 2: %d %s"
           % (g.returncode, g.stderr[-300:]))
+    t = run("tokenizer", "train", "--corpus", "/dev/zero", "--vocab", "300",
+            "--out", os.path.join(d, "z.tok"))
+    check(t.returncode == 2 and "not a regular file" in t.stderr,
+          "tokenizer train --corpus /dev/zero: refused, not read until memory runs out: %s"
+          % t.stderr[-200:])
+    nothing = os.path.join(d, "nothing")
+    os.mkdir(nothing)
+    p = run("prime", "--corpus", nothing, "--out", os.path.join(d, "n.ckpt"), "--size", "tiny")
+    check(p.returncode == 2 and "no valid kernels" in p.stderr and "runtime error" not in p.stderr,
+          "an empty corpus folder: exit 2, nothing undefined: %s" % p.stderr[-300:])
     # --out replaces only a file prime wrote: not someone's data, not a FIFO
     notes = os.path.join(d, "notes.txt")
     with open(notes, "w") as f:
