@@ -108,17 +108,24 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen);
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
                           int64_t src_bytes, int64_t n_samples, int schema);
 
-/* The number of complete records after row `from` (the first incomplete
- * one). A writer appends in order, so a crash leaves only incomplete rows
- * at the end: a complete one after an incomplete one means the file was
- * damaged after it was written (a disk, a copy, an edit), and those
- * records must be neither dropped in silence nor overwritten. */
-int64_t res__valid_after(const res_candidate *recs, int64_t n, int64_t from,
-                         int64_t src_bytes, int64_t n_samples, int schema);
+/* Whether the rows past the valid prefix can be a killed writer's work in
+ * flight. A writer appends one record at a time, in order, and flushes
+ * after each, so a crash leaves at most one incomplete row, at the end.
+ * More than one, or a complete record after an incomplete one, means the
+ * file was damaged after it was written (a disk, a copy, an edit): those
+ * records must be neither dropped in silence nor overwritten. 0 when the
+ * rows can be a crash's; -1 with what (one phrase) otherwise. */
+int res__damage(const res_candidate *recs, int64_t n, int64_t prefix,
+                int64_t src_bytes, int64_t n_samples, int schema, char *what,
+                size_t whatlen);
 
-/* res__valid_after of a reader's file: complete records it does not read
- * (0 for every file a writer, crashed or not, left as it was). */
-int64_t res__reader_after_damage(const res_reader *r);
+/* res__damage's phrase for a reader's file; "" when there is none. */
+const char *res__reader_damage(const res_reader *r);
+
+/* The tail of every message about such a file. */
+#define RES_DAMAGE_HINT                                                        \
+  "a crash leaves damage only in the last record: this file was changed "      \
+  "after it was written; write to a new file"
 
 /* The record crc as a file of schema `schema` computes it: schema 1 had
  * no `error` field, so its crc stops before it. */

@@ -31,7 +31,7 @@ struct res_reader {
   char path[4096];
   res_candidate *recs;
   int64_t n;
-  int64_t n_after; /* complete records after the first damaged one */
+  char damage[256]; /* res__damage's phrase, "" when none */
   res_step *steps;
   int64_t n_steps;
   double *comp; /* (n, k) */
@@ -197,16 +197,13 @@ static int load(res_reader *r, char *why, size_t whylen) {
   }
   int64_t src_bytes = res__extent(r->src, 0), samples = res__extent(r->tim, 0);
   r->n = res__valid_prefix(r->recs, n, src_bytes, samples, schema);
-  int64_t after =
-      res__valid_after(r->recs, n, r->n, src_bytes, samples, schema);
-  r->n_after = after;
-  if (after > 0)
+  if (res__damage(r->recs, n, r->n, src_bytes, samples, schema, r->damage,
+                  sizeof r->damage))
     fprintf(stderr,
-            "kernlab: warning: %s: candidate record %lld is damaged and "
-            "%lld complete records follow it; only the %lld before it are "
-            "read. A crash leaves damage only at the end: this file was "
-            "changed after it was written\n",
-            r->path, (long long)r->n, (long long)after, (long long)r->n);
+            "kernlab: warning: %s: %s; only the %lld records before it are "
+            "read. A crash leaves damage only in the last record: this file "
+            "was changed after it was written\n",
+            r->path, r->damage, (long long)r->n);
   /* Fixed strings may fill their field (NUL-padded, not NUL-terminated,
    * in HDF5): every reader treats them as C strings. */
   for (int64_t i = 0; i < r->n; i++) {
@@ -233,6 +230,21 @@ static int load(res_reader *r, char *why, size_t whylen) {
   while (r->n_steps < ns &&
          r->steps[r->n_steps].crc == res_step_crc(&r->steps[r->n_steps]))
     r->n_steps++;
+  int64_t later = 0;
+  for (int64_t i = r->n_steps + 1; i < ns; i++)
+    later += r->steps[i].crc == res_step_crc(&r->steps[i]);
+  if ((later > 0 || ns - r->n_steps > 1) && !r->damage[0])
+    snprintf(r->damage, sizeof r->damage,
+             "step record %lld is damaged and not the last",
+             (long long)r->n_steps);
+  if (later > 0 || ns - r->n_steps > 1)
+    fprintf(stderr,
+            "kernlab: warning: %s: step record %lld is damaged (%lld records "
+            "after it, %lld complete); only the %lld step records before it "
+            "are read. A crash leaves damage only in the last record: this "
+            "file was changed after it was written\n",
+            r->path, (long long)r->n_steps, (long long)(ns - r->n_steps - 1),
+            (long long)later, (long long)r->n_steps);
   int64_t k = res__extent(cname, 0);
   if (k > 0) {
     r->comp_names = malloc((size_t)k * RES_NAME_LEN);
@@ -449,6 +461,6 @@ const res_step *res_get_step(const res_reader *r, int64_t i) {
   return i >= 0 && i < r->n_steps ? &r->steps[i] : NULL;
 }
 
-int64_t res__reader_after_damage(const res_reader *r) {
-  return r->n_after;
+const char *res__reader_damage(const res_reader *r) {
+  return r->damage;
 }

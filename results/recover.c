@@ -24,16 +24,13 @@ int res__rebuild(const char *path, char *why, size_t whylen) {
   int code = RES_OK;
   res_reader *r = res_open_read(path, &code, why, whylen);
   if (!r) return code;
-  /* A rebuild keeps what a reader reads: with complete records past a
-   * damaged one it would drop them for good. */
-  if (res__reader_after_damage(r) > 0) {
+  /* A rebuild keeps what a reader reads: past damage that is not a
+   * crash's it would drop records for good. */
+  if (res__reader_damage(r)[0]) {
     snprintf(why, whylen,
-             "%s: candidate record %lld is damaged and %lld complete records "
-             "follow it; resuming would drop them. A crash leaves damage "
-             "only at the end: this file was changed after it was written; "
-             "write to a new file",
-             path, (long long)res_count(r),
-             (long long)res__reader_after_damage(r));
+             "%s: %s; rebuilding this killed writer's file to append would "
+             "drop them: " RES_DAMAGE_HINT,
+             path, res__reader_damage(r));
     res_reader_close(r);
     return RES_EINPUT;
   }

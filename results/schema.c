@@ -78,12 +78,25 @@ int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
   return i;
 }
 
-int64_t res__valid_after(const res_candidate *recs, int64_t n, int64_t from,
-                         int64_t src_bytes, int64_t n_samples, int schema) {
-  int64_t k = 0;
-  for (int64_t i = from + 1; i < n; i++)
-    k += record_ok(&recs[i], i, src_bytes, n_samples, schema);
-  return k;
+int res__damage(const res_candidate *recs, int64_t n, int64_t prefix,
+                int64_t src_bytes, int64_t n_samples, int schema, char *what,
+                size_t whatlen) {
+  int64_t after = 0;
+  for (int64_t i = prefix + 1; i < n; i++)
+    after += record_ok(&recs[i], i, src_bytes, n_samples, schema);
+  if (after > 0)
+    snprintf(what, whatlen,
+             "candidate record %lld is damaged and %lld complete records "
+             "follow it",
+             (long long)prefix, (long long)after);
+  else if (n - prefix > 1)
+    snprintf(what, whatlen,
+             "the last %lld candidate records are damaged (a writer killed "
+             "mid-append leaves at most one)",
+             (long long)(n - prefix));
+  else
+    return 0;
+  return -1;
 }
 
 void res_strset(char *dst, size_t n, const char *s) {

@@ -396,6 +396,17 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
 /* ---- reopen ---------------------------------------------------------------
  */
 
+/* A dataset of an existing file that does not read: damage (exit 2), not
+ * an environment problem. */
+static int unreadable(const char *path, char *why, size_t whylen,
+                      const char *ds) {
+  char what[1200];
+  snprintf(what, sizeof what,
+           "%s: truncated or damaged results file: cannot read %s", path, ds);
+  res__h5_error(why, whylen, what);
+  return RES_EINPUT;
+}
+
 /* Rebuilds the writer's state from an existing file: valid record count,
  * heap ends, component names, the dedup table. */
 static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
@@ -428,21 +439,18 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   res_candidate *recs = n > 0 ? calloc((size_t)n, sizeof *recs) : NULL;
   if (n > 0 && (!recs || res__read_rows(f->cand, f->cand_t, 0, n, 0, recs))) {
     free(recs);
-    return fail(why, whylen, "cannot read /candidates");
+    return unreadable(path, why, whylen, "/candidates");
   }
   f->src_end = res__extent(f->src, 0);
   f->tim_end = res__extent(f->tim, 0);
   f->n_cand = res__valid_prefix(recs, n, f->src_end, f->tim_end, f->schema);
-  int64_t after =
-      res__valid_after(recs, n, f->n_cand, f->src_end, f->tim_end, f->schema);
-  if (after > 0) {
+  char what[256];
+  if (res__damage(recs, n, f->n_cand, f->src_end, f->tim_end, f->schema, what,
+                  sizeof what)) {
     free(recs);
     snprintf(why, whylen,
-             "%s: candidate record %lld is damaged and %lld complete records "
-             "follow it; appending would overwrite them. A crash leaves "
-             "damage only at the end: this file was changed after it was "
-             "written; write to a new file",
-             path, (long long)f->n_cand, (long long)after);
+             "%s: %s; appending would overwrite them: " RES_DAMAGE_HINT, path,
+             what);
     return RES_EINPUT;
   }
   for (int64_t i = 0; i < f->n_cand; i++)
@@ -454,7 +462,7 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!f->comp_names || res__read_rows(f->cname, H5T_NATIVE_UINT8, 0, k,
                                          RES_NAME_LEN, f->comp_names))
-      return fail(why, whylen, "cannot read /reward_component_names");
+      return unreadable(path, why, whylen, "/reward_component_names");
     for (int64_t j = 0; j < k; j++)
       f->comp_names[j][RES_NAME_LEN - 1] = 0;
     f->n_comp = (int)k;
@@ -464,13 +472,26 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   if (ns > 0 &&
       (!steps || res__read_rows(f->steps, f->step_t, 0, ns, 0, steps))) {
     free(steps);
-    return fail(why, whylen, "cannot read /steps");
+    return unreadable(path, why, whylen, "/steps");
   }
   f->n_steps = 0;
   while (f->n_steps < ns &&
          steps[f->n_steps].crc == res_step_crc(&steps[f->n_steps]))
     f->n_steps++;
+  /* the candidates' rule (res__damage) for step records: a crash leaves
+   * at most the last one incomplete */
+  int64_t later = 0;
+  for (int64_t i = f->n_steps + 1; i < ns; i++)
+    later += steps[i].crc == res_step_crc(&steps[i]);
   free(steps);
+  if (later > 0 || ns - f->n_steps > 1) {
+    snprintf(why, whylen,
+             "%s: step record %lld is damaged (%lld records after it, %lld "
+             "complete); appending would overwrite them: " RES_DAMAGE_HINT,
+             path, (long long)f->n_steps, (long long)(ns - f->n_steps - 1),
+             (long long)later);
+    return RES_EINPUT;
+  }
   return RES_OK;
 }
 

@@ -298,12 +298,12 @@ static void test_torn_steps(void) {
   res_reader_close(r);
 }
 
-/* Flips a byte in the middle of candidate record `row` of the file at
- * path, in place (the dataset is chunked, uncompressed). */
-static int damage_record(const char *path, int row) {
+/* Flips a byte in the middle of record `row` of dataset (candidates,
+ * steps) in the file at path, in place (chunked, uncompressed). */
+static int damage_row(const char *path, const char *dataset, int row) {
   /* SWMR read: a killed writer's file refuses a plain read-only open */
   hid_t fid = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
-  hid_t ds = fid >= 0 ? H5Dopen2(fid, "candidates", H5P_DEFAULT) : -1;
+  hid_t ds = fid >= 0 ? H5Dopen2(fid, dataset, H5P_DEFAULT) : -1;
   hid_t t = ds >= 0 ? H5Dget_type(ds) : -1;
   size_t size = t >= 0 ? H5Tget_size(t) : 0;
   hsize_t coord[1] = {0}, nbytes = 0;
@@ -335,7 +335,7 @@ static void test_damaged_middle(void) {
   path_in(path, sizeof path, "mid.h5");
   path_in(log, sizeof log, "mid.stderr");
   CHECK(gen_file(path, &meta, 20, why, sizeof why) == RES_OK, "%s", why);
-  CHECK(damage_record(path, 5), "damaging record 5 of %s", path);
+  CHECK(damage_row(path, "candidates", 5), "damaging record 5 of %s", path);
   size_t n_before = 0, n_after = 0;
   char *before = kl_test_read_file(path, &n_before);
   int code = -1;
@@ -385,12 +385,12 @@ static void test_damaged_middle(void) {
   int st = -1;
   waitpid(kid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer that dies");
-  CHECK(damage_record(path, 5), "damaging record 5 of %s", path);
+  CHECK(damage_row(path, "candidates", 5), "damaging record 5 of %s", path);
   free(before);
   before = kl_test_read_file(path, &n_before);
   f = res_open_append(path, &meta, &code, why, sizeof why);
   CHECK(!f && code == RES_EINPUT && strstr(why, "record 5 is damaged") &&
-            strstr(why, "resuming would drop them"),
+            strstr(why, "to append would drop them"),
         "no rebuild that would drop records: %d %s", code, why);
   res_close(f, why, sizeof why);
   after = kl_test_read_file(path, &n_after);
@@ -400,10 +400,33 @@ static void test_damaged_middle(void) {
   free(before);
   free(after);
 
+  /* the last two records damaged: more than a crash leaves */
+  path_in(path, sizeof path, "end2.h5");
+  CHECK(gen_file(path, &meta, 20, why, sizeof why) == RES_OK, "%s", why);
+  CHECK(damage_row(path, "candidates", 18) &&
+            damage_row(path, "candidates", 19),
+        "damaging records 18 and 19");
+  f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(!f && code == RES_EINPUT &&
+            strstr(why, "the last 2 candidate records are damaged"),
+        "two damaged at the end: refused: %s", why);
+  res_close(f, why, sizeof why);
+
+  /* a step record damaged with complete ones after it */
+  path_in(path, sizeof path, "steps.h5");
+  CHECK(gen_file(path, &meta, 40, why, sizeof why) == RES_OK, "%s", why);
+  CHECK(damage_row(path, "steps", 1), "damaging step record 1");
+  f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(!f && code == RES_EINPUT &&
+            strstr(why, "step record 1 is damaged (3 records after it, 3 "
+                        "complete)"),
+        "a damaged step record with valid ones after it: refused: %s", why);
+  res_close(f, why, sizeof why);
+
   /* the last record damaged: a crash's residue, replaced by the append */
   path_in(path, sizeof path, "end.h5");
   CHECK(gen_file(path, &meta, 20, why, sizeof why) == RES_OK, "%s", why);
-  CHECK(damage_record(path, 19), "damaging record 19");
+  CHECK(damage_row(path, "candidates", 19), "damaging record 19");
   f = res_open_append(path, &meta, &code, why, sizeof why);
   CHECK(f && res_file_count(f) == 19, "19 complete records: %s", why);
   if (f) {
