@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,7 +351,7 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
                              int *code, char *why, size_t whylen) {
   static const res_campaign_meta empty;
   if (!meta) meta = &empty;
-  char tmp[4096];
+  char tmp[PATH_MAX + 32];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   res_file *f = new_file();
   if (!f) {
@@ -400,7 +401,7 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
  * an environment problem. */
 static int unreadable(const char *path, char *why, size_t whylen,
                       const char *ds) {
-  char what[1200];
+  char what[PATH_MAX + 128];
   snprintf(what, sizeof what,
            "%s: truncated or damaged results file: cannot read %s", path, ds);
   res__h5_error(why, whylen, what);
@@ -545,7 +546,22 @@ res_file *res_open_append(const char *path, const res_campaign_meta *meta,
   if (!code) code = &dummy;
   *code = RES_OK;
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  /* A symbolic link is followed: a rebuild or a creation renames a new
+   * file into place, which at the link's own path would replace the link
+   * and leave its target behind (the results split in two). */
   struct stat st;
+  char real[PATH_MAX];
+  if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (!realpath(path, real)) {
+      snprintf(why, whylen,
+               "%s: a symbolic link whose target cannot be resolved (%s); "
+               "name the results file itself",
+               path, strerror(errno));
+      *code = RES_EINPUT;
+      return NULL;
+    }
+    path = real;
+  }
   if (stat(path, &st) == 0) return reopen_file(path, 1, code, why, whylen);
   return create_file(path, meta, code, why, whylen);
 }

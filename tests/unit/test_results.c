@@ -11,6 +11,7 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,6 +299,46 @@ static void test_torn_steps(void) {
   res_reader_close(r);
 }
 
+/* A results file reached through a symbolic link is appended to at its
+ * target, also when the append rebuilds a killed writer's file (a rename
+ * over the link's path would replace the link and split the results). */
+static void test_symlink(void) {
+  char target[512], link[512], dangling[512], why[512] = "";
+  path_in(target, sizeof target, "ktarget.h5");
+  path_in(link, sizeof link, "klink.h5");
+  path_in(dangling, sizeof dangling, "dangling.h5");
+  int code = -1;
+  fflush(NULL);
+  pid_t kid = fork();
+  if (kid == 0) {
+    res_file *w = res_open_append(target, &meta, &code, why, sizeof why);
+    for (int64_t i = 0; w && i < 6; i++)
+      gen_append(w, i, why, sizeof why);
+    _exit(w ? 0 : 1); /* killed: no close */
+  }
+  int st = -1;
+  waitpid(kid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer that dies");
+  CHECK(symlink("ktarget.h5", link) == 0, "symlink");
+  res_file *f = res_open_append(link, &meta, &code, why, sizeof why);
+  CHECK(f != NULL, "append through the link: %s", why);
+  if (f) {
+    CHECK(gen_append(f, 6, why, sizeof why) == RES_OK, "append: %s", why);
+    res_close(f, why, sizeof why);
+  }
+  struct stat ls;
+  CHECK(lstat(link, &ls) == 0 && S_ISLNK(ls.st_mode), "the link is a link");
+  res_reader *r = res_open_read(target, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 7, "the target holds 7 records: %lld",
+        r ? (long long)res_count(r) : -1LL);
+  res_reader_close(r);
+  CHECK(symlink("nowhere.h5", dangling) == 0, "dangling symlink");
+  f = res_open_append(dangling, &meta, &code, why, sizeof why);
+  CHECK(!f && code == RES_EINPUT && strstr(why, "symbolic link"),
+        "a dangling link is refused: %s", why);
+  res_close(f, why, sizeof why);
+}
+
 /* Flips a byte in the middle of record `row` of dataset (candidates,
  * steps) in the file at path, in place (chunked, uncompressed). */
 static int damage_row(const char *path, const char *dataset, int row) {
@@ -483,6 +524,7 @@ int main(void) {
         "the torn-/steps checks (in a child) failed: status 0x%x", st);
   test_round_trip();
   test_damaged_middle();
+  test_symlink();
   test_bad_input();
   test_errors_and_schema_1();
   char cmd[600];
