@@ -147,11 +147,45 @@ typedef struct prior {
   double wall_s;       /* the last step's wall_s */
 } prior;
 
-static int read_prior(const char *path, int steps, prior *pr, char *why,
-                      size_t whylen) {
-  int code = 0;
+static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
+                      char *why, size_t whylen) {
+  int code = 0, steps = camp->steps;
   res_reader *r = res_open_read(path, &code, why, whylen);
   if (!r) return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  /* The file must be this campaign's: the same task, seed and group
+   * shape, or the resumed steps would be compared and scored against
+   * candidates of another one. (Other edits, such as more steps or a new
+   * learning rate, are a campaign continued, and allowed.) */
+  char task[48];
+  snprintf(task, sizeof task, "fp32_%dx%dx%d", camp->M, camp->N, camp->K);
+  for (int64_t i = 0; i < res_count(r); i++) {
+    const res_candidate *c = res_get(r, i);
+    const char *differs = strcmp(c->task, task) ? "task"
+                          : c->group >= camp->prompts_per_step
+                              ? "prompts_per_step"
+                          : c->sample >= camp->group_size ? "group_size"
+                                                          : NULL;
+    if (differs) {
+      snprintf(why, whylen,
+               "%s was written by another campaign: its candidate %lld has "
+               "task %s, group %d, sample %d, where this campaign has task "
+               "%s, %d prompts of %d samples (%s differs); use --out for a "
+               "new file",
+               path, (long long)i, c->task, (int)c->group, (int)c->sample, task,
+               camp->prompts_per_step, camp->group_size, differs);
+      res_reader_close(r);
+      return LAB_EXIT_USAGE;
+    }
+  }
+  if (res_count(r) > 0 && res_seed(r) != camp->seed) {
+    snprintf(why, whylen,
+             "%s was written by another campaign: its seed is %llu, this one "
+             "has seed %llu; use --out for a new file",
+             path, (unsigned long long)res_seed(r),
+             (unsigned long long)camp->seed);
+    res_reader_close(r);
+    return LAB_EXIT_USAGE;
+  }
   pr->steps_done = res_step_count(r);
   for (int64_t i = 0; i < pr->steps_done; i++) {
     const res_step *s = res_get_step(r, i);
@@ -166,6 +200,18 @@ static int read_prior(const char *path, int steps, prior *pr, char *why,
       pr->best_time_us = c->time_us;
   }
   res_reader_close(r);
+  /* a finished step holds prompts x group_size candidates */
+  int per_step = camp->prompts_per_step * camp->group_size;
+  for (int64_t s = 0; s < pr->steps_done && s < steps; s++)
+    if (pr->recorded[s] != per_step) {
+      snprintf(why, whylen,
+               "%s was written by another campaign: its step %lld holds %lld "
+               "candidates, this campaign's steps hold %d (%d prompts of %d "
+               "samples); use --out for a new file",
+               path, (long long)s, (long long)pr->recorded[s], per_step,
+               camp->prompts_per_step, camp->group_size);
+      return LAB_EXIT_USAGE;
+    }
   return 0;
 }
 
@@ -277,7 +323,7 @@ int lab_run(int argc, char **argv) {
          "--out for a new file",
          c.out);
   if (resume && have_out) {
-    ex = read_prior(c.out, c.steps, &pr, why, sizeof why);
+    ex = read_prior(c.out, &c, &pr, why, sizeof why);
     if (ex) FAIL(ex, "--resume: %s", why);
   } else if (resume) {
     fprintf(stderr,

@@ -182,6 +182,21 @@ with tempfile.TemporaryDirectory() as d:
     check(n_steps(out) in (None, 3), "3 step records")
     r = run("run", c3, "--out", out, "--resume")
     check(r.returncode == 0 and len(candidates(out)) == 6, "resume of a finished campaign: no-op")
+    # --resume with another campaign's file: refused, the file untouched
+    before = open(out, "rb").read()
+    for name, edit, says in (("shape.lua", ("M = 32", "M = 48"), "task"),
+                             ("seed.lua", ("seed = 7", "seed = 8"), "seed"),
+                             ("group.lua", ("group_size = 2", "group_size = 3"), "holds 2")):
+        path = os.path.join(d, name)
+        campaign(path, ck, 4)
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace(*edit))
+        r = run("run", path, "--out", out, "--resume")
+        check(r.returncode == 2 and "written by another campaign" in r.stderr and
+              says in r.stderr, "%s: --resume refused: %d %s" % (name, r.returncode, r.stderr))
+    check(open(out, "rb").read() == before, "the file is untouched by refused resumes")
 
     # Kill mid-campaign, resume: every (step, sample) exactly once.
     c5 = os.path.join(d, "kill.lua")

@@ -174,7 +174,8 @@ def main():
               "the broken configuration is recorded as incorrect: %s" %
               (bad[0]["status"] if bad else None))
         check(all(c["correct"] for c in ec if c["label"] != "broken"),
-              "the others verify")
+              "the others verify: %s" % [(c["label"], c["status"], c.get("error"))
+                                         for c in ec if not c["correct"]])
         st = steps_h5py(exh)
         check(st is None or len(st) == 3 and st[-1][1] == 1,
               "3 step records, the last one of 1: %s" % st)
