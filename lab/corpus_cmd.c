@@ -110,6 +110,33 @@ static int write_file(const char *dir, const char *sub, const char *name,
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* Checked before anything is evaluated: --out must be a new folder, or
+ * one without a corpus in it. Writing over an old corpus would leave its
+ * files that the new one does not name next to the new ones, and prime
+ * trains on whatever train/ holds. */
+static int out_unusable(const char *dir, char *why, size_t whylen) {
+  struct stat st;
+  if (stat(dir, &st) != 0) return 0;
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "%s exists and is not a folder", dir);
+    return -1;
+  }
+  static const char *const parts[] = {"train", "holdout", "MANIFEST.tsv"};
+  for (int i = 0; i < 3; i++) {
+    char sub[1100];
+    snprintf(sub, sizeof sub, "%s/%s", dir, parts[i]);
+    if (stat(sub, &st) == 0) {
+      snprintf(why, whylen,
+               "%s already holds a corpus (%s); name a new folder, or remove "
+               "it first: an old corpus's files would stay next to the new "
+               "one's, and prime trains on all of train/",
+               dir, parts[i]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int mkdir_p(const char *path) {
   char tmp[1024];
   snprintf(tmp, sizeof tmp, "%s", path);
@@ -229,6 +256,10 @@ int lab_corpus(int argc, char **argv) {
   if (env) snprintf(seeds_dir, sizeof seeds_dir, "%s/kernels/seeds", env);
 
   char why[1024];
+  if (out_unusable(out_dir, why, sizeof why)) {
+    fprintf(stderr, "kernlab corpus: --out %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
   variant *v = NULL;
   int n = 0;
   lab_seed_split split = {0};

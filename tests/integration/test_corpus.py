@@ -14,6 +14,7 @@ rank, a named configuration that is wrong is said, and a name no variant
 has, a malformed list, or both fields are usage errors naming the script.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,9 @@ return {
 '''
 
 
-def corpus(script_text, out):
+def corpus(script_text, out, keep=False):
+    if not keep:  # corpus refuses a folder that already holds one
+        shutil.rmtree(os.path.join(out, "c"), ignore_errors=True)
     with open(os.path.join(out, "gen.lua"), "w") as f:
         f.write(script_text)
     env = dict(os.environ, KL_SOURCE_DIR=SRC)
@@ -105,6 +108,12 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 0, "a script's metamethods are never run: exit %d: %s"
           % (p.returncode, p.stderr[-300:]))
 
+    # an existing corpus is never written over (its stale files would stay)
+    p = corpus(SCRIPT, d)
+    p2 = corpus(SCRIPT, d, keep=True)
+    check(p.returncode == 0 and p2.returncode == 2 and "already holds a corpus" in p2.stderr
+          and "evaluated" not in p2.stderr,
+          "a second corpus into the same folder: refused before evaluating: %s" % p2.stderr[-300:])
     # names become file names: no way out of --out, no duplicates
     src = "kl.seed('01_naive.cu')"
     for names, says in ((["../../escaped"], "variant 1: name: expected letters"),
