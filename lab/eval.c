@@ -332,7 +332,8 @@ static int eval_files(int argc, char **argv, const char **files) {
       reward_path = val;
       i++;
     } else if (!strcmp(a, "--out")) {
-      if (!val) return usage_error("--out needs a results file", NULL);
+      if (!val || !val[0])
+        return usage_error("--out needs a results file", NULL);
       out_path = val;
       i++;
     } else if (!strcmp(a, "--max-speedup")) {

@@ -88,7 +88,7 @@ static int parse_count(const char *opt, const char *s, long *out) {
   long v = strtol(s, &end, 10);
   if (*end || end == s || v <= 0 || v > 10000000) {
     char msg[96];
-    snprintf(msg, sizeof msg, "%s wants a positive count, got", opt);
+    snprintf(msg, sizeof msg, "%s wants a count from 1 to 10000000, got", opt);
     return lab_usage("search", msg, s, synopsis);
   }
   *out = v;
@@ -118,6 +118,9 @@ static int parse_args(int argc, char **argv, search_args *a) {
                 !strcmp(argv[i], "--space") || !strcmp(argv[i], "--limit");
     if (known && !val)
       return lab_usage("search", "missing value after", argv[i], synopsis);
+    if (!strcmp(argv[i], "--out") && !val[0])
+      return lab_usage("search", "--out wants a file name, got", "''",
+                       synopsis);
     if (!strcmp(argv[i], "--out"))
       a->out = val;
     else if (!strcmp(argv[i], "--exhaustive"))

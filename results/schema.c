@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- crc32 (IEEE 802.3, reflected, as zlib's crc32) ---------------------- */
 
@@ -190,6 +191,11 @@ hid_t res__step_type(void) {
 int res__check_signature(const char *path, char *why, size_t whylen) {
   static const unsigned char sig[8] = {0x89, 'H',  'D',  'F',
                                        '\r', '\n', 0x1a, '\n'};
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "%s: a folder, not a kernlab results file", path);
+    return RES_EINPUT;
+  }
   FILE *fp = fopen(path, "rb");
   if (!fp) {
     snprintf(why, whylen, "%s: cannot open: %s", path, strerror(errno));

@@ -235,7 +235,7 @@ def group_cli():
                 # NaN passes every `<= 0` test; atoi wrapped a huge count
                 ["--timeout", "nan"], ["--compile-timeout", "nan"],
                 ["--max-speedup", "nan"], ["--timeout", "inf"], ["--jobs", "99999999999999"],
-                ["--threads", "4x"]):
+                ["--threads", "4x"], ["--out", ""]):
         rc, _, err = kernlab("eval", *([naive] if bad else []), *bad)
         check(rc == 2 and (not bad or bad[0] == "--bogus" or bad[0] in err),
               "bad usage %s exits 2 naming the option, got %d: %s" % (bad, rc, err))
@@ -262,6 +262,9 @@ def group_cli():
     rc, rows, _ = eval_json([nop], "--shape", "256x256x128")
     check(rows and "implausible_speed" not in rows[0]["flags"],
           "the default bound (1000x) does not flag it")
+    rc, _, err = kernlab("eval", naive, *FAST, "--out", SEEDS)
+    check(rc == 2 and "a folder, not a kernlab results file" in err,
+          "--out FOLDER: exit 2 saying so: %s" % err)
     rc, _, err = kernlab("eval", naive, "--max-speedup", "0.5")
     check(rc == 2, "--max-speedup below 1 is a usage error")
     # the table says cpu-emu and that its times are not GPU times

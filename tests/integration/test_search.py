@@ -238,8 +238,11 @@ def main():
         p = kernlab("search", "exhaustive", camp, "--budget", "4")
         check(p.returncode == 2 and "--budget" in p.stderr,
               "--budget with exhaustive: exit 2: %s" % p.stderr)
+        p = kernlab("search", "random", camp, "--out", "")
+        check(p.returncode == 2 and "--out wants a file name" in p.stderr,
+              "--out '': exit 2: %s" % p.stderr)
         p = kernlab("search", "random", camp, "--budget", "0")
-        check(p.returncode == 2 and "positive count" in p.stderr,
+        check(p.returncode == 2 and "a count from 1 to" in p.stderr,
               "--budget 0: exit 2: %s" % p.stderr)
         for name, extra, needle in (
                 ("syntax.lua", "steps = = 3,", "syntax.lua:"),
