@@ -336,7 +336,10 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
     goto done;
   }
   /* rw_sandbox_call's message names the file and line */
-  if (rw_sandbox_call(S, 0, 1, why, whylen) != RW_OK) goto done;
+  if (rw_sandbox_call(S, 0, 1, why, whylen) != RW_OK) {
+    lab_name_path(path, why, whylen); /* Lua shortens a long path */
+    goto done;
+  }
   if (!lua_istable(L, 1)) {
     char got[96];
     describe(L, 1, got, sizeof got);

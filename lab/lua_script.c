@@ -60,18 +60,6 @@ static int lua_seed(lua_State *L) {
   return 1;
 }
 
-/* A variant name is a file name in the corpus (train/NAME.cu) and a
- * column of MANIFEST.tsv: no '/', no "..", no tabs or newlines. */
-static int name_ok(const char *name) {
-  if (name[0] == '.') return 0;
-  for (const char *c = name; *c; c++)
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-          (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '+' ||
-          *c == '.'))
-      return 0;
-  return 1;
-}
-
 /* t[key] of the table at idx, pushed, without metamethods: a script's
  * tables are read outside any protected call, where an __index that errs
  * (or runs out of the instruction budget) would abort the lab. */
@@ -121,9 +109,6 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
               "bytes"
             : NULL;
     char dup[200];
-    if (!bad && !name_ok(name))
-      bad = "name: expected letters, digits, '_', '-', '+' and '.', not "
-            "starting with '.' (it names a file of the corpus)";
     for (int j = 0; !bad && j < i; j++)
       if (!strcmp(v[j].name, name)) {
         snprintf(dup, sizeof dup,
@@ -202,7 +187,10 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
     snprintf(why, whylen, "%s", msg ? msg : "cannot load the script");
     goto done;
   }
-  if (rw_sandbox_call(S, 0, 1, why, whylen) != RW_OK) goto done;
+  if (rw_sandbox_call(S, 0, 1, why, whylen) != RW_OK) {
+    lab_name_path(path, why, whylen); /* Lua shortens a long path */
+    goto done;
+  }
   if (!lua_istable(L, -1)) {
     snprintf(why, whylen, "%s: expected the script to return a table", path);
     goto done;
@@ -234,7 +222,10 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   lua_pushstring(L, seeds_dir);
   lua_pushcclosure(L, lua_seed, 1);
   lua_setfield(L, -2, "seed");
-  if (rw_sandbox_call(S, 1, 1, why, whylen) != RW_OK) goto done;
+  if (rw_sandbox_call(S, 1, 1, why, whylen) != RW_OK) {
+    lab_name_path(path, why, whylen);
+    goto done;
+  }
   if (!lua_istable(L, -1)) {
     snprintf(why, whylen, "%s: generate() must return a list of variants",
              path);

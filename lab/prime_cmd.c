@@ -268,6 +268,10 @@ int lab_prime(int argc, char **argv) {
    * nothing else: not a results file, a device, a FIFO, a folder. */
   char tok_target[1100];
   snprintf(tok_target, sizeof tok_target, "%s.tok", out);
+  if (!out[0]) {
+    fprintf(stderr, "kernlab prime: --out wants a file name, got ''\n");
+    return LAB_EXIT_USAGE;
+  }
   if (replaceable(out, "KLCK", why, sizeof why) != 0 ||
       (!tok_path && replaceable(tok_target, "KLTK", why, sizeof why) != 0)) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);

@@ -192,8 +192,10 @@ int res__check_signature(const char *path, char *why, size_t whylen) {
   static const unsigned char sig[8] = {0x89, 'H',  'D',  'F',
                                        '\r', '\n', 0x1a, '\n'};
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(why, whylen, "%s: a folder, not a kernlab results file", path);
+  /* a FIFO or a device would block the open below, or read for ever */
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(why, whylen, "%s: %s, not a kernlab results file", path,
+             S_ISDIR(st.st_mode) ? "a folder" : "not a regular file");
     return RES_EINPUT;
   }
   FILE *fp = fopen(path, "rb");

@@ -460,8 +460,9 @@ static int open_device(device_state *st, char *why, size_t whylen, char *name,
   }
   if (rc != 0) {
     snprintf(why, whylen,
-             "%s: %s (a fault of earlier device work in this process stays "
-             "in the device's primary context until the process exits)",
+             "%s: %s (if earlier device work in this process faulted: the "
+             "fault stays in the device's primary context until the "
+             "process exits)",
              call, cu_error(st, rc));
     return -1;
   }

@@ -126,6 +126,10 @@ with tempfile.TemporaryDirectory() as d:
               "variant names %r: exit 2 saying %r: %s" % (names, says, p.stderr[-300:]))
     check(not os.path.exists(os.path.join(os.path.dirname(d), "escaped.cu")) and
           not os.path.exists(os.path.join(d, "escaped.cu")), "nothing written outside --out")
+    p = subprocess.run([KERNLAB, "corpus", "--script", os.path.join(d, "gen.lua"), "--out", ""],
+                       capture_output=True, text=True, timeout=600)
+    check(p.returncode == 2 and "--out wants a folder name" in p.stderr,
+          "corpus --out '': refused, never the filesystem root: %s" % p.stderr)
     # an endless loop inside pcall: the budget cannot be caught
     p = corpus("return {generate = function(kl)\n"
                "  while true do pcall(function() while true do end end) end\n"

@@ -8,6 +8,7 @@ only. Prints "N passed, N failed" and exits non-zero on any failure.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -265,6 +266,13 @@ def group_cli():
     rc, _, err = kernlab("eval", naive, *FAST, "--out", SEEDS)
     check(rc == 2 and "a folder, not a kernlab results file" in err,
           "--out FOLDER: exit 2 saying so: %s" % err)
+    fifo = os.path.join(tempfile.mkdtemp(), "fifo.h5")
+    os.mkfifo(fifo)
+    for cmd in (("top", fifo), ("eval", naive, *FAST, "--out", fifo)):
+        rc, _, err = kernlab(*cmd)
+        check(rc == 2 and "not a regular file" in err,
+              "%s on a FIFO: exit 2 at once, not a blocked open: %s" % (cmd[0], err))
+    shutil.rmtree(os.path.dirname(fifo))
     rc, _, err = kernlab("eval", naive, "--max-speedup", "0.5")
     check(rc == 2, "--max-speedup below 1 is a usage error")
     # the table says cpu-emu and that its times are not GPU times
