@@ -294,6 +294,13 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
   uint8_t header[PL_CKPT_HEADER_BYTES];
   encode_header(h, want, flags, header);
 
+  /* the rename below would replace a device, a FIFO or a folder's link */
+  struct stat st;
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: exists and is not a regular file; a checkpoint "
+                   "replaces only a file",
+                   path);
   size_t tlen = strlen(path) + 32;
   char *tmp = malloc(tlen);
   uint8_t *buf = malloc(4 * CHUNK_FLOATS);

@@ -60,6 +60,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum {
   TOK_MAGIC = 0x4b544c4bu, /* "KLTK" read as a little-endian uint32 */
@@ -493,18 +495,44 @@ int pl_tok_save(const pl_tokenizer *t, const char *path, char *why,
   size_t len;
   if (pl_tok_serialize(t, &buf, &len))
     return pltok_fail(why, why_len, PL_EENV, "%s: out of memory", path);
-  FILE *f = fopen(path, "wb");
-  if (!f) {
+  /* Written next to path and renamed into place, as checkpoints are: a
+   * kill mid-write leaves the old file (or none), never a torn one that
+   * a later `kernlab prime --out` would refuse to replace. */
+  struct stat st;
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     free(buf);
+    return pltok_fail(why, why_len, PL_EINPUT,
+                      "%s: exists and is not a regular file; a tokenizer "
+                      "replaces only a file",
+                      path);
+  }
+  size_t tlen = strlen(path) + 32;
+  char *tmp = malloc(tlen);
+  if (!tmp) {
+    free(buf);
+    return pltok_fail(why, why_len, PL_EENV, "%s: out of memory", path);
+  }
+  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    int err = errno;
+    free(buf);
+    free(tmp);
     return pltok_fail(why, why_len, PL_EENV, "%s: cannot create: %s", path,
-                      strerror(errno));
+                      strerror(err));
   }
   size_t wrote = fwrite(buf, 1, len, f);
   int err = errno;
   free(buf);
-  if (fclose(f) != 0 || wrote != len)
+  int bad = fclose(f) != 0 || wrote != len;
+  if (!bad && rename(tmp, path) != 0) bad = 1, err = errno;
+  if (bad) {
+    unlink(tmp);
+    free(tmp);
     return pltok_fail(why, why_len, PL_EENV, "%s: write failed: %s", path,
                       strerror(err));
+  }
+  free(tmp);
   return PL_OK;
 }
 

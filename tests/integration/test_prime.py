@@ -17,6 +17,7 @@ import os
 import struct
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -189,6 +190,10 @@ with tempfile.TemporaryDirectory() as d:
         p = run("prime", "--corpus", corpus, "--out", target, "--size", "tiny", "--steps", "1")
         check(p.returncode == 2 and "is not a file kernlab prime wrote" in p.stderr,
               "prime --out %s: refused: %d %s" % (target, p.returncode, p.stderr[-300:]))
+    t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out", fifo)
+    check(t.returncode == 2 and "not a regular file" in t.stderr and
+          stat.S_ISFIFO(os.lstat(fifo).st_mode),
+          "tokenizer train --out FIFO: refused, the FIFO stays: %s" % t.stderr[-200:])
     check(open(notes).read() == "results I care about\n" and
           not os.path.exists(notes + ".tok"), "the file is untouched, no .tok next to it")
     p = run("prime", "--corpus", corpus, "--out", ck + ".x", "--steps", "nan")

@@ -493,9 +493,9 @@ static void test_save_validation(void) {
   snprintf(inner, sizeof inner, "%s/x", sub);
   spit(inner, (const uint8_t *)"x", 1);
   v[n - 1] = 1.0f;
-  CHECK(pl_ckpt_save(sub, &h, p, n, m, v, why, sizeof why) == PL_EENV &&
-            strstr(why, sub),
-        "save over a folder fails: %s", why);
+  CHECK(pl_ckpt_save(sub, &h, p, n, m, v, why, sizeof why) == PL_EINPUT &&
+            strstr(why, sub) && strstr(why, "not a regular file"),
+        "save over a folder is refused before anything is written: %s", why);
   CHECK(count_temp_files() == 0, "no temporary file after a failed save");
   /* A folder that does not exist: cannot create the temporary file. */
   CHECK(pl_ckpt_save(path_in("nope/d.ckpt"), &h, p, n, NULL, NULL, why,
