@@ -77,13 +77,10 @@ static void field_name(char *out, size_t n, const char *prefix,
     snprintf(out, n, "%.90s", key);
 }
 
-/* Pushes t[key] (t at absolute index tidx) and returns its type, raw: the
- * file's tables are read outside any protected call (and without the
- * instruction budget), where an __index metamethod that errs would abort
- * the lab and one that loops would hang it. */
+/* Pushes t[key] (t at absolute index tidx) and returns its type, raw
+ * (lab_lua_field). */
 static int push_field(parser *p, int tidx, const char *key) {
-  lua_pushstring(p->L, key);
-  return lua_rawget(p->L, tidx);
+  return lab_lua_field(p->L, tidx, key);
 }
 
 static void get_num(parser *p, int tidx, const char *prefix, const char *key,

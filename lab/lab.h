@@ -173,6 +173,10 @@ struct lua_State;
  * LAB_LUA_WALL_MS, kind naming the scripts in messages. Call with
  * rw_sandbox_call; close with rw_free. NULL, with why, when out of
  * memory. */
+/* Pushes t[key] of the table at idx and returns its type, raw: a script's
+ * tables are read outside any protected call, where an __index that errs
+ * would abort the lab and one that loops would hang it. */
+int lab_lua_field(struct lua_State *L, int idx, const char *key);
 #define LAB_LUA_WALL_MS 60000.0
 #define LAB_LUA_MEM_BYTES ((size_t)256 << 20)
 /* a seed script rewrites the #defines of a 10 KB text with gsub: one

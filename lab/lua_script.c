@@ -60,20 +60,17 @@ static int lua_seed(lua_State *L) {
   return 1;
 }
 
-/* t[key] of the table at idx, pushed, without metamethods: a script's
- * tables are read outside any protected call, where an __index that errs
- * (or runs out of the instruction budget) would abort the lab. */
-static void raw_field(lua_State *L, int idx, const char *key) {
+int lab_lua_field(lua_State *L, int idx, const char *key) {
   idx = lua_absindex(L, idx);
   lua_pushstring(L, key);
-  lua_rawget(L, idx);
+  return lua_rawget(L, idx);
 }
 
 /* t[key] of the table at idx as a string, or NULL (not a string). The
  * pointer lives as long as the table does. */
 static const char *field_string(lua_State *L, int idx, const char *key,
                                 size_t *len) {
-  raw_field(L, idx, key);
+  lab_lua_field(L, idx, key);
   const char *s =
       lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, len) : NULL;
   lua_pop(L, 1);
@@ -195,14 +192,14 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
     snprintf(why, whylen, "%s: expected the script to return a table", path);
     goto done;
   }
-  raw_field(L, -1, "holdout_fraction");
+  lab_lua_field(L, -1, "holdout_fraction");
   sp.fraction = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
   lua_pop(L, 1);
   if (!(sp.fraction >= 0 && sp.fraction < 1)) {
     snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
     goto done;
   }
-  raw_field(L, -1, "holdout");
+  lab_lua_field(L, -1, "holdout");
   int bad = read_holdout(L, path, &sp, why, whylen);
   lua_pop(L, 1);
   if (bad) goto done;
@@ -213,7 +210,7 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
              path);
     goto done;
   }
-  raw_field(L, -1, "generate");
+  lab_lua_field(L, -1, "generate");
   if (!lua_isfunction(L, -1)) {
     snprintf(why, whylen, "%s: expected a function `generate(kl)`", path);
     goto done;

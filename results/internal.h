@@ -119,7 +119,13 @@ int res__damage(const res_candidate *recs, int64_t n, int64_t prefix,
                 int64_t src_bytes, int64_t n_samples, int schema, char *what,
                 size_t whatlen);
 
-/* res__damage's phrase for a reader's file; "" when there is none. */
+/* The step records' valid prefix (crc), and res__damage's rule for them:
+ * what is "" when the rest can be a crash's, else one phrase. */
+int64_t res__step_prefix(const res_step *steps, int64_t ns, char *what,
+                         size_t whatlen);
+
+/* res__damage's phrase (or res__step_prefix's) for a reader's file; ""
+ * when there is none. */
 const char *res__reader_damage(const res_reader *r);
 
 /* The tail of every message about such a file. */

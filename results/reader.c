@@ -227,24 +227,16 @@ static int load(res_reader *r, char *why, size_t whylen) {
             r->path);
     ns = 0;
   }
-  while (r->n_steps < ns &&
-         r->steps[r->n_steps].crc == res_step_crc(&r->steps[r->n_steps]))
-    r->n_steps++;
-  int64_t later = 0;
-  for (int64_t i = r->n_steps + 1; i < ns; i++)
-    later += r->steps[i].crc == res_step_crc(&r->steps[i]);
-  if ((later > 0 || ns - r->n_steps > 1) && !r->damage[0])
-    snprintf(r->damage, sizeof r->damage,
-             "step record %lld is damaged and not the last",
-             (long long)r->n_steps);
-  if (later > 0 || ns - r->n_steps > 1)
+  char step_damage[200];
+  r->n_steps = res__step_prefix(r->steps, ns, step_damage, sizeof step_damage);
+  if (step_damage[0]) {
+    if (!r->damage[0]) snprintf(r->damage, sizeof r->damage, "%s", step_damage);
     fprintf(stderr,
-            "kernlab: warning: %s: step record %lld is damaged (%lld records "
-            "after it, %lld complete); only the %lld step records before it "
+            "kernlab: warning: %s: %s; only the %lld step records before it "
             "are read. A crash leaves damage only in the last record: this "
             "file was changed after it was written\n",
-            r->path, (long long)r->n_steps, (long long)(ns - r->n_steps - 1),
-            (long long)later, (long long)r->n_steps);
+            r->path, step_damage, (long long)r->n_steps);
+  }
   int64_t k = res__extent(cname, 0);
   if (k > 0) {
     r->comp_names = malloc((size_t)k * RES_NAME_LEN);

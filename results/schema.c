@@ -100,6 +100,22 @@ int res__damage(const res_candidate *recs, int64_t n, int64_t prefix,
   return -1;
 }
 
+int64_t res__step_prefix(const res_step *steps, int64_t ns, char *what,
+                         size_t whatlen) {
+  int64_t n = 0, later = 0;
+  while (n < ns && steps[n].crc == res_step_crc(&steps[n]))
+    n++;
+  for (int64_t i = n + 1; i < ns; i++)
+    later += steps[i].crc == res_step_crc(&steps[i]);
+  what[0] = 0;
+  if (later > 0 || ns - n > 1)
+    snprintf(what, whatlen,
+             "step record %lld is damaged (%lld records after it, %lld "
+             "complete)",
+             (long long)n, (long long)(ns - n - 1), (long long)later);
+  return n;
+}
+
 void res_strset(char *dst, size_t n, const char *s) {
   memset(dst, 0, n);
   if (s) {

@@ -475,22 +475,12 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
     free(steps);
     return unreadable(path, why, whylen, "/steps");
   }
-  f->n_steps = 0;
-  while (f->n_steps < ns &&
-         steps[f->n_steps].crc == res_step_crc(&steps[f->n_steps]))
-    f->n_steps++;
-  /* the candidates' rule (res__damage) for step records: a crash leaves
-   * at most the last one incomplete */
-  int64_t later = 0;
-  for (int64_t i = f->n_steps + 1; i < ns; i++)
-    later += steps[i].crc == res_step_crc(&steps[i]);
+  f->n_steps = res__step_prefix(steps, ns, what, sizeof what);
   free(steps);
-  if (later > 0 || ns - f->n_steps > 1) {
+  if (what[0]) {
     snprintf(why, whylen,
-             "%s: step record %lld is damaged (%lld records after it, %lld "
-             "complete); appending would overwrite them: " RES_DAMAGE_HINT,
-             path, (long long)f->n_steps, (long long)(ns - f->n_steps - 1),
-             (long long)later);
+             "%s: %s; appending would overwrite them: " RES_DAMAGE_HINT, path,
+             what);
     return RES_EINPUT;
   }
   return RES_OK;

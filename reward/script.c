@@ -88,28 +88,39 @@ static int read_file(const char *path, char **buf, size_t *len, char *why,
   return RW_OK;
 }
 
-/* Builds a script from bytes already read. */
-static rw_script *load_bytes(const char *path, const char *buf, size_t len,
-                             const char *sha, const rw_limits *limits,
-                             char *why, size_t whylen) {
-  load_traceback[0] = 0;
+/* A script with its sandboxed state and no chunk yet: kind names such
+ * scripts in messages. NULL, with why, when out of memory. */
+static rw_script *new_script(const char *path, const char *kind,
+                             const rw_limits *limits, char *why,
+                             size_t whylen) {
   rw_script *s = calloc(1, sizeof *s);
   if (!s) {
-    snprintf(why, whylen, "%s: out of memory", path);
-    load_error = RW_EENV;
+    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
     return NULL;
   }
   set_limits(s, limits);
   snprintf(s->path, sizeof s->path, "%s", path);
   snprintf(s->short_src, sizeof s->short_src, "%s", path);
-  snprintf(s->kind, sizeof s->kind, "reward scripts");
-  memcpy(s->sha256, sha, 65);
+  snprintf(s->kind, sizeof s->kind, "%s", kind);
   s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = LUA_NOREF;
   if (rw__sandbox_open(s, why, whylen) != RW_OK) {
     free(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* Builds a script from bytes already read. */
+static rw_script *load_bytes(const char *path, const char *buf, size_t len,
+                             const char *sha, const rw_limits *limits,
+                             char *why, size_t whylen) {
+  load_traceback[0] = 0;
+  rw_script *s = new_script(path, "reward scripts", limits, why, whylen);
+  if (!s) {
     load_error = RW_EENV;
     return NULL;
   }
+  memcpy(s->sha256, sha, 65);
   lua_State *L = s->L;
 
   /* "@path" makes Lua name the file in every message; "t": never
@@ -191,21 +202,8 @@ rw_script *rw_load(const char *path, const rw_limits *limits, char *why,
 
 rw_script *rw_sandbox_open(const char *path, const char *kind,
                            const rw_limits *limits, char *why, size_t whylen) {
-  rw_script *s = calloc(1, sizeof *s);
-  if (!s) {
-    snprintf(why, whylen, "%s: out of memory for a Lua state", path);
-    return NULL;
-  }
-  set_limits(s, limits);
-  snprintf(s->path, sizeof s->path, "%s", path);
-  snprintf(s->short_src, sizeof s->short_src, "%s", path);
-  snprintf(s->kind, sizeof s->kind, "%s", kind);
-  s->cap_in_calls = 1;
-  s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = LUA_NOREF;
-  if (rw__sandbox_open(s, why, whylen) != RW_OK) {
-    free(s);
-    return NULL;
-  }
+  rw_script *s = new_script(path, kind, limits, why, whylen);
+  if (s) s->cap_in_calls = 1;
   return s;
 }
 
