@@ -34,6 +34,7 @@
   X(kv_cache_write_kernel)                                                     \
   X(kv_cache_copy_kernel)                                                      \
   X(attention_cached_kernel)                                                   \
+  X(attention_combine_kernel)                                                  \
   X(sample_kernel)                                                             \
   X(cast_bf16_kernel)                                                          \
   X(gemm_tiled_bf16_kernel)

@@ -359,19 +359,17 @@ int pcuda_sample_batch(pcuda_ctx *ctx, const float *logits, size_t row_stride,
 typedef struct pcuda_kv_cache {
   pcuda_ctx *ctx;
   int L, G, max_seq, C;
-  float *k, *v;        /* device, in memory */
-  float *memory;       /* device */
-  float *scratch;      /* device */
-  size_t scratch_rows; /* token rows the scratch holds */
-  float *logits;       /* device (B*T,V): the last pcuda_forward_cached's */
-  int32_t *host_ids;   /* host: tokens then rows of the last call */
-  size_t host_cap;     /* int32 slots of host_ids */
+  float *k, *v;          /* device, in memory */
+  float *memory;         /* device */
+  float *scratch;        /* device */
+  size_t scratch_floats; /* floats the scratch holds */
+  float *logits;         /* device (B*T,V): the last pcuda_forward_cached's */
+  int32_t *host_ids;     /* host: tokens then rows of the last call */
+  size_t host_cap;       /* int32 slots of host_ids */
 } pcuda_kv_cache;
 
 /* pl_kv_cache_init / free / copy_prefix on the backend (the same checks
- * and messages; PL_EENV for backend memory). One more limit: max_seq at
- * most 53,692, what the cached attention's shared memory holds on sm_90
- * (PL_EINPUT; the emulator is held to it too). */
+ * and messages; PL_EENV for backend memory). */
 int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
                         const pl_config *cfg, int G, int max_seq, char *why,
                         size_t whylen);

@@ -37,6 +37,10 @@
  *     red zone and everything not handed out is poisoned for AddressSanitizer,
  *     down to the byte past the size asked for, so a kernel that overruns its
  *     buffer still trips ASan as it did with one host allocation per buffer.
+ *     A buffer handed out there is filled with 0xff bytes (a NaN in every
+ *     float, -1 in every int): a device's fresh memory holds whatever was
+ *     there before, so a kernel that reads what nothing wrote must fail the
+ *     emulator's tests too, not read the zeros or old values of reuse.
  *   - PCUDA_ARENA=off in the environment makes every pcuda_alloc a backend
  *     allocation and every pcuda_free a backend free (for compute-sanitizer,
  *     whose memcheck sees backend allocations only).
@@ -187,6 +191,8 @@ void *pcuda_arena_alloc(pcuda_ctx *ctx, size_t bytes) {
   }
   b->asked = bytes; /* pcuda_alloc passes at least 1 */
   poison(ctx, b->addr, bytes, 0);
+  if (ctx->ops->poison) /* the emulator: see the header comment */
+    memset((void *)b->addr, 0xff, bytes);
   a->stats.allocs++;
   a->stats.in_use += b->size;
   if (a->stats.in_use > a->stats.peak) a->stats.peak = a->stats.in_use;

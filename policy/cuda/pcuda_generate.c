@@ -4,9 +4,10 @@
  * (pcuda_kv_cache, the CPU's (L,G,max_seq,C) layout), the cached forward
  * (the layers of pcuda_model_forward on token rows at positions pos0.., with
  * attention reading the cache: kv_cache_write_kernel, then
- * attention_cached_kernel, policy/cuda/kvcache.cu), and batched generation
- * of G completions of one prompt with the device sampler
- * (pcuda_sample.c).
+ * attention_cached_kernel over splits of 256 positions, merged by
+ * attention_combine_kernel when a row has more, policy/cuda/kvcache.cu),
+ * and batched generation of G completions of one prompt with the device
+ * sampler (pcuda_sample.c).
  *
  * Generation follows pl_generate_notify step by step: the same checks and
  * messages, the prompt prefilled once into row 0 and its keys and values
@@ -34,12 +35,9 @@
 
 #define ELEM_THREADS 256u
 #define ATT_THREADS 128u /* attention_cached_kernel's CACHED_WARPS * 32 */
-/* attention_cached_kernel keeps a query's scores in shared memory, one
- * float per cached position, next to 17,680 bytes of its own (ptxas,
- * sm_90): on a device all of it must fit the opt-in per-block maximum,
- * 227 KiB on sm_90. A cache longer than this is refused at init, with the
- * reason, instead of failing at the first long launch. */
-#define CACHED_MAX_SEQ ((227 * 1024 - 17680) / (int)sizeof(float))
+/* attention_cached_kernel's positions per block (kvcache.cu's
+ * CACHED_CHUNK) */
+#define ATT_CHUNK 256
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
@@ -54,12 +52,6 @@ int pcuda_kv_cache_init(pcuda_kv_cache *kv, pcuda_ctx *ctx,
   memset(kv, 0, sizeof *kv);
   int rc = pl_kv_cache_check(cfg, G, max_seq, why, whylen);
   if (rc) return rc;
-  if (max_seq > CACHED_MAX_SEQ)
-    return pl_fail(why, whylen, PL_EINPUT,
-                   "kv cache: max_seq = %d; the device's cached attention "
-                   "holds a query's scores in shared memory, at most %d "
-                   "positions",
-                   max_seq, CACHED_MAX_SEQ);
   kv->ctx = ctx;
   kv->L = cfg->n_layers;
   kv->G = G;
@@ -104,26 +96,30 @@ int pcuda_kv_cache_copy_prefix(pcuda_kv_cache *kv, int src, int dst,
 }
 
 /* The cached forward's activations for N token rows (generate.c's
- * fwd_scratch, plus rstd for the RMSNorm kernel, the logits, and the token
- * and row ids), in one device allocation grown on demand. */
+ * fwd_scratch, plus rstd for the RMSNorm kernel, the logits, the token and
+ * row ids, and the attention's S splits per (row, head) when S > 1), in
+ * one device allocation grown on demand. */
 typedef struct fwd_scratch {
-  float *x, *ln, *rstd, *qkv, *atty, *tmp, *h13, *hmul, *logits;
+  float *x, *ln, *rstd, *qkv, *atty, *tmp, *h13, *hmul, *logits, *att_part;
   int32_t *tokens, *rows;
 } fwd_scratch;
 
-static size_t scratch_floats(const pl_config *c, size_t N) {
-  size_t C = c->d_model, F = c->d_ff, V = c->vocab;
+static size_t scratch_floats(const pl_config *c, size_t N, int S) {
+  size_t C = c->d_model, F = c->d_ff, V = c->vocab, NH = c->n_heads;
   /* x ln qkv atty tmp: 7C; h13 hmul: 3F; rstd; logits; tokens and rows
-   * (at most N each) as one float slot per id */
-  return N * (7 * C + 3 * F + 1 + V + 2);
+   * (at most N each) as one float slot per id; then per split of every
+   * (row, head) hs + 2 floats (attention_cached_kernel says which) */
+  size_t part = S > 1 ? (size_t)S * (C + 2 * NH) : 0;
+  return N * (7 * C + 3 * F + 1 + V + 2 + part);
 }
 
-static int scratch_for(pcuda_kv_cache *kv, const pl_config *c, size_t N,
+static int scratch_for(pcuda_kv_cache *kv, const pl_config *c, size_t N, int S,
                        fwd_scratch *s) {
-  if (N > kv->scratch_rows) {
+  size_t need = scratch_floats(c, N, S);
+  if (need > kv->scratch_floats) {
     pcuda_free(kv->ctx, kv->scratch);
-    kv->scratch = pcuda_alloc(kv->ctx, scratch_floats(c, N) * sizeof(float));
-    kv->scratch_rows = kv->scratch ? N : 0;
+    kv->scratch = pcuda_alloc(kv->ctx, need * sizeof(float));
+    kv->scratch_floats = kv->scratch ? need : 0;
     if (!kv->scratch) return PL_EENV;
   }
   if (kv->host_cap < 2 * N) {
@@ -143,8 +139,9 @@ static int scratch_for(pcuda_kv_cache *kv, const pl_config *c, size_t N,
   s->h13 = p, p += N * 2 * F;
   s->hmul = p, p += N * F;
   s->logits = p, p += N * V;
-  s->tokens = (int32_t *)p;
+  s->tokens = (int32_t *)p, p += 2 * N;
   s->rows = s->tokens + N;
+  s->att_part = p;
   return PL_OK;
 }
 
@@ -177,8 +174,11 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
                                    rows, B, T, pos0, why, whylen);
   if (rc) return rc;
   size_t N = (size_t)B * T;
+  /* the attention's splits: those of the longest row, positions
+   * 0..pos0+T-1 */
+  int S = (pos0 + T + ATT_CHUNK - 1) / ATT_CHUNK;
   fwd_scratch s;
-  if (scratch_for(kv, c, N, &s) != PL_OK ||
+  if (scratch_for(kv, c, N, S, &s) != PL_OK ||
       pcuda_bf16_ensure_scratch_rows(dm, N) != PL_OK) {
     char err[256] = "out of memory";
     pcuda_status(ctx, err, sizeof err);
@@ -214,10 +214,16 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
     pcuda_launch(ctx, PCUDA_K_kv_cache_write_kernel,
                  dim1(pcuda_blocks(N * C, ELEM_THREADS)), dim1(ELEM_THREADS), 0,
                  wargs);
-    void *aargs[] = {&s.atty, &s.qkv, &kc,      &vc, &s.rows, &B,
-                     &T,      &pos0,  &max_seq, &C,  &NH};
-    pcuda_launch(ctx, PCUDA_K_attention_cached_kernel, dim1((unsigned)(N * NH)),
-                 dim1(ATT_THREADS), (size_t)(pos0 + T) * sizeof(float), aargs);
+    void *aargs[] = {&s.atty, &s.att_part, &s.qkv,   &kc, &vc, &s.rows, &B,
+                     &T,      &pos0,       &max_seq, &C,  &NH, &S};
+    pcuda_launch(ctx, PCUDA_K_attention_cached_kernel,
+                 dim1((unsigned)(N * NH * S)), dim1(ATT_THREADS), 0, aargs);
+    if (S > 1) {
+      void *cargs[] = {&s.atty, &s.att_part, &n_rows, &T, &pos0, &C, &NH, &S};
+      pcuda_launch(ctx, PCUDA_K_attention_combine_kernel,
+                   dim1(pcuda_blocks(N * C, ELEM_THREADS)), dim1(ELEM_THREADS),
+                   0, cargs);
+    }
     pcuda_linear_forward(dm, s.tmp, s.atty, wo, n_rows, C, C);
     pcuda_residual_forward(ctx, s.x, s.x, s.tmp, N * C);
     pcuda_rmsnorm_forward(ctx, s.ln, s.rstd, s.x, p->rms_ffn + (size_t)l * C,

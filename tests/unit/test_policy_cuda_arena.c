@@ -149,6 +149,30 @@ static void check_reuse(pcuda_ctx *ctx, const char *backend) {
   pcuda_free(ctx, q);
 }
 
+/* On the emulator a buffer handed out holds 0xff bytes (NaN floats), a
+ * reused one too, whatever was written into it before: a kernel that
+ * reads what nothing wrote fails there as it could on a device. */
+static void check_garbage(pcuda_ctx *ctx) {
+  enum { N = 3000 };
+  static uint8_t host[N];
+  for (int round = 0; round < 2; round++) {
+    void *p = pcuda_alloc(ctx, N);
+    if (!p) {
+      CHECK(0, "garbage: alloc failed");
+      return;
+    }
+    pcuda_download(ctx, host, p, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+      bad += host[i] != 0xff;
+    CHECK(bad == 0, "garbage: round %d: %d of %d fresh bytes are not 0xff",
+          round, bad, N);
+    memset(host, 0, N);
+    pcuda_upload(ctx, p, host, N); /* zeros, for the next round to reuse */
+    pcuda_free(ctx, p);
+  }
+}
+
 /* Larger than any chunk_min (64 MiB on a device), so each is its own chunk:
  * the second finds no room, and the first's chunk, now empty, goes back. */
 static void check_release(const char *backend) {
@@ -341,7 +365,10 @@ static void run_all(pcuda_ctx *ctx, const char *backend) {
   check_release(backend);
   check_passthrough(backend);
   check_bad_free(backend);
-  if (!strcmp(backend, "cpu-emu")) check_asan();
+  if (!strcmp(backend, "cpu-emu")) {
+    check_garbage(ctx);
+    check_asan();
+  }
   pcuda_mem_stats st;
   pcuda_mem_stats_get(ctx, &st);
   printf("%s: %s: %lu buffers from %lu backend allocations, peak %.1f MiB, "
