@@ -308,11 +308,8 @@ static int eval_files(int argc, char **argv, const char **files) {
       opts.n_shapes++;
       i++;
     } else if (!strcmp(a, "--seed")) {
-      char *end;
       if (!val) return usage_error("--seed needs a number", NULL);
-      errno = 0;
-      opts.seed = strtoull(val, &end, 0);
-      if (*end || errno || opts.seed == 0)
+      if (lab_arg_u64(val, 1, &opts.seed))
         return usage_error("--seed expects a positive integer", val);
       i++;
     } else if (!strcmp(a, "--threads")) {

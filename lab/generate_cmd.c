@@ -84,7 +84,8 @@ int lab_generate(int argc, char **argv) {
   const char *ckpt = NULL, *tok_path = NULL, *prompt = NULL;
   const char *policy_matmul = NULL;
   int policy_device = LAB_POLICY_CPU, policy_dtype = PCUDA_DTYPE_FP32;
-  double G = 1, max_new = 256, seed = 0;
+  double G = 1, max_new = 256;
+  uint64_t seed = 0;
   pl_sampling s = pl_sampling_default();
   int bos = 1;
   for (int i = 1; i < argc; i++) {
@@ -113,6 +114,9 @@ int lab_generate(int argc, char **argv) {
       policy_dtype = lab_policy_dtype_parse(v);
       if (policy_dtype < 0)
         return usage("--policy-dtype: expected fp32 or bf16, got", v);
+    } else if (!strcmp(a, "--seed")) {
+      if (lab_arg_u64(v, 0, &seed))
+        return usage("--seed: expected an integer from 0 to 2^64-1, got", v);
     } else if (!parse_num(v, &x))
       return usage("expected a finite number, got", v);
     else if (!strcmp(a, "-n"))
@@ -125,16 +129,14 @@ int lab_generate(int argc, char **argv) {
       s.top_p = (float)x;
     else if (!strcmp(a, "--min-p"))
       s.min_p = (float)x;
-    else if (!strcmp(a, "--seed"))
-      seed = x;
     else
       return usage("unknown option", a);
   }
   if (!ckpt || !tok_path || !prompt)
     return usage("--ckpt, --tok and --prompt are required", NULL);
-  if (G < 1 || G > 4096 || max_new < 1 || max_new > 1e6 || seed < 0 ||
-      seed >= 18446744073709551616.0)
-    return usage("-n must be 1..4096, --max-tokens 1..1e6, --seed 0..2^64-1",
+  if (G < 1 || G > 4096 || max_new < 1 || max_new > 1e6 || G != (int)G ||
+      max_new != (int)max_new)
+    return usage("-n must be a whole number 1..4096, --max-tokens 1..1e6",
                  NULL);
 
   char why[512];
@@ -200,8 +202,8 @@ int lab_generate(int argc, char **argv) {
     memcpy(full + n, ids, n_ids * sizeof *ids);
     n += n_ids;
     rc = lab_policy_generate(&pol, full, (int)n, (int)G, (int)max_new,
-                             PL_TOK_EOS, &s, (uint64_t)seed, &out, NULL, NULL,
-                             why, sizeof why);
+                             PL_TOK_EOS, &s, seed, &out, NULL, NULL, why,
+                             sizeof why);
   }
   static const char *const reason[] = {"?", "eos", "max-tokens", "max_seq"};
   for (int g = 0; !rc && g < out.G; g++) {

@@ -65,6 +65,9 @@ int lab_report(int argc, char **argv);
  * -1 and *out untouched. */
 int lab_arg_long(const char *s, long lo, long hi, long *out);
 int lab_arg_double(const char *s, double lo, double hi, double *out);
+/* The same for an unsigned 64-bit number of at least lo, in decimal
+ * digits only (a seed: "-1", "5x", " 5" and "0x10" are refused). */
+int lab_arg_u64(const char *s, uint64_t lo, uint64_t *out);
 
 /* Prints "kernlab CMD: MSG [ARG]" and the usage line; returns
  * LAB_EXIT_USAGE. arg may be NULL. */

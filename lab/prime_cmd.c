@@ -237,8 +237,8 @@ int lab_prime(int argc, char **argv) {
     else if (!strcmp(a, "--lr") && !lab_arg_double(val, 0, 1e3, &real) &&
              real > 0)
       lr = (float)real;
-    else if (!strcmp(a, "--seed") && strtoull(val, NULL, 0) > 0)
-      seed = strtoull(val, NULL, 0);
+    else if (!strcmp(a, "--seed") && !lab_arg_u64(val, 1, &seed))
+      ;
     else if (!strcmp(a, "--policy-device") && lab_policy_device_parse(val) >= 0)
       policy_device = lab_policy_device_parse(val);
     else if (!strcmp(a, "--policy-dtype") && lab_policy_dtype_parse(val) >= 0)

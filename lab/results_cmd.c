@@ -14,6 +14,7 @@
 
 #include "results/results.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -37,6 +38,18 @@ int lab_arg_long(const char *s, long lo, long hi, long *out) {
   long v = s ? strtol(s, &end, 10) : 0;
   if (!s || end == s || *end || errno || v < lo || v > hi) return -1;
   *out = v;
+  return 0;
+}
+
+int lab_arg_u64(const char *s, uint64_t lo, uint64_t *out) {
+  char *end;
+  errno = 0;
+  /* strtoull reads "-1" as 2^64 - 1 and skips leading blanks: a seed of
+   * "-1" or " 5" is a typo, not a number */
+  if (!s || !isdigit((unsigned char)s[0])) return -1;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*end || errno || v < lo) return -1;
+  *out = (uint64_t)v;
   return 0;
 }
 

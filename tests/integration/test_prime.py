@@ -145,10 +145,19 @@ with tempfile.TemporaryDirectory() as d:
         f.write(data)
     g = run("generate", "--ckpt", bad, "--tok", ck + ".tok", "--prompt", "x")
     check(g.returncode == 2 and "bad.ckpt" in g.stderr, "corrupt checkpoint: exit 2 naming it: %s" % g.stderr)
-    for opt in (["-n", "nan"], ["--max-tokens", "nan"], ["--seed", "inf"], ["--seed", "1e30"]):
+    for opt in (["-n", "nan"], ["--max-tokens", "nan"], ["--seed", "inf"], ["--seed", "1e30"],
+                ["--seed", "-1"], ["--seed", "5x"], ["-n", "2.5"]):
         g = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", *opt)
-        check(g.returncode == 2 and ("finite" in g.stderr or "--seed 0..2^64-1" in g.stderr),
+        check(g.returncode == 2 and ("finite" in g.stderr or "--seed: expected an integer" in
+                                     g.stderr or "whole number" in g.stderr),
               "generate %s: exit 2, said: %d %s" % (opt, g.returncode, g.stderr[-200:]))
+    # a seed above 2^53 is kept whole (it was read as a double): two seeds
+    # one apart give their own draws, and each replays itself
+    outs = [run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", "-n", "2",
+                "--max-tokens", "20", "--seed", s_).stdout
+            for s_ in ("18446744073709551614", "18446744073709551615", "18446744073709551615")]
+    check(outs[1] == outs[2] and outs[0] != outs[1],
+          "seeds 2^64-2 and 2^64-1 differ, each replays: %r" % [o[-80:] for o in outs])
     # A checkpoint whose vocab is larger than its tokenizer's (sound
     # otherwise: its hash is right): refused at load, exit 2, not by a
     # decode error mid-campaign.
@@ -196,8 +205,10 @@ with tempfile.TemporaryDirectory() as d:
           "tokenizer train --out FIFO: refused, the FIFO stays: %s" % t.stderr[-200:])
     check(open(notes).read() == "results I care about\n" and
           not os.path.exists(notes + ".tok"), "the file is untouched, no .tok next to it")
-    p = run("prime", "--corpus", corpus, "--out", ck + ".x", "--steps", "nan")
-    check(p.returncode == 2 and "usage" in p.stderr, "prime --steps nan: usage: %s" % p.stderr)
+    for opt in (["--steps", "nan"], ["--seed", "-1"], ["--seed", "5x"], ["--seed", "0"]):
+        p = run("prime", "--corpus", corpus, "--out", ck + ".x", *opt)
+        check(p.returncode == 2 and "usage" in p.stderr and not os.path.exists(ck + ".x"),
+              "prime %s: usage: %s" % (opt, p.stderr))
     other = os.path.join(d, "other.ckpt")
     p = run("prime", "--corpus", corpus, "--out", other, "--size", "tiny", "--steps", "2",
             "--seed", "7")
