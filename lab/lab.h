@@ -17,7 +17,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { LAB_EXIT_OK = 0, LAB_EXIT_USAGE = 2, LAB_EXIT_ENV = 3 };
+/* 130: 128 + SIGINT, what a shell reports for a command Ctrl-C stopped;
+ * `kernlab run` returns it when an interrupt stopped it after a step. */
+enum {
+  LAB_EXIT_OK = 0,
+  LAB_EXIT_USAGE = 2,
+  LAB_EXIT_ENV = 3,
+  LAB_EXIT_INTERRUPTED = 130
+};
 
 /* In a command with an `int exit_code` and a `cleanup:` label: prints
  * "kernlab CMD: MESSAGE" on stderr, sets exit_code and jumps to cleanup. */
@@ -57,6 +64,16 @@ int lab_show(int argc, char **argv);
 int lab_diff(int argc, char **argv);
 int lab_export(int argc, char **argv);
 int lab_report(int argc, char **argv);
+
+/* Ctrl-C and SIGTERM for a long command (lab/interrupt.c): the first
+ * signal sets the flag lab_interrupted returns (the signal's number) and
+ * prints "CMD: interrupted: FIRST (interrupt again to stop at once)"; the
+ * second removes tmp (may be NULL: a file being written beside its final
+ * name) and ends the process by the signal's default action. uninstall
+ * puts back the handlers that were there before. */
+void lab_interrupt_install(const char *cmd, const char *first, const char *tmp);
+int lab_interrupted(void);
+void lab_interrupt_uninstall(void);
 
 /* Helpers the results commands share (lab/results_cmd.c). */
 

@@ -63,6 +63,14 @@
  * without recording (its evaluation timings may differ, so its update is
  * close to, not exactly, the lost one).
  *
+ * Interrupting (Ctrl-C or SIGTERM, lab/interrupt.c): the step in flight
+ * finishes, is recorded and checkpointed, then the run stops with the
+ * summary, without the comparison against the baselines, and exits 130
+ * (128 + SIGINT, as a shell reports an interrupted command), naming the
+ * --resume command that continues it. Before the first step a run stops
+ * without starting one. A second interrupt stops at once, as a kill
+ * would: --resume copes with that too (above).
+ *
  * On a terminal a progress bar (step, sampled and evaluated candidates,
  * ETA) is redrawn in place under the step lines; otherwise only the step
  * lines are printed.
@@ -265,13 +273,22 @@ int lab_run(int argc, char **argv) {
     return ex;
   }
   if (out_arg) snprintf(c.out, sizeof c.out, "%s", out_arg);
-  char ckpt_out[1100];
+  char ckpt_out[1100], ckpt_tmp[1200];
   {
     size_t l = strlen(c.out);
     int h5 = l > 3 && !strcmp(c.out + l - 3, ".h5");
     snprintf(ckpt_out, sizeof ckpt_out, "%.*s.ckpt", (int)(h5 ? l - 3 : l),
              c.out);
   }
+  /* From here on an interrupt lets the step in flight finish (the loop
+   * reads the flag between steps); a second one removes the checkpoint
+   * pl_ckpt_save may be writing beside its name (policy/checkpoint.c's
+   * PATH.tmp.PID) and stops. */
+  snprintf(ckpt_tmp, sizeof ckpt_tmp, "%s.tmp.%ld", ckpt_out, (long)getpid());
+  lab_interrupt_install("kernlab run",
+                        "the step in flight finishes and is recorded, then "
+                        "the run stops",
+                        ckpt_tmp);
   const int G = c.group_size, P = c.prompts_per_step, n_cand = G * P;
 
   /* Everything a run needs is allocated or loaded before the first step, so
@@ -447,8 +464,12 @@ int lab_run(int argc, char **argv) {
 
   double best_time = pr.best_time_us, t_run = lab_now_s();
   double wall0 = pr.wall_s;
-  int steps_run = 0;
+  int steps_run = 0, stopped_at = -1;
   for (int step = start_step; step < c.steps; step++) {
+    if (lab_interrupted()) {
+      stopped_at = step;
+      break;
+    }
     double t_step = lab_now_s();
     if (step > start_step) {
       int rl = rw_reload(&script, c.reward, why, sizeof why);
@@ -633,6 +654,17 @@ int lab_run(int argc, char **argv) {
     }
     if (r) res_reader_close(r);
   }
+  if (stopped_at >= 0) {
+    printf("interrupted: %d of %d steps done; results %s, checkpoint %s\n"
+           "continue with: kernlab run%s%s --out %s --resume\n",
+           stopped_at, c.steps, c.out, ckpt_out, campaign_path ? " " : "",
+           campaign_path ? campaign_path : "", c.out);
+    exit_code = LAB_EXIT_INTERRUPTED;
+    goto cleanup;
+  }
+  /* Every step is recorded and the file closed: an interrupt from here on
+   * (during the comparison, which times the corpus) stops at once. */
+  lab_interrupt_uninstall();
   /* Against the baselines: the priming corpus's best kernel, timed now on
    * a slot of its own with the campaign's options, and the evaluations it
    * took to come within 5% of exhaustive search (lab/compare.c). */
@@ -667,6 +699,7 @@ cleanup:
   if (c.grpo.beta > 0) pl_model_free(&ref);
   pl_tok_free(tok);
   lab_campaign_free(&c);
+  lab_interrupt_uninstall();
   return exit_code;
 #undef FAIL
 }

@@ -8,7 +8,8 @@ campaigns (G 2, 32x32x32, 64 tokens) on cpu-emu. A tiny model writes
 garbage (compile errors, flags): the loop must still score, update, record
 and print. Checks: one line per step, every candidate recorded once with its
 step/group/sample, --resume after a finished run and after a kill records
-nothing twice, an existing results file needs --resume, bad campaign
+nothing twice, Ctrl-C finishes the step in flight and exits 130 (twice:
+at once), an existing results file needs --resume, bad campaign
 files exit 2 naming the file:line or the field, and --policy-device gpu
 exits 3 with the reason where no device answers while auto falls back.
 """
@@ -217,6 +218,70 @@ with tempfile.TemporaryDirectory() as d:
     check(keys == [(s, i) for s in range(5) for i in range(2)],
           "after kill + resume each (step, sample) once: %s" % keys)
     check(n_steps(kout) in (None, 5), "5 step records after kill + resume")
+
+    # Ctrl-C, as a terminal sends it: SIGINT to the whole process group.
+    # The step in flight finishes and is recorded, the run exits 130 naming
+    # the --resume command, nothing of the step is lost or disturbed (its
+    # candidates are those the uninterrupted run recorded, with the same
+    # outcomes: no worker was killed by it), no temporary file is left.
+    def interrupted_run(camp, out, signals):
+        proc = subprocess.Popen([KERNLAB, "run", camp, "--out", out], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True)
+        head, said = [], []
+        for line in proc.stdout:
+            head.append(line)
+            if line.startswith("step 1/"):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        if signals == 2:  # the second once the first is taken (two at once merge)
+            for line in proc.stderr:
+                said.append(line)
+                if "interrupted" in line:
+                    break
+            os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=600)
+        return proc.returncode, "".join(head) + rest, "".join(said) + err
+
+    def outcome(c):
+        return (c["step"], c["sample"], c["src_sha256"], c["status"], c["compiled"], c["correct"])
+
+    iout = os.path.join(d, "runs", "int.h5")
+    rc, text, err = interrupted_run(c5, iout, 1)
+    m = re.search(r"interrupted: (\d) of 5 steps done", text)
+    k = int(m.group(1)) if m else -1
+    check(rc == 130 and k in (1, 2) and "interrupted: the step in flight finishes" in err,
+          "Ctrl-C: exit 130 after the step in flight: %d %s %s" % (rc, text[-300:], err[-300:]))
+    check(("--out %s --resume" % iout) in text, "it names the resume command: %s" % text[-300:])
+    ic = candidates(iout)
+    check(sorted(outcome(c) for c in ic) ==
+          sorted(outcome(c) for c in kc if c["step"] < k) and n_steps(iout) in (None, k),
+          "the interrupted run recorded its %d steps whole, as the uninterrupted did" % k)
+    def stray():  # SIGKILL's run above may leave kill.ckpt.tmp.PID: nothing can help that
+        return [f for f in os.listdir(os.path.join(d, "runs")) if f.startswith("int") and ".tmp." in f]
+    check(not stray(), "no temporary file left: %s" % stray())
+    r = run("run", c5, "--out", iout, "--resume")
+    check(r.returncode == 0 and sorted((c["step"], c["sample"]) for c in candidates(iout)) ==
+          [(s_, i) for s_ in range(5) for i in range(2)], "resume after Ctrl-C: each once")
+    # Twice: stops at once, by SIGINT; resume still records each once (a
+    # campaign with longer steps, so that the second comes within one)
+    c6 = os.path.join(d, "long.lua")
+    campaign(c6, ck, 4, "prompts_per_step = 2,")
+    with open(c6) as f:
+        text = f.read()
+    with open(c6, "w") as f:
+        f.write(text.replace("max_tokens = 64", "max_tokens = 600").replace(
+            "group_size = 2", "group_size = 4"))
+    iout2 = os.path.join(d, "runs", "int2.h5")
+    rc, text, err = interrupted_run(c6, iout2, 2)
+    check(rc == -signal.SIGINT and "interrupted again: stopping now" in err,
+          "a second Ctrl-C stops at once, by SIGINT: %d %s" % (rc, err[-300:]))
+    check(not stray(), "no temporary file left after the second: %s" % stray())
+    r = run("run", c6, "--out", iout2, "--resume")
+    check(r.returncode == 0 and sorted((c["step"], c["group"], c["sample"])
+                                       for c in candidates(iout2)) ==
+          [(s_, g, i) for s_ in range(4) for g in range(2) for i in range(4)],
+          "resume after two Ctrl-C: each once: %s" % r.stderr[-300:])
 
     # Bad campaign files: exit 2, naming the place.
     bad = {

@@ -1,0 +1,83 @@
+/*
+ * lab/interrupt.c — Ctrl-C (SIGINT) and SIGTERM for the long commands.
+ *
+ * A user who interrupts a campaign wants it to stop soon and keep what it
+ * did. Stopping at once would throw away the step in flight, whose
+ * candidates may have taken minutes to sample and time; so the first
+ * signal only asks: it sets a flag the command reads between units of
+ * work (lab_interrupted; `kernlab run` reads it after each step is
+ * recorded and checkpointed), and says on stderr what will happen. The
+ * second signal stops at once, by the signal's default action (the shell
+ * sees the process killed by SIGINT, as it expects), after removing the
+ * temporary file the command named (a checkpoint being written beside its
+ * final name), so no stray file outlives it; what was recorded before
+ * stays readable, and `--resume` continues from it.
+ *
+ * The sandbox workers and host compilers are in process groups of their
+ * own (sandbox/supervisor.c, kernels/emu/emu_build.c), so a terminal's
+ * Ctrl-C reaches the lab alone: a candidate being timed is not killed by
+ * it and recorded as a crash.
+ *
+ * The handler does only what is async-signal-safe (write, unlink, signal,
+ * raise) and is installed with SA_RESTART, so the lab's reads and writes
+ * go on where they were; the loops that poll or wait already retry on
+ * EINTR.
+ */
+#include "lab/lab.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t requested; /* the first signal's number */
+static char first_msg[512], second_msg[512], tmp_path[1200];
+static size_t first_len, second_len;
+static struct sigaction old_int, old_term;
+
+static void on_signal(int sig) {
+  if (!requested) {
+    requested = sig;
+    if (write(STDERR_FILENO, first_msg, first_len) < 0) {
+      /* nothing to do: stderr is gone */
+    }
+    return;
+  }
+  if (write(STDERR_FILENO, second_msg, second_len) < 0) {
+    /* as above */
+  }
+  if (tmp_path[0]) unlink(tmp_path);
+  signal(sig, SIG_DFL);
+  raise(sig); /* blocked until the handler returns, then the default */
+}
+
+void lab_interrupt_install(const char *cmd, const char *first,
+                           const char *tmp) {
+  requested = 0;
+  snprintf(first_msg, sizeof first_msg,
+           "\n%s: interrupted: %s (interrupt "
+           "again to stop at once)\n",
+           cmd, first);
+  snprintf(second_msg, sizeof second_msg,
+           "\n%s: interrupted again: stopping now\n", cmd);
+  first_len = strlen(first_msg);
+  second_len = strlen(second_msg);
+  snprintf(tmp_path, sizeof tmp_path, "%s", tmp ? tmp : "");
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+}
+
+int lab_interrupted(void) {
+  return requested;
+}
+
+void lab_interrupt_uninstall(void) {
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  tmp_path[0] = 0;
+}
