@@ -34,6 +34,7 @@ static volatile sig_atomic_t requested; /* the first signal's number */
 static char first_msg[512], second_msg[512], tmp_path[1200];
 static size_t first_len, second_len;
 static struct sigaction old_int, old_term;
+static int installed;
 
 static void on_signal(int sig) {
   if (!requested) {
@@ -68,8 +69,11 @@ void lab_interrupt_install(const char *cmd, const char *first,
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  if (!installed) {
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    installed = 1;
+  }
 }
 
 int lab_interrupted(void) {
@@ -77,7 +81,9 @@ int lab_interrupted(void) {
 }
 
 void lab_interrupt_uninstall(void) {
+  if (!installed) return;
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  installed = 0;
   tmp_path[0] = 0;
 }

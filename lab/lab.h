@@ -70,7 +70,8 @@ int lab_report(int argc, char **argv);
  * prints "CMD: interrupted: FIRST (interrupt again to stop at once)"; the
  * second removes tmp (may be NULL: a file being written beside its final
  * name) and ends the process by the signal's default action. uninstall
- * puts back the handlers that were there before. */
+ * puts back the handlers that were there before (nothing when none was
+ * installed). */
 void lab_interrupt_install(const char *cmd, const char *first, const char *tmp);
 int lab_interrupted(void);
 void lab_interrupt_uninstall(void);

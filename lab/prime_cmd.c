@@ -17,7 +17,9 @@
  * position), AdamW with warm-up and cosine decay. Without --tok a byte-level
  * BPE tokenizer (vocab 1024) is trained on the corpus and saved as
  * CKPT.tok. The checkpoint (with optimiser state) is written at the end and
- * every 100 steps; it records the tokenizer's hash.
+ * every 100 steps; it records the tokenizer's hash. An interrupt (Ctrl-C,
+ * SIGTERM; lab/interrupt.c) saves the checkpoint after the step in flight
+ * and stops with exit 130; a second stops at once.
  *
  * Sizes: `small` (the default: d 192, 4 layers, 4 heads, seq 1024) primes
  * in about three minutes on two cores (300 steps); `tiny` (d 64, 2 layers,
@@ -420,7 +422,14 @@ int lab_prime(int argc, char **argv) {
   snprintf(h.tokenizer_sha256, sizeof h.tokenizer_sha256, "%s",
            pl_tok_hash(tok));
   int tty = isatty(2);
-  for (int step = 0; step < steps; step++) {
+  char ckpt_tmp[1200]; /* what pl_ckpt_save writes before its rename */
+  snprintf(ckpt_tmp, sizeof ckpt_tmp, "%s.tmp.%ld", out, (long)getpid());
+  lab_interrupt_install("kernlab prime",
+                        "the checkpoint is saved after this step, then "
+                        "priming stops",
+                        ckpt_tmp);
+  int stopped = 0;
+  for (int step = 0; step < steps && !stopped; step++) {
     for (int b = 0; b < batch; b++) {
       rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
       size_t start = (size_t)(rng % (n_tokens - (size_t)seq - 1));
@@ -449,7 +458,8 @@ int lab_prime(int argc, char **argv) {
               tty ? "\r" : "", step + 1, steps, loss, norm,
               pl_adamw_lr_at(&oc, step), tps,
               el / (step + 1) * (steps - step - 1), tty ? "   " : "\n");
-    if ((step + 1) % 100 == 0 || step == steps - 1) {
+    stopped = lab_interrupted() != 0;
+    if ((step + 1) % 100 == 0 || step == steps - 1 || stopped) {
       h.step = (uint64_t)step + 1;
       h.opt_step = (uint64_t)opt.step;
       if (lab_policy_sync(&pol, why, sizeof why) != PL_OK ||
@@ -462,9 +472,18 @@ int lab_prime(int argc, char **argv) {
     }
   }
   if (tty) fputc('\n', stderr);
-  printf("primed: %d steps, loss %.4f -> %.4f; checkpoint %s, tokenizer %s\n",
-         steps, first, last, out, tok_path);
+  if (stopped) {
+    printf("interrupted: primed %llu of %d steps, loss %.4f -> %.4f; "
+           "checkpoint %s, tokenizer %s\n",
+           (unsigned long long)h.step, steps, first, last, out, tok_path);
+    exit_code = LAB_EXIT_INTERRUPTED;
+  } else {
+    printf("primed: %d steps, loss %.4f -> %.4f; checkpoint %s, tokenizer "
+           "%s\n",
+           steps, first, last, out, tok_path);
+  }
 done:
+  lab_interrupt_uninstall();
   if (mm) {
     char line[512];
     lab_policy_matmul_report(mm, line, sizeof line);

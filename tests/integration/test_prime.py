@@ -10,7 +10,8 @@ without valid kernels, a corrupt checkpoint, a tokenizer that does not match.
 --policy-device (prime and generate): without a device, gpu exits 3 with
 the reason and auto falls back to the CPU (saying so) and trains or samples
 as cpu does. --policy-dtype bf16: exit 2 on the CPU; with auto and no device
-the CPU trains in fp32, saying so.
+the CPU trains in fp32, saying so. Ctrl-C saves the step in flight and
+exits 130.
 """
 import hashlib
 import os
@@ -18,6 +19,7 @@ import struct
 import re
 import shutil
 import stat
+import signal
 import subprocess
 import sys
 import tempfile
@@ -209,6 +211,28 @@ with tempfile.TemporaryDirectory() as d:
         p = run("prime", "--corpus", corpus, "--out", ck + ".x", *opt)
         check(p.returncode == 2 and "usage" in p.stderr and not os.path.exists(ck + ".x"),
               "prime %s: usage: %s" % (opt, p.stderr))
+    # Ctrl-C (SIGINT to the process group, as a terminal sends it): the
+    # checkpoint of the step in flight is saved, exit 130, and it loads
+    ick = os.path.join(d, "int.ckpt")
+    proc = subprocess.Popen([KERNLAB, "prime", "--corpus", corpus, "--out", ick, "--size",
+                             "tiny", "--steps", "100000", "--tok", ck + ".tok"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", start_new_session=True)
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if line.startswith("step 11/"):
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    out_, err_ = proc.communicate(timeout=600)
+    m = re.search(r"interrupted: primed (\d+) of 100000 steps", out_)
+    check(proc.returncode == 130 and m and int(m.group(1)) >= 11 and
+          "the checkpoint is saved after this step" in err_,
+          "prime, Ctrl-C: exit 130 with the step saved: %d %s %s" %
+          (proc.returncode, out_[-300:], err_[-300:]))
+    g = run("generate", "--ckpt", ick, "--tok", ck + ".tok", "--prompt", "x", "--max-tokens", "5")
+    check(g.returncode == 0 and not [f for f in os.listdir(d) if ".tmp." in f],
+          "the interrupted checkpoint loads, no temporary left: %s" % g.stderr[-300:])
     other = os.path.join(d, "other.ckpt")
     p = run("prime", "--corpus", corpus, "--out", other, "--size", "tiny", "--steps", "2",
             "--seed", "7")
