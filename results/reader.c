@@ -58,6 +58,9 @@ static char *read_str_attr(hid_t fid, const char *name) {
       char *v = NULL;
       hid_t mt = H5Tcopy(H5T_C_S1);
       H5Tset_size(mt, H5T_VARIABLE);
+      /* HDF5 converts no string between character sets, and h5py writes
+       * str attributes as variable-length UTF-8: read in the file's */
+      H5Tset_cset(mt, H5Tget_cset(t));
       if (H5Aread(a, mt, &v) >= 0 && v) {
         out = strdup(v);
         H5free_memory(v);

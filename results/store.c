@@ -438,7 +438,12 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   f->schema = schema;
   int64_t n = res__extent(f->cand, 0);
   res_candidate *recs = n > 0 ? calloc((size_t)n, sizeof *recs) : NULL;
-  if (n > 0 && (!recs || res__read_rows(f->cand, f->cand_t, 0, n, 0, recs))) {
+  if (n > 0 && !recs) { /* the host's trouble, not the file's */
+    snprintf(why, whylen, "%s: out of memory for its %lld candidate records",
+             path, (long long)n);
+    return RES_EENV;
+  }
+  if (n > 0 && res__read_rows(f->cand, f->cand_t, 0, n, 0, recs)) {
     free(recs);
     return unreadable(path, why, whylen, "/candidates");
   }
@@ -461,8 +466,13 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   int64_t k = res__extent(f->cname, 0);
   if (k > 0) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
-    if (!f->comp_names || res__read_rows(f->cname, H5T_NATIVE_UINT8, 0, k,
-                                         RES_NAME_LEN, f->comp_names))
+    if (!f->comp_names) {
+      snprintf(why, whylen, "%s: out of memory for %lld component names",
+               path, (long long)k);
+      return RES_EENV;
+    }
+    if (res__read_rows(f->cname, H5T_NATIVE_UINT8, 0, k, RES_NAME_LEN,
+                       f->comp_names))
       return unreadable(path, why, whylen, "/reward_component_names");
     for (int64_t j = 0; j < k; j++)
       f->comp_names[j][RES_NAME_LEN - 1] = 0;

@@ -144,6 +144,25 @@ def test_clean(tmp):
           [bytes(c["src_sha256"]).hex() for c in cands], "kernlab and h5py agree")
 
 
+def test_rewritten(tmp):
+    """A file whose attributes a notebook rewrote with h5py (str attributes
+    become variable-length UTF-8 strings) still reads in kernlab."""
+    path = os.path.join(tmp, "rewritten.h5")
+    subprocess.run([FIXTURE, path, "6"], check=True, timeout=120)
+    with h5py.File(path, "r+") as f:
+        for name in ("kind", "backend"):
+            value = f.attrs[name].decode()
+            del f.attrs[name]
+            f.attrs[name] = value
+        check(h5py.check_string_dtype(f.attrs.get_id("kind").dtype).encoding == "utf-8",
+              "h5py wrote kind as a UTF-8 string")
+    rows = kernlab_export(path)
+    check(len(rows) == 6, "kernlab reads the rewritten file: %d rows" % len(rows))
+    p = subprocess.run([KERNLAB, "top", path], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and "6 candidates" in p.stdout,
+          "top on the rewritten file: %s" % p.stderr[-300:])
+
+
 def test_crashed(tmp):
     keep = os.path.join(tmp, "crash")
     os.mkdir(keep)
@@ -182,6 +201,7 @@ def test_crashed(tmp):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_clean(tmp)
+        test_rewritten(tmp)
         test_crashed(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
