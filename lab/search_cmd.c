@@ -26,6 +26,9 @@
  * Choices where the issue is silent:
  *   - the output file is never reused: an existing one is an error that
  *     names it (a search is a few minutes; there is no --resume);
+ *   - an interrupt (Ctrl-C, SIGTERM; lab/interrupt.c) lets the step in
+ *     flight finish and be recorded, prints how far the search got and its
+ *     best kernel so far, and exits 130; a second stops at once;
  *   - `exhaustive` writes the campaign's `exhaustive` file by default
  *     (runs/<name>-exhaustive.h5), the file random search and `kernlab
  *     run` compare with; `random` writes runs/<name>-random.h5;
@@ -204,6 +207,15 @@ static int run_steps(const search_run *s) {
   double best = -1, t0 = lab_now_s();
   int exit_code = 0;
   for (int step = 0; step < steps && !exit_code; step++) {
+    if (lab_interrupted()) {
+      char best_s[200] = "none correct yet";
+      if (best > 0)
+        snprintf(best_s, sizeof best_s, "best %.1f us, %s", best, best_label);
+      printf("interrupted: %d of %d evaluations recorded in %s; %s\n",
+             step * per_step, s->total, s->out, best_s);
+      exit_code = LAB_EXIT_INTERRUPTED;
+      break;
+    }
     double t_step = lab_now_s();
     int first = step * per_step;
     int n = s->total - first < per_step ? s->total - first : per_step;
@@ -364,6 +376,12 @@ int lab_search(int argc, char **argv) {
   if (!script || rw_validate(script, why, sizeof why) != RW_OK)
     FAIL(LAB_EXIT_USAGE, "reward %s: %s", c.reward, why);
 
+  /* an interrupt from here on lets the step in flight finish and be
+   * recorded (run_steps reads the flag between steps) */
+  lab_interrupt_install("kernlab search",
+                        "the evaluations in flight finish and are recorded, "
+                        "then the search stops",
+                        NULL);
   int rc = lab_evaluator_start(
       &ev, &c, per_step, lab_derive_seed(c.seed, -1, 0, 0), why, sizeof why);
   if (rc) FAIL(rc, "%s", why);
@@ -393,6 +411,7 @@ int lab_search(int argc, char **argv) {
   store = NULL;
   if (closed != RES_OK && !exit_code) FAIL(LAB_EXIT_ENV, "%s: %s", out, why);
   if (exit_code) goto cleanup;
+  lab_interrupt_uninstall(); /* all recorded: the comparison may be cut */
 
   /* The summary, measured with the same evaluator (slot 0). */
   kl_executor exe;
@@ -408,6 +427,7 @@ cleanup:
   free(order);
   lab_seed_variants_free(space, n_loaded);
   lab_campaign_free(&c);
+  lab_interrupt_uninstall();
   return exit_code;
 #undef FAIL
 }

@@ -19,6 +19,7 @@ the verdicts are known. Checks:
   - random again: the same seed draws the same configurations, and the
     printed "evaluations to reach 95%" equals the count computed here from
     the two files;
+  - Ctrl-C: the step in flight is recorded whole, exit 130;
   - refusals: an existing output (file untouched), a bad mode, --budget
     with exhaustive, a malformed campaign (Lua error, unknown field, wrong
     type for the new fields), duplicate names in a space, a space script
@@ -30,6 +31,7 @@ the verdicts are known. Checks:
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -220,6 +222,31 @@ def main():
         lim = [c["label"] for c in candidates(os.path.join(d, "lim.h5"))]
         check(p.returncode == 0 and lim == ["coalesced", "coalesced_bs8"],
               "--limit 2: the first two configurations: %s" % lim)
+
+        # Ctrl-C (SIGINT to the process group): the step in flight is
+        # recorded whole, the line says how far it got, exit 130
+        intr = os.path.join(d, "intr.h5")
+        proc = subprocess.Popen([KERNLAB, "search", "random", camp, "--space", space,
+                                 "--budget", "40", "--out", intr], env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True)
+        head = []
+        for line_ in proc.stdout:
+            head.append(line_)
+            if line_.startswith("step 1/"):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=600)
+        m = re.search(r"interrupted: (\d+) of 40 evaluations recorded in .*intr\.h5; best "
+                      r"[0-9.]+ us, ", rest)
+        ic = candidates(intr)
+        check(proc.returncode == 130 and m and len(ic) == int(m.group(1)) and
+              len(ic) % 2 == 0 and 2 <= len(ic) < 40 and "search stops" in err,
+              "search, Ctrl-C: exit 130, whole steps recorded: %d %s %s" %
+              (proc.returncode, rest[-300:], err[-300:]))
+        k = min(len(ic), len(r2))
+        check([c["label"] for c in ic][:k] == [c["label"] for c in r2][:k],
+              "the interrupted search drew the same sequence")
 
         # Refusals.
         before = os.stat(exh)
