@@ -3,7 +3,8 @@
  * name, as an X-macro: the host side turns it into an enum of kernel ids
  * (pcuda_internal.h), the device backend into the names it looks up with
  * cuModuleGetFunction, and the emulator backend into a table of
- * trampolines (emu.cpp). Internal to policy/cuda/.
+ * trampolines (emu.cpp). Also the launch constants the host and a kernel
+ * must agree on. Internal to policy/cuda/.
  */
 #ifndef POLICY_CUDA_KERNEL_LIST_H
 #define POLICY_CUDA_KERNEL_LIST_H
@@ -38,6 +39,11 @@
   X(sample_kernel)                                                             \
   X(cast_bf16_kernel)                                                          \
   X(gemm_tiled_bf16_kernel)
+
+/* attention_cached_kernel (kvcache.cu): warps per block, and positions
+ * per chunk, the scores a block holds in shared memory at a time */
+#define PCUDA_ATT_WARPS 4
+#define PCUDA_ATT_CHUNK 256
 
 #define PCUDA_KERNEL_ENUM(name) PCUDA_K_##name,
 enum pcuda_kernel_id { PCUDA_KERNEL_LIST(PCUDA_KERNEL_ENUM) PCUDA_NUM_KERNELS };

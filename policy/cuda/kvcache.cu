@@ -13,6 +13,7 @@
  * first, for every token row of the call, as the CPU does).
  */
 #include "policy/cuda/common.cuh"
+#include "policy/cuda/kernel_list.h"
 
 /* k_cache and v_cache (one layer's (G,max_seq,C)) at (rows[b], pos0 + t)
  * get the k and v blocks of qkv row b*T + t; one thread per element of
@@ -46,11 +47,11 @@ kv_cache_copy_kernel(float *k, float *v /*(L,G,max_seq,C)*/, int L, int G,
   v[to] = v[from];
 }
 
-/* attention_cached_kernel's block: four warps. */
-#define CACHED_WARPS 4
-/* Positions per block of attention_cached_kernel: a multiple of the
- * block's threads, 1 KB of scores in shared memory. */
-#define CACHED_CHUNK 256
+/* attention_cached_kernel's block: PCUDA_ATT_WARPS warps; its chunk of
+ * positions, PCUDA_ATT_CHUNK, is a multiple of the block's threads (1 KB of
+ * scores in shared memory). */
+#define CACHED_WARPS PCUDA_ATT_WARPS
+#define CACHED_CHUNK PCUDA_ATT_CHUNK
 
 /* One query's causal attention row against the cache, up to its
  * normalisation:
@@ -104,37 +105,43 @@ attention_row_exp(float *p /*(last+1)*/, float (*ks)[32][33],
 /* One query row against the cache, every head (attention_query):
  *   y_h = softmax(K_h q_h / sqrt(hs)) V_h over the row's positions
  *   0..pos0+t,
- * split over the positions (flash-decoding): block s of a (row, head)
- * takes the positions [s*CACHED_CHUNK, (s+1)*CACHED_CHUNK) that the row
- * has. Splitting keeps the scores of a block in a fixed CACHED_CHUNK floats
- * of shared memory, so a cache of any length fits (the whole row's scores
- * in shared memory capped max_seq at 53,692 on sm_90), and it gives a
+ * a chunk of CACHED_CHUNK positions at a time, with the running softmax of
+ * flash attention: after each chunk the maximum m so far, the sum l of
+ * exp(score - m) and the unnormalised y are rescaled by exp(m_old - m_new)
+ * and the chunk's terms added. So a block's shared memory is fixed and a
+ * cache of any length fits (the whole row's scores in shared memory capped
+ * max_seq at 53,692 on sm_90).
+ *
+ * The chunks of a (row, head) are split over S blocks (flash-decoding):
+ * block s takes the chunks s, s + S, s + 2S, ... that the row has, so a
  * decode step, whose N*NH (row, head) pairs are far fewer than an H200's
- * 132 SMs, S times the blocks.
+ * SMs, still fills the device. The host picks S (pcuda_generate.c); a
+ * prefill, with thousands of pairs, runs with S = 1.
  *
- * Grid: N*NH*S blocks, block index = (n*NH + h)*S + s, S = the splits of the
- * longest row, ceil((pos0+T) / CACHED_CHUNK); block: CACHED_WARPS * 32
- * threads; no dynamic shared memory. kc, vc are one layer's (G,max_seq,C).
+ * Grid: N*NH*S blocks, block index = (n*NH + h)*S + s; block: CACHED_WARPS
+ * * 32 threads; no dynamic shared memory. kc, vc are one layer's
+ * (G,max_seq,C).
  *
- * With S = 1 the block finishes the row: y = P V / sum P into out. With
- * S > 1 it leaves its share for attention_combine_kernel: the maximum m_s
- * of its scores, l_s = sum_j exp(score_j - m_s) and the unnormalised
- * sum_j exp(score_j - m_s) v_j (hs floats) at part + ((n*NH + h)*S + s) *
- * (hs + 2); a block past its row's last position writes nothing (the
- * combine reads only the splits the row has).
+ * With S = 1 the block finishes the row: y = P V / l into out. With S > 1
+ * it leaves its share for attention_combine_kernel: m, l and the
+ * unnormalised y (hs floats) at part + ((n*NH + h)*S + s) * (hs + 2) as
+ * y[0..hs), m, l; a block with no chunk of its row (s*CACHED_CHUNK > the
+ * row's last position) writes nothing (the combine reads only the splits
+ * the row has).
  *
  * The scores stage the cache through shared memory a warp at a time
  * (attention_row_exp above); P V takes every warp: warp w sums the
  * positions j = w mod (warps) for 32 dimensions at a time (lane =
  * dimension, so a warp reads whole rows of V), and warp 0 adds the warps'
- * sums in order. (A thread per dimension walking every position left most
- * of the block idle and took pos steps in a row.) */
+ * sums in order into y, which only its lane d reads and writes. (A thread
+ * per dimension walking every position left most of the block idle and
+ * took pos steps in a row.) */
 extern "C" __global__ void
 attention_cached_kernel(float *out /*(N,C)*/, float *part,
                         const float *qkv /*(N,3C)*/, const float *kc,
                         const float *vc, const int32_t *rows /*(B)*/, int B,
                         int T, int pos0, int max_seq, int C, int NH, int S) {
-  __shared__ float p[CACHED_CHUNK];          /* this block's scores */
+  __shared__ float p[CACHED_CHUNK];          /* the chunk's scores */
   __shared__ float ks[CACHED_WARPS][32][33]; /* each warp's staged keys */
   __shared__ float acc_w[CACHED_WARPS][33];  /* each warp's share of y */
   int hs = C / NH;
@@ -146,39 +153,55 @@ attention_cached_kernel(float *out /*(N,C)*/, float *part,
   int h = (int)(nh % NH);
   size_t n = nh / NH;
   int b = (int)(n / T), pos = pos0 + (int)(n % T);
-  int j0 = s * CACHED_CHUNK;
-  if (j0 > pos) return; /* the row ends before this split */
-  int last = pos - j0 < CACHED_CHUNK ? pos - j0 : CACHED_CHUNK - 1;
+  int chunks = pos / CACHED_CHUNK + 1; /* the row's, positions 0..pos */
+  if (s >= chunks) return;             /* none of them is this block's */
   const float *q = qkv + n * 3 * C + h * hs;
-  const float *k0 = kc + ((size_t)rows[b] * max_seq + j0) * C + h * hs;
-  const float *v0 = vc + ((size_t)rows[b] * max_seq + j0) * C + h * hs;
-
-  /* this split's softmax numerators exp(scale * q·k[j] - m) in p (k[j] at
-   * k0 + j*C, j = 0..last relative to j0), their sum l and maximum m */
-  float m;
-  float l = attention_row_exp(p, ks, q, k0, (size_t)C, hs, last, scale, &m);
-  float norm = S == 1 ? 1.0f / l : 1.0f; /* S = 1: the whole row is here */
-  __syncthreads(); /* every p[j] is final before anyone sums P V */
-
-  /* y[d] = norm * sum_{j <= last} p[j] v[j, d] */
+  const float *k_row = kc + (size_t)rows[b] * max_seq * C + h * hs;
+  const float *v_row = vc + (size_t)rows[b] * max_seq * C + h * hs;
+  float *y = S == 1 ? out + n * C + h * hs : part + blk * (hs + 2);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int warps = CACHED_WARPS;
-  float *y = S == 1 ? out + n * C + h * hs : part + blk * (hs + 2);
-  for (int d0 = 0; d0 < hs; d0 += 32) {
-    int d = d0 + lane;
-    float acc = 0.0f;
-    if (d < hs)
-      for (int j = warp; j <= last; j += warps)
-        acc += p[j] * v0[(size_t)j * C + d];
-    acc_w[warp][lane] = acc;
-    __syncthreads();
-    if (warp == 0 && d < hs) {
-      float sum = 0.0f;
-      for (int w = 0; w < warps; w++)
-        sum += acc_w[w][lane];
-      y[d] = sum * norm;
+
+  float m = -INFINITY, l = 0.0f;
+  for (int c = s; c < chunks; c += S) {
+    int j0 = c * CACHED_CHUNK;
+    int last = pos - j0 < CACHED_CHUNK ? pos - j0 : CACHED_CHUNK - 1;
+    const float *k0 = k_row + (size_t)j0 * C, *v0 = v_row + (size_t)j0 * C;
+    /* the chunk's numerators exp(scale * q·k[j] - mc) in p (j = 0..last
+     * from j0), their sum lc and maximum mc */
+    float mc;
+    float lc = attention_row_exp(p, ks, q, k0, (size_t)C, hs, last, scale, &mc);
+    float m_new = fmaxf(m, mc);
+    int first = c == s;
+    float a_old = first ? 0.0f : expf(m - m_new); /* rescales y and l */
+    float a_new = expf(mc - m_new);               /* scales this chunk */
+    l = l * a_old + lc * a_new;
+    m = m_new;
+    /* the last chunk of a whole row (S = 1) divides by l as it adds */
+    float norm = S == 1 && c + S >= chunks ? 1.0f / l : 1.0f;
+    __syncthreads(); /* every p[j] is final before anyone sums P V */
+
+    /* y[d] = (y[d] * a_old + a_new * sum_{j <= last} p[j] v[j, d]) * norm */
+    for (int d0 = 0; d0 < hs; d0 += 32) {
+      int d = d0 + lane;
+      float acc = 0.0f;
+      if (d < hs)
+        for (int j = warp; j <= last; j += warps)
+          acc += p[j] * v0[(size_t)j * C + d];
+      acc_w[warp][lane] = acc;
+      __syncthreads();
+      if (warp == 0 && d < hs) {
+        float sum = 0.0f;
+        for (int w = 0; w < warps; w++)
+          sum += acc_w[w][lane];
+        /* y holds nothing yet on the first chunk (not even a number) */
+        float prev = first ? 0.0f : y[d] * a_old;
+        y[d] = (prev + sum * a_new) * norm;
+      }
+      /* before the next 32 dimensions overwrite acc_w, and before the
+       * next chunk overwrites p */
+      __syncthreads();
     }
-    __syncthreads(); /* before the next 32 dimensions overwrite acc_w */
   }
   if (S > 1 && threadIdx.x == 0) {
     y[hs] = m;
@@ -187,7 +210,8 @@ attention_cached_kernel(float *out /*(N,C)*/, float *part,
 }
 
 /* The splits of attention_cached_kernel (S > 1) merged into out: for the
- * row's splits s = 0..pos/CACHED_CHUNK, with M = max_s m_s,
+ * splits s = 0..min(S, chunks) - 1 that hold chunks of the row, with
+ * M = max_s m_s,
  *   y[d] = sum_s exp(m_s - M) ysum_s[d] / sum_s exp(m_s - M) l_s,
  * the softmax over all the row's positions. One thread per element of out
  * (N*C); each sums its splits in order s = 0, 1, ... */
@@ -200,7 +224,8 @@ extern "C" __global__ void attention_combine_kernel(float *out /*(N,C)*/,
   int hs = C / NH;
   size_t n = idx / C;
   int c = (int)(idx % C), h = c / hs, d = c % hs;
-  int splits = (pos0 + (int)(n % T)) / CACHED_CHUNK + 1;
+  int chunks = (pos0 + (int)(n % T)) / CACHED_CHUNK + 1;
+  int splits = chunks < S ? chunks : S;
   const float *base = part + (n * NH + h) * S * (size_t)(hs + 2);
   float M = -INFINITY;
   for (int s = 0; s < splits; s++)

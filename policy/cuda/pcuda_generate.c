@@ -4,8 +4,9 @@
  * (pcuda_kv_cache, the CPU's (L,G,max_seq,C) layout), the cached forward
  * (the layers of pcuda_model_forward on token rows at positions pos0.., with
  * attention reading the cache: kv_cache_write_kernel, then
- * attention_cached_kernel over splits of 256 positions, merged by
- * attention_combine_kernel when a row has more, policy/cuda/kvcache.cu),
+ * attention_cached_kernel, its positions split over blocks when the
+ * (row, head) pairs are few and merged by attention_combine_kernel,
+ * policy/cuda/kvcache.cu),
  * and batched generation of G completions of one prompt with the device
  * sampler (pcuda_sample.c).
  *
@@ -34,10 +35,11 @@
 #include <string.h>
 
 #define ELEM_THREADS 256u
-#define ATT_THREADS 128u /* attention_cached_kernel's CACHED_WARPS * 32 */
-/* attention_cached_kernel's positions per block (kvcache.cu's
- * CACHED_CHUNK) */
-#define ATT_CHUNK 256
+#define ATT_THREADS (PCUDA_ATT_WARPS * 32u) /* attention_cached_kernel's */
+/* The blocks a cached attention launch aims for: two per SM of an H200
+ * (132 SMs). Fewer (row, head) pairs than this get their positions split
+ * over more blocks (attention_splits). */
+#define ATT_TARGET_BLOCKS 264
 
 static pcuda_dim dim1(unsigned x) {
   return (pcuda_dim){x, 1, 1};
@@ -93,6 +95,18 @@ int pcuda_kv_cache_copy_prefix(pcuda_kv_cache *kv, int src, int dst,
   return pcuda_launch(kv->ctx, PCUDA_K_kv_cache_copy_kernel,
                       dim1(pcuda_blocks((size_t)L * n_pos * C, ELEM_THREADS)),
                       dim1(ELEM_THREADS), 0, args);
+}
+
+/* S, the blocks over which attention_cached_kernel splits the chunks of
+ * each of the N*NH (row, head) pairs: enough for ATT_TARGET_BLOCKS blocks
+ * in all, at most one per chunk of the longest row (positions
+ * 0..pos0+T-1). A prefill (N large) gets S = 1: no partials to merge, and
+ * the scratch stays linear in N. */
+static int attention_splits(size_t N, int NH, int pos0, int T) {
+  size_t pairs = N * (size_t)NH;
+  int chunks = (pos0 + T + PCUDA_ATT_CHUNK - 1) / PCUDA_ATT_CHUNK;
+  size_t want = (ATT_TARGET_BLOCKS + pairs - 1) / pairs;
+  return want < (size_t)chunks ? (int)want : chunks;
 }
 
 /* The cached forward's activations for N token rows (generate.c's
@@ -174,9 +188,7 @@ int pcuda_forward_cached(pcuda_model *dm, pcuda_kv_cache *kv,
                                    rows, B, T, pos0, why, whylen);
   if (rc) return rc;
   size_t N = (size_t)B * T;
-  /* the attention's splits: those of the longest row, positions
-   * 0..pos0+T-1 */
-  int S = (pos0 + T + ATT_CHUNK - 1) / ATT_CHUNK;
+  int S = attention_splits(N, NH, pos0, T);
   fwd_scratch s;
   if (scratch_for(kv, c, N, S, &s) != PL_OK ||
       pcuda_bf16_ensure_scratch_rows(dm, N) != PL_OK) {

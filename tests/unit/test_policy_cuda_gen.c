@@ -21,8 +21,8 @@
  *      none when greedy). A NaN logit is refused naming row and index.
  *   2. the cached forward: a prefill, then decode steps with rows given out
  *      of order, logits within 1e-4 of max|logit| of pl_forward_cached's;
- *      and a long one (a 200-token prefill, decode to position 203, head
- *      size 40) past the attention kernel's 128 threads.
+ *      and a long one past the attention kernel's chunk of 256 positions
+ *      and its 128 threads (check_cached_long says how), head size 40.
  *   3. generation: pcuda_generate against pl_generate on a small model with
  *      peaked attention and sharp logits, 4 seeds x 5 sampling settings
  *      (greedy, plain, top-p, min-p, top-p + min-p), G 4, with an end
@@ -312,20 +312,43 @@ static void check_cached_forward(pcuda_ctx *ctx, const pl_model *m,
   pcuda_kv_cache_free(&dkv);
 }
 
-/* The cached forward past the attention kernel's block and its split: a
- * 510-token prefill (rows of one and two 256-position splits, more
- * positions than the kernel's 128 threads, so each warp sums several per
- * dimension), then decode steps at positions 510 to 513 (the second split
- * partial, then full, then a third of one position), with a head size of
- * 40 (two 32-dimension passes, the second partial). */
+/* The cached forward past the attention kernel's chunk of 256 positions
+ * and its 128 threads (each warp sums several positions per dimension),
+ * head size 40 (two 32-dimension passes, the second partial), every way
+ * attention_cached_kernel splits its work (pcuda_generate.c's
+ * attention_splits):
+ *   - a 500-token prefill of row 0: 1,000 (row, head) pairs, S = 1, each
+ *     block walking its row's one or two chunks with the running softmax;
+ *   - 20 more tokens at positions 500..519: 40 pairs, S = 3, the rows
+ *     before position 512 having two chunks, fewer than S (the merge must
+ *     read only those);
+ *   - 90 more at positions 520..609: 180 pairs, S = 2 over three chunks,
+ *     so split 0 takes chunks 0 and 2;
+ *   - decode steps of rows 0 and 1 (the prefix copied) at positions 610 to
+ *     613: 4 pairs, S = 3, a chunk per split, merged by
+ *     attention_combine_kernel (13 launches per layer). */
+/* The cached forward's scratch filled with NaN (0xff bytes) before a call,
+ * so that a kernel reading a value this call did not write (a split of
+ * the attention with none of the row's chunks, say) fails the comparison
+ * instead of reading the last call's activations. */
+static void poison_scratch(pcuda_ctx *ctx, pcuda_kv_cache *kv) {
+  if (!kv->scratch) return;
+  size_t bytes = kv->scratch_floats * sizeof(float);
+  unsigned char *ff = malloc(bytes);
+  if (!ff) return;
+  memset(ff, 0xff, bytes);
+  pcuda_upload(ctx, kv->scratch, ff, bytes);
+  free(ff);
+}
+
 static void check_cached_long(pcuda_ctx *ctx, const char *label) {
   static const pl_config cfg = {.vocab = 29,
                                 .d_model = 80,
                                 .n_layers = 1,
                                 .n_heads = 2,
                                 .d_ff = 64,
-                                .max_seq = 520};
-  enum { G = 2, P = 510, STEPS = 4 };
+                                .max_seq = 620};
+  enum { G = 2, P = 610, STEPS = 4 };
   char why[256], dwhy[256];
   pl_model m;
   pcuda_model dm;
@@ -354,24 +377,35 @@ static void check_cached_long(pcuda_ctx *ctx, const char *label) {
   for (int i = 0; i < P; i++)
     prompt[i] = (int32_t)((i * 7 + 3) % cfg.vocab);
   if (have_kv && have_dkv && logits && got) {
-    pl_forward_cached(&m, &kv, prompt, NULL, 1, P, 0, logits, why, sizeof why);
-    int rc = pcuda_forward_cached(&dm, &dkv, prompt, NULL, 1, P, 0, dwhy,
-                                  sizeof dwhy);
-    CHECK(rc == PL_OK, "%s: long: prefill: %s", label, dwhy);
-    pcuda_download(ctx, got, dkv.logits, (size_t)P * cfg.vocab * sizeof(float));
-    double e = pt_rel_err(got, logits, (size_t)P * cfg.vocab, NULL);
-    CHECK(e <= TOL_CACHED_LOGITS, "%s: long: prefill logits: error %.3g", label,
-          e);
-    worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
+    /* the prefill in three calls: 500 positions, 20, 90 */
+    const int part_len[3] = {500, 20, 90}, part_pos0[3] = {0, 500, 520};
+    for (int k = 0; k < 3; k++) {
+      int T = part_len[k], pos0 = part_pos0[k];
+      pl_forward_cached(&m, &kv, prompt + pos0, NULL, 1, T, pos0, logits, why,
+                        sizeof why);
+      poison_scratch(ctx, &dkv);
+      int rc = pcuda_forward_cached(&dm, &dkv, prompt + pos0, NULL, 1, T, pos0,
+                                    dwhy, sizeof dwhy);
+      CHECK(rc == PL_OK, "%s: long: prefill %d: %s", label, k, dwhy);
+      pcuda_download(ctx, got, dkv.logits,
+                     (size_t)T * cfg.vocab * sizeof(float));
+      double e = pt_rel_err(got, logits, (size_t)T * cfg.vocab, NULL);
+      CHECK(e <= TOL_CACHED_LOGITS,
+            "%s: long: prefill %d (positions %d..%d) logits: error %.3g", label,
+            k, pos0, pos0 + T - 1, e);
+      worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
+    }
     pl_kv_cache_copy_prefix(&kv, 0, 1, P);
     pcuda_kv_cache_copy_prefix(&dkv, 0, 1, P);
     for (int step = 0; step < STEPS; step++) {
       int32_t feed[G] = {(int32_t)step, (int32_t)(20 - step)};
-      pl_forward_cached(&m, &kv, feed, NULL, G, 1, P + step, logits, why,
+      int pos0 = P + step;
+      pl_forward_cached(&m, &kv, feed, NULL, G, 1, pos0, logits, why,
                         sizeof why);
+      poison_scratch(ctx, &dkv);
       unsigned long launches = pcuda_launches(ctx);
-      rc = pcuda_forward_cached(&dm, &dkv, feed, NULL, G, 1, P + step, dwhy,
-                                sizeof dwhy);
+      int rc = pcuda_forward_cached(&dm, &dkv, feed, NULL, G, 1, pos0, dwhy,
+                                    sizeof dwhy);
       CHECK(rc == PL_OK, "%s: long: decode step %d: %s", label, step, dwhy);
       /* pcuda_launches: the embedding, 13 per layer (two norms, four
        * GEMMs, RoPE, the cache write, attention and the merge of its
@@ -382,10 +416,10 @@ static void check_cached_long(pcuda_ctx *ctx, const char *label) {
             launches, 3 + 13 * (unsigned long)cfg.n_layers);
       pcuda_download(ctx, got, dkv.logits,
                      (size_t)G * cfg.vocab * sizeof(float));
-      e = pt_rel_err(got, logits, (size_t)G * cfg.vocab, NULL);
+      double e = pt_rel_err(got, logits, (size_t)G * cfg.vocab, NULL);
       CHECK(e <= TOL_CACHED_LOGITS,
             "%s: long: decode step %d (position %d) logits: error %.3g", label,
-            step, P + step, e);
+            step, pos0, e);
       worst_logits = fmax(worst_logits, e / TOL_CACHED_LOGITS);
     }
   }
