@@ -9,9 +9,9 @@
  * recorded and checkpointed), and says on stderr what will happen. The
  * second signal stops at once, by the signal's default action (the shell
  * sees the process killed by SIGINT, as it expects), after removing the
- * temporary file the command named (a checkpoint being written beside its
- * final name), so no stray file outlives it; what was recorded before
- * stays readable, and `--resume` continues from it.
+ * temporary files the command named (a checkpoint or a new results file
+ * being written beside its final name), so no stray file outlives it; what was
+ * recorded before stays readable, and `--resume` continues from it.
  *
  * The sandbox workers and host compilers are in process groups of their
  * own (sandbox/supervisor.c, kernels/emu/emu_build.c), so a terminal's
@@ -31,7 +31,11 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t requested; /* the first signal's number */
-static char first_msg[512], second_msg[512], tmp_path[1200];
+static char first_msg[512], second_msg[512];
+/* files a second signal removes: written beside their final names */
+#define MAX_TMP 4
+static char tmp_path[MAX_TMP][1200];
+static volatile sig_atomic_t n_tmp;
 static size_t first_len, second_len;
 static struct sigaction old_int, old_term;
 static int installed;
@@ -47,7 +51,8 @@ static void on_signal(int sig) {
   if (write(STDERR_FILENO, second_msg, second_len) < 0) {
     /* as above */
   }
-  if (tmp_path[0]) unlink(tmp_path);
+  for (int i = 0; i < n_tmp; i++)
+    unlink(tmp_path[i]);
   signal(sig, SIG_DFL);
   raise(sig); /* blocked until the handler returns, then the default */
 }
@@ -63,7 +68,8 @@ void lab_interrupt_install(const char *cmd, const char *first,
            "\n%s: interrupted again: stopping now\n", cmd);
   first_len = strlen(first_msg);
   second_len = strlen(second_msg);
-  snprintf(tmp_path, sizeof tmp_path, "%s", tmp ? tmp : "");
+  n_tmp = 0;
+  if (tmp) lab_interrupt_also_remove(tmp);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -76,6 +82,13 @@ void lab_interrupt_install(const char *cmd, const char *first,
   }
 }
 
+void lab_interrupt_also_remove(const char *tmp) {
+  if (n_tmp >= MAX_TMP) return;
+  /* the slot is complete before the handler may count it */
+  snprintf(tmp_path[n_tmp], sizeof tmp_path[n_tmp], "%s", tmp);
+  n_tmp = n_tmp + 1;
+}
+
 int lab_interrupted(void) {
   return requested;
 }
@@ -85,5 +98,5 @@ void lab_interrupt_uninstall(void) {
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   installed = 0;
-  tmp_path[0] = 0;
+  n_tmp = 0;
 }

@@ -73,6 +73,8 @@ int lab_report(int argc, char **argv);
  * puts back the handlers that were there before (nothing when none was
  * installed). */
 void lab_interrupt_install(const char *cmd, const char *first, const char *tmp);
+/* One more file for the second signal to remove (four in all). */
+void lab_interrupt_also_remove(const char *tmp);
 int lab_interrupted(void);
 void lab_interrupt_uninstall(void);
 

@@ -225,6 +225,30 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
 
 /* ---- the command ---- */
 
+/* Appends " WORD" to buf (cap bytes in all), single-quoted for a POSIX
+ * shell unless it is made only of characters no shell treats specially. */
+static void append_shell_word(char *buf, size_t cap, const char *w) {
+  size_t n = strlen(buf);
+  int plain = w[0] != 0;
+  for (const char *p = w; *p; p++)
+    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                "0123456789_-./,:=+@%",
+                *p))
+      plain = 0;
+  if (n + 1 < cap) buf[n++] = ' ';
+  if (!plain && n + 1 < cap) buf[n++] = '\'';
+  for (const char *p = w; *p && n + 5 < cap; p++) {
+    if (!plain && *p == '\'') { /* ' ends the quote, \' is one, ' resumes */
+      memcpy(buf + n, "'\\''", 4);
+      n += 4;
+    } else {
+      buf[n++] = *p;
+    }
+  }
+  if (!plain && n + 1 < cap) buf[n++] = '\'';
+  buf[n < cap ? n : cap - 1] = 0;
+}
+
 int lab_run(int argc, char **argv) {
   const char *campaign_path = NULL, *out_arg = NULL, *policy_matmul = NULL;
   int resume = 0, policy_device = LAB_POLICY_CPU;
@@ -289,6 +313,10 @@ int lab_run(int argc, char **argv) {
                         "the step in flight finishes and is recorded, then "
                         "the run stops",
                         ckpt_tmp);
+  /* and a new results file, created beside its name (results/store.c) */
+  char out_tmp[sizeof c.out + 32];
+  snprintf(out_tmp, sizeof out_tmp, "%s.tmp.%ld", c.out, (long)getpid());
+  lab_interrupt_also_remove(out_tmp);
   const int G = c.group_size, P = c.prompts_per_step, n_cand = G * P;
 
   /* Everything a run needs is allocated or loaded before the first step, so
@@ -358,7 +386,15 @@ int lab_run(int argc, char **argv) {
   rc = load_model(&model, &h, c.checkpoint, tok, NULL, NULL, why, sizeof why);
   if (rc) FAIL(pl_exit(rc), "checkpoint: %s", why);
   int start_step = 0;
-  if (pr.steps_done > 0 || (resume && access(ckpt_out, F_OK) == 0)) {
+  int have_ckpt = access(ckpt_out, F_OK) == 0;
+  if (resume && !have_ckpt && pr.steps_done == 1) {
+    /* killed after step 1's records, before its checkpoint: the policy
+     * before step 1 is the campaign's checkpoint, loaded above */
+    fprintf(stderr,
+            "kernlab run: --resume: no %s: step 1 was recorded but not "
+            "checkpointed; it runs again from %s, without recording\n",
+            ckpt_out, c.checkpoint);
+  } else if (pr.steps_done > 0 || (resume && have_ckpt)) {
     /* Continue from the campaign's own checkpoint. */
     pl_model_free(&model);
     memset(&model, 0, sizeof model);
@@ -653,12 +689,25 @@ int lab_run(int argc, char **argv) {
                best_time, backend, 100.0 * baseline / best_time, c.out);
     }
     if (r) res_reader_close(r);
+    fflush(stdout); /* before the comparison, which an interrupt may cut */
   }
+  if (stopped_at < 0 && lab_interrupted())
+    stopped_at = c.steps; /* it came during the last step */
   if (stopped_at >= 0) {
-    printf("interrupted: %d of %d steps done; results %s, checkpoint %s\n"
-           "continue with: kernlab run%s%s --out %s --resume\n",
-           stopped_at, c.steps, c.out, ckpt_out, campaign_path ? " " : "",
-           campaign_path ? campaign_path : "", c.out);
+    /* the command as it was given (every flag, quoted for a shell), with
+     * --resume */
+    char again[4096] = "kernlab";
+    for (int i = 0; i < argc; i++)
+      append_shell_word(again, sizeof again, argv[i]);
+    if (!resume) append_shell_word(again, sizeof again, "--resume");
+    if (stopped_at < c.steps)
+      printf("interrupted: %d of %d steps done; results %s, checkpoint %s\n"
+             "continue with: %s\n",
+             stopped_at, c.steps, c.out, ckpt_out, again);
+    else
+      printf("interrupted: all %d steps done (the comparison with the "
+             "baselines is skipped); results %s, checkpoint %s\n",
+             c.steps, c.out, ckpt_out);
     exit_code = LAB_EXIT_INTERRUPTED;
     goto cleanup;
   }

@@ -191,6 +191,17 @@ typedef struct search_run {
   int total;
 } search_run;
 
+/* The line of a search an interrupt stopped after `done` evaluations. */
+static void interrupted(const search_run *s, int done, double best,
+                        const char *best_label) {
+  char best_s[200] = "none correct yet";
+  if (best > 0)
+    snprintf(best_s, sizeof best_s, "best %.1f us, %s", best, best_label);
+  printf("interrupted: %d of %d evaluations recorded in %s%s; %s\n", done,
+         s->total, s->out,
+         done == s->total ? " (the comparison is skipped)" : "", best_s);
+}
+
 /* Evaluates, scores, records and prints every step; returns an exit code. */
 static int run_steps(const search_run *s) {
   const lab_campaign *c = s->c;
@@ -207,12 +218,8 @@ static int run_steps(const search_run *s) {
   double best = -1, t0 = lab_now_s();
   int exit_code = 0;
   for (int step = 0; step < steps && !exit_code; step++) {
-    if (lab_interrupted()) {
-      char best_s[200] = "none correct yet";
-      if (best > 0)
-        snprintf(best_s, sizeof best_s, "best %.1f us, %s", best, best_label);
-      printf("interrupted: %d of %d evaluations recorded in %s; %s\n",
-             step * per_step, s->total, s->out, best_s);
+    if (lab_interrupted()) { /* read between steps */
+      interrupted(s, step * per_step, best, best_label);
       exit_code = LAB_EXIT_INTERRUPTED;
       break;
     }
@@ -286,6 +293,10 @@ static int run_steps(const search_run *s) {
            (int)lround(rs.correct_frac * n), n, best_s, lab_now_s() - t_step,
            eta);
     fflush(stdout);
+  }
+  if (!exit_code && lab_interrupted()) { /* during the last step */
+    interrupted(s, s->total, best, best_label);
+    exit_code = LAB_EXIT_INTERRUPTED;
   }
   free(items), free(comps);
   return exit_code;
@@ -378,10 +389,14 @@ int lab_search(int argc, char **argv) {
 
   /* an interrupt from here on lets the step in flight finish and be
    * recorded (run_steps reads the flag between steps) */
+  /* (and a second removes a new results file, created beside its name:
+   * results/store.c) */
+  char out_tmp[sizeof out + 32];
+  snprintf(out_tmp, sizeof out_tmp, "%s.tmp.%ld", out, (long)getpid());
   lab_interrupt_install("kernlab search",
                         "the evaluations in flight finish and are recorded, "
                         "then the search stops",
-                        NULL);
+                        out_tmp);
   int rc = lab_evaluator_start(
       &ev, &c, per_step, lab_derive_seed(c.seed, -1, 0, 0), why, sizeof why);
   if (rc) FAIL(rc, "%s", why);

@@ -224,15 +224,16 @@ with tempfile.TemporaryDirectory() as d:
     # the --resume command, nothing of the step is lost or disturbed (its
     # candidates are those the uninterrupted run recorded, with the same
     # outcomes: no worker was killed by it), no temporary file is left.
-    def interrupted_run(camp, out, signals):
-        proc = subprocess.Popen([KERNLAB, "run", camp, "--out", out], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True)
+    def interrupted_run(camp, out, signals, after="step 1/", extra=(), delay=0):
+        proc = subprocess.Popen([KERNLAB, "run", camp, "--out", out, *extra],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True)
         head, said = [], []
         for line in proc.stdout:
             head.append(line)
-            if line.startswith("step 1/"):
+            if line.startswith(after):
                 break
+        time.sleep(delay)
         os.killpg(proc.pid, signal.SIGINT)
         if signals == 2:  # the second once the first is taken (two at once merge)
             for line in proc.stderr:
@@ -263,6 +264,39 @@ with tempfile.TemporaryDirectory() as d:
     r = run("run", c5, "--out", iout, "--resume")
     check(r.returncode == 0 and sorted((c["step"], c["sample"]) for c in candidates(iout)) ==
           [(s_, i) for s_ in range(5) for i in range(2)], "resume after Ctrl-C: each once")
+    # The printed command continues the run as given: a campaign and a
+    # results path with spaces and a quote, and a flag, survive a shell
+    odd = os.path.join(d, "my runs")
+    os.mkdir(odd)
+    oddc = os.path.join(odd, "it's a camp.lua")
+    shutil.copy(c5, oddc)
+    oddo = os.path.join(odd, "int 3.h5")
+    rc, text, err = interrupted_run(oddc, oddo, 1, extra=("--policy-device", "cpu"))
+    cmd = next((l[len("continue with: "):] for l in text.splitlines()
+                if l.startswith("continue with: ")), "")
+    check(rc == 130 and cmd.startswith("kernlab run ") and "--policy-device cpu" in cmd,
+          "the resume command keeps the flags: %r" % cmd)
+    r = subprocess.run(cmd.replace("kernlab", "'%s'" % KERNLAB, 1), shell=True,
+                       capture_output=True, text=True, errors="replace", timeout=600)
+    check(r.returncode == 0 and sorted((c["step"], c["sample"]) for c in candidates(oddo)) ==
+          [(s_, i) for s_ in range(5) for i in range(2)],
+          "the printed command, pasted into a shell, finishes the run: %s" % r.stderr[-300:])
+    # Killed after step 1's records, before its checkpoint (as when the
+    # checkpoint is lost): --resume runs step 1 again from the campaign's
+    # checkpoint without recording it, then goes on
+    c1out = os.path.join(d, "runs", "nock.h5")
+    r = run("run", c1, "--out", c1out)
+    first = candidates(c1out)
+    os.unlink(os.path.join(d, "runs", "nock.ckpt"))
+    r = run("run", c5, "--out", c1out, "--resume")
+    check(r.returncode == 0 and "step 1 was recorded but not checkpointed" in r.stderr,
+          "resume without the first step's checkpoint: %d %s" % (r.returncode, r.stderr[-300:]))
+    nc = candidates(c1out)
+    check(sorted((c["step"], c["sample"]) for c in nc) ==
+          [(s_, i) for s_ in range(5) for i in range(2)] and
+          [c["src_sha256"] for c in nc[:2]] == [c["src_sha256"] for c in first],
+          "each (step, sample) once, step 1's kept")
+
     # Twice: stops at once, by SIGINT; resume still records each once (a
     # campaign with longer steps, so that the second comes within one)
     c6 = os.path.join(d, "long.lua")
@@ -282,6 +316,21 @@ with tempfile.TemporaryDirectory() as d:
                                        for c in candidates(iout2)) ==
           [(s_, g, i) for s_ in range(4) for g in range(2) for i in range(4)],
           "resume after two Ctrl-C: each once: %s" % r.stderr[-300:])
+    # During the last (here the only) step: it finishes, is recorded, and
+    # the comparison with the baselines is skipped; or, if the signal came
+    # before the step began, none is run: exit 130 either way
+    c7 = os.path.join(d, "last.lua")
+    with open(c6) as f:
+        text = f.read()
+    with open(c7, "w") as f:
+        f.write(text.replace("steps = 4", "steps = 1"))
+    iout3 = os.path.join(d, "runs", "int3.h5")
+    rc, text, err = interrupted_run(c7, iout3, 1, after="baseline", delay=0.3)
+    n = len(candidates(iout3))
+    check(rc == 130 and "compare:" not in text and
+          (("interrupted: all 1 steps done" in text and n == 8) or
+           ("interrupted: 0 of 1 steps done" in text and n == 0)),
+          "Ctrl-C in the last step: exit 130, no comparison: %d %d %s" % (rc, n, text[-400:]))
 
     # Bad campaign files: exit 2, naming the place.
     bad = {
