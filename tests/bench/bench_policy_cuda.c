@@ -171,13 +171,16 @@ static void sample(const pl_model *m, pcuda_ctx *ctx, int dtype,
 
 /* Where a decode step's time goes, to choose the next optimisation (a
  * CUDA graph if launches dominate, faster kernels if not): after a
- * PROMPT_LEN prefill copied to G rows, DECODE_STEPS steps of the cached
+ * prompt_len prefill copied to G rows, DECODE_STEPS steps of the cached
  * forward alone (G rows, one token each, synchronised per step) and as
  * many sampler runs on their logits; prints microseconds per step and
- * launches per step. */
+ * launches per step. Run after PROMPT_LEN tokens and, on a device, after
+ * LONG_PROMPT, where the cached attention splits each row's positions
+ * over several blocks (one more launch per layer, to merge them). */
 #define DECODE_STEPS 32
+#define LONG_PROMPT 1536
 static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
-                             const int32_t *prompt, int G) {
+                             const int32_t *prompt, int prompt_len, int G) {
   char why[256];
   pcuda_model dm;
   pcuda_kv_cache kv;
@@ -185,7 +188,7 @@ static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
     fprintf(stderr, "bench_policy_cuda: decode: %s\n", why);
     return;
   }
-  int max_seq = PROMPT_LEN + DECODE_STEPS;
+  int max_seq = prompt_len + DECODE_STEPS;
   if (max_seq > m->cfg.max_seq ||
       pcuda_kv_cache_init(&kv, ctx, &m->cfg, G, max_seq, why, sizeof why) !=
           PL_OK) {
@@ -202,10 +205,10 @@ static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
   int32_t *feed = calloc((size_t)G, sizeof *feed);
   pl_rng *rngs = malloc((size_t)G * sizeof *rngs);
   pl_sample_out *so = malloc((size_t)G * sizeof *so);
-  int rc = pcuda_forward_cached(&dm, &kv, prompt, NULL, 1, PROMPT_LEN, 0, why,
+  int rc = pcuda_forward_cached(&dm, &kv, prompt, NULL, 1, prompt_len, 0, why,
                                 sizeof why);
   for (int g = 1; g < G; g++)
-    pcuda_kv_cache_copy_prefix(&kv, 0, g, PROMPT_LEN);
+    pcuda_kv_cache_copy_prefix(&kv, 0, g, prompt_len);
   double t_fwd = 0, t_smp = 0;
   unsigned long l_fwd = 0, l_smp = 0;
   pl_sampling sp = pl_sampling_default();
@@ -214,7 +217,7 @@ static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
   for (int i = 0; i < DECODE_STEPS && rc == PL_OK && feed && rngs && so; i++) {
     unsigned long l0 = pcuda_launches(ctx);
     double t0 = bench_now_s();
-    rc = pcuda_forward_cached(&dm, &kv, feed, NULL, G, 1, PROMPT_LEN + i, why,
+    rc = pcuda_forward_cached(&dm, &kv, feed, NULL, G, 1, prompt_len + i, why,
                               sizeof why); /* waits for its kernels */
     double t1 = bench_now_s();
     unsigned long l1 = pcuda_launches(ctx);
@@ -232,7 +235,7 @@ static void decode_breakdown(const pl_model *m, pcuda_ctx *ctx,
     printf("pcuda decode step (G=%d, after %d tokens): cached forward %.1f us "
            "(%.1f launches), sampler %.1f us (%.1f launches, with its "
            "allocation)\n",
-           G, PROMPT_LEN, 1e6 * t_fwd / DECODE_STEPS,
+           G, prompt_len, 1e6 * t_fwd / DECODE_STEPS,
            (double)l_fwd / DECODE_STEPS, 1e6 * t_smp / DECODE_STEPS,
            (double)l_smp / DECODE_STEPS);
   else
@@ -393,6 +396,8 @@ int main(int argc, char **argv) {
   if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   cfg.d_ff = pl_default_ff(cfg.d_model);
   cfg.max_seq = T > PROMPT_LEN + NEW_TOKENS ? T : PROMPT_LEN + NEW_TOKENS;
+  if (cfg.max_seq < LONG_PROMPT + DECODE_STEPS) /* decode_breakdown's */
+    cfg.max_seq = LONG_PROMPT + DECODE_STEPS;
   char kernel_path[1024];
   if (matmul)
     snprintf(kernel_path, sizeof kernel_path, "%s", matmul);
@@ -433,8 +438,9 @@ int main(int argc, char **argv) {
   int32_t *x = malloc(sizeof(int32_t) * B * T);
   int32_t *y = malloc(sizeof(int32_t) * B * T);
   uint32_t s = bench_batch(x, y, B * T, cfg.vocab);
-  int32_t prompt[PROMPT_LEN];
-  bench_tokens(prompt, PROMPT_LEN, cfg.vocab, &s);
+  /* the prompt: its first PROMPT_LEN tokens, all for the long decode */
+  static int32_t prompt[LONG_PROMPT];
+  bench_tokens(prompt, LONG_PROMPT, cfg.vocab, &s);
   /* Every path starts from the same weights: the trainers update copies
    * (the CPU one last, so its updates touch nobody else's start). */
   float *start = malloc(m.num_params * sizeof(float));
@@ -453,7 +459,9 @@ int main(int argc, char **argv) {
   printf("pcuda bf16 GEMMs (fp32 master): training %.0f tok/s (first loss "
          "%.4f), sampling %.0f tok/s\n",
          b16.train_tps, (double)b16.first_loss, b16.sample_tps);
-  decode_breakdown(&m, ctx, prompt, B);
+  decode_breakdown(&m, ctx, prompt, PROMPT_LEN, B);
+  if (!emu) /* the long one: minutes of prefill on the emulator */
+    decode_breakdown(&m, ctx, prompt, LONG_PROMPT, B);
   /* the arena against a buffer per backend allocation, same run */
   double churn = generate_churn(&m, ctx, prompt, B), churn_off = 0;
   setenv("PCUDA_ARENA", "off", 1);
