@@ -61,9 +61,8 @@ void lab_interrupt_install(const char *cmd, const char *first,
                            const char *tmp) {
   requested = 0;
   snprintf(first_msg, sizeof first_msg,
-           "\n%s: interrupted: %s (interrupt "
-           "again to stop at once)\n",
-           cmd, first);
+           "\n%s: interrupted: %s (interrupt again to stop at once)\n", cmd,
+           first);
   snprintf(second_msg, sizeof second_msg,
            "\n%s: interrupted again: stopping now\n", cmd);
   first_len = strlen(first_msg);
