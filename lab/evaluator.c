@@ -409,7 +409,7 @@ void lab_name_path(const char *path, char *why, size_t whylen) {
   snprintf(why, whylen, "%s: %s", path, rest);
 }
 
-res_file *lab_results_open(const char *path, const char *config_text,
+res_file *lab_results_open(const char *path, int fresh, const char *config_text,
                            const char *reward_path, rw_script *script,
                            const char *backend, uint64_t seed, int *exit,
                            char *why, size_t whylen) {
@@ -429,7 +429,8 @@ res_file *lab_results_open(const char *path, const char *config_text,
                             .flag_names = flag_names,
                             .n_flags = 64};
   int code = 0;
-  res_file *f = res_open_append(path, &meta, &code, why, whylen);
+  res_file *f = fresh ? res_create(path, &meta, &code, why, whylen)
+                      : res_open_append(path, &meta, &code, why, whylen);
   if (!f) {
     *exit = code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
     lab_name_path(path, why, whylen);

@@ -153,6 +153,7 @@ typedef struct prior {
   int64_t *recorded;   /* (steps) candidates already stored per step */
   double best_time_us; /* best correct time; -1 none */
   double wall_s;       /* the last step's wall_s */
+  int64_t candidates;  /* candidate records */
 } prior;
 
 static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
@@ -195,6 +196,7 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
     return LAB_EXIT_USAGE;
   }
   pr->steps_done = res_step_count(r);
+  pr->candidates = res_count(r);
   for (int64_t i = 0; i < pr->steps_done; i++) {
     const res_step *s = res_get_step(r, i);
     if (s && s->wall_s > pr->wall_s) pr->wall_s = s->wall_s;
@@ -340,7 +342,7 @@ int lab_run(int argc, char **argv) {
   char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
-  prior pr = {0, NULL, -1, 0};
+  prior pr = {0, NULL, -1, 0, 0};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
@@ -367,6 +369,13 @@ int lab_run(int argc, char **argv) {
          "%s already exists: pass --resume to continue that campaign, or "
          "--out for a new file",
          c.out);
+  /* a checkpoint without its results: an earlier run's, whose results
+   * were removed; neither overwritten nor continued without them */
+  if (!have_out && access(ckpt_out, F_OK) == 0)
+    FAIL(LAB_EXIT_USAGE,
+         "%s exists but its results file %s does not: remove the checkpoint "
+         "to start this output afresh, or pass --out for a new file",
+         ckpt_out, c.out);
   if (resume && have_out) {
     ex = read_prior(c.out, &c, &pr, why, sizeof why);
     if (ex) FAIL(ex, "--resume: %s", why);
@@ -477,9 +486,20 @@ int lab_run(int argc, char **argv) {
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
          strerror(errno));
   int code = 0;
-  store = lab_results_open(c.out, c.text, c.reward, script, backend, c.seed,
-                           &code, why, sizeof why);
+  store = lab_results_open(c.out, !have_out, c.text, c.reward, script, backend,
+                           c.seed, &code, why, sizeof why);
   if (!store) FAIL(code, "%s", why);
+  /* what --resume read at the start must still be the file's: another
+   * run on the same output may have written it while this one set up */
+  if (have_out && (res_file_count(store) != pr.candidates ||
+                   res_file_step_count(store) != pr.steps_done))
+    FAIL(LAB_EXIT_ENV,
+         "%s changed while this run set up (%lld candidates and %lld steps "
+         "at the start, %lld and %lld now): is another kernlab run writing "
+         "it?",
+         c.out, (long long)pr.candidates, (long long)pr.steps_done,
+         (long long)res_file_count(store),
+         (long long)res_file_step_count(store));
 
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;

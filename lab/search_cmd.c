@@ -405,7 +405,7 @@ int lab_search(int argc, char **argv) {
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s", out);
   config_text = describe_search(&a, &c, space_path, (int)total, n_space);
   if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");
-  store = lab_results_open(out, config_text, c.reward, script, ev.backend,
+  store = lab_results_open(out, 1, config_text, c.reward, script, ev.backend,
                            c.seed, &rc, why, sizeof why);
   if (!store) FAIL(rc, "%s", why);
 

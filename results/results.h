@@ -179,6 +179,12 @@ typedef struct res_file res_file;
 res_file *res_open_append(const char *path, const res_campaign_meta *meta,
                           int *code, char *why, size_t whylen);
 
+/* Creates path as res_open_append does, but only a new file: one that
+ * exists (or appears while it is being created, as when two runs write the
+ * same output) is refused with RES_EINPUT, never replaced or joined. */
+res_file *res_create(const char *path, const res_campaign_meta *meta, int *code,
+                     char *why, size_t whylen);
+
 /* Appends one candidate: its source (stored once per distinct sha256), its
  * raw timing samples, its reward components (names mapped to columns; new
  * names add columns), then the record; flushes. c->id and the other (store)

@@ -360,11 +360,14 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
     return NULL;
   }
   hid_t fapl = swmr_fapl();
+  errno = 0;
   f->fid = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  int err = errno; /* the open(2) under HDF5's file driver, when it failed */
   H5Pclose(fapl);
   if (f->fid < 0) {
     char what[4200];
-    snprintf(what, sizeof what, "%s: cannot create", tmp);
+    snprintf(what, sizeof what, "%s: cannot create%s%s", tmp, err ? ": " : "",
+             err ? strerror(err) : "");
     *code = fail(why, whylen, what);
     free_file(f);
     return NULL;
@@ -378,14 +381,24 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
     unlink(tmp);
     return NULL;
   }
-  if (rename(tmp, path) < 0) {
-    snprintf(why, whylen, "%s: cannot rename %s into place: %s", path, tmp,
-             strerror(errno));
-    *code = RES_EENV;
+  /* link, not rename: a file another process put at path meanwhile (a
+   * second run on the same output) is not replaced, and not joined */
+  if (link(tmp, path) < 0) {
+    int err = errno;
+    if (err == EEXIST)
+      snprintf(why, whylen,
+               "%s: appeared while this file was being created (another "
+               "kernlab writing the same output?); not replaced",
+               path);
+    else
+      snprintf(why, whylen, "%s: cannot link %s into place: %s", path, tmp,
+               strerror(err));
+    *code = err == EEXIST ? RES_EINPUT : RES_EENV;
     free_file(f);
     unlink(tmp);
     return NULL;
   }
+  unlink(tmp);
   if (take_lock(path, &f->lock_fd, why, whylen) != RES_OK) {
     *code = RES_EENV;
     free_file(f);
@@ -467,8 +480,8 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   if (k > 0) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!f->comp_names) {
-      snprintf(why, whylen, "%s: out of memory for %lld component names",
-               path, (long long)k);
+      snprintf(why, whylen, "%s: out of memory for %lld component names", path,
+               (long long)k);
       return RES_EENV;
     }
     if (res__read_rows(f->cname, H5T_NATIVE_UINT8, 0, k, RES_NAME_LEN,
@@ -563,6 +576,21 @@ res_file *res_open_append(const char *path, const res_campaign_meta *meta,
     path = real;
   }
   if (stat(path, &st) == 0) return reopen_file(path, 1, code, why, whylen);
+  return create_file(path, meta, code, why, whylen);
+}
+
+res_file *res_create(const char *path, const res_campaign_meta *meta, int *code,
+                     char *why, size_t whylen) {
+  int dummy;
+  if (!code) code = &dummy;
+  *code = RES_OK;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    snprintf(why, whylen, "%s already exists; not replaced", path);
+    *code = RES_EINPUT;
+    return NULL;
+  }
   return create_file(path, meta, code, why, whylen);
 }
 

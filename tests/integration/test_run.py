@@ -332,6 +332,38 @@ with tempfile.TemporaryDirectory() as d:
            ("interrupted: 0 of 1 steps done" in text and n == 0)),
           "Ctrl-C in the last step: exit 130, no comparison: %d %d %s" % (rc, n, text[-400:]))
 
+    # Two runs on one output: the one whose set-up (timing a 768^3
+    # baseline) takes longer finds the file the other made meanwhile and is
+    # refused, instead of appending its steps to the other's
+    cbig = os.path.join(d, "big.lua")
+    campaign(cbig, ck, 1)
+    with open(cbig) as f:
+        text = f.read()
+    with open(cbig, "w") as f:
+        f.write(text.replace("M = 32, N = 32, K = 32", "M = 768, N = 768, K = 768"))
+    both = os.path.join(d, "runs", "both.h5")
+    slow = subprocess.Popen([KERNLAB, "run", cbig, "--out", both], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace")
+    time.sleep(0.2)
+    fast = run("run", c1, "--out", both)
+    _, serr = slow.communicate(timeout=600)
+    bc = candidates(both)
+    check(fast.returncode == 0 and slow.returncode == 2 and "not replaced" in serr and
+          all(c["task"] == "fp32_32x32x32" for c in bc) and len(bc) == 2,
+          "two runs on one output: the second to open is refused: %d %d %s %s" %
+          (fast.returncode, slow.returncode, serr[-300:], [c["task"] for c in bc]))
+
+    # A checkpoint whose results file was removed: not overwritten by a
+    # new run, not continued by --resume
+    lone = os.path.join(d, "runs", "lone.h5")
+    shutil.copy(os.path.join(d, "runs", "tiny.ckpt"), lone[:-3] + ".ckpt")
+    before = open(lone[:-3] + ".ckpt", "rb").read()
+    for extra in ((), ("--resume",)):
+        r = run("run", c1, "--out", lone, *extra)
+        check(r.returncode == 2 and "its results file" in r.stderr and
+              open(lone[:-3] + ".ckpt", "rb").read() == before and not os.path.exists(lone),
+              "a lone checkpoint %s: refused, untouched: %s" % (extra, r.stderr[-300:]))
+
     # Bad campaign files: exit 2, naming the place.
     bad = {
         "syntax.lua": ("return {\n  steps = 2,\n  group_size = ,\n}\n", "syntax.lua:3:"),

@@ -37,6 +37,36 @@ static const res_campaign_meta meta = {
     .n_components = 2,
 };
 
+/* res_create: a new file only; an existing one is refused and untouched,
+ * and no temporary file is left beside it. */
+static void test_create_only(void) {
+  char path[512], why[512] = "";
+  path_in(path, sizeof path, "new.h5");
+  int code = -1;
+  res_file *f = res_create(path, &meta, &code, why, sizeof why);
+  CHECK(f != NULL && code == RES_OK, "res_create: %s", why);
+  if (f) {
+    CHECK(gen_append(f, 0, why, sizeof why) == RES_OK, "append: %s", why);
+    CHECK(res_close(f, why, sizeof why) == RES_OK, "close: %s", why);
+  }
+  struct stat before, after;
+  stat(path, &before);
+  f = res_create(path, &meta, &code, why, sizeof why);
+  CHECK(f == NULL && code == RES_EINPUT && strstr(why, "already exists"),
+        "res_create on an existing file: refused: %d %s", code, why);
+  res_close(f, why, sizeof why);
+  stat(path, &after);
+  CHECK(before.st_ino == after.st_ino && before.st_size == after.st_size &&
+            before.st_mtime == after.st_mtime,
+        "the existing file is untouched");
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  CHECK(access(tmp, F_OK) != 0, "no temporary file left: %s", tmp);
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 1, "it still reads, one candidate: %s", why);
+  if (r) res_reader_close(r);
+}
+
 static void test_round_trip(void) {
   char path[512], why[512] = "";
   path_in(path, sizeof path, "rt.h5");
@@ -523,6 +553,7 @@ int main(void) {
   CHECK(kid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
         "the torn-/steps checks (in a child) failed: status 0x%x", st);
   test_round_trip();
+  test_create_only();
   test_damaged_middle();
   test_symlink();
   test_bad_input();
