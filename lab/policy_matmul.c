@@ -83,11 +83,29 @@ struct lab_matmul {
   long long calls;
   int failed; /* the CPU hook gave up (a launch failed) */
   int in_use; /* the check passed: the policy's GEMMs are routed */
-  char fail_why[512];
+  char fail_why[768];
   double worst;  /* the check's largest error / tolerance */
   int tile_rows; /* the device kernel's rows per block (grid y's divisor) */
   char desc[768];
+  /* the CPU hook: the GEMM shapes already checked against BLAS */
+  uint64_t *seen;
+  size_t n_seen, cap_seen;
+  long long shapes_checked;
+  float *c0, *cd; /* a new shape's C before, and BLAS's C */
+  size_t cap_c0, cap_cd;
 };
+
+/* One GEMM of the policy, as pl_linear_gemm takes it (alpha aside). */
+typedef struct gemm_call {
+  int M, N, K, trans_a, trans_b, lda, ldb, ldc;
+  float beta;
+  const char *what;
+} gemm_call;
+
+static int compare_call(lab_matmul *mm, const gemm_call *g, float alpha,
+                        const float *A, const float *B, const float *C0,
+                        const float *Cd, const float *Cc, char *why,
+                        size_t whylen);
 
 /* Grows *buf to hold n floats; 0 or -1. */
 static int grow(float **buf, size_t *cap, size_t n) {
@@ -109,14 +127,95 @@ static void pack(float *dst, const float *src, int rows, int cols, int ld,
           trans ? src[(size_t)c * ld + r] : src[(size_t)r * ld + c];
 }
 
+/* 1 when the shape (and kind: transposes, beta) is new to the hook, and
+ * records it; 0 when seen (or no memory to record it: then checked
+ * again next time). */
+static int first_time(lab_matmul *mm, int trans_a, int trans_b, int M, int N,
+                      int K, float beta) {
+  uint64_t key = (uint64_t)trans_a | (uint64_t)trans_b << 1 |
+                 (uint64_t)(beta != 0.0f) << 2 | (uint64_t)M << 3 |
+                 (uint64_t)N << 23 | (uint64_t)K << 43;
+  for (size_t i = 0; i < mm->n_seen; i++)
+    if (mm->seen[i] == key) return 0;
+  if (mm->n_seen == mm->cap_seen) {
+    size_t cap = mm->cap_seen ? 2 * mm->cap_seen : 64;
+    uint64_t *p = realloc(mm->seen, cap * sizeof *p);
+    if (!p) return 1;
+    mm->seen = p;
+    mm->cap_seen = cap;
+  }
+  mm->seen[mm->n_seen++] = key;
+  return 1;
+}
+
+static int kernel_gemm(lab_matmul *mm, int trans_a, int trans_b, int M, int N,
+                       int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc);
+
 /* The pl_gemm_hook of the CPU path: packs, runs the kernel on the
  * emulator, applies alpha and beta. Declines (returns 1, BLAS does the
- * call) once a launch failed. */
+ * call) once a launch failed.
+ *
+ * The check before the first step covers the policy's GEMMs at three row
+ * counts; a run meets many more (a decode step's rows, every completion
+ * length), and a kernel may be wrong at some of them only (M odd, say).
+ * So the first call of each new shape also runs through BLAS and the two
+ * are compared by the check's rule: on a disagreement the call keeps
+ * BLAS's result, the kernel is dropped with a message naming the shape,
+ * and BLAS takes the remaining GEMMs, as after a failed launch. The policy
+ * never trains on a wrong product. */
 static int emu_gemm(void *ctx, int trans_a, int trans_b, int M, int N, int K,
                     float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
   lab_matmul *mm = ctx;
   if (mm->failed) return 1;
+  if (!mm->in_use || !first_time(mm, trans_a, trans_b, M, N, K, beta))
+    return kernel_gemm(mm, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                       beta, C, ldc);
+  size_t nc = (size_t)(M - 1) * ldc + N; /* C's extent, its last row short */
+  if (grow(&mm->c0, &mm->cap_c0, nc) || grow(&mm->cd, &mm->cap_cd, nc)) {
+    /* a shape it cannot check is not given to the kernel */
+    snprintf(mm->fail_why, sizeof mm->fail_why,
+             "out of memory to check %dx%dx%d", M, N, K);
+    mm->failed = 1;
+    fprintf(stderr,
+            "policy-matmul: kernel %lld (%s): %s; the remaining GEMMs use "
+            "BLAS\n",
+            (long long)mm->id, mm->label, mm->fail_why);
+    return 1;
+  }
+  memcpy(mm->c0, C, nc * sizeof(float));
+  memcpy(mm->cd, C, nc * sizeof(float));
+  pl_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, mm->cd,
+               ldc);
+  if (kernel_gemm(mm, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                  ldc) != 0) {
+    memcpy(C, mm->cd, nc * sizeof(float)); /* the launch failed: BLAS's */
+    return 0;
+  }
+  gemm_call g = {M,   N,   K,   trans_a, trans_b,
+                 lda, ldb, ldc, beta,    "first met mid-run,"};
+  char why[700];
+  mm->shapes_checked++;
+  if (compare_call(mm, &g, alpha, A, B, mm->c0, mm->cd, C, why, sizeof why)) {
+    memcpy(C, mm->cd, nc * sizeof(float));
+    mm->calls--; /* this one counts as BLAS's */
+    snprintf(mm->fail_why, sizeof mm->fail_why, "%s", why);
+    mm->failed = 1;
+    fprintf(stderr,
+            "policy-matmul: kernel %lld (%s) %s, a shape the check before the "
+            "first step did not cover; that GEMM and the remaining ones use "
+            "BLAS\n",
+            (long long)mm->id, mm->label, why);
+  }
+  return 0;
+}
+
+/* The kernel's part of emu_gemm: 0 with C written, or 1 (mm->failed set)
+ * when the launch failed. */
+static int kernel_gemm(lab_matmul *mm, int trans_a, int trans_b, int M, int N,
+                       int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
   int pack_a = trans_a || lda != K, pack_b = trans_b || ldb != N;
   int direct = alpha == 1.0f && beta == 0.0f && ldc == N;
   if ((pack_a && grow(&mm->a, &mm->cap_a, (size_t)M * K)) ||
@@ -155,12 +254,6 @@ static int emu_gemm(void *ctx, int trans_a, int trans_b, int M, int N, int K,
 
 /* ---- the check against the default path ---- */
 
-typedef struct gemm_call {
-  int M, N, K, trans_a, trans_b, lda, ldb, ldc;
-  float beta;
-  const char *what;
-} gemm_call;
-
 /* The policy's GEMMs for `rows` tokens (policy/model.c's matmul_forward
  * and matmul_backward, per weight (OC, IC)); returns how many. */
 static int policy_calls(const pl_config *cfg, int rows, gemm_call *out) {
@@ -189,6 +282,59 @@ static const char *call_kind(const gemm_call *g) {
                       : "input gradient";
 }
 
+/* Cc (the candidate's) against Cd (the default path's) for the call g
+ * with alpha, from A, B and C0 (C before the call), by the header's rule;
+ * 0 when they agree, else -1 with why. Records the worst error / tolerance
+ * in mm->worst. */
+static int compare_call(lab_matmul *mm, const gemm_call *g, float alpha,
+                        const float *A, const float *B, const float *C0,
+                        const float *Cd, const float *Cc, char *why,
+                        size_t whylen) {
+  /* the element bound, and the Frobenius norms */
+  double diff2 = 0, ref2 = 0, worst = 0;
+  long bad = 0, nonfinite = 0;
+  int bm = -1, bn = -1;
+  for (int m = 0; m < g->M; m++)
+    for (int n = 0; n < g->N; n++) {
+      size_t i = (size_t)m * g->ldc + n;
+      if (!isfinite(Cc[i])) {
+        if (!nonfinite++) bm = m, bn = n;
+        continue;
+      }
+      double s = 0;
+      for (int k = 0; k < g->K; k++) {
+        double a =
+            g->trans_a ? A[(size_t)k * g->lda + m] : A[(size_t)m * g->lda + k];
+        double b =
+            g->trans_b ? B[(size_t)n * g->ldb + k] : B[(size_t)k * g->ldb + n];
+        s += fabs(a * b);
+      }
+      s = fabs((double)alpha) * s + fabs(g->beta * (double)C0[i]);
+      double d = fabs((double)Cc[i] - Cd[i]);
+      double r = d / (2 * KL_TOL_ELEM * s + 1e-30);
+      if (r > 1 && !bad++ && !nonfinite) bm = m, bn = n;
+      if (r > worst) worst = r;
+      diff2 += d * d;
+      ref2 += (double)Cd[i] * Cd[i];
+    }
+  double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+  if (rel / (2 * KL_TOL_REL) > worst) worst = rel / (2 * KL_TOL_REL);
+  if (worst > mm->worst) mm->worst = worst;
+  if (nonfinite || bad || rel > 2 * KL_TOL_REL) {
+    snprintf(why, whylen,
+             "disagrees with the default path at %dx%dx%d (%s %s): %ld "
+             "elements NaN/inf (unwritten?), %ld over %.0e x sum|a||b|, "
+             "relative Frobenius error %.3g (tolerance %.0e); first at "
+             "[%d][%d]: %g vs %g",
+             g->M, g->N, g->K, g->what, call_kind(g), nonfinite, bad,
+             2 * KL_TOL_ELEM, rel, 2 * KL_TOL_REL, bm, bn,
+             bm >= 0 ? Cc[(size_t)bm * g->ldc + bn] : 0.0,
+             bm >= 0 ? Cd[(size_t)bm * g->ldc + bn] : 0.0);
+    return -1;
+  }
+  return 0;
+}
+
 /* One call through both paths; 0 when they agree (the header's rule), else
  * -1 with why. A path that fails to run fills why too. */
 static int check_call(lab_matmul *mm, const gemm_call *g, uint64_t seed,
@@ -212,8 +358,8 @@ static int check_call(lab_matmul *mm, const gemm_call *g, uint64_t seed,
   memcpy(Cc, C0, nc * sizeof(float));
   if (g->beta == 0.0f) kl_poison(Cc, nc); /* must be written, not read */
   if (!mm->ctx) {
-    pl_linear_gemm(g->trans_a, g->trans_b, g->M, g->N, g->K, 1.0f, A, g->lda, B,
-                   g->ldb, g->beta, Cd, g->ldc); /* no hook set yet */
+    pl_blas_gemm(g->trans_a, g->trans_b, g->M, g->N, g->K, 1.0f, A, g->lda, B,
+                 g->ldb, g->beta, Cd, g->ldc);
     if (emu_gemm(mm, g->trans_a, g->trans_b, g->M, g->N, g->K, 1.0f, A, g->lda,
                  B, g->ldb, g->beta, Cc, g->ldc) != 0) {
       snprintf(why, whylen, "%s", mm->fail_why);
@@ -236,47 +382,7 @@ static int check_call(lab_matmul *mm, const gemm_call *g, uint64_t seed,
     }
     if (pcuda_status(ctx, why, whylen) != PL_OK) goto done;
   }
-  /* the element bound, and the Frobenius norms */
-  double diff2 = 0, ref2 = 0, worst = 0;
-  long bad = 0, nonfinite = 0;
-  int bm = -1, bn = -1;
-  for (int m = 0; m < g->M; m++)
-    for (int n = 0; n < g->N; n++) {
-      size_t i = (size_t)m * g->ldc + n;
-      if (!isfinite(Cc[i])) {
-        if (!nonfinite++) bm = m, bn = n;
-        continue;
-      }
-      double s = fabs(g->beta * (double)C0[i]);
-      for (int k = 0; k < g->K; k++) {
-        double a =
-            g->trans_a ? A[(size_t)k * g->lda + m] : A[(size_t)m * g->lda + k];
-        double b =
-            g->trans_b ? B[(size_t)n * g->ldb + k] : B[(size_t)k * g->ldb + n];
-        s += fabs(a * b);
-      }
-      double d = fabs((double)Cc[i] - Cd[i]);
-      double r = d / (2 * KL_TOL_ELEM * s + 1e-30);
-      if (r > 1 && !bad++ && !nonfinite) bm = m, bn = n;
-      if (r > worst) worst = r;
-      diff2 += d * d;
-      ref2 += (double)Cd[i] * Cd[i];
-    }
-  double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
-  if (rel / (2 * KL_TOL_REL) > worst) worst = rel / (2 * KL_TOL_REL);
-  if (worst > mm->worst) mm->worst = worst;
-  if (nonfinite || bad || rel > 2 * KL_TOL_REL) {
-    snprintf(why, whylen,
-             "disagrees with the default path at %dx%dx%d (%s %s): %ld "
-             "elements NaN/inf (unwritten?), %ld over %.0e x sum|a||b|, "
-             "relative Frobenius error %.3g (tolerance %.0e); first at "
-             "[%d][%d]: %g vs %g",
-             g->M, g->N, g->K, g->what, call_kind(g), nonfinite, bad,
-             2 * KL_TOL_ELEM, rel, 2 * KL_TOL_REL, bm, bn,
-             bm >= 0 ? Cc[(size_t)bm * g->ldc + bn] : 0.0,
-             bm >= 0 ? Cd[(size_t)bm * g->ldc + bn] : 0.0);
-    goto done;
-  }
+  if (compare_call(mm, g, 1.0f, A, B, C0, Cd, Cc, why, whylen) != 0) goto done;
   rc = 0;
 done:
   if (mm->ctx && dev) pcuda_free(mm->ctx, dev);
@@ -471,12 +577,14 @@ int lab_policy_matmul_report(const lab_matmul *mm, char *buf, size_t len) {
   }
   if (mm->failed)
     snprintf(buf, len,
-             "%lld GEMMs ran through kernel %lld (%s), then it failed %s and "
-             "BLAS took the rest",
+             "%lld GEMMs ran through kernel %lld (%s), then it was dropped "
+             "(%s) and BLAS took the rest",
              mm->calls, (long long)mm->id, mm->label, mm->fail_why);
   else
-    snprintf(buf, len, "%lld GEMMs ran through kernel %lld (%s)", mm->calls,
-             (long long)mm->id, mm->label);
+    snprintf(buf, len,
+             "%lld GEMMs ran through kernel %lld (%s); the first call of each "
+             "of %lld shapes met was checked against BLAS",
+             mm->calls, (long long)mm->id, mm->label, mm->shapes_checked);
   return mm->failed ? -1 : 0;
 }
 
@@ -490,5 +598,8 @@ void lab_policy_matmul_close(lab_matmul *mm) {
   free(mm->a);
   free(mm->b);
   free(mm->c);
+  free(mm->c0);
+  free(mm->cd);
+  free(mm->seen);
   free(mm);
 }

@@ -148,6 +148,12 @@ void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
   if (gemm_hook && gemm_hook(gemm_hook_ctx, trans_a, trans_b, M, N, K, alpha, A,
                              lda, B, ldb, beta, C, ldc) == 0)
     return;
+  pl_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void pl_blas_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc) {
   gemm_args g = {trans_a, trans_b, M,     N,    K, lda, ldb,
                  ldc,     M >= N,  alpha, beta, A, B,   C};
   int along = g.split_m ? M : N;

@@ -244,6 +244,11 @@ void pl_set_gemm_hook(pl_gemm_hook fn, void *ctx);
 void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc);
+/* The same without the hook: BLAS always (what a hook's work is checked
+ * against). */
+void pl_blas_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
 
 /* Runs the model on tokens (B,T), every value in [0,V), T <= max_seq.
  * Logits land in m->acts.logits (B,T,V). With targets (B,T) (-1 = no loss

@@ -11,7 +11,9 @@ path gives (within 1e-4 relative; the printed losses have four decimals),
 run` completes through it. Refused with exit 2 and a sentence naming the
 file: a results file with only a wrong kernel (`eval` of
 tests/kernels/broken/wrong_index.cu), a missing file, for prime, run and
-generate. (A wrong kernel marked correct, one that does not compile and
+generate. A kernel wrong only at M == 2 (a shape neither eval nor the
+check before the first step of `run` try) is caught at the first such
+GEMM and dropped, BLAS's product kept. (A wrong kernel marked correct, one that does not compile and
 one that raises a flag are refused in tests/unit/test_policy_matmul.c,
 which writes such files through the results API.)
 """
@@ -103,6 +105,38 @@ with tempfile.TemporaryDirectory() as d:
           and re.search(r"--policy-matmul: \d+ GEMMs ran through", r.stderr),
           "one campaign step through the kernel: %d %s" %
           (r.returncode, r.stderr[-600:]))
+
+    # A kernel right at every shape the harness and run's check before the
+    # first step try, wrong when M == 2 (the decode of two rows): the
+    # first such GEMM is checked against BLAS, keeps BLAS's product, and
+    # the kernel is dropped, said once
+    m4 = os.path.join(d, "m4.cu")
+    with open(os.path.join(SRC, "kernels/seeds/01_naive.cu")) as f:
+        text = f.read()
+    with open(m4, "w") as f:
+        f.write(text.replace("    C[row * N + col] = acc;",
+                             "    if (M == 2) acc = -acc;\n    C[row * N + col] = acc;"))
+    m4h5 = os.path.join(d, "m4.h5")
+    e = run("eval", "--backend", "cpu-emu", "--out", m4h5, m4)
+    check(e.returncode == 0 and " yes " in e.stdout,
+          "the M == 2 kernel passes eval: %s" % e.stdout[-300:])
+    r2 = run("run", os.path.join(d, "c.lua"), "--out", os.path.join(d, "m4run.h5"),
+             "--policy-matmul", m4h5)
+    check(r2.returncode == 0 and "agreed with the default path" in r2.stderr and
+          re.search(r"disagrees with the default path at 2x\d+x\d+ .*a shape the check "
+                    r"before the first step did not cover", r2.stderr) and
+          r2.stderr.count("policy-matmul: kernel 0") == 1 and
+          "BLAS took the rest" in r2.stderr,
+          "run through a kernel wrong at M = 2 (two rows decoding): caught at "
+          "its first such GEMM, dropped: %s" % r2.stderr[-800:])
+    # and the greedy completions of generate (checked at 2 rows before
+    # its first step) are refused there
+    g2 = run(*gen, "--policy-matmul", m4h5)
+    check(g2.returncode == 2 and "disagrees with the default path at 2x" in g2.stderr,
+          "generate -n 2: the check before the first step covers 2 rows: %s" %
+          g2.stderr[-300:])
+    check(re.search(r"the first call of each of \d+ shapes met was checked", g1.stderr),
+          "the report counts the shapes checked: %s" % g1.stderr[-300:])
 
     # refusals: exit 2 before any training, the file named
     missing = os.path.join(d, "missing.h5")
