@@ -16,7 +16,15 @@
  *   close  the request pipe closed: the worker exits.
  * A trap, a crash, a timeout or a malformed frame ends the worker; the
  * server is then dead and every later request fails at once with the same
- * message (the lab falls back to BLAS and says so). The worker's memfd is
+ * message (the lab falls back to BLAS and says so).
+ *
+ * The worker's RLIMIT_CPU (SBX_RUN_CPU_LIMIT_S) holds for its whole life,
+ * which for a run worker is one candidate but here is every GEMM of a long
+ * command: a healthy kernel would be killed by it after ten CPU minutes
+ * and reported as a crash. So before a request the server reads the
+ * worker's CPU time (/proc/PID/stat) and, past half the limit, ends it and
+ * starts a fresh one with the same module. A single GEMM stays held to
+ * the deadline and to what remains of the limit. The worker's memfd is
  * its own, so nothing it writes there after a reply reaches anything but
  * its own next request.
  */
@@ -37,6 +45,9 @@ struct sbx_matmul {
   sbx_worker w;
   pthread_mutex_t mu;
   double deadline_ms;
+  sbx_mm_load load;   /* what every worker of the server loads */
+  double recycle_cpu; /* CPU seconds of a worker before a fresh one */
+  int restarts;
   float *map; /* the memfd, mapped here */
   size_t map_bytes;
   int dead;
@@ -92,6 +103,58 @@ static int exchange(sbx_matmul *s, int type, const void *req, size_t len,
   return 0;
 }
 
+/* Spawns a worker and loads s->load into it: 0, or a KL_ code with why. */
+static int start_worker(sbx_matmul *s, char *why, size_t whylen) {
+  s->dead = 0;
+  if (sbx_spawn(&s->w, "matmul-cpu-emu", why, whylen) != 0 ||
+      sbx_await_ready(&s->w, 30000, why, whylen) != 0)
+    return KL_EENV;
+  sbx_mm_reply reply;
+  if (exchange(s, SBX_MSG_MM_LOAD, &s->load, sizeof s->load,
+               sbx_now_ms() + 30000, "loading the kernel", &reply) != 0) {
+    snprintf(why, whylen, "%s", s->why);
+    return KL_EINPUT;
+  }
+  if (reply.rc != KL_OK) {
+    snprintf(why, whylen, "%s", reply.why);
+    return KL_EINPUT;
+  }
+  return KL_OK;
+}
+
+/* Ends the worker (EOF on its requests: it exits by itself) and drops the
+ * mapping of its memfd. */
+static void end_worker(sbx_matmul *s) {
+  if (s->w.up) {
+    close(s->w.to);
+    s->w.to = -1;
+    sbx_reap(&s->w, 1000);
+  }
+  if (s->map) munmap(s->map, s->map_bytes);
+  s->map = NULL;
+  s->map_bytes = 0;
+}
+
+/* CPU seconds (user + system) process pid has used; -1 when unknown. */
+static double cpu_seconds(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the name may hold spaces and parens */
+  unsigned long long ut, st;
+  /* after the name: state (3), then fields 4..13, then utime, stime */
+  if (!p ||
+      sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+             &ut, &st) != 2)
+    return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  return hz > 0 ? (double)(ut + st) / hz : -1;
+}
+
 int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
                     double deadline_s, sbx_matmul **out, char *why,
                     size_t whylen) {
@@ -103,30 +166,25 @@ int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
   }
   pthread_mutex_init(&s->mu, NULL);
   s->deadline_ms = (deadline_s > 0 ? deadline_s : 60) * 1e3;
-  if (sbx_spawn(&s->w, "matmul-cpu-emu", why, whylen) != 0 ||
-      sbx_await_ready(&s->w, 30000, why, whylen) != 0) {
+  s->recycle_cpu = SBX_RUN_CPU_LIMIT_S / 2.0;
+  snprintf(s->load.so_path, sizeof s->load.so_path, "%s", so_path);
+  s->load.needs_fibers = needs_fibers;
+  s->load.threads = threads;
+  int rc = start_worker(s, why, whylen);
+  if (rc != KL_OK) {
     sbx_matmul_close(s);
-    return KL_EENV;
-  }
-  sbx_mm_load load;
-  memset(&load, 0, sizeof load);
-  snprintf(load.so_path, sizeof load.so_path, "%s", so_path);
-  load.needs_fibers = needs_fibers;
-  load.threads = threads;
-  sbx_mm_reply reply;
-  if (exchange(s, SBX_MSG_MM_LOAD, &load, sizeof load, sbx_now_ms() + 30000,
-               "loading the kernel", &reply) != 0) {
-    snprintf(why, whylen, "%s", s->why);
-    sbx_matmul_close(s);
-    return KL_EINPUT;
-  }
-  if (reply.rc != KL_OK) {
-    snprintf(why, whylen, "%s", reply.why);
-    sbx_matmul_close(s);
-    return KL_EINPUT;
+    return rc;
   }
   *out = s;
   return KL_OK;
+}
+
+void sbx_matmul_set_recycle(sbx_matmul *s, double cpu_s) {
+  s->recycle_cpu = cpu_s;
+}
+
+int sbx_matmul_restarts(const sbx_matmul *s) {
+  return s->restarts;
 }
 
 int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
@@ -136,6 +194,18 @@ int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
   if (s->dead) {
     snprintf(why, whylen, "%s", s->why);
     goto out;
+  }
+  if (s->w.up && cpu_seconds(s->w.pid) >= s->recycle_cpu) {
+    end_worker(s); /* a fresh one, before the CPU limit ends this one */
+    s->restarts++;
+    ret = start_worker(s, why, whylen);
+    if (ret != KL_OK) {
+      snprintf(s->why, sizeof s->why, "restarting the worker: %s", why);
+      s->dead = 1;
+      if (s->w.up) sbx_kill(&s->w);
+      goto out;
+    }
+    ret = KL_EINPUT;
   }
   size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
   size_t bytes = (na + nb + nc) * sizeof(float);
@@ -180,12 +250,7 @@ out:
 
 void sbx_matmul_close(sbx_matmul *s) {
   if (!s) return;
-  if (s->w.up) {
-    close(s->w.to); /* EOF: the worker exits by itself */
-    s->w.to = -1;
-    sbx_reap(&s->w, 1000);
-  }
-  if (s->map) munmap(s->map, s->map_bytes);
+  end_worker(s);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

@@ -192,7 +192,7 @@ static const rule run_cpu_emu_loaded_rules[] = {
 static const limit run_cpu_emu_limits[] = {
     {RLIMIT_AS, "RLIMIT_AS", SBX_RUN_MEMORY_LIMIT,
      "2 GiB address space (dying near it reads as oom)"},
-    {RLIMIT_CPU, "RLIMIT_CPU", 600,
+    {RLIMIT_CPU, "RLIMIT_CPU", SBX_RUN_CPU_LIMIT_S,
      "CPU seconds (the wall deadline is the supervisor's)"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 64, "few descriptors"},
@@ -224,7 +224,7 @@ static const rule run_gpu_rules[] = {
     {"open", R_WRITE_EACCES, "same, the older call"},
 };
 static const limit run_gpu_limits[] = {
-    {RLIMIT_CPU, "RLIMIT_CPU", 600,
+    {RLIMIT_CPU, "RLIMIT_CPU", SBX_RUN_CPU_LIMIT_S,
      "CPU seconds (no RLIMIT_AS: CUDA "
      "reserves huge address ranges)"},
     {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},

@@ -47,6 +47,9 @@ typedef enum sbx_profile_id {
 
 /* RLIMIT_AS of the run-cpu-emu profile. */
 #define SBX_RUN_MEMORY_LIMIT (2ull << 30)
+/* RLIMIT_CPU of a run worker (the run-cpu-emu and run-gpu profiles): CPU
+ * seconds over its life. */
+#define SBX_RUN_CPU_LIMIT_S 600
 /* RLIMIT_AS of the compile and host-compile workers. */
 #define SBX_COMPILE_MEMORY_LIMIT (4ull << 30)
 
@@ -131,6 +134,12 @@ int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
 int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
                    int M, int N, int K, char *why, size_t whylen);
 void sbx_matmul_close(sbx_matmul *s);
+/* The worker's CPU seconds after which the next request starts a fresh
+ * worker (the module loaded again) instead: by default half of
+ * SBX_RUN_CPU_LIMIT_S, which the worker's whole life is held to. Returns
+ * how many fresh workers the server has started since its open. */
+void sbx_matmul_set_recycle(sbx_matmul *s, double cpu_s);
+int sbx_matmul_restarts(const sbx_matmul *s);
 
 /* argv prefix that runs the host compiler under the host-compile profile
  * (for kl_emu_set_launcher). */

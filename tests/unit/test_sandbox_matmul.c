@@ -13,6 +13,10 @@
  *   - a kernel that crashes on its second GEMM: crashed:<signal>;
  *   - a kernel that hangs on its second GEMM: a timeout within the
  *     deadline, the worker killed;
+ *   - a worker past its CPU budget (sbx_matmul_set_recycle, here 0 s) is
+ *     replaced by a fresh one before the next GEMM, the module loaded
+ *     again, and the answers stay right; a kernel that counts its calls
+ *     sees the count start over (a fresh process);
  *   - a module that does not load: sbx_matmul_open refuses it;
  *   - no worker is left behind (sbx_spawn_count vs reaped).
  * The kernels are built with kl_emu_compile directly: the source scanner,
@@ -144,6 +148,30 @@ int main(int argc, char **argv) {
       run_shape(s, 96, 64, 80, 2); /* the memfd grows */
       run_shape(s, 1, 1, 1, 3);
       run_shape(s, 40, 50, 30, 4);
+      CHECK(sbx_matmul_restarts(s) == 0, "no restart under the budget: %d",
+            sbx_matmul_restarts(s));
+      /* every request past the budget: a fresh worker each time */
+      int spawned = sbx_spawn_count();
+      sbx_matmul_set_recycle(s, 0);
+      run_shape(s, 96, 64, 80, 5);
+      run_shape(s, 33, 17, 20, 6);
+      run_shape(s, 96, 64, 80, 7);
+      CHECK(sbx_matmul_restarts(s) == 3 && sbx_spawn_count() == spawned + 3,
+            "three fresh workers for three GEMMs past the budget: %d, %d",
+            sbx_matmul_restarts(s), sbx_spawn_count() - spawned);
+      sbx_matmul_close(s);
+    }
+  }
+  /* the kernel that misbehaves on its second call in a process: with a
+   * fresh worker per GEMM, it never reaches its second call */
+  if (build(crashes_later, so, sizeof so) == KL_OK) {
+    sbx_matmul *s = NULL;
+    int rc = sbx_matmul_open(so, 0, 1, 30, &s, why, sizeof why);
+    CHECK(rc == KL_OK, "open crashes_later: %s", why);
+    if (rc == KL_OK) {
+      sbx_matmul_set_recycle(s, 0);
+      for (int i = 0; i < 3; i++)
+        run_shape(s, 16, 16, 16, 10 + (uint64_t)i);
       sbx_matmul_close(s);
     }
   }
