@@ -154,7 +154,22 @@ typedef struct prior {
   double best_time_us; /* best correct time; -1 none */
   double wall_s;       /* the last step's wall_s */
   int64_t candidates;  /* candidate records */
+  uint64_t run_id;     /* the file's run_id attribute; 0: none (older) */
 } prior;
+
+/* A new run's id: 64 random bits, never 0 (0 is "none" in a checkpoint). */
+static uint64_t new_run_id(void) {
+  uint64_t id = 0;
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) {
+    if (fread(&id, sizeof id, 1, f) != 1) id = 0;
+    fclose(f);
+  }
+  if (!id) /* no /dev/urandom: the clock and the pid, mixed */
+    id = lab_derive_seed((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32), 0,
+                         0, 9);
+  return id ? id : 1;
+}
 
 static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
                       char *why, size_t whylen) {
@@ -197,6 +212,7 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
   }
   pr->steps_done = res_step_count(r);
   pr->candidates = res_count(r);
+  pr->run_id = strtoull(res_attr(r, "run_id"), NULL, 16); /* "": 0 */
   for (int64_t i = 0; i < pr->steps_done; i++) {
     const res_step *s = res_get_step(r, i);
     if (s && s->wall_s > pr->wall_s) pr->wall_s = s->wall_s;
@@ -342,7 +358,7 @@ int lab_run(int argc, char **argv) {
   char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
-  prior pr = {0, NULL, -1, 0, 0};
+  prior pr = {0, NULL, -1, 0, 0, 0};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
@@ -411,6 +427,17 @@ int lab_run(int argc, char **argv) {
     if (rc)
       FAIL(pl_exit(rc), "--resume: %s (%lld steps are recorded in %s)", why,
            (long long)pr.steps_done, c.out);
+    /* a file that names its run (every one this kernlab writes) takes
+     * only that run's checkpoints: another campaign's, or prime's, can
+     * have the same step count */
+    if (pr.run_id && h.run_id != pr.run_id)
+      FAIL(LAB_EXIT_USAGE,
+           "--resume: %s is not the checkpoint of the run %s records (its "
+           "run id is %016llx, the file's %016llx%s); pass --out for a new "
+           "file",
+           ckpt_out, c.out, (unsigned long long)h.run_id,
+           (unsigned long long)pr.run_id,
+           h.run_id ? "" : ": written by prime or an older kernlab");
     if ((int64_t)h.step > pr.steps_done || (int64_t)h.step + 1 < pr.steps_done)
       FAIL(LAB_EXIT_USAGE,
            "--resume: %s is at step %llu but %s records %lld steps; they are "
@@ -486,8 +513,13 @@ int lab_run(int argc, char **argv) {
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
          strerror(errno));
   int code = 0;
+  /* the run's id: the file's (0 for one from before ids: its checkpoints
+   * carry 0 too), or a new one for a new file */
+  uint64_t run_id = have_out ? pr.run_id : new_run_id();
+  char run_id_s[17];
+  snprintf(run_id_s, sizeof run_id_s, "%016llx", (unsigned long long)run_id);
   store = lab_results_open(c.out, !have_out, c.text, c.reward, script, backend,
-                           c.seed, &code, why, sizeof why);
+                           c.seed, run_id_s, &code, why, sizeof why);
   if (!store) FAIL(code, "%s", why);
   /* what --resume read at the start must still be the file's: another
    * run on the same output may have written it while this one set up */
@@ -651,6 +683,7 @@ int lab_run(int argc, char **argv) {
       FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
     h.step = (uint64_t)step + 1;
     h.opt_step = (uint64_t)opt.step;
+    h.run_id = run_id;
     rc = lab_policy_sync(&pol, why, sizeof why);
     if (!rc)
       rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,

@@ -406,7 +406,7 @@ int lab_search(int argc, char **argv) {
   config_text = describe_search(&a, &c, space_path, (int)total, n_space);
   if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");
   store = lab_results_open(out, 1, config_text, c.reward, script, ev.backend,
-                           c.seed, &rc, why, sizeof why);
+                           c.seed, NULL, &rc, why, sizeof why);
   if (!store) FAIL(rc, "%s", why);
 
   printf("search %s %s: %s %s, %ld evaluations of %d configurations (%s), "

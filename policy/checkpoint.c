@@ -80,7 +80,8 @@ enum {
   OFF_N_PARAMS = 56,
   OFF_OPT_STEP = 64,
   OFF_TOKENIZER = 72,
-  OFF_RESERVED = 136,
+  OFF_RUN_ID = 136,
+  OFF_RESERVED = 144,
 };
 
 /* ---- the config ---------------------------------------------------------- */
@@ -252,6 +253,7 @@ static void encode_header(const pl_ckpt_header *h, uint64_t n, uint32_t flags,
   put_u64(b + OFF_N_PARAMS, n);
   put_u64(b + OFF_OPT_STEP, (flags & PL_CKPT_FLAG_OPTIMISER) ? h->opt_step : 0);
   memcpy(b + OFF_TOKENIZER, h->tokenizer_sha256, 64);
+  put_u64(b + OFF_RUN_ID, h->run_id);
 }
 
 /* fsync the folder holding path, so the rename itself survives a crash.
@@ -444,6 +446,7 @@ static int parse_header(const uint8_t *b, const char *path, uint64_t n_bytes,
   h->opt_step = get_u64(b + OFF_OPT_STEP);
   h->flags = flags;
   memcpy(h->tokenizer_sha256, b + OFF_TOKENIZER, 64);
+  h->run_id = get_u64(b + OFF_RUN_ID);
   h->tokenizer_sha256[64] = '\0';
   return PL_OK;
 }

@@ -425,7 +425,9 @@ int pl_token_logprob(const float *logits, int vocab, float temperature,
  *     56  u64 n_params (= pl_config_param_count(config))
  *     64  u64 opt_step (AdamW's t for bias correction; 0 without state)
  *     72  char[64] tokenizer sha256, lowercase hex, no NUL
- *     136 zeros to 256 (reserved; must be zero in version 1)
+ *     136 u64 run_id (the campaign run that wrote it; 0: none, as prime
+ *         and files from before the field)
+ *     144 zeros to 256 (reserved; must be zero in version 1)
  *   params: n_params f32
  *   if flags bit 0: m (n_params f32), then v (n_params f32)
  *   trailer: 32 bytes, the sha256 of every byte before it.
@@ -456,6 +458,7 @@ typedef struct pl_ckpt_header {
   uint64_t n_params;         /* filled in by save; checked by load */
   uint64_t opt_step;         /* AdamW's t; kept only with m and v */
   uint32_t flags;            /* filled in by save: m and v given or not */
+  uint64_t run_id; /* `kernlab run`'s results file's run_id; 0: none */
 } pl_ckpt_header;
 
 /* The parameter count of the layout above, or 0 when the config is not one

@@ -164,6 +164,9 @@ typedef struct res_campaign_meta {
   int n_flags;
   const char *const *component_names; /* initial reward components */
   int n_components;
+  /* `kernlab run`'s id of the run (16 hex digits; its checkpoints carry
+   * it): the root attribute run_id, written when not NULL */
+  const char *run_id;
 } res_campaign_meta;
 
 /* ---- writer (results/store.c) -------------------------------------------- */

@@ -353,6 +353,23 @@ with tempfile.TemporaryDirectory() as d:
           "two runs on one output: the second to open is refused: %d %d %s %s" %
           (fast.returncode, slow.returncode, serr[-300:], [c["task"] for c in bc]))
 
+    # Another run's checkpoint under this file's name (the same campaign,
+    # the same step count: only the run id tells them apart), and prime's:
+    # --resume refuses both, the files untouched
+    for other, says in ((os.path.join(d, "runs", "again.ckpt"), "its run id is"),
+                        (ck, "written by prime or an older kernlab")):
+        mix = os.path.join(d, "runs", "mix.h5")
+        shutil.copy(os.path.join(d, "runs", "tiny.h5"), mix)
+        shutil.copy(other, mix[:-3] + ".ckpt")
+        before = open(mix, "rb").read()
+        r = run("run", c3, "--out", mix, "--resume")
+        check(r.returncode == 2 and "is not the checkpoint of the run" in r.stderr and
+              says in r.stderr and open(mix, "rb").read() == before,
+              "--resume with %s: refused: %d %s" % (os.path.basename(other), r.returncode,
+                                                   r.stderr[-300:]))
+        os.unlink(mix)
+        os.unlink(mix[:-3] + ".ckpt")
+
     # A checkpoint whose results file was removed: not overwritten by a
     # new run, not continued by --resume
     lone = os.path.join(d, "runs", "lone.h5")

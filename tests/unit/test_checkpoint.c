@@ -183,6 +183,7 @@ static void test_agrees_with_model(void) {
 
 static void test_round_trip(void) {
   pl_ckpt_header h = small_header();
+  h.run_id = 0x0123456789abcdefull;
   size_t n = (size_t)pl_config_param_count(&h.config);
   float *p = filled(n, 1, 0), *m = filled(n, 2, 0), *v = filled(n, 3, 1);
   const char *path = path_in("a.ckpt");
@@ -209,6 +210,8 @@ static void test_round_trip(void) {
         (unsigned long long)g.opt_step, g.flags);
   CHECK(g.rope_theta == 10000.0f && g.norm_eps == 1e-5f, "theta, eps");
   CHECK(strcmp(g.tokenizer_sha256, TOK) == 0, "tokenizer hash");
+  CHECK(g.run_id == 0x0123456789abcdefull, "run_id %llx",
+        (unsigned long long)g.run_id);
   free(p2);
   free(m2);
   free(v2);
@@ -240,6 +243,7 @@ static void test_round_trip(void) {
   CHECK(b[48] == (1234 & 0xff) && b[49] == (1234 >> 8) && b[56] == (n & 0xff),
         "step at 48, n_params at 56");
   CHECK(memcmp(b + 72, TOK, 64) == 0, "tokenizer hash at 72");
+  CHECK(b[136] == 0xef && b[143] == 0x01, "run_id at 136, little-endian");
   float f0;
   memcpy(&f0, b + 256 + 8, 4); /* params[2], little-endian host */
   CHECK(memcmp(&f0, &p[2], 4) == 0, "params start at 256");
