@@ -544,10 +544,12 @@ int lab_run(int argc, char **argv) {
          !strcmp(backend, "gpu") ? "cuBLAS SGEMM" : "naive seed", baseline,
          !strcmp(backend, "cpu-emu") ? " (CPU-emulator time, not GPU)" : "",
          c.out, ckpt_out);
-  if (start_step > 0)
+  if (start_step >= c.steps)
+    printf("nothing to do: the campaign has %d steps and %lld are recorded\n",
+           c.steps, (long long)pr.steps_done);
+  else if (start_step > 0)
     printf("resuming at step %d (%lld steps recorded)\n", start_step + 1,
            (long long)pr.steps_done);
-  if (start_step >= c.steps) printf("nothing to do: all steps are done\n");
   fflush(stdout);
 
   double best_time = pr.best_time_us, t_run = lab_now_s();

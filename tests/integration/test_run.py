@@ -182,7 +182,9 @@ with tempfile.TemporaryDirectory() as d:
     check(sorted(c["step"] for c in cands) == [0, 0, 1, 1, 2, 2], "steps 0,1,2 once each")
     check(n_steps(out) in (None, 3), "3 step records")
     r = run("run", c3, "--out", out, "--resume")
-    check(r.returncode == 0 and len(candidates(out)) == 6, "resume of a finished campaign: no-op")
+    check(r.returncode == 0 and len(candidates(out)) == 6 and
+          "nothing to do: the campaign has 3 steps and 3 are recorded" in r.stdout and
+          "resuming at" not in r.stdout, "resume of a finished campaign: no-op: %s" % r.stdout)
     # --resume with another campaign's file: refused, the file untouched
     before = open(out, "rb").read()
     for name, edit, says in (("shape.lua", ("M = 32", "M = 48"), "task"),
