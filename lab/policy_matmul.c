@@ -44,6 +44,10 @@
  * compiler or NVRTC. On the CPU, a launch that fails later (mid-training)
  * is reported on stderr once and the remaining GEMMs go to BLAS; the
  * command prints the count at the end (lab_policy_matmul_describe).
+ * Both paths also check the first call of every shape met later against
+ * the default path (emu_gemm here, pcuda_set_matmul on a device): a kernel
+ * wrong at a shape the check above missed is dropped there, that call
+ * keeping the default's product.
  *
  * Trust. A results file's kernels are past candidates: text a policy
  * wrote, untrusted code that the harness only ever ran inside the sandbox.
@@ -571,8 +575,20 @@ const char *lab_policy_matmul_describe(const lab_matmul *mm) {
 
 int lab_policy_matmul_report(const lab_matmul *mm, char *buf, size_t len) {
   if (mm->ctx) {
-    snprintf(buf, len, "the policy's GEMMs ran through kernel %lld (%s)",
-             (long long)mm->id, mm->label);
+    /* pcuda checks the first call of each shape (pcuda_set_matmul) */
+    char why[400];
+    long long checked = 0;
+    if (pcuda_matmul_dropped(mm->ctx, &checked, why, sizeof why)) {
+      snprintf(buf, len,
+               "kernel %lld (%s) was dropped mid-run: it %s; the default path "
+               "took that GEMM and the rest",
+               (long long)mm->id, mm->label, why);
+      return -1;
+    }
+    snprintf(buf, len,
+             "the policy's GEMMs ran through kernel %lld (%s); the first call "
+             "of each of %lld shapes met was checked against the default path",
+             (long long)mm->id, mm->label, checked);
     return 0;
   }
   if (mm->failed)

@@ -107,7 +107,8 @@
  * Not here yet (later slices of issue #10): bf16 activation storage; a
  * decode step is some 12 launches per layer (no CUDA graph, no fusion). A
  * candidate kernel (pcuda_set_matmul) replaces the fp32 GEMMs only. The
- * cached (sampling) attention is a block per query row and head; the
+ * cached (sampling) attention walks chunks of 256 positions with a running
+ * softmax, split over blocks when the (row, head) pairs are few; the
  * sampler's sort is a bitonic sort per row in global memory. None of the
  * kernels has been timed on a device.
  */
@@ -423,8 +424,22 @@ typedef int (*pcuda_matmul_fn)(void *impl, const float *A, const float *B,
 
 /* Routes ctx's GEMMs through fn (called with impl); fn NULL goes back to
  * cuBLAS or the tiled kernel. The caller keeps impl alive while installed.
- * Frees the scratch when uninstalling. */
+ * Frees the scratch when uninstalling.
+ *
+ * The first call of each (M, N, K) also runs the default path and the two
+ * products are compared on the host (every element finite and within
+ * 1e-3 of the largest |element| of the default's, relative Frobenius error
+ * within 1e-4: fp32 summation order differs by far less). A kernel that
+ * disagrees is dropped: that call and every later one take the default
+ * path, and pcuda_matmul_dropped says why. A check before the first use
+ * (the lab's) covers a few shapes only; a kernel may be wrong at others
+ * (a decode step's two rows, say), and the policy must not train on a
+ * wrong product. Installing resets the record. */
 void pcuda_set_matmul(pcuda_ctx *ctx, pcuda_matmul_fn fn, void *impl);
+/* 1 with why filled when the installed matmul was dropped, else 0; *checked
+ * (may be NULL) gets the number of shapes checked. */
+int pcuda_matmul_dropped(pcuda_ctx *ctx, long long *checked, char *why,
+                         size_t whylen);
 
 /* Device backend only: loads cubin (an sm_90 cubin of the contract, e.g.
  * kl_nvrtc_compile's) into ctx's context, finds `matmul`, and installs it

@@ -86,7 +86,14 @@ struct pcuda_ctx {
   pcuda_matmul_fn matmul;
   void *matmul_impl;
   float *mm_scratch;
-  size_t mm_scratch_cap;  /* floats */
+  size_t mm_scratch_cap; /* floats */
+  /* its check on the first call of each shape (pcuda_runtime.c): the
+   * shapes seen, how many were checked, and whether it was dropped */
+  uint64_t *mm_seen;
+  size_t mm_n_seen, mm_cap_seen;
+  long long mm_checked;
+  int mm_dropped;
+  char mm_why[320];
   unsigned long launches; /* kernel launches and GEMM calls (pcuda_launches) */
   int failed;     /* sticky: the first failure stops everything after it */
   char why[256];  /* its reason */

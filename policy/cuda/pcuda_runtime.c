@@ -9,6 +9,7 @@
  */
 #include "policy/cuda/pcuda_internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ int pcuda_fail(pcuda_ctx *ctx, const char *fmt, ...) {
 void pcuda_close(pcuda_ctx *ctx) {
   if (!ctx) return;
   pcuda_free(ctx, ctx->mm_scratch);
+  free(ctx->mm_seen);
   /* chunks go back through the backend, once its work is done */
   if (ctx->arena.n_chunks && ctx->ops->sync(ctx) != 0) ctx->failed = 1;
   pcuda_arena_release(ctx);
@@ -142,11 +144,91 @@ int pcuda_launch_gemm_tiled(pcuda_ctx *ctx, int kernel, const char *what, int M,
 void pcuda_set_matmul(pcuda_ctx *ctx, pcuda_matmul_fn fn, void *impl) {
   ctx->matmul = fn;
   ctx->matmul_impl = impl;
+  ctx->mm_n_seen = 0;
+  ctx->mm_checked = 0;
+  ctx->mm_dropped = 0;
+  ctx->mm_why[0] = 0;
   if (!fn) {
     pcuda_free(ctx, ctx->mm_scratch);
     ctx->mm_scratch = NULL;
     ctx->mm_scratch_cap = 0;
+    free(ctx->mm_seen);
+    ctx->mm_seen = NULL;
+    ctx->mm_cap_seen = 0;
   }
+}
+
+int pcuda_matmul_dropped(pcuda_ctx *ctx, long long *checked, char *why,
+                         size_t whylen) {
+  if (checked) *checked = ctx->mm_checked;
+  if (ctx->mm_dropped && why) snprintf(why, whylen, "%s", ctx->mm_why);
+  return ctx->mm_dropped;
+}
+
+/* 1 when (M, N, K) is new to the installed matmul, and records it (when it
+ * cannot, the shape is checked again next time). */
+static int mm_first_time(pcuda_ctx *ctx, int M, int N, int K) {
+  uint64_t key = (uint64_t)M | (uint64_t)N << 21 | (uint64_t)K << 42;
+  for (size_t i = 0; i < ctx->mm_n_seen; i++)
+    if (ctx->mm_seen[i] == key) return 0;
+  if (ctx->mm_n_seen == ctx->mm_cap_seen) {
+    size_t cap = ctx->mm_cap_seen ? 2 * ctx->mm_cap_seen : 64;
+    uint64_t *p = realloc(ctx->mm_seen, cap * sizeof *p);
+    if (!p) return 1;
+    ctx->mm_seen = p;
+    ctx->mm_cap_seen = cap;
+  }
+  ctx->mm_seen[ctx->mm_n_seen++] = key;
+  return 1;
+}
+
+/* The candidate's product C (M,N) against the default path's D on the host
+ * (pcuda_set_matmul's rule); 0 when they agree, else -1 with ctx->mm_why
+ * set (and the candidate dropped). */
+static int mm_compare(pcuda_ctx *ctx, const float *C, const float *D, int M,
+                      int N, int K) {
+  size_t n = (size_t)M * N;
+  float *c = malloc(n * sizeof(float)), *d = malloc(n * sizeof(float));
+  int rc = 0;
+  if (!c || !d) {
+    snprintf(ctx->mm_why, sizeof ctx->mm_why,
+             "out of host memory to check it at %dx%dx%d", M, N, K);
+    rc = -1;
+  } else if (pcuda_download(ctx, c, C, n * sizeof(float)) != PL_OK ||
+             pcuda_download(ctx, d, D, n * sizeof(float)) != PL_OK) {
+    rc = 0; /* the context's sticky error says what happened */
+  } else {
+    double big = 0, diff2 = 0, ref2 = 0, worst = 0;
+    size_t bad = n, nonfinite = 0;
+    for (size_t i = 0; i < n; i++)
+      if (fabs((double)d[i]) > big) big = fabs((double)d[i]);
+    for (size_t i = 0; i < n; i++) {
+      if (!isfinite(c[i])) {
+        if (!nonfinite++ && bad == n) bad = i;
+        continue;
+      }
+      double e = fabs((double)c[i] - d[i]);
+      if (e > 1e-3 * big + 1e-30 && bad == n) bad = i;
+      if (e > worst) worst = e;
+      diff2 += e * e;
+      ref2 += (double)d[i] * d[i];
+    }
+    double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+    if (bad < n || rel > 1e-4) {
+      size_t at = bad < n ? bad : 0;
+      snprintf(ctx->mm_why, sizeof ctx->mm_why,
+               "disagrees with the default path at %dx%dx%d: %zu elements "
+               "NaN/inf, largest difference %.3g (of %.3g), relative "
+               "Frobenius error %.3g; first at [%zu][%zu]: %g vs %g",
+               M, N, K, nonfinite, worst, big, rel, at / (size_t)N,
+               at % (size_t)N, (double)c[at], (double)d[at]);
+      rc = -1;
+    }
+  }
+  free(c);
+  free(d);
+  if (rc) ctx->mm_dropped = 1;
+  return rc;
 }
 
 /* Regions of the scratch start 256 bytes apart at least, as cudaMalloc's
@@ -183,6 +265,11 @@ static int aligned(const float *p) {
 /* pcuda_gemm through the candidate: pack what is not contiguous or not
  * aligned, run it, fold alpha and beta in unless the product can go
  * straight into c. */
+static int gemm_default(pcuda_ctx *ctx, float *c, const float *a,
+                        const float *b, int M, int N, int K, int lda, int ldb,
+                        int ldc, int trans_a, int trans_b, float alpha,
+                        float beta);
+
 static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
                            const float *b, int M, int N, int K, int lda,
                            int ldb, int ldc, int trans_a, int trans_b,
@@ -190,9 +277,11 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
   int pack_a = trans_a || lda != K || !aligned(a);
   int pack_b = trans_b || ldb != N || !aligned(b);
   int direct = alpha == 1.0f && beta == 0.0f && ldc == N && aligned(c);
+  int check = mm_first_time(ctx, M, N, K); /* pcuda_set_matmul says why */
   size_t na = pack_a ? round_floats((size_t)M * K) : 0;
   size_t nb = pack_b ? round_floats((size_t)K * N) : 0;
-  size_t need = na + nb + (direct ? 0 : (size_t)M * N);
+  size_t nd = check ? round_floats((size_t)M * N) : 0; /* the default's */
+  size_t need = nd + na + nb + (direct ? 0 : (size_t)M * N);
   if (need > ctx->mm_scratch_cap) {
     pcuda_free(ctx, ctx->mm_scratch);
     ctx->mm_scratch_cap = 0;
@@ -200,22 +289,32 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
     if (!ctx->mm_scratch) return PL_EENV;
     ctx->mm_scratch_cap = need;
   }
+  float *scratch = ctx->mm_scratch + nd; /* after the default's product */
   const float *A = a, *B = b;
   float *C = c;
   if (pack_a) {
-    pack(ctx, ctx->mm_scratch, a, M, K, lda, trans_a);
-    A = ctx->mm_scratch;
+    pack(ctx, scratch, a, M, K, lda, trans_a);
+    A = scratch;
   }
   if (pack_b) {
-    pack(ctx, ctx->mm_scratch + na, b, K, N, ldb, trans_b);
-    B = ctx->mm_scratch + na;
+    pack(ctx, scratch + na, b, K, N, ldb, trans_b);
+    B = scratch + na;
   }
-  if (!direct) C = ctx->mm_scratch + na + nb;
+  if (!direct) C = scratch + na + nb;
   if (ctx->failed) return PL_EENV;
   char why[200] = "";
   ctx->launches++;
   if (ctx->matmul(ctx->matmul_impl, A, B, C, M, N, K, why, sizeof why) != 0)
     return pcuda_fail(ctx, "candidate matmul at %dx%dx%d: %s", M, N, K, why);
+  if (check) {
+    ctx->mm_checked++;
+    float *D = ctx->mm_scratch;
+    gemm_default(ctx, D, A, B, M, N, K, K, N, N, 0, 0, 1.0f, 0.0f);
+    if (ctx->failed) return PL_EENV;
+    if (mm_compare(ctx, C, D, M, N, K) != 0) /* dropped: the default's */
+      return gemm_default(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a,
+                          trans_b, alpha, beta);
+  }
   if (direct) return PL_OK;
   void *args[] = {&c, &C, &M, &N, &ldc, &alpha, &beta};
   return pcuda_launch(ctx, PCUDA_K_scale_add_kernel,
@@ -223,18 +322,13 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
                       (pcuda_dim){256, 1, 1}, 0, args);
 }
 
-static int gemm_default(pcuda_ctx *ctx, float *c, const float *a,
-                        const float *b, int M, int N, int K, int lda, int ldb,
-                        int ldc, int trans_a, int trans_b, float alpha,
-                        float beta);
-
 int pcuda_linear_gemm(pcuda_ctx *ctx, int use_matmul, float *c, const float *a,
                       const float *b, int M, int N, int K, int lda, int ldb,
                       int ldc, int trans_a, int trans_b, float alpha,
                       float beta) {
   if (ctx->failed) return PL_EENV;
   if (M <= 0 || N <= 0 || K <= 0) return PL_OK;
-  if (use_matmul && ctx->matmul)
+  if (use_matmul && ctx->matmul && !ctx->mm_dropped)
     return gemm_via_matmul(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a,
                            trans_b, alpha, beta);
   return gemm_default(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a, trans_b,

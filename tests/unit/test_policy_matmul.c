@@ -23,7 +23,9 @@
  *   3. the device path's packing on the emulator backend of pcuda: the
  *      same kernel behind pcuda_set_matmul, against the tiled GEMM: strided
  *      and transposed operands with alpha and beta, then the model's
- *      forward and backward.
+ *      forward and backward; pcuda's check of the first call of each shape
+ *      keeps it, and drops a kernel wrong only at M == 2 at its first such
+ *      call, that call getting the default's product.
  *   4. refusals, exit 2 with a sentence: a file with no correct kernel
  *      (only a wrong one, and a correct one that is flagged), a wrong
  *      kernel marked correct (a plain index bug, and an off-by-one that only
@@ -321,6 +323,62 @@ static int emu_runner(void *impl, const float *A, const float *B_, float *C,
   return kl_emu_run(impl, A, B_, C, M, N, K, 0, why, whylen) == KL_OK ? 0 : -1;
 }
 
+/* emu_runner, but wrong when M == 2 (a two-row decode step: a shape the
+ * lab's check before the first step need not try); counts its calls */
+static int wrong_runs;
+static int wrong_at_2(void *impl, const float *A, const float *B_, float *C,
+                      int M, int N, int K, char *why, size_t whylen) {
+  wrong_runs++;
+  int rc = emu_runner(impl, A, B_, C, M, N, K, why, whylen);
+  if (M == 2) /* emulator memory is host memory */
+    for (int i = 0; i < N; i++)
+      C[i] = -C[i];
+  return rc;
+}
+
+/* pcuda's check of the first call of each shape (pcuda_set_matmul): an
+ * honest kernel is checked once per shape and kept; one wrong at M == 2
+ * is dropped at its first such call, which gets the default's product,
+ * and later calls never reach it. */
+static void check_first_calls(pcuda_ctx *ctx, kl_emu_module *mod) {
+  char why[400];
+  long long checked = -1;
+  int dropped = pcuda_matmul_dropped(ctx, &checked, why, sizeof why);
+  CHECK(!dropped && checked == 3,
+        "the honest kernel: kept, 3 shapes checked (of 6 calls): %d %lld",
+        dropped, checked);
+  pcuda_set_matmul(ctx, wrong_at_2, mod);
+  const int Ms[4] = {37, 2, 37, 5};
+  for (int t = 0; t < 4; t++) {
+    int M = Ms[t], N = 29, K = 45;
+    float *a = pcuda_alloc(ctx, (size_t)M * K * 4);
+    float *b = pcuda_alloc(ctx, (size_t)K * N * 4);
+    float *c0 = pcuda_alloc(ctx, (size_t)M * N * 4);
+    float *c1 = pcuda_alloc(ctx, (size_t)M * N * 4);
+    kl_fill_random(a, (size_t)M * K, 11, 2 * (uint64_t)t);
+    kl_fill_random(b, (size_t)K * N, 11, 2 * (uint64_t)t + 1);
+    int before = wrong_runs;
+    for (int use = 0; use < 2; use++)
+      pcuda_linear_gemm(ctx, use, use ? c1 : c0, a, b, M, N, K, K, N, N, 0, 0,
+                        1.0f, 0.0f);
+    CHECK(pcuda_status(ctx, why, sizeof why) == PL_OK, "first calls: %s", why);
+    double d = max_diff(c0, c1, (size_t)M * N), s = max_abs(c0, (size_t)M * N);
+    CHECK(d <= 1e-5 * fmax(1, s),
+          "call %d (M %d): the default's product, differs by %.3g", t, M, d);
+    dropped = pcuda_matmul_dropped(ctx, &checked, why, sizeof why);
+    CHECK(dropped == (t >= 1) && (t < 1 || strstr(why, "at 2x29x45")),
+          "call %d (M %d): dropped %d: %s", t, M, dropped, dropped ? why : "");
+    CHECK(wrong_runs - before == (t <= 1),
+          "call %d: the kernel ran %d times (once up to its drop, then never)",
+          t, wrong_runs - before);
+    pcuda_free(ctx, a);
+    pcuda_free(ctx, b);
+    pcuda_free(ctx, c0);
+    pcuda_free(ctx, c1);
+  }
+  pcuda_set_matmul(ctx, NULL, NULL);
+}
+
 static void check_packing(void) {
   char why[256];
   size_t len;
@@ -384,6 +442,7 @@ static void check_packing(void) {
         "every operand the candidate got is 256-byte aligned: %d calls had "
         "one that is not",
         misaligned);
+  check_first_calls(ctx, mod);
   pcuda_set_matmul(ctx, NULL, NULL);
   outcome def, cand;
   run_model(ctx, &def, "pcuda cpu-emu");
