@@ -85,6 +85,16 @@ void lab_interrupt_uninstall(void);
  * -1 and *out untouched. */
 int lab_arg_long(const char *s, long lo, long hi, long *out);
 int lab_arg_double(const char *s, double lo, double hi, double *out);
+/* Whether a command may write its output file at path (by writing beside
+ * it and renaming): 0, or -1 with why (starting with the path). Nothing
+ * there is fine; what is there is replaced only when it is a regular file
+ * (not a folder, device, FIFO, or a symbolic link, which the rename would
+ * replace instead of its target), none of the n inputs, not an HDF5 file,
+ * and, with magic, empty or starting with its magic_len bytes. '' is
+ * refused. */
+int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
+                  const char *magic, size_t magic_len, char *why,
+                  size_t whylen);
 /* The same for an unsigned 64-bit number of at least lo, in decimal
  * digits only (a seed: "-1", "5x", " 5" and "0x10" are refused). */
 int lab_arg_u64(const char *s, uint64_t lo, uint64_t *out);

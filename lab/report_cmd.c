@@ -117,6 +117,14 @@ int lab_report(int argc, char **argv) {
                      "no output given (-o report.html, or -o - for "
                      "stdout)",
                      NULL, report_synopsis);
+  /* not one of the inputs, a device, a FIFO, a link or a results file:
+   * the page replaces what it names */
+  char why[1200];
+  if (strcmp(out, "-") &&
+      lab_output_ok(out, paths, n, NULL, 0, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab report: -o %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
   /* Every file opens before the page is started. */
   res_reader *r[MAX_FILES];
   int exit = 0, opened = 0;

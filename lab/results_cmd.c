@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- shared helpers (lab/lab.h says what each does) ----------------------
  */
@@ -38,6 +40,66 @@ int lab_arg_long(const char *s, long lo, long hi, long *out) {
   long v = s ? strtol(s, &end, 10) : 0;
   if (!s || end == s || *end || errno || v < lo || v > hi) return -1;
   *out = v;
+  return 0;
+}
+
+int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
+                  const char *magic, size_t magic_len, char *why,
+                  size_t whylen) {
+  struct stat st, lst, in;
+  if (!path[0]) {
+    snprintf(why, whylen, "wants a file name, got ''");
+    return -1;
+  }
+  if (lstat(path, &lst) != 0) return 0; /* nothing there yet */
+  if (S_ISLNK(lst.st_mode)) {
+    snprintf(why, whylen,
+             "%s is a symbolic link: writing beside it and renaming would "
+             "replace the link, not its target; name the file itself",
+             path);
+    return -1;
+  }
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "%s is a folder; name the file to write", path);
+    return -1;
+  }
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    snprintf(why, whylen,
+             "%s exists and is not a regular file (%s); name another path",
+             path,
+             S_ISDIR(st.st_mode)                          ? "a folder"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+             : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                                                          : "not a file");
+    return -1;
+  }
+  for (int i = 0; i < n_inputs; i++)
+    if (stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev &&
+        in.st_ino == st.st_ino) {
+      snprintf(why, whylen, "%s is one of the inputs; name another path", path);
+      return -1;
+    }
+  /* an HDF5 file (a results file, say) is nobody's report or export */
+  static const char hdf5[8] = "\x89HDF\r\n\x1a\n";
+  char head[8] = {0};
+  FILE *f = fopen(path, "rb");
+  size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+  if (f) fclose(f);
+  if (got == 8 && !memcmp(head, hdf5, 8)) {
+    snprintf(why, whylen,
+             "%s is an HDF5 file (results?), not one this command writes; "
+             "name another path",
+             path);
+    return -1;
+  }
+  if (magic && st.st_size > 0 &&
+      (got < magic_len || memcmp(head, magic, magic_len))) {
+    snprintf(why, whylen,
+             "%s exists and is not a file this command writes (its first "
+             "bytes are not the format's); name another path",
+             path);
+    return -1;
+  }
   return 0;
 }
 
@@ -611,20 +673,43 @@ int lab_export(int argc, char **argv) {
   if (with_source && strcmp(format, "jsonl"))
     return lab_usage("export", "--source needs --format jsonl", NULL,
                      export_synopsis);
+  char why[1200];
+  if (out && lab_output_ok(out, &path, 1, NULL, 0, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab export: -o %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
   int exit = 0;
   res_reader *r = lab_open_run("export", path, &exit);
   if (!r) return exit;
+  /* -o: written beside its name and renamed into place when complete, so
+   * a failed export leaves no partial file (and an earlier one intact) */
   FILE *f = stdout;
-  if (out && !(f = fopen(out, "w"))) {
+  char tmp[1100] = "";
+  if (out) {
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    f = fopen(tmp, "w");
+  }
+  if (!f) {
     fprintf(stderr, "kernlab export: %s: cannot write: %s\n", out,
             strerror(errno));
     res_reader_close(r);
     return LAB_EXIT_USAGE;
   }
   int rc = export_rows(f, r, !strcmp(format, "jsonl"), with_source);
-  if (f != stdout && fclose(f) != 0 && rc == LAB_EXIT_OK) {
-    fprintf(stderr, "kernlab export: %s: write failed\n", out);
-    rc = LAB_EXIT_ENV;
+  if (f == stdout ? fflush(f) != 0 || ferror(f) : fclose(f) != 0) {
+    if (rc == LAB_EXIT_OK) {
+      fprintf(stderr, "kernlab export: %s: write failed: %s\n",
+              out ? out : "standard output", strerror(errno));
+      rc = LAB_EXIT_ENV;
+    }
+  }
+  if (out) {
+    if (rc == LAB_EXIT_OK && rename(tmp, out) != 0) {
+      fprintf(stderr, "kernlab export: %s: cannot rename %s into place: %s\n",
+              out, tmp, strerror(errno));
+      rc = LAB_EXIT_ENV;
+    }
+    if (rc != LAB_EXIT_OK) unlink(tmp);
   }
   res_reader_close(r);
   return rc;

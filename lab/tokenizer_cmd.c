@@ -194,6 +194,14 @@ static int train(int argc, char **argv) {
     }
   }
   if (rc == LAB_EXIT_OK && !out) rc = usage("train needs --out FILE.tok", NULL);
+  /* --out replaces only a tokenizer (KLTK): not a corpus file, a results
+   * file, a device */
+  char owhy[1200];
+  if (rc == LAB_EXIT_OK &&
+      lab_output_ok(out, NULL, 0, "KLTK", 4, owhy, sizeof owhy) != 0) {
+    fprintf(stderr, "kernlab tokenizer: --out %s\n", owhy);
+    rc = LAB_EXIT_USAGE;
+  }
   if (rc == LAB_EXIT_OK && !explicit_corpus) {
     const char *root = getenv("KL_SOURCE_DIR");
     static const char *const sub[] = {"kernels/seeds", "tests/kernels/honest"};

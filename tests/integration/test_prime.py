@@ -201,6 +201,14 @@ with tempfile.TemporaryDirectory() as d:
         p = run("prime", "--corpus", corpus, "--out", target, "--size", "tiny", "--steps", "1")
         check(p.returncode == 2 and "is not a file kernlab prime wrote" in p.stderr,
               "prime --out %s: refused: %d %s" % (target, p.returncode, p.stderr[-300:]))
+    # --out replaces only a tokenizer: not its own corpus file
+    one = os.path.join(d, "one.txt")
+    with open(one, "w") as f:
+        f.write("a corpus of one file " * 50)
+    t = run("tokenizer", "train", "--corpus", one, "--vocab", "300", "--out", one)
+    check(t.returncode == 2 and "not a file this command writes" in t.stderr and
+          open(one).read().startswith("a corpus"),
+          "tokenizer train --out its corpus: refused: %s" % t.stderr[-200:])
     t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out", fifo)
     check(t.returncode == 2 and "not a regular file" in t.stderr and
           stat.S_ISFIFO(os.lstat(fifo).st_mode),

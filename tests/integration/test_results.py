@@ -141,6 +141,38 @@ def test_export(run, tmp):
         check(rc == 2 and "usage:" in err, "export %s: usage error" % bad)
 
 
+def test_outputs(run, tmp):
+    """export -o and report -o replace only what is theirs to replace: not
+    an input, a device, a FIFO, a symbolic link, an HDF5 file, nor ''."""
+    copy = os.path.join(tmp, "copy.h5")
+    with open(run, "rb") as f, open(copy, "wb") as g:
+        g.write(f.read())
+    before = open(copy, "rb").read()
+    link = os.path.join(tmp, "link")
+    os.symlink(os.devnull, link)
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    other = os.path.join(tmp, "other.h5")
+    fixture(other, "3")
+    for target, says in ((copy, "is one of the inputs"), (os.devnull, "a device"),
+                         (fifo, "a FIFO"), (link, "symbolic link"),
+                         (other, "is an HDF5 file"), ("", "wants a file name")):
+        for cmd in (["export", copy, "--format", "csv", "-o", target],
+                    ["report", copy, "-o", target]):
+            rc, out, err = kernlab(*cmd)
+            check(rc == 2 and says in err and err.count("\n") == 1,
+                  "%s -o %r: refused, exit 2: %d %s" % (cmd[0], target, rc, err))
+    check(open(copy, "rb").read() == before and os.path.islink(link) and
+          os.path.exists(other), "nothing was replaced")
+    check(os.path.exists(os.devnull) and not os.path.isfile(os.devnull),
+          "/dev/null is still a device")
+    # a report or an export over its own earlier output: replaced
+    page = os.path.join(tmp, "page.html")
+    for _ in range(2):
+        rc, _, err = kernlab("report", copy, "-o", page)
+        check(rc == 0, "report -o over its own page: %s" % err)
+
+
 def test_bad_files(run, tmp):
     text = os.path.join(tmp, "notes.h5")
     open(text, "w").write("these are notes, not HDF5\n")
@@ -185,6 +217,7 @@ def main():
         test_show(run)
         test_diff(run)
         test_export(run, tmp)
+        test_outputs(run, tmp)
         test_bad_files(run, tmp)
         test_abandoned(tmp)
     done()

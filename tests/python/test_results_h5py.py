@@ -163,6 +163,26 @@ def test_rewritten(tmp):
           "top on the rewritten file: %s" % p.stderr[-300:])
 
 
+def test_export_fails_whole(tmp):
+    """An export that fails part-way (a source whose bytes no longer match
+    their sha256) leaves no partial file, and an earlier export intact."""
+    path = os.path.join(tmp, "flipped.h5")
+    subprocess.run([FIXTURE, path, "6"], check=True, timeout=120)
+    out = os.path.join(tmp, "flipped.jsonl")
+    with open(out, "w") as f:
+        f.write("an earlier export\n")
+    with h5py.File(path, "r+") as f:
+        heap = f["source_bytes"]
+        heap[len(heap) - 5] ^= 0xFF  # the last candidate's source
+    p = subprocess.run([KERNLAB, "export", path, "--format", "jsonl", "--source", "-o", out],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 2 and "src_sha256" in p.stderr,
+          "the damaged source is found: %d %s" % (p.returncode, p.stderr))
+    check(open(out).read() == "an earlier export\n" and
+          not [x for x in os.listdir(tmp) if x.startswith("flipped.jsonl.tmp")],
+          "no partial export: the earlier file intact, no temporary left")
+
+
 def test_crashed(tmp):
     keep = os.path.join(tmp, "crash")
     os.mkdir(keep)
@@ -202,6 +222,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_clean(tmp)
         test_rewritten(tmp)
+        test_export_fails_whole(tmp)
         test_crashed(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
