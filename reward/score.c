@@ -317,6 +317,16 @@ static int read_components(rw_script *s, rw_components *out, char *why,
   out->total = 0;
   for (int i = 0; i < n; i++)
     out->total += items[i].value;
+  if (!isfinite(out->total)) { /* finite components, an infinite sum */
+    snprintf(why, whylen,
+             "%s:%d: the components sum to %g; a total must be finite",
+             s->short_src, s->score_line, out->total);
+    free(out->items);
+    out->items = NULL;
+    out->n = 0;
+    out->total = 0;
+    return RW_ERETURN;
+  }
   memcpy(out->script_sha256, s->sha256, sizeof out->script_sha256);
   return RW_OK;
 }

@@ -49,6 +49,12 @@ static void set_limits(rw_script *s, const rw_limits *limits) {
  * malloc'd, owned by the caller. */
 static int read_file(const char *path, char **buf, size_t *len, char *why,
                      size_t whylen) {
+  /* before the open: opening a FIFO would wait for a writer forever */
+  struct stat pre;
+  if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
+    snprintf(why, whylen, "%s: not a regular file", path);
+    return RW_EINPUT;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(why, whylen, "%s: cannot open reward script: %s", path,

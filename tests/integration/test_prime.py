@@ -201,6 +201,16 @@ with tempfile.TemporaryDirectory() as d:
         p = run("prime", "--corpus", corpus, "--out", target, "--size", "tiny", "--steps", "1")
         check(p.returncode == 2 and "is not a file kernlab prime wrote" in p.stderr,
               "prime --out %s: refused: %d %s" % (target, p.returncode, p.stderr[-300:]))
+    # a FIFO where a file is read: refused at once, not waited on
+    for cmd in (["tokenizer", "info", "--tok", fifo],
+                ["eval", os.path.join(SRC, "kernels", "seeds", "01_naive.cu"), "--reward",
+                 fifo]):
+        try:
+            t = subprocess.run([KERNLAB, *cmd], capture_output=True, text=True, timeout=60)
+            check(t.returncode == 2 and "not a regular file" in t.stderr,
+                  "%s FIFO: refused: %d %s" % (cmd[0], t.returncode, t.stderr[-200:]))
+        except subprocess.TimeoutExpired:
+            check(False, "%s FIFO: hung" % cmd[0])
     # --out replaces only a tokenizer: not its own corpus file
     one = os.path.join(d, "one.txt")
     with open(one, "w") as f:

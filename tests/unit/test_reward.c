@@ -291,6 +291,11 @@ static void test_broken(void) {
                      "return { score = function()\n"
                      "  return { speed = -math.huge } end }\n",
                      RW_ERETURN, "'speed' is -inf", NULL);
+  expect_score_error("sum_inf.lua",
+                     "return { score = function()\n"
+                     "  return { a = 1.7e308, b = 1.7e308 } end }\n",
+                     RW_ERETURN, "sum_inf.lua:1: the components sum to inf",
+                     NULL);
   expect_score_error("string_component.lua",
                      "return { score = function()\n"
                      "  return { speed = '1.5' } end }\n",
