@@ -42,10 +42,20 @@ void lab_json_string(FILE *f, const char *s) {
       fputs("\\t", f);
       break;
     default:
-      if (*p < 0x20)
+      if (*p < 0x20) {
         fprintf(f, "\\u%04x", *p);
-      else
+      } else if (*p >= 0x80) { /* JSON is UTF-8: other bytes become U+FFFD */
+        size_t len =
+            res_utf8_char((const char *)p, strnlen((const char *)p, 4));
+        if (!len) {
+          fputs("\\ufffd", f);
+        } else {
+          fwrite(p, 1, len, f);
+          p += len - 1;
+        }
+      } else {
         fputc(*p, f);
+      }
     }
   }
   fputc('"', f);

@@ -34,12 +34,42 @@
 
 /* ---- escaping ------------------------------------------------------------ */
 
+size_t res_utf8_char(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  if (n == 0) return 0;
+  if (p[0] < 0x80) return 1;
+  size_t len = p[0] >= 0xC2 && p[0] <= 0xDF   ? 2
+               : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+               : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4
+                                              : 0; /* C0, C1: overlong */
+  if (!len || len > n) return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((p[i] & 0xC0) != 0x80) return 0;
+  /* the second byte's range: no overlong forms, surrogates, or past
+   * U+10FFFF */
+  if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) ||
+      (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F))
+    return 0;
+  return len;
+}
+
 /* Writes n bytes of s as HTML text safe inside an element or a quoted
- * attribute. C0 controls other than tab, newline and CR (and DEL) become
- * U+FFFD: a NUL would otherwise end the text for some readers. */
+ * attribute. C0 controls other than tab, newline and CR (and DEL), and
+ * bytes that are not UTF-8 (the page says it is), become U+FFFD: a NUL
+ * would otherwise end the text for some readers. */
 void res__html_esc(FILE *f, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
+    if (c >= 0x80) {
+      size_t len = res_utf8_char(s + i, n - i);
+      if (!len) {
+        fputs("&#xFFFD;", f);
+      } else {
+        fwrite(s + i, 1, len, f);
+        i += len - 1;
+      }
+      continue;
+    }
     switch (c) {
     case '<':
       fputs("&lt;", f);

@@ -213,6 +213,13 @@ int64_t res_file_step_count(const res_file *f);
  * f is freed in every case; NULL is a no-op. */
 int res_close(res_file *f, char *why, size_t whylen);
 
+/* The length (1 to 4) of the valid UTF-8 character at s (n bytes
+ * available), or 0 where the bytes are not UTF-8 (a stray continuation
+ * byte, an overlong form, a surrogate, past U+10FFFF, cut short): the
+ * report and the JSON writers put U+FFFD there, since a source or a label
+ * is whatever bytes a policy or a file name held. */
+size_t res_utf8_char(const char *s, size_t n);
+
 /* ---- reader (results/reader.c) ------------------------------------------- */
 
 typedef struct res_reader res_reader;

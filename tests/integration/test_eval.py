@@ -149,6 +149,35 @@ def group_inputs():
                       "%s: one-line reason" % what)
             check("Traceback" not in err and "Sanitizer" not in err,
                   "%s: no crash" % what)
+        # a label and a source that are not UTF-8 (a file name, a comment),
+        # stored with --out: export --format jsonl stays valid JSON (U+FFFD
+        # for the bad bytes) and the report valid UTF-8
+        odd = write(d, "we\xffird.cu".encode("latin-1").decode("utf-8", "surrogateescape"),
+                    b"// caf\xc3\xa9 \xff\xfe\n" + GOOD)
+        store = os.path.join(d, "odd.h5")
+        subprocess.run([KERNLAB, "eval", odd, *FAST, "--out", store], capture_output=True,
+                       timeout=600)  # (its table prints the label's bytes as they are)
+        p = subprocess.run([KERNLAB, "export", store, "--format", "jsonl", "--source"],
+                           capture_output=True, timeout=120)
+        try:
+            objs = [json.loads(l.decode("utf-8")) for l in p.stdout.splitlines()]
+        except ValueError as e:
+            objs = []
+            check(False, "export of non-UTF-8 text: not valid JSON: %s" % e)
+        check(p.returncode == 0 and len(objs) == 1 and "caf\u00e9 \ufffd\ufffd" in
+              objs[0]["source"] and "\ufffd" in objs[0]["label"],
+              "export: U+FFFD for the bad bytes, good UTF-8 kept: %r" %
+              (objs[0]["label"] if objs else p.stderr))
+        page = os.path.join(d, "odd.html")
+        r = subprocess.run([KERNLAB, "report", store, "-o", page], capture_output=True,
+                           timeout=120)
+        rc, err = r.returncode, r.stderr
+        try:
+            open(page, "rb").read().decode("utf-8")
+            ok_page = rc == 0
+        except (ValueError, OSError):
+            ok_page = False
+        check(ok_page, "the report of non-UTF-8 text is valid UTF-8: %s" % err)
         # allowed includes are accepted
         ok = write(d, "fp16.cu", b"#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + GOOD)
         rc, rows, err = eval_json([ok], *FAST)
