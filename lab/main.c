@@ -6,9 +6,12 @@
 
 #include "sandbox/sandbox.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage[] =
     "kernlab — a kernel-autotuning lab for CUDA matmul kernels\n"
@@ -109,21 +112,54 @@ int main(int argc, char **argv) {
     fputs(usage, stdout);
     return LAB_EXIT_OK;
   }
-  if (!strcmp(cmd, "eval")) return lab_eval(argc - 1, argv + 1);
-  if (!strcmp(cmd, "corpus")) return lab_corpus(argc - 1, argv + 1);
-  if (!strcmp(cmd, "prime")) return lab_prime(argc - 1, argv + 1);
-  if (!strcmp(cmd, "run")) return lab_run(argc - 1, argv + 1);
-  if (!strcmp(cmd, "search")) return lab_search(argc - 1, argv + 1);
-  if (!strcmp(cmd, "sandbox")) return lab_sandbox(argc - 1, argv + 1);
-  if (!strcmp(cmd, "top")) return lab_top(argc - 1, argv + 1);
-  if (!strcmp(cmd, "show")) return lab_show(argc - 1, argv + 1);
-  if (!strcmp(cmd, "diff")) return lab_diff(argc - 1, argv + 1);
-  if (!strcmp(cmd, "export")) return lab_export(argc - 1, argv + 1);
-  if (!strcmp(cmd, "rescore")) return lab_rescore(argc - 1, argv + 1);
-  if (!strcmp(cmd, "report")) return lab_report(argc - 1, argv + 1);
-  if (!strcmp(cmd, "flags")) return lab_flags(argc - 1, argv + 1);
-  if (!strcmp(cmd, "tokenizer")) return lab_tokenizer(argc - 1, argv + 1);
-  if (!strcmp(cmd, "generate")) return lab_generate(argc - 1, argv + 1);
-  fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n", cmd);
-  return LAB_EXIT_USAGE;
+  int rc = -1;
+  if (!strcmp(cmd, "eval"))
+    rc = lab_eval(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "corpus"))
+    rc = lab_corpus(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "prime"))
+    rc = lab_prime(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "run"))
+    rc = lab_run(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "search"))
+    rc = lab_search(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "sandbox"))
+    rc = lab_sandbox(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "top"))
+    rc = lab_top(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "show"))
+    rc = lab_show(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "diff"))
+    rc = lab_diff(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "export"))
+    rc = lab_export(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "rescore"))
+    rc = lab_rescore(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "report"))
+    rc = lab_report(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "flags"))
+    rc = lab_flags(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "tokenizer"))
+    rc = lab_tokenizer(argc - 1, argv + 1);
+  else if (!strcmp(cmd, "generate"))
+    rc = lab_generate(argc - 1, argv + 1);
+  if (rc < 0) {
+    fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n",
+            cmd);
+    return LAB_EXIT_USAGE;
+  }
+  /* what a command printed must have arrived: a full disk behind stdout is
+   * an environment problem, not a success. A pipe whose reader stopped
+   * early (`kernlab top RUN.h5 | head`) is not: SIGPIPE, ignored for the
+   * workers' sake, would have ended the command quietly. */
+  errno = 0;
+  int flushed = fflush(stdout) == 0, err = errno;
+  struct stat st;
+  int to_pipe = fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
+  if ((!flushed || ferror(stdout)) && !(to_pipe && (!err || err == EPIPE))) {
+    fprintf(stderr, "kernlab %s: writing standard output failed%s%s\n", cmd,
+            err ? ": " : "", err ? strerror(err) : "");
+    if (rc == LAB_EXIT_OK) rc = LAB_EXIT_ENV;
+  }
+  return rc;
 }

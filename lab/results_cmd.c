@@ -673,6 +673,7 @@ int lab_export(int argc, char **argv) {
   if (with_source && strcmp(format, "jsonl"))
     return lab_usage("export", "--source needs --format jsonl", NULL,
                      export_synopsis);
+  if (out && !strcmp(out, "-")) out = NULL; /* -o -: stdout, as report */
   char why[1200];
   if (out && lab_output_ok(out, &path, 1, NULL, 0, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab export: -o %s\n", why);
@@ -696,12 +697,11 @@ int lab_export(int argc, char **argv) {
     return LAB_EXIT_USAGE;
   }
   int rc = export_rows(f, r, !strcmp(format, "jsonl"), with_source);
-  if (f == stdout ? fflush(f) != 0 || ferror(f) : fclose(f) != 0) {
-    if (rc == LAB_EXIT_OK) {
-      fprintf(stderr, "kernlab export: %s: write failed: %s\n",
-              out ? out : "standard output", strerror(errno));
-      rc = LAB_EXIT_ENV;
-    }
+  /* (standard output is checked for every command in lab/main.c) */
+  if (f != stdout && fclose(f) != 0 && rc == LAB_EXIT_OK) {
+    fprintf(stderr, "kernlab export: %s: write failed: %s\n", out,
+            strerror(errno));
+    rc = LAB_EXIT_ENV;
   }
   if (out) {
     if (rc == LAB_EXIT_OK && rename(tmp, out) != 0) {

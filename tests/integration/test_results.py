@@ -166,6 +166,23 @@ def test_outputs(run, tmp):
           os.path.exists(other), "nothing was replaced")
     check(os.path.exists(os.devnull) and not os.path.isfile(os.devnull),
           "/dev/null is still a device")
+    # standard output: -o - is it; a full disk behind it is exit 3; a
+    # reader that stops early (| head) is not an error
+    rc, out, err = kernlab("export", copy, "--format", "csv", "-o", "-")
+    check(rc == 0 and out.count("\n") == 31 and not os.path.exists("-"),
+          "export -o -: standard output: %d %s" % (rc, err))
+    if os.path.exists("/dev/full"):
+        for cmd in (["export", copy, "--format", "csv"], ["top", copy], ["flags"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([KERNLAB, *cmd], stdout=full, stderr=subprocess.PIPE,
+                                   text=True, timeout=120)
+            check(p.returncode == 3 and "writing standard output failed" in p.stderr,
+                  "%s > /dev/full: exit 3: %d %s" % (cmd[0], p.returncode, p.stderr))
+    p = subprocess.Popen([KERNLAB, "export", copy, "--format", "jsonl", "--source"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    perr = p.stderr.read()
+    check(p.wait() == 0 and not perr, "export | (closed early): quiet, exit 0: %r" % perr)
     # a report or an export over its own earlier output: replaced
     page = os.path.join(tmp, "page.html")
     for _ in range(2):
