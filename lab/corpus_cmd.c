@@ -226,6 +226,9 @@ static void print_split(const lab_seed_split *split, const config_rank *ranks,
   }
 }
 
+static const char corpus_synopsis[] =
+    "corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK] [--jobs N]";
+
 int lab_corpus(int argc, char **argv) {
   const char *script = "lua/corpus.lua", *out_dir = "runs/corpus";
   int jobs = 0;
@@ -244,21 +247,24 @@ int lab_corpus(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--out") && val) {
       out_dir = val;
       i++;
-    } else if (!strcmp(argv[i], "--jobs") &&
-               !lab_arg_long(val, 1, 1024, &num)) {
+    } else if (!strcmp(argv[i], "--jobs")) {
+      if (lab_arg_long(val, 1, 1024, &num))
+        return lab_usage("corpus", "--jobs wants a count from 1 to 1024, got",
+                         val ? val : "nothing", corpus_synopsis);
       jobs = (int)num;
       i++;
-    } else if (!strcmp(argv[i], "--shape") && val &&
-               sscanf(val, "%dx%dx%d", &opts.shapes[0].M, &opts.shapes[0].N,
-                      &opts.shapes[0].K) == 3 &&
-               opts.shapes[0].M > 0 && opts.shapes[0].N > 0 &&
-               opts.shapes[0].K > 0) {
+    } else if (!strcmp(argv[i], "--shape")) {
+      if (!val || lab_arg_shape(val, &opts.shapes[0]) != 0)
+        return lab_usage("corpus",
+                         "--shape wants MxNxK with sizes >= 1 and each matrix "
+                         "under 2^28 elements, got",
+                         val ? val : "nothing", corpus_synopsis);
       i++;
     } else {
-      fprintf(stderr,
-              "usage: kernlab corpus [--script lua/corpus.lua] [--out DIR] "
-              "[--shape MxNxK] [--jobs N]\n");
-      return LAB_EXIT_USAGE;
+      int known = !strcmp(argv[i], "--script") || !strcmp(argv[i], "--out");
+      return lab_usage("corpus",
+                       known ? "missing value after" : "unknown option",
+                       argv[i], corpus_synopsis);
     }
   }
   /* Seeds live next to the script's project: kernels/seeds of the source

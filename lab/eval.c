@@ -189,7 +189,7 @@ static void print_row(FILE *f, const kl_result *r, const rw_components *rw) {
   fflush(f);
 }
 
-static int parse_shape(const char *s, kl_shape *out) {
+int lab_arg_shape(const char *s, kl_shape *out) {
   char tail;
   if (sscanf(s, "%dx%dx%d%c", &out->M, &out->N, &out->K, &tail) != 3) return -1;
   if (out->M < 1 || out->N < 1 || out->K < 1) return -1;
@@ -311,7 +311,7 @@ static int eval_files(int argc, char **argv, const char **files) {
       if (!val) return usage_error("--shape needs MxNxK", NULL);
       if (opts.n_shapes >= KL_MAX_SHAPES - 5)
         return usage_error("too many --shape options", val);
-      if (parse_shape(val, &opts.shapes[opts.n_shapes]) != 0)
+      if (lab_arg_shape(val, &opts.shapes[opts.n_shapes]) != 0)
         return usage_error("--shape expects MxNxK with sizes >= 1 and each "
                            "matrix under 2^28 elements",
                            val);

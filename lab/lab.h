@@ -95,6 +95,9 @@ int lab_arg_double(const char *s, double lo, double hi, double *out);
 int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
                   const char *magic, size_t magic_len, char *why,
                   size_t whylen);
+/* A task shape "MxNxK" (lab/eval.c): sizes >= 1 and each matrix under
+ * 2^28 elements; 0 with *out set, or -1. */
+int lab_arg_shape(const char *s, kl_shape *out);
 /* The same for an unsigned 64-bit number of at least lo, in decimal
  * digits only (a seed: "-1", "5x", " 5" and "0x10" are refused). */
 int lab_arg_u64(const char *s, uint64_t lo, uint64_t *out);

@@ -130,6 +130,17 @@ with tempfile.TemporaryDirectory() as d:
                        capture_output=True, text=True, timeout=600)
     check(p.returncode == 2 and "--out wants a folder name" in p.stderr,
           "corpus --out '': refused, never the filesystem root: %s" % p.stderr)
+    # bad options say which and why (the usage line alone said neither),
+    # and a shape eval refuses is refused here too, not run out of memory
+    for opt, says in ((["--jobs", "0"], "--jobs wants a count"),
+                      (["--shape", "0x0x0"], "--shape wants MxNxK"),
+                      (["--shape", "99999x99999x99999"], "under 2^28 elements"),
+                      (["--bogus"], "unknown option --bogus")):
+        p = subprocess.run([KERNLAB, "corpus", "--out", os.path.join(d, "o"), *opt],
+                           capture_output=True, text=True, timeout=600)
+        check(p.returncode == 2 and says in p.stderr and "usage:" in p.stderr and
+              not os.path.exists(os.path.join(d, "o")),
+              "corpus %s: exit 2 saying %r: %s" % (opt, says, p.stderr))
     # an endless loop inside pcall: the budget cannot be caught
     p = corpus("return {generate = function(kl)\n"
                "  while true do pcall(function() while true do end end) end\n"
