@@ -85,6 +85,11 @@ void lab_interrupt_uninstall(void);
  * -1 and *out untouched. */
 int lab_arg_long(const char *s, long lo, long hi, long *out);
 int lab_arg_double(const char *s, double lo, double hi, double *out);
+/* s (at most len bytes) for a terminal table: control characters (an
+ * escape sequence, a newline) and bytes that are not UTF-8 become '?', so a
+ * label (a file name, a policy's text) cannot rewrite the screen or break
+ * the table's lines. Returns buf (cap bytes). */
+const char *lab_printable(const char *s, size_t len, char *buf, size_t cap);
 /* Whether a command may write its output file at path (by writing beside
  * it and renaming): 0, or -1 with why (starting with the path). Nothing
  * there is fine; what is there is replaced only when it is a regular file

@@ -43,6 +43,24 @@ int lab_arg_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
+const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 0; i < len && s[i] && o + 5 < cap;) {
+    unsigned char c = (unsigned char)s[i];
+    size_t n = c >= 0x80 ? res_utf8_char(s + i, strnlen(s + i, 4)) : 1;
+    if (c < 0x20 || c == 0x7f || n == 0) { /* a control, or not UTF-8 */
+      buf[o++] = '?';
+      i++;
+    } else {
+      memcpy(buf + o, s + i, n);
+      o += n;
+      i += n;
+    }
+  }
+  buf[o] = 0;
+  return buf;
+}
+
 int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
                   const char *magic, size_t magic_len, char *why,
                   size_t whylen) {
@@ -275,10 +293,12 @@ int lab_top(int argc, char **argv) {
     else
       snprintf(rw, sizeof rw, "%.3f", c->reward);
     lab_flag_list(r, c->flags, ",", fl, sizeof fl);
+    char label[4 * sizeof c->label];
     printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6d "
            "%-16.16s %s\n",
            (long long)k + 1, (long long)c->id, (long long)c->step, c->status,
-           c->backend, t, g, x, rw, c->regs, c->smem_bytes, fl, c->label);
+           c->backend, t, g, x, rw, c->regs, c->smem_bytes, fl,
+           lab_printable(c->label, sizeof c->label, label, sizeof label));
   }
   if (!m)
     printf("(no %s)\n",
@@ -348,7 +368,9 @@ static int show_stats(const res_reader *r, int64_t id) {
 static void show_metrics(const res_reader *r, const res_candidate *c,
                          size_t src_len) {
   char a[32], b[32], d[32], fl[512], sha[65];
-  printf("candidate %lld  %s\n", (long long)c->id, c->label);
+  char label[4 * sizeof c->label];
+  printf("candidate %lld  %s\n", (long long)c->id,
+         lab_printable(c->label, sizeof c->label, label, sizeof label));
   printf("  task        %s  (target %dx%dx%d)  step %lld  group %d  sample "
          "%d\n",
          c->task, c->shape_m, c->shape_n, c->shape_k, (long long)c->step,
@@ -445,7 +467,19 @@ int lab_show(int argc, char **argv) {
     } else {
       show_metrics(r, res_get(r, id), len);
       printf("\n");
-      fwrite(src, 1, len, stdout);
+      /* for a terminal: a policy's text may hold escape sequences; --source
+       * keeps the bytes exact */
+      for (size_t i = 0; i < len;) {
+        unsigned char ch = (unsigned char)src[i];
+        size_t n = ch >= 0x80 ? res_utf8_char(src + i, len - i) : 1;
+        if (n == 0 || ch == 0x7f || (ch < 0x20 && ch != '\n' && ch != '\t')) {
+          putchar('?');
+          i++;
+        } else {
+          fwrite(src + i, 1, n, stdout);
+          i += n;
+        }
+      }
       if (len && src[len - 1] != '\n') printf("\n");
     }
     free(src);

@@ -152,11 +152,17 @@ def group_inputs():
         # a label and a source that are not UTF-8 (a file name, a comment),
         # stored with --out: export --format jsonl stays valid JSON (U+FFFD
         # for the bad bytes) and the report valid UTF-8
-        odd = write(d, "we\xffird.cu".encode("latin-1").decode("utf-8", "surrogateescape"),
+        odd = write(d, "we\x1b[31m\xffird.cu".encode("latin-1").decode("utf-8",
+                                                                           "surrogateescape"),
                     b"// caf\xc3\xa9 \xff\xfe\n" + GOOD)
         store = os.path.join(d, "odd.h5")
-        subprocess.run([KERNLAB, "eval", odd, *FAST, "--out", store], capture_output=True,
-                       timeout=600)  # (its table prints the label's bytes as they are)
+        e = subprocess.run([KERNLAB, "eval", odd, *FAST, "--out", store], capture_output=True,
+                           timeout=600)
+        t = subprocess.run([KERNLAB, "show", store, "0"], capture_output=True, timeout=120)
+        for name, out in (("eval", e.stdout), ("show", t.stdout)):
+            check(b"\x1b" not in out and b"\xff" not in out and b"we?[31m?ird.cu" in out,
+                  "%s's table shows the label's escape and stray byte as '?': %r" %
+                  (name, out[-300:]))
         p = subprocess.run([KERNLAB, "export", store, "--format", "jsonl", "--source"],
                            capture_output=True, timeout=120)
         try:
