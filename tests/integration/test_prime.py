@@ -19,13 +19,12 @@ import struct
 import re
 import shutil
 import stat
-import signal
 import subprocess
 import sys
 import tempfile
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
-from kltest import check, done  # noqa: E402
+from kltest import check, done, interrupted  # noqa: E402
 
 
 def run(*args):
@@ -232,22 +231,14 @@ with tempfile.TemporaryDirectory() as d:
     # Ctrl-C (SIGINT to the process group, as a terminal sends it): the
     # checkpoint of the step in flight is saved, exit 130, and it loads
     ick = os.path.join(d, "int.ckpt")
-    proc = subprocess.Popen([KERNLAB, "prime", "--corpus", corpus, "--out", ick, "--size",
-                             "tiny", "--steps", "100000", "--tok", ck + ".tok"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", start_new_session=True)
-    said = []
-    for line in proc.stderr:
-        said.append(line)
-        if line.startswith("step 11/"):
-            break
-    os.killpg(proc.pid, signal.SIGINT)
-    out_, err_ = proc.communicate(timeout=600)
+    rc, out_, err_ = interrupted([KERNLAB, "prime", "--corpus", corpus, "--out", ick, "--size",
+                                  "tiny", "--steps", "100000", "--tok", ck + ".tok"],
+                                 "step 11/", stream="stderr")
     m = re.search(r"interrupted: primed (\d+) of 100000 steps", out_)
-    check(proc.returncode == 130 and m and int(m.group(1)) >= 11 and
+    check(rc == 130 and m and int(m.group(1)) >= 11 and
           "the checkpoint is saved after this step" in err_,
           "prime, Ctrl-C: exit 130 with the step saved: %d %s %s" %
-          (proc.returncode, out_[-300:], err_[-300:]))
+          (rc, out_[-300:], err_[-300:]))
     g = run("generate", "--ckpt", ick, "--tok", ck + ".tok", "--prompt", "x", "--max-tokens", "5")
     check(g.returncode == 0 and not [f for f in os.listdir(d) if ".tmp." in f],
           "the interrupted checkpoint loads, no temporary left: %s" % g.stderr[-300:])

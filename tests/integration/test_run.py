@@ -24,7 +24,7 @@ import tempfile
 import time
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
-from kltest import check, done  # noqa: E402
+from kltest import check, done, interrupted  # noqa: E402
 
 
 def run(*args, cwd=None):
@@ -227,24 +227,8 @@ with tempfile.TemporaryDirectory() as d:
     # candidates are those the uninterrupted run recorded, with the same
     # outcomes: no worker was killed by it), no temporary file is left.
     def interrupted_run(camp, out, signals, after="step 1/", extra=(), delay=0):
-        proc = subprocess.Popen([KERNLAB, "run", camp, "--out", out, *extra],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", start_new_session=True)
-        head, said = [], []
-        for line in proc.stdout:
-            head.append(line)
-            if line.startswith(after):
-                break
-        time.sleep(delay)
-        os.killpg(proc.pid, signal.SIGINT)
-        if signals == 2:  # the second once the first is taken (two at once merge)
-            for line in proc.stderr:
-                said.append(line)
-                if "interrupted" in line:
-                    break
-            os.killpg(proc.pid, signal.SIGINT)
-        rest, err = proc.communicate(timeout=600)
-        return proc.returncode, "".join(head) + rest, "".join(said) + err
+        return interrupted([KERNLAB, "run", camp, "--out", out, *extra], after,
+                           signals=signals, delay=delay)
 
     def outcome(c):
         return (c["step"], c["sample"], c["src_sha256"], c["status"], c["compiled"], c["correct"])

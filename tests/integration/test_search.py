@@ -31,13 +31,12 @@ the verdicts are known. Checks:
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
-from kltest import check, done  # noqa: E402
+from kltest import check, done, interrupted  # noqa: E402
 
 ENV = dict(os.environ, KL_SOURCE_DIR=SRC)
 
@@ -226,24 +225,15 @@ def main():
         # Ctrl-C (SIGINT to the process group): the step in flight is
         # recorded whole, the line says how far it got, exit 130
         intr = os.path.join(d, "intr.h5")
-        proc = subprocess.Popen([KERNLAB, "search", "random", camp, "--space", space,
-                                 "--budget", "40", "--out", intr], env=ENV,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", start_new_session=True)
-        head = []
-        for line_ in proc.stdout:
-            head.append(line_)
-            if line_.startswith("step 1/"):
-                break
-        os.killpg(proc.pid, signal.SIGINT)
-        rest, err = proc.communicate(timeout=600)
+        rc, rest, err = interrupted([KERNLAB, "search", "random", camp, "--space", space,
+                                     "--budget", "40", "--out", intr], "step 1/", env=ENV)
         m = re.search(r"interrupted: (\d+) of 40 evaluations recorded in .*intr\.h5; best "
                       r"[0-9.]+ us, ", rest)
         ic = candidates(intr)
-        check(proc.returncode == 130 and m and len(ic) == int(m.group(1)) and
+        check(rc == 130 and m and len(ic) == int(m.group(1)) and
               len(ic) % 2 == 0 and 2 <= len(ic) < 40 and "search stops" in err,
               "search, Ctrl-C: exit 130, whole steps recorded: %d %s %s" %
-              (proc.returncode, rest[-300:], err[-300:]))
+              (rc, rest[-300:], err[-300:]))
         k = min(len(ic), len(r2))
         check([c["label"] for c in ic][:k] == [c["label"] for c in r2][:k],
               "the interrupted search drew the same sequence")
