@@ -43,12 +43,23 @@ int lab_arg_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
+/* The bytes of the character at s (len available) when a terminal may be
+ * shown it, else 0 (a control other than newline and tab when keep_lines,
+ * DEL, or bytes that are not UTF-8). */
+static size_t printable_char(const char *s, size_t len, int keep_lines) {
+  unsigned char c = (unsigned char)s[0];
+  if (c >= 0x80) return res_utf8_char(s, len < 4 ? len : 4);
+  if (c == 0x7f || (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))))
+    return 0;
+  return 1;
+}
+
 const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
   size_t o = 0;
   for (size_t i = 0; i < len && s[i] && o + 5 < cap;) {
-    unsigned char c = (unsigned char)s[i];
-    size_t n = c >= 0x80 ? res_utf8_char(s + i, strnlen(s + i, 4)) : 1;
-    if (c < 0x20 || c == 0x7f || n == 0) { /* a control, or not UTF-8 */
+    size_t n =
+        printable_char(s + i, strnlen(s + i, len - i < 4 ? len - i : 4), 0);
+    if (!n) {
       buf[o++] = '?';
       i++;
     } else {
@@ -470,15 +481,12 @@ int lab_show(int argc, char **argv) {
       /* for a terminal: a policy's text may hold escape sequences; --source
        * keeps the bytes exact */
       for (size_t i = 0; i < len;) {
-        unsigned char ch = (unsigned char)src[i];
-        size_t n = ch >= 0x80 ? res_utf8_char(src + i, len - i) : 1;
-        if (n == 0 || ch == 0x7f || (ch < 0x20 && ch != '\n' && ch != '\t')) {
+        size_t n = printable_char(src + i, len - i, 1);
+        if (!n)
           putchar('?');
-          i++;
-        } else {
+        else
           fwrite(src + i, 1, n, stdout);
-          i += n;
-        }
+        i += n ? n : 1;
       }
       if (len && src[len - 1] != '\n') printf("\n");
     }
