@@ -332,23 +332,32 @@ static void test_torn_steps(void) {
 /* A results file reached through a symbolic link is appended to at its
  * target, also when the append rebuilds a killed writer's file (a rename
  * over the link's path would replace the link and split the results). */
+/* n candidates appended to path by a writer that then dies without
+ * closing (a child that exits): the SWMR mark stays, as after a kill. */
+static void dead_writer(const char *path, int n) {
+  fflush(NULL);
+  pid_t kid = fork();
+  if (kid == 0) {
+    char why[512];
+    int code;
+    res_file *w = res_open_append(path, &meta, &code, why, sizeof why);
+    for (int64_t i = 0; w && i < n; i++)
+      gen_append(w, i, why, sizeof why);
+    _exit(w ? 0 : 1);
+  }
+  int st = -1;
+  waitpid(kid, &st, 0);
+  CHECK(kid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "the writer of %s that dies: status 0x%x", path, st);
+}
+
 static void test_symlink(void) {
   char target[512], link[512], dangling[512], why[512] = "";
   path_in(target, sizeof target, "ktarget.h5");
   path_in(link, sizeof link, "klink.h5");
   path_in(dangling, sizeof dangling, "dangling.h5");
   int code = -1;
-  fflush(NULL);
-  pid_t kid = fork();
-  if (kid == 0) {
-    res_file *w = res_open_append(target, &meta, &code, why, sizeof why);
-    for (int64_t i = 0; w && i < 6; i++)
-      gen_append(w, i, why, sizeof why);
-    _exit(w ? 0 : 1); /* killed: no close */
-  }
-  int st = -1;
-  waitpid(kid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer that dies");
+  dead_writer(target, 6);
   CHECK(symlink("ktarget.h5", link) == 0, "symlink");
   res_file *f = res_open_append(link, &meta, &code, why, sizeof why);
   CHECK(f != NULL, "append through the link: %s", why);
@@ -455,17 +464,7 @@ static void test_damaged_middle(void) {
   /* the same in a file whose writer died (it is rebuilt, not reopened in
    * place, on the next append: results/recover.c) */
   path_in(path, sizeof path, "midcrash.h5");
-  fflush(NULL);
-  pid_t kid = fork();
-  if (kid == 0) {
-    res_file *w = res_open_append(path, &meta, &code, why, sizeof why);
-    for (int64_t i = 0; w && i < 20; i++)
-      gen_append(w, i, why, sizeof why);
-    _exit(w ? 0 : 1); /* no close: the SWMR mark stays */
-  }
-  int st = -1;
-  waitpid(kid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer that dies");
+  dead_writer(path, 20);
   CHECK(damage_row(path, "candidates", 5), "damaging record 5 of %s", path);
   free(before);
   before = kl_test_read_file(path, &n_before);
