@@ -179,33 +179,6 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
   return 0;
 }
 
-/* 0 when path is absent, or a regular file that starts with magic (a
- * file prime wrote, safe to replace); -1 with why otherwise. */
-static int replaceable(const char *path, const char magic[4], char *why,
-                       size_t whylen) {
-  struct stat st;
-  if (lstat(path, &st) != 0) {
-    if (errno == ENOENT) return 0;
-    snprintf(why, whylen, "%s: %s", path, strerror(errno));
-    return -1;
-  }
-  char head[4] = {0};
-  FILE *f = S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
-  size_t got = f ? fread(head, 1, 4, f) : 0;
-  if (f) fclose(f);
-  if (got == 4 && !memcmp(head, magic, 4)) return 0;
-  snprintf(why, whylen,
-           "%s exists and is not a file kernlab prime wrote (%s); prime "
-           "replaces only its own checkpoints and tokenizers: name another "
-           "path",
-           path,
-           S_ISDIR(st.st_mode)    ? "a folder"
-           : S_ISLNK(st.st_mode)  ? "a symbolic link"
-           : !S_ISREG(st.st_mode) ? "not a regular file"
-                                  : "its first bytes are not the format's");
-  return -1;
-}
-
 int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small", *policy_matmul = NULL;
@@ -270,12 +243,9 @@ int lab_prime(int argc, char **argv) {
    * nothing else: not a results file, a device, a FIFO, a folder. */
   char tok_target[1100];
   snprintf(tok_target, sizeof tok_target, "%s.tok", out);
-  if (!out[0]) {
-    fprintf(stderr, "kernlab prime: --out wants a file name, got ''\n");
-    return LAB_EXIT_USAGE;
-  }
-  if (replaceable(out, "KLCK", why, sizeof why) != 0 ||
-      (!tok_path && replaceable(tok_target, "KLTK", why, sizeof why) != 0)) {
+  if (lab_output_ok(out, NULL, 0, "KLCK", 4, why, sizeof why) != 0 ||
+      (!tok_path &&
+       lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0)) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);
     return LAB_EXIT_USAGE;
   }

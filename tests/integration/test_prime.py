@@ -196,9 +196,10 @@ with tempfile.TemporaryDirectory() as d:
         f.write("results I care about\n")
     fifo = os.path.join(d, "fifo")
     os.mkfifo(fifo)
-    for target in (notes, fifo, d):
+    for target, says in ((notes, "not a file this command writes"),
+                         (fifo, "not a regular file (a FIFO)"), (d, "is a folder")):
         p = run("prime", "--corpus", corpus, "--out", target, "--size", "tiny", "--steps", "1")
-        check(p.returncode == 2 and "is not a file kernlab prime wrote" in p.stderr,
+        check(p.returncode == 2 and says in p.stderr,
               "prime --out %s: refused: %d %s" % (target, p.returncode, p.stderr[-300:]))
     # a FIFO where a file is read: refused at once, not waited on
     for cmd in (["tokenizer", "info", "--tok", fifo],
