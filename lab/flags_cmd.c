@@ -9,6 +9,9 @@
  *                                  name per line (prefixed "FILE: " when
  *                                  there are several files); the scanner's
  *                                  detail line goes to stderr
+ *   kernlab flags --json --scan FILE...
+ *                                  one JSON object per file: file, flags
+ *                                  (an array of names), detail
  *
  * Exit codes: 0, or 2 for bad usage or an unreadable file.
  */
@@ -49,10 +52,13 @@ static void print_json(FILE *f) {
   }
 }
 
-static int scan_files(int nfiles, char **files) {
+/* The detail line quotes the source (a banned include, an asm line), so it
+ * goes through lab_printable: a hostile file cannot write escape sequences
+ * to the terminal. JSON escapes on its own (invalid bytes become U+FFFD). */
+static int scan_files(int nfiles, char **files, int json) {
   int rc = LAB_EXIT_OK;
   for (int i = 0; i < nfiles; i++) {
-    char *src = NULL, why[512], detail[1024];
+    char *src = NULL, why[512], detail[1024], shown[1024], name[512];
     size_t len = 0;
     if (kl_source_load(files[i], &src, &len, why, sizeof why) != KL_OK) {
       fprintf(stderr, "kernlab flags: %s\n", why);
@@ -61,38 +67,69 @@ static int scan_files(int nfiles, char **files) {
     }
     kl_flags fl = kl_scan(src, len, detail, sizeof detail);
     free(src);
+    if (json) {
+      printf("{\"file\":");
+      lab_json_string(stdout, files[i]);
+      printf(",\"flags\":[");
+      for (int bit = 0, k = 0; bit < 64; bit++)
+        if (fl & KL_FLAG(bit)) {
+          printf(k++ ? "," : "");
+          lab_json_string(stdout, kl_flag_name(bit));
+        }
+      printf("],\"detail\":");
+      lab_json_string(stdout, fl ? detail : "");
+      printf("}\n");
+      continue;
+    }
+    lab_printable(files[i], strlen(files[i]), name, sizeof name);
     for (int bit = 0; bit < 64; bit++) {
       if (!(fl & KL_FLAG(bit))) continue;
-      if (nfiles > 1) printf("%s: ", files[i]);
+      if (nfiles > 1) printf("%s: ", name);
       printf("%s\n", kl_flag_name(bit));
     }
-    if (fl) fprintf(stderr, "%s: %s\n", files[i], detail);
+    if (fl)
+      fprintf(stderr, "%s: %s\n", name,
+              lab_printable(detail, strlen(detail), shown, sizeof shown));
   }
   return rc;
 }
 
+/* `--json` may come before or after `--scan`; every other argument after
+ * `--scan` is a file (a file named --json is ./--json). */
 int lab_flags(int argc, char **argv) {
-  int json = 0;
+  int json = 0, scan = 0, nfiles = 0;
+  char **files = calloc((size_t)argc, sizeof *files);
+  if (!files) {
+    fprintf(stderr, "kernlab flags: out of memory\n");
+    return LAB_EXIT_ENV;
+  }
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
       json = 1;
     } else if (!strcmp(argv[i], "--scan")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "usage: kernlab flags --scan FILE.cu...\n");
-        return LAB_EXIT_USAGE;
-      }
-      return scan_files(argc - i - 1, argv + i + 1);
+      scan = 1;
+    } else if (scan) {
+      files[nfiles++] = argv[i];
     } else {
       fprintf(stderr,
               "kernlab flags: unknown option '%s' (usage: kernlab flags "
-              "[--json] | --scan FILE.cu...)\n",
+              "[--json] [--scan FILE.cu...])\n",
               argv[i]);
+      free(files);
       return LAB_EXIT_USAGE;
     }
   }
-  if (json)
+  int rc = LAB_EXIT_OK;
+  if (scan && !nfiles) {
+    fprintf(stderr, "usage: kernlab flags [--json] --scan FILE.cu...\n");
+    rc = LAB_EXIT_USAGE;
+  } else if (scan) {
+    rc = scan_files(nfiles, files, json);
+  } else if (json) {
     print_json(stdout);
-  else
+  } else {
     print_table(stdout);
-  return LAB_EXIT_OK;
+  }
+  free(files);
+  return rc;
 }

@@ -347,21 +347,34 @@ static void print_top_json(FILE *f, rescore_row *const *top, int64_t k) {
   fputc(']', f);
 }
 
+/* A total for the table: four decimals while that fits the column, else
+ * four significant digits with an exponent (a formula may return 1e300,
+ * which "%f" would print as 301 digits); "-" for never scored. */
+static const char *fmt_total(double v, char *buf, size_t cap) {
+  if (isnan(v))
+    snprintf(buf, cap, "-");
+  else if (fabs(v) < 1e6)
+    snprintf(buf, cap, "%+.4f", v);
+  else
+    snprintf(buf, cap, "%+.4g", v);
+  return buf;
+}
+
 /* One table row per candidate; the label (a file path, any length) comes
- * last so long ones do not push the numbers out of their columns. */
+ * last so long ones do not push the numbers out of their columns, and goes
+ * through lab_printable like every label a terminal table shows. */
 static void print_top_text(FILE *f, const char *title, rescore_row *const *top,
                            int64_t k) {
   fprintf(f, "\n%s\n  %4s %6s  %-16s %12s %12s  %s\n", title, "rank", "id",
           "status", "old total", "new total", "label");
   for (int64_t i = 0; i < k; i++) {
-    char old[32];
-    if (isnan(top[i]->old_total))
-      snprintf(old, sizeof old, "-");
-    else
-      snprintf(old, sizeof old, "%+.4f", top[i]->old_total);
-    fprintf(f, "  %4lld %6lld  %-16s %12s %+12.4f  %s\n", (long long)i + 1,
-            (long long)top[i]->rec->id, top[i]->rec->status, old,
-            top[i]->new_total, top[i]->rec->label);
+    char old[32], new[32], label[sizeof top[i]->rec->label * 4];
+    fprintf(f, "  %4lld %6lld  %-16s %12s %12s  %s\n", (long long)i + 1,
+            (long long)top[i]->rec->id, top[i]->rec->status,
+            fmt_total(top[i]->old_total, old, sizeof old),
+            fmt_total(top[i]->new_total, new, sizeof new),
+            lab_printable(top[i]->rec->label, sizeof top[i]->rec->label, label,
+                          sizeof label));
   }
 }
 

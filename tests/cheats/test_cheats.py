@@ -155,6 +155,32 @@ for path in seeds + honest:
     raised, detail = scan(path)
     check(not raised, "%s raises %s: %s" % (path, sorted(raised), detail))
 
+# --json --scan says the same as the text scan, one object per file, and a
+# hostile source's bytes never reach the terminal raw.
+rc, out, err = run("flags", "--json", "--scan", *cheats)
+check(rc == 0, "flags --json --scan exits 0: %s" % err)
+objs = [json.loads(l) for l in out.splitlines()]
+check([o["file"] for o in objs] == cheats, "one object per file, in order")
+for o in objs[:5]:
+    raised, _ = scan(o["file"])
+    check(set(o["flags"]) == raised, "%s: json flags %s, text flags %s"
+          % (o["file"], o["flags"], sorted(raised)))
+    check(bool(o["detail"]) == bool(raised), "%s: detail" % o["file"])
+import tempfile
+with tempfile.TemporaryDirectory() as tmp:
+    evil = os.path.join(tmp, "evil.cu")
+    with open(evil, "wb") as f:
+        f.write(b"#include <x\x1b[2J\xff>\n")
+    p = subprocess.run([KERNLAB, "flags", "--scan", evil], capture_output=True,
+                       timeout=60)
+    check(p.returncode == 0 and p.stdout == b"disallowed_include\n",
+          "evil.cu: %r" % p.stdout)
+    check(b"\x1b" not in p.stderr and b"\xff" not in p.stderr
+          and b"#include <x?[2J?>" in p.stderr,
+          "escape bytes are shown as '?': %r" % p.stderr)
+    rc, out, err = run("flags", "--scan")
+    check(rc == 2 and "usage" in err, "--scan without files: %d %s" % (rc, err))
+
 for p in pending:
     print("pending dynamic check:", p)
 print("%d passed, %d failed, %d pending dynamic checks"

@@ -336,10 +336,29 @@ def test_error_line(tmp):
           "export carries the error line: %s" % out[:200])
 
 
+def test_huge_totals(tmp):
+    """A formula may return totals like 1e300 (finite, so allowed): the text
+    table shows them with an exponent, not as 300-digit numbers, and a
+    label's escape bytes reach the terminal as '?'."""
+    run = os.path.join(tmp, "huge.h5")
+    subprocess.run([RESULTS_FIXTURE, run], check=True, timeout=120)
+    path = os.path.join(tmp, "huge.lua")
+    with open(path, "w") as f:
+        f.write("return { score = function(c, ctx) return {x = 1e300} end }\n")
+    rc, out, err = kernlab("rescore", run, "--reward", path, "-n", "2")
+    rows = [l for l in out.splitlines() if l.startswith("     1 ")
+            or l.startswith("     2 ")]
+    check(rc == 0 and len(rows) == 4, "1e300 totals: 4 table rows: %d %r"
+          % (rc, err))
+    check(all(len(l) < 120 and "+1e+300" in l for l in rows),
+          "1e300 is shown as +1e+300: %r" % rows)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         for test in (test_same_formula, test_other_formulas, test_ranks_differ,
-                     test_groups_and_unscored, test_bad_input, test_error_line):
+                     test_groups_and_unscored, test_bad_input, test_error_line,
+                     test_huge_totals):
             test(tmp)
     done()
 
