@@ -99,6 +99,7 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -400,6 +401,20 @@ int lab_run(int argc, char **argv) {
             "kernlab run: --resume: %s does not exist; starting at "
             "step 0\n",
             c.out);
+  }
+  /* The checkpoint is written after each step by creating ckpt_tmp and
+   * renaming it: try the create now, so a read-only or full folder is
+   * reported before anything is loaded or computed. A new run's results
+   * file, created in the same folder, tests that on its own; --resume opens
+   * it for appending, which needs no folder write, so this does (unless
+   * every step is recorded: then nothing will be written). */
+  if (have_out && pr.steps_done < c.steps) {
+    int fd = open(ckpt_tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+      FAIL(LAB_EXIT_ENV, "cannot write the checkpoint %s (tried %s): %s",
+           ckpt_out, ckpt_tmp, strerror(errno));
+    close(fd);
+    unlink(ckpt_tmp);
   }
 
   ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,

@@ -200,6 +200,32 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and "written by another campaign" in r.stderr and
               says in r.stderr, "%s: --resume refused: %d %s" % (name, r.returncode, r.stderr))
     check(open(out, "rb").read() == before, "the file is untouched by refused resumes")
+    # --resume where the checkpoint cannot be written (a read-only folder):
+    # said before anything runs, the results untouched. Root ignores folder
+    # modes, so as root the run drops to nobody (setpriv) over a copy the
+    # file's owner may append to but whose folder it may not write.
+    ro = os.path.join(d, "ro")
+    os.mkdir(ro)
+    shutil.copy(out, os.path.join(ro, "r.h5"))
+    shutil.copy(out[:-3] + ".ckpt", os.path.join(ro, "r.ckpt"))
+    as_user = []
+    if os.geteuid() == 0:
+        os.chmod(d, 0o755)
+        for f in ("r.h5", "r.ckpt"):
+            os.chown(os.path.join(ro, f), 65534, 65534)
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    os.chmod(ro, 0o555)
+    ro_before = open(os.path.join(ro, "r.h5"), "rb").read()
+    c4 = os.path.join(d, "tiny4.lua")
+    campaign(c4, ck, 4)
+    p = subprocess.run(as_user + [KERNLAB, "run", c4, "--out", os.path.join(ro, "r.h5"),
+                                  "--resume"], capture_output=True, text=True, timeout=600)
+    check(p.returncode == 3 and "cannot write the checkpoint" in p.stderr and
+          os.path.join(ro, "r.ckpt") in p.stderr and "step" not in p.stdout,
+          "read-only folder: said before any step: %d %r %r" % (p.returncode, p.stdout, p.stderr))
+    check(open(os.path.join(ro, "r.h5"), "rb").read() == ro_before and
+          sorted(os.listdir(ro)) == ["r.ckpt", "r.h5"], "read-only folder: nothing changed")
+    os.chmod(ro, 0o755)
 
     # Kill mid-campaign, resume: every (step, sample) exactly once.
     c5 = os.path.join(d, "kill.lua")
