@@ -15,6 +15,7 @@
 #ifndef KERNELS_KERNELS_H
 #define KERNELS_KERNELS_H
 
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,33 @@ void kl_sha256_update(kl_sha256_ctx *ctx, const void *data, size_t len);
 void kl_sha256_final(kl_sha256_ctx *ctx, uint8_t out[32]);
 /* One-shot digest of data as 64 lowercase hex characters plus NUL. */
 void kl_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- output files (kernels/outfile.c) ------------------------------------
+ *
+ * Every file the lab writes whole (a checkpoint, a tokenizer, a report, an
+ * export) is written beside its name and renamed into place when complete:
+ * a reader never sees a partial file, and a failure or a kill leaves the
+ * earlier file (or none). The temporary name is PATH.tmp.PID, so the lab's
+ * interrupt handler, which may not allocate, can know it in advance. */
+
+typedef struct kl_outfile {
+  FILE *f; /* write here between open and commit */
+  char *path, *tmp;
+} kl_outfile;
+
+/* PATH.tmp.PID for this process in buf (cap bytes): 0, or -1 when it does
+ * not fit. */
+int kl_outfile_tmpname(const char *path, char *buf, size_t cap);
+/* Creates the temporary file (mode 0666 less the umask): 0, or -1 with why
+ * naming path, the temporary file and the error. */
+int kl_outfile_open(kl_outfile *o, const char *path, char *why, size_t len);
+/* Flushes, closes and renames into place; durable also fsyncs the file
+ * before the rename and its folder after (a checkpoint that must survive a
+ * power cut). 0, or -1 with why (the temporary file removed). Either way o
+ * is released. */
+int kl_outfile_commit(kl_outfile *o, int durable, char *why, size_t len);
+/* Closes and removes the temporary file; the earlier file is untouched. */
+void kl_outfile_abort(kl_outfile *o);
 
 /* ---- the candidate contract (kernels/abi.h) ------------------------------ */
 

@@ -13,6 +13,10 @@
  * being written beside its final name), so no stray file outlives it; what was
  * recorded before stays readable, and `--resume` continues from it.
  *
+ * A command with nothing worth finishing (export, report: writing one file
+ * from another) installs with no first message: the first signal removes
+ * its temporary file and stops at once.
+ *
  * The sandbox workers and host compilers are in process groups of their
  * own (sandbox/supervisor.c, kernels/emu/emu_build.c), so a terminal's
  * Ctrl-C reaches the lab alone: a candidate being timed is not killed by
@@ -39,9 +43,10 @@ static volatile sig_atomic_t n_tmp;
 static size_t first_len, second_len;
 static struct sigaction old_int, old_term;
 static int installed;
+static volatile sig_atomic_t at_once; /* no work to save: the first stops */
 
 static void on_signal(int sig) {
-  if (!requested) {
+  if (!requested && !at_once) {
     requested = sig;
     if (write(STDERR_FILENO, first_msg, first_len) < 0) {
       /* nothing to do: stderr is gone */
@@ -60,11 +65,12 @@ static void on_signal(int sig) {
 void lab_interrupt_install(const char *cmd, const char *first,
                            const char *tmp) {
   requested = 0;
+  at_once = first == NULL;
   snprintf(first_msg, sizeof first_msg,
            "\n%s: interrupted: %s (interrupt again to stop at once)\n", cmd,
-           first);
-  snprintf(second_msg, sizeof second_msg,
-           "\n%s: interrupted again: stopping now\n", cmd);
+           first ? first : "");
+  snprintf(second_msg, sizeof second_msg, "\n%s: interrupted%s: stopping now\n",
+           cmd, first ? " again" : "");
   first_len = strlen(first_msg);
   second_len = strlen(second_msg);
   n_tmp = 0;

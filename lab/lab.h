@@ -69,7 +69,8 @@ int lab_report(int argc, char **argv);
  * signal sets the flag lab_interrupted returns (the signal's number) and
  * prints "CMD: interrupted: FIRST (interrupt again to stop at once)"; the
  * second removes tmp (may be NULL: a file being written beside its final
- * name) and ends the process by the signal's default action. uninstall
+ * name) and ends the process by the signal's default action. With first
+ * NULL the first signal already does what the second would. uninstall
  * puts back the handlers that were there before (nothing when none was
  * installed). */
 void lab_interrupt_install(const char *cmd, const char *first, const char *tmp);

@@ -393,7 +393,7 @@ int lab_prime(int argc, char **argv) {
            pl_tok_hash(tok));
   int tty = isatty(2);
   char ckpt_tmp[1200]; /* what pl_ckpt_save writes before its rename */
-  snprintf(ckpt_tmp, sizeof ckpt_tmp, "%s.tmp.%ld", out, (long)getpid());
+  kl_outfile_tmpname(out, ckpt_tmp, sizeof ckpt_tmp);
   lab_interrupt_install("kernlab prime",
                         "the checkpoint is saved after this step, then "
                         "priming stops",

@@ -14,6 +14,7 @@
  */
 #include "lab/lab.h"
 
+#include "kernels/kernels.h"
 #include "results/results.h"
 
 #include <errno.h>
@@ -47,42 +48,22 @@ static int write_page(const res_reader *r, const res_report_opts *o,
             out_path);
     return LAB_EXIT_USAGE;
   }
-  size_t n = strlen(out_path) + 16;
-  char *tmp = malloc(n);
-  if (!tmp) {
-    fprintf(stderr, "kernlab report: out of memory\n");
-    return LAB_EXIT_ENV;
-  }
-  snprintf(tmp, n, "%s.tmp.XXXXXX", out_path);
-  int fd = mkstemp(tmp);
-  if (fd >= 0) { /* mkstemp makes 0600; a report is as readable as any file */
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-  }
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) {
-    fprintf(stderr, "kernlab report: %s: cannot write: %s\n", out_path,
-            strerror(errno));
-    if (fd >= 0) close(fd), unlink(tmp);
-    free(tmp);
+  kl_outfile out;
+  if (kl_outfile_open(&out, out_path, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab report: %s\n", why);
     return LAB_EXIT_USAGE;
   }
-  int rc = res_report_html(r, o, f, why, sizeof why);
-  if (fclose(f) != 0 && rc == RES_OK) {
-    snprintf(why, sizeof why, "write failed: %s", strerror(errno));
-    rc = RES_EENV;
-  }
-  if (rc == RES_OK && rename(tmp, out_path) != 0) {
-    snprintf(why, sizeof why, "cannot rename %s into place: %s", tmp,
-             strerror(errno));
-    rc = RES_EENV;
-  }
+  /* a Ctrl-C while the page is built leaves no half page behind */
+  lab_interrupt_install("kernlab report", NULL, out.tmp);
+  int rc = res_report_html(r, o, out.f, why, sizeof why);
   if (rc != RES_OK) {
     fprintf(stderr, "kernlab report: %s: %s\n", out_path, why);
-    unlink(tmp);
+    kl_outfile_abort(&out);
+  } else if (kl_outfile_commit(&out, 0, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab report: %s\n", why);
+    rc = RES_EENV;
   }
-  free(tmp);
+  lab_interrupt_uninstall();
   return rc == RES_OK ? LAB_EXIT_OK : LAB_EXIT_ENV;
 }
 

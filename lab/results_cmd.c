@@ -725,33 +725,31 @@ int lab_export(int argc, char **argv) {
   res_reader *r = lab_open_run("export", path, &exit);
   if (!r) return exit;
   /* -o: written beside its name and renamed into place when complete, so
-   * a failed export leaves no partial file (and an earlier one intact) */
+   * a failed or interrupted export leaves no partial file (and an earlier
+   * one intact) */
   FILE *f = stdout;
-  char tmp[1100] = "";
+  kl_outfile of;
   if (out) {
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-    f = fopen(tmp, "w");
-  }
-  if (!f) {
-    fprintf(stderr, "kernlab export: %s: cannot write: %s\n", out,
-            strerror(errno));
-    res_reader_close(r);
-    return LAB_EXIT_USAGE;
+    char why2[1400];
+    if (kl_outfile_open(&of, out, why2, sizeof why2) != 0) {
+      fprintf(stderr, "kernlab export: %s\n", why2);
+      res_reader_close(r);
+      return LAB_EXIT_USAGE;
+    }
+    lab_interrupt_install("kernlab export", NULL, of.tmp);
+    f = of.f;
   }
   int rc = export_rows(f, r, !strcmp(format, "jsonl"), with_source);
   /* (standard output is checked for every command in lab/main.c) */
-  if (f != stdout && fclose(f) != 0 && rc == LAB_EXIT_OK) {
-    fprintf(stderr, "kernlab export: %s: write failed: %s\n", out,
-            strerror(errno));
-    rc = LAB_EXIT_ENV;
-  }
   if (out) {
-    if (rc == LAB_EXIT_OK && rename(tmp, out) != 0) {
-      fprintf(stderr, "kernlab export: %s: cannot rename %s into place: %s\n",
-              out, tmp, strerror(errno));
+    char why2[1400];
+    if (rc != LAB_EXIT_OK) {
+      kl_outfile_abort(&of);
+    } else if (kl_outfile_commit(&of, 0, why2, sizeof why2) != 0) {
+      fprintf(stderr, "kernlab export: %s\n", why2);
       rc = LAB_EXIT_ENV;
     }
-    if (rc != LAB_EXIT_OK) unlink(tmp);
+    lab_interrupt_uninstall();
   }
   res_reader_close(r);
   return rc;

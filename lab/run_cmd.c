@@ -325,16 +325,17 @@ int lab_run(int argc, char **argv) {
   }
   /* From here on an interrupt lets the step in flight finish (the loop
    * reads the flag between steps); a second one removes the checkpoint
-   * pl_ckpt_save may be writing beside its name (policy/checkpoint.c's
-   * PATH.tmp.PID) and stops. */
-  snprintf(ckpt_tmp, sizeof ckpt_tmp, "%s.tmp.%ld", ckpt_out, (long)getpid());
+   * pl_ckpt_save may be writing beside its name (kl_outfile_tmpname) and
+   * stops. */
+  kl_outfile_tmpname(ckpt_out, ckpt_tmp, sizeof ckpt_tmp);
   lab_interrupt_install("kernlab run",
                         "the step in flight finishes and is recorded, then "
                         "the run stops",
                         ckpt_tmp);
-  /* and a new results file, created beside its name (results/store.c) */
+  /* and a new results file, created beside its name (results/store.c), or
+   * the copy a killed writer's file is rebuilt into (results/recover.c) */
   char out_tmp[sizeof c.out + 32];
-  snprintf(out_tmp, sizeof out_tmp, "%s.tmp.%ld", c.out, (long)getpid());
+  kl_outfile_tmpname(c.out, out_tmp, sizeof out_tmp);
   lab_interrupt_also_remove(out_tmp);
   const int G = c.group_size, P = c.prompts_per_step, n_cand = G * P;
 

@@ -392,7 +392,7 @@ int lab_search(int argc, char **argv) {
   /* (and a second removes a new results file, created beside its name:
    * results/store.c) */
   char out_tmp[sizeof out + 32];
-  snprintf(out_tmp, sizeof out_tmp, "%s.tmp.%ld", out, (long)getpid());
+  kl_outfile_tmpname(out, out_tmp, sizeof out_tmp);
   lab_interrupt_install("kernlab search",
                         "the evaluations in flight finish and are recorded, "
                         "then the search stops",

@@ -256,19 +256,6 @@ static void encode_header(const pl_ckpt_header *h, uint64_t n, uint32_t flags,
   put_u64(b + OFF_RUN_ID, h->run_id);
 }
 
-/* fsync the folder holding path, so the rename itself survives a crash.
- * Best effort: some file systems refuse fsync on a directory. */
-static void sync_parent(const char *path) {
-  char *copy = strdup(path);
-  if (!copy) return;
-  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    (void)fsync(fd);
-    close(fd);
-  }
-  free(copy);
-}
-
 int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
                  size_t n, const float *m, const float *v, char *why,
                  size_t whylen) {
@@ -303,29 +290,19 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
                    "%s: exists and is not a regular file; a checkpoint "
                    "replaces only a file",
                    path);
-  size_t tlen = strlen(path) + 32;
-  char *tmp = malloc(tlen);
   uint8_t *buf = malloc(4 * CHUNK_FLOATS);
-  if (!tmp || !buf) {
-    free(tmp);
+  if (!buf) return pl_fail(why, whylen, PL_EENV, "%s: out of memory", path);
+  /* written beside path and renamed, durably: a kill or a power cut
+   * leaves the previous checkpoint, never a torn one */
+  kl_outfile out;
+  char err[1400];
+  if (kl_outfile_open(&out, path, err, sizeof err) != 0) {
     free(buf);
-    return pl_fail(why, whylen, PL_EENV, "%s: out of memory", path);
+    return pl_fail(why, whylen, PL_EENV, "%s", err);
   }
-  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   writer w;
   memset(&w, 0, sizeof w);
-  w.f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-  if (!w.f) {
-    int e = errno;
-    if (fd >= 0) close(fd);
-    rc = pl_fail(why, whylen, PL_EENV, "%s: cannot create %s: %s", path, tmp,
-                 strerror(e));
-    if (fd >= 0) unlink(tmp);
-    free(tmp);
-    free(buf);
-    return rc;
-  }
+  w.f = out.f;
   kl_sha256_init(&w.sha);
   w_bytes(&w, header, sizeof header);
   w_floats(&w, params, want, buf);
@@ -333,24 +310,19 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
     w_floats(&w, m, want, buf);
     w_floats(&w, v, want, buf);
   }
+  free(buf);
   uint8_t digest[TRAILER_BYTES];
   kl_sha256_final(&w.sha, digest);
   if (!w.err && fwrite(digest, 1, sizeof digest, w.f) != sizeof digest)
     w.err = errno ? errno : EIO;
-  if (!w.err && fflush(w.f) != 0) w.err = errno ? errno : EIO;
-  if (!w.err && fsync(fileno(w.f)) != 0) w.err = errno ? errno : EIO;
-  if (fclose(w.f) != 0 && !w.err) w.err = errno ? errno : EIO;
-  if (!w.err && rename(tmp, path) != 0) w.err = errno ? errno : EIO;
   if (w.err) {
-    unlink(tmp);
-    rc = pl_fail(why, whylen, PL_EENV, "%s: cannot write checkpoint: %s", path,
-                 strerror(w.err));
-  } else {
-    sync_parent(path);
+    kl_outfile_abort(&out);
+    return pl_fail(why, whylen, PL_EENV, "%s: cannot write checkpoint: %s",
+                   path, strerror(w.err));
   }
-  free(tmp);
-  free(buf);
-  return rc;
+  if (kl_outfile_commit(&out, 1, err, sizeof err) != 0)
+    return pl_fail(why, whylen, PL_EENV, "%s (a checkpoint)", err);
+  return PL_OK;
 }
 
 /* ---- load ---------------------------------------------------------------- */

@@ -506,33 +506,22 @@ int pl_tok_save(const pl_tokenizer *t, const char *path, char *why,
                       "replaces only a file",
                       path);
   }
-  size_t tlen = strlen(path) + 32;
-  char *tmp = malloc(tlen);
-  if (!tmp) {
+  kl_outfile out;
+  char err[1400];
+  if (kl_outfile_open(&out, path, err, sizeof err) != 0) {
     free(buf);
-    return pltok_fail(why, why_len, PL_EENV, "%s: out of memory", path);
+    return pltok_fail(why, why_len, PL_EENV, "%s", err);
   }
-  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    int err = errno;
-    free(buf);
-    free(tmp);
-    return pltok_fail(why, why_len, PL_EENV, "%s: cannot create: %s", path,
-                      strerror(err));
-  }
-  size_t wrote = fwrite(buf, 1, len, f);
-  int err = errno;
+  size_t wrote = fwrite(buf, 1, len, out.f);
   free(buf);
-  int bad = fclose(f) != 0 || wrote != len;
-  if (!bad && rename(tmp, path) != 0) bad = 1, err = errno;
-  if (bad) {
-    unlink(tmp);
-    free(tmp);
+  if (wrote != len) {
+    int e = errno ? errno : EIO;
+    kl_outfile_abort(&out);
     return pltok_fail(why, why_len, PL_EENV, "%s: write failed: %s", path,
-                      strerror(err));
+                      strerror(e));
   }
-  free(tmp);
+  if (kl_outfile_commit(&out, 0, err, sizeof err) != 0)
+    return pltok_fail(why, why_len, PL_EENV, "%s", err);
   return PL_OK;
 }
 

@@ -14,6 +14,8 @@
  */
 #include "results/internal.h"
 
+#include "kernels/kernels.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +68,7 @@ int res__rebuild(const char *path, char *why, size_t whylen) {
       .n_components = k,
   };
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.rebuild.%ld", path, (long)getpid());
+  kl_outfile_tmpname(path, tmp, sizeof tmp); /* a second Ctrl-C removes it */
   unlink(tmp);
   res__created_override = res_attr(r, "created");
   res_file *f = res_open_append(tmp, &meta, &code, why, whylen);

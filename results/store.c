@@ -353,7 +353,7 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
   static const res_campaign_meta empty;
   if (!meta) meta = &empty;
   char tmp[PATH_MAX + 32];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  kl_outfile_tmpname(path, tmp, sizeof tmp);
   res_file *f = new_file();
   if (!f) {
     snprintf(why, whylen, "%s: out of memory", path);

@@ -143,7 +143,7 @@ def test_cli(run, tmp):
     check(rc == 2 and "usage:" in se, "no file: usage")
     rc, _, se = kernlab("report", run, "-o",
                         os.path.join(tmp, "no", "such", "dir.html"))
-    check(rc == 2 and se.count("\n") == 1 and "cannot write" in se,
+    check(rc == 2 and se.count("\n") == 1 and "cannot create" in se,
           "unwritable output: one line, 2: %r" % se)
     rc, _, se = kernlab("report", run, "-o", tmp)
     check(rc == 2 and se.count("\n") == 1 and "is a folder" in se,

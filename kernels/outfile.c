@@ -1,0 +1,92 @@
+/*
+ * kernels/outfile.c — files written beside their names and renamed into
+ * place (see kl_outfile in kernels.h).
+ *
+ * It lives at the bottom of the module graph because the policy (its
+ * checkpoints and tokenizers), the results store and the lab's commands all
+ * write files this way; one copy keeps one temporary-name rule, which the
+ * lab's interrupt handler relies on to remove a half-written file when a
+ * second Ctrl-C stops a command at once.
+ *
+ * Errors name the final path first (what the user asked for) and then the
+ * temporary file where that helps to find a leftover.
+ */
+#include "kernels/kernels.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int kl_outfile_tmpname(const char *path, char *buf, size_t cap) {
+  int n = snprintf(buf, cap, "%s.tmp.%ld", path, (long)getpid());
+  return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static void release(kl_outfile *o) {
+  free(o->path);
+  free(o->tmp);
+  memset(o, 0, sizeof *o);
+}
+
+int kl_outfile_open(kl_outfile *o, const char *path, char *why, size_t len) {
+  memset(o, 0, sizeof *o);
+  size_t cap = strlen(path) + 32;
+  o->path = strdup(path);
+  o->tmp = malloc(cap);
+  if (!o->path || !o->tmp) {
+    release(o);
+    snprintf(why, len, "%s: out of memory", path);
+    return -1;
+  }
+  kl_outfile_tmpname(path, o->tmp, cap);
+  o->f = fopen(o->tmp, "we");
+  if (!o->f) {
+    snprintf(why, len, "%s: cannot create %s: %s", path, o->tmp,
+             strerror(errno));
+    release(o);
+    return -1;
+  }
+  return 0;
+}
+
+/* The rename is durable only once the folder's entry is on disk too. */
+static void sync_folder(const char *path) {
+  char *copy = strdup(path);
+  if (!copy) return;
+  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  free(copy);
+}
+
+int kl_outfile_commit(kl_outfile *o, int durable, char *why, size_t len) {
+  int err = 0;
+  if (fflush(o->f) != 0 || ferror(o->f)) err = errno ? errno : EIO;
+  if (!err && durable && fsync(fileno(o->f)) != 0) err = errno;
+  if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
+  o->f = NULL;
+  if (err) {
+    snprintf(why, len, "%s: write failed: %s", o->path, strerror(err));
+  } else if (rename(o->tmp, o->path) != 0) {
+    err = errno;
+    snprintf(why, len, "%s: cannot rename %s into place: %s", o->path, o->tmp,
+             strerror(err));
+  }
+  if (err)
+    unlink(o->tmp);
+  else if (durable)
+    sync_folder(o->path);
+  release(o);
+  return err ? -1 : 0;
+}
+
+void kl_outfile_abort(kl_outfile *o) {
+  if (o->f) fclose(o->f);
+  if (o->tmp) unlink(o->tmp);
+  release(o);
+}

@@ -1,0 +1,186 @@
+/*
+ * tests/unit/test_outfile.c — files written beside their names and renamed
+ * into place (kl_outfile, kernels/outfile.c), and the interrupt handler
+ * that removes such a file when a command is stopped (lab/interrupt.c,
+ * linked in by tests/CMakeLists.txt).
+ *
+ * A real folder under /tmp; write failures come from RLIMIT_FSIZE (EFBIG,
+ * with SIGXFSZ ignored) and a vanished folder; signals are raised in forked
+ * children so the test's own process is never killed.
+ */
+#include "kernels/kernels.h"
+#include "lab/lab.h"
+#include "tests/unit/kltest.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static int count_entries(void) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n;
+}
+
+static void put(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_commit_and_abort(void) {
+  char path[128], why[512];
+  snprintf(path, sizeof path, "%s/out.txt", dir);
+  put(path, "old\n");
+  kl_outfile o;
+  CHECK(kl_outfile_open(&o, path, why, sizeof why) == 0, "open: %s", why);
+  char tmp[160];
+  kl_outfile_tmpname(path, tmp, sizeof tmp);
+  CHECK(!strcmp(o.tmp, tmp), "the temporary name is PATH.tmp.PID: %s", o.tmp);
+  fputs("new\n", o.f);
+  size_t len = 0;
+  char *text = kl_test_read_file(path, &len);
+  CHECK(text && !strcmp(text, "old\n"), "before the commit the old file");
+  free(text);
+  CHECK(kl_outfile_commit(&o, 1, why, sizeof why) == 0, "commit: %s", why);
+  text = kl_test_read_file(path, &len);
+  CHECK(text && !strcmp(text, "new\n"), "after the commit the new file");
+  free(text);
+  CHECK(access(tmp, F_OK) != 0 && count_entries() == 1, "no temporary left");
+  CHECK(!o.f && !o.tmp && !o.path, "commit releases o");
+
+  CHECK(kl_outfile_open(&o, path, why, sizeof why) == 0, "open: %s", why);
+  fputs("abandoned\n", o.f);
+  kl_outfile_abort(&o);
+  text = kl_test_read_file(path, &len);
+  CHECK(text && !strcmp(text, "new\n"), "abort leaves the earlier file");
+  free(text);
+  CHECK(count_entries() == 1, "abort removes the temporary file");
+}
+
+static void test_failures(void) {
+  char path[128], why[512];
+  snprintf(path, sizeof path, "%s/no/such/folder.txt", dir);
+  kl_outfile o;
+  CHECK(kl_outfile_open(&o, path, why, sizeof why) == -1 && strstr(why, path) &&
+            strstr(why, "cannot create") && strstr(why, "No such file"),
+        "a missing folder: %s", why);
+
+  /* a write that fails (the file-size limit): the commit says so, the
+   * earlier file stays, nothing is left beside it */
+  snprintf(path, sizeof path, "%s/big.txt", dir);
+  put(path, "small\n");
+  CHECK(kl_outfile_open(&o, path, why, sizeof why) == 0, "open: %s", why);
+  struct rlimit old, lim = {4096, 4096};
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim.rlim_max = old.rlim_max;
+  void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+  setrlimit(RLIMIT_FSIZE, &lim);
+  for (int i = 0; i < 2000; i++)
+    fputs("0123456789\n", o.f);
+  int rc = kl_outfile_commit(&o, 0, why, sizeof why);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, prev);
+  CHECK(rc == -1 && strstr(why, path) && strstr(why, "write failed"),
+        "a failed write: %s", why);
+  size_t len = 0;
+  char *text = kl_test_read_file(path, &len);
+  CHECK(text && !strcmp(text, "small\n"), "the earlier file is intact");
+  free(text);
+  CHECK(count_entries() == 2, "no temporary left: %d entries", count_entries());
+
+  /* the folder removed between open and commit: the rename fails */
+  char sub[128];
+  snprintf(sub, sizeof sub, "%s/gone", dir);
+  mkdir(sub, 0755);
+  snprintf(path, sizeof path, "%s/gone/x.txt", dir);
+  CHECK(kl_outfile_open(&o, path, why, sizeof why) == 0, "open: %s", why);
+  fputs("x\n", o.f);
+  unlink(o.tmp);
+  rmdir(sub);
+  CHECK(kl_outfile_commit(&o, 0, why, sizeof why) == -1 &&
+            strstr(why, "cannot rename"),
+        "a vanished folder: %s", why);
+  char small[8];
+  CHECK(kl_outfile_tmpname("/a/very/long/path", small, sizeof small) == -1,
+        "a name that does not fit is refused");
+}
+
+/* A child writing path through kl_outfile under the interrupt handler
+ * (first NULL: at once; else the two-step mode) signals itself n times
+ * and says, through its exit status, what it saw. */
+static void child_interrupted(const char *path, const char *first, int n,
+                              int *killed_by, int *exit_code) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    char why[512];
+    kl_outfile o;
+    if (kl_outfile_open(&o, path, why, sizeof why) != 0) _exit(10);
+    lab_interrupt_install("test", first, o.tmp);
+    fputs("partial\n", o.f);
+    fflush(o.f);
+    for (int i = 0; i < n; i++)
+      raise(SIGINT);
+    /* still here: only the flag was set, the file is still being written */
+    if (!lab_interrupted()) _exit(11);
+    if (access(o.tmp, F_OK) != 0) _exit(12);
+    kl_outfile_abort(&o);
+    lab_interrupt_uninstall();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_interrupt(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/report.html", dir);
+  put(path, "earlier\n");
+  int sig = 0, code = 0;
+  /* at once: one signal removes the temporary file and kills the child;
+   * its name, PATH.tmp.CHILDPID, is unknown here, so count entries */
+  child_interrupted(path, NULL, 1, &sig, &code);
+  CHECK(sig == SIGINT, "at once: killed by SIGINT (sig %d, exit %d)", sig,
+        code);
+  CHECK(count_entries() == 3, "at once: the temporary file is removed (%d)",
+        count_entries());
+  /* two-step: one signal only sets the flag (the child exits 0) */
+  child_interrupted(path, "finishing", 1, &sig, &code);
+  CHECK(sig == 0 && code == 0, "first signal: flag only (sig %d, exit %d)", sig,
+        code);
+  child_interrupted(path, "finishing", 2, &sig, &code);
+  CHECK(sig == SIGINT, "second signal: killed (sig %d, exit %d)", sig, code);
+  CHECK(count_entries() == 3, "second signal: temporary removed (%d)",
+        count_entries());
+  size_t len = 0;
+  char *text = kl_test_read_file(path, &len);
+  CHECK(text && !strcmp(text, "earlier\n"), "the earlier file is intact");
+  free(text);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/kl_outfile_XXXXXX");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_commit_and_abort();
+  test_failures();
+  test_interrupt();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  return kl_test_done("test_outfile");
+}
