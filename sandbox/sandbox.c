@@ -96,6 +96,9 @@ typedef struct profile {
        "sanitizer runtimes give threads signal "                               \
        "stacks"},                                                              \
       {"sched_yield", R_ALLOW, "spinning threads"},                            \
+      {"mbind", R_ALLOW,                                                       \
+       "OpenBLAS's idle threads, started as the binary loads and perhaps "     \
+       "scheduled only after the filter, place their own buffers"},            \
       {"sched_getaffinity", R_ALLOW, "glibc thread start"},                    \
       {"getpid", R_ALLOW, "harmless identity"},                                \
       {"gettid", R_ALLOW, "harmless identity"},                                \

@@ -43,6 +43,17 @@ static void do_thread(void) {
   pthread_t t;
   if (pthread_create(&t, NULL, thread_body, NULL) == 0) pthread_join(t, NULL);
 }
+/* What a thread of OpenBLAS's pool does first (its constructor starts the
+ * pool as the binary loads, so a thread may run only after the filter):
+ * bind its own buffer's memory policy (MPOL_PREFERRED, no nodes). */
+static void do_mbind(void) {
+  size_t len = 2 << 20;
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) _exit(3);
+  syscall(SYS_mbind, p, len, 1 /* MPOL_PREFERRED */, NULL, 0UL, 0U);
+  munmap(p, len);
+}
 static void do_open(void) {
   open("/tmp/kernlab_sbx_test", O_WRONLY | O_CREAT, 0644);
 }
@@ -131,6 +142,16 @@ int main(void) {
   int slot, st = run_confined(allowed_work, &slot);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
         "allowed work must run: status 0x%x, slot %d", st, slot);
+  static const sbx_profile_id binders[3] = {SBX_RUN_CPU_EMU, SBX_COMPILE,
+                                            SBX_RUN_GPU};
+  for (int i = 0; i < 3; i++) {
+    confine_as = binders[i];
+    st = run_confined(do_mbind, &slot);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
+          "profile %d: OpenBLAS's mbind must run: status 0x%x, slot %d (%s)",
+          (int)binders[i], st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
+  }
+  confine_as = SBX_RUN_CPU_EMU;
   unlink("/tmp/kernlab_sbx_test");
   expect_trap("open for write", do_open, "openat");
   CHECK(access("/tmp/kernlab_sbx_test", F_OK) != 0, "the file was created");
