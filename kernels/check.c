@@ -268,6 +268,42 @@ void kl_compare(const float *C, const double *R, const double *S,
              ck->rel_err <= KL_TOL_REL;
 }
 
+void kl_compare_fp32(const float *c, const float *d, const float *bound, int M,
+                     int N, int ld, kl_fp32_agreement *a) {
+  double diff2 = 0, ref2 = 0, worst = 0;
+  memset(a, 0, sizeof *a);
+  a->first = -1;
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      size_t i = (size_t)m * ld + n;
+      if (!isfinite(c[i])) {
+        if (!a->nonfinite++ && a->first < 0) a->first = (long)i;
+        continue;
+      }
+      double e = fabs((double)c[i] - d[i]);
+      double r = e / (2 * KL_TOL_ELEM * (double)bound[i] + 1e-30);
+      if (r > 1 && !a->over++ && a->first < 0) a->first = (long)i;
+      if (r > worst) worst = r;
+      diff2 += e * e;
+      ref2 += (double)d[i] * d[i];
+    }
+  a->rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+  if (a->rel / (2 * KL_TOL_REL) > worst) worst = a->rel / (2 * KL_TOL_REL);
+  a->worst = worst;
+  a->pass = !a->nonfinite && !a->over && a->rel <= 2 * KL_TOL_REL;
+}
+
+void kl_fp32_agreement_say(const kl_fp32_agreement *a, const float *c,
+                           const float *d, int ld, char *why, size_t len) {
+  long at = a->first >= 0 ? a->first : 0;
+  snprintf(why, len,
+           "%ld elements NaN/inf (unwritten?), %ld over %.0e x sum|a||b|, "
+           "relative Frobenius error %.3g (tolerance %.0e); first at "
+           "[%ld][%ld]: %g vs %g",
+           a->nonfinite, a->over, 2 * KL_TOL_ELEM, a->rel, 2 * KL_TOL_REL,
+           at / ld, at % ld, (double)c[at], (double)d[at]);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;

@@ -499,6 +499,31 @@ int64_t kl_reference_cache_hits(void);
 void kl_compare(const float *C, const double *R, const double *S,
                 kl_shape_check *ck);
 
+/* A candidate's fp32 product c against another fp32 product d of the same
+ * inputs: the policy's default path, which --policy-matmul checks a kernel
+ * against (lab/policy_matmul.c before the first step, policy/model.c and
+ * policy/cuda/pcuda_runtime.c at each new shape). One rule for all three:
+ * both sides round, so the tolerances above are doubled. c, d and bound
+ * are M x N with leading dimension ld; bound[i] is the element's scale,
+ * |alpha| sum_k |a_ik||b_kj| + |beta c0_i| (pl_gemm_bound). It passes when
+ * every c is finite, every |c - d| <= 2 KL_TOL_ELEM bound and
+ * ||c - d||_F <= 2 KL_TOL_REL ||d||_F. */
+typedef struct kl_fp32_agreement {
+  long nonfinite; /* NaN or inf elements of c (unwritten ones among them) */
+  long over;      /* finite elements over the element bound */
+  long first;     /* row * ld + col of the first bad element, or -1 */
+  double rel;     /* relative Frobenius error, over finite elements */
+  double worst;   /* the largest error / tolerance, elements and norm */
+  int pass;
+} kl_fp32_agreement;
+void kl_compare_fp32(const float *c, const float *d, const float *bound, int M,
+                     int N, int ld, kl_fp32_agreement *a);
+/* A failed agreement in words, for a message that names the call first:
+ * "N elements NaN/inf (unwritten?), N over 2e-04 x sum|a||b|, relative
+ * Frobenius error E (tolerance 2e-05); first at [r][c]: x vs y". */
+void kl_fp32_agreement_say(const kl_fp32_agreement *a, const float *c,
+                           const float *d, int ld, char *why, size_t len);
+
 /* The bit pattern used to poison outputs (a quiet NaN with a payload). */
 #define KL_POISON_BITS 0x7fc0deadu
 void kl_poison(float *C, size_t n);

@@ -34,7 +34,8 @@
  * is finite and within 2 x KL_TOL_ELEM x (|alpha| sum_k |A_ik||B_kj| +
  * |beta C_ij|) of the default path's, and the Frobenius norm of the
  * difference is within 2 x KL_TOL_REL of the default's: the harness's fp32
- * tolerances (kernels.h), doubled because the default path rounds too.
+ * tolerances (kernels.h), doubled because the default path rounds too
+ * (kl_compare_fp32, with the bound from pl_gemm_bound).
  * A kernel that fails it is refused with the shape and the error, exit 2:
  * never a silent fallback, so a run that asked for a kernel either uses it
  * or stops (a timing read as the kernel's would otherwise be BLAS's).
@@ -45,9 +46,10 @@
  * is reported on stderr once and the remaining GEMMs go to BLAS; the
  * command prints the count at the end (lab_policy_matmul_describe).
  * Both paths also check the first call of every shape met later against
- * the default path (emu_gemm here, pcuda_set_matmul on a device): a kernel
- * wrong at a shape the check above missed is dropped there, that call
- * keeping the default's product.
+ * the default path by the same rule (policy/gemm_hook.c on the CPU,
+ * pcuda_set_matmul on a device): a kernel wrong at a shape the check above
+ * missed is dropped there, that call keeping the default's product, and
+ * the command's closing line says so (lab_policy_matmul_report).
  *
  * Trust. A results file's kernels are past candidates: text a policy
  * wrote, untrusted code that the harness only ever ran inside the sandbox.
@@ -91,12 +93,8 @@ struct lab_matmul {
   double worst;  /* the check's largest error / tolerance */
   int tile_rows; /* the device kernel's rows per block (grid y's divisor) */
   char desc[768];
-  /* the CPU hook: the GEMM shapes already checked against BLAS */
-  uint64_t *seen;
-  size_t n_seen, cap_seen;
-  long long shapes_checked;
-  float *c0, *cd; /* a new shape's C before, and BLAS's C */
-  size_t cap_c0, cap_cd;
+  float *s; /* the check's element bound (pl_gemm_bound) */
+  size_t cap_s;
 };
 
 /* One GEMM of the policy, as pl_linear_gemm takes it (alpha aside). */
@@ -131,95 +129,16 @@ static void pack(float *dst, const float *src, int rows, int cols, int ld,
           trans ? src[(size_t)c * ld + r] : src[(size_t)r * ld + c];
 }
 
-/* 1 when the shape (and kind: transposes, beta) is new to the hook, and
- * records it; 0 when seen (or no memory to record it: then checked
- * again next time). */
-static int first_time(lab_matmul *mm, int trans_a, int trans_b, int M, int N,
-                      int K, float beta) {
-  uint64_t key = (uint64_t)trans_a | (uint64_t)trans_b << 1 |
-                 (uint64_t)(beta != 0.0f) << 2 | (uint64_t)M << 3 |
-                 (uint64_t)N << 23 | (uint64_t)K << 43;
-  for (size_t i = 0; i < mm->n_seen; i++)
-    if (mm->seen[i] == key) return 0;
-  if (mm->n_seen == mm->cap_seen) {
-    size_t cap = mm->cap_seen ? 2 * mm->cap_seen : 64;
-    uint64_t *p = realloc(mm->seen, cap * sizeof *p);
-    if (!p) return 1;
-    mm->seen = p;
-    mm->cap_seen = cap;
-  }
-  mm->seen[mm->n_seen++] = key;
-  return 1;
-}
-
-static int kernel_gemm(lab_matmul *mm, int trans_a, int trans_b, int M, int N,
-                       int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc);
-
 /* The pl_gemm_hook of the CPU path: packs, runs the kernel on the
- * emulator, applies alpha and beta. Declines (returns 1, BLAS does the
- * call) once a launch failed.
- *
- * The check before the first step covers the policy's GEMMs at three row
- * counts; a run meets many more (a decode step's rows, every completion
- * length), and a kernel may be wrong at some of them only (M odd, say).
- * So the first call of each new shape also runs through BLAS and the two
- * are compared by the check's rule: on a disagreement the call keeps
- * BLAS's result, the kernel is dropped with a message naming the shape,
- * and BLAS takes the remaining GEMMs, as after a failed launch. The policy
- * never trains on a wrong product. */
+ * emulator, applies alpha and beta; 0 with C written. Declines (returns 1,
+ * BLAS does the call) once a launch failed, and from the failing call on.
+ * The policy checks the first call of every new shape against BLAS
+ * (policy/gemm_hook.c) and drops the hook on a disagreement. */
 static int emu_gemm(void *ctx, int trans_a, int trans_b, int M, int N, int K,
                     float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
   lab_matmul *mm = ctx;
   if (mm->failed) return 1;
-  if (!mm->in_use || !first_time(mm, trans_a, trans_b, M, N, K, beta))
-    return kernel_gemm(mm, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
-                       beta, C, ldc);
-  size_t nc = (size_t)(M - 1) * ldc + N; /* C's extent, its last row short */
-  if (grow(&mm->c0, &mm->cap_c0, nc) || grow(&mm->cd, &mm->cap_cd, nc)) {
-    /* a shape it cannot check is not given to the kernel */
-    snprintf(mm->fail_why, sizeof mm->fail_why,
-             "out of memory to check %dx%dx%d", M, N, K);
-    mm->failed = 1;
-    fprintf(stderr,
-            "policy-matmul: kernel %lld (%s): %s; the remaining GEMMs use "
-            "BLAS\n",
-            (long long)mm->id, mm->label, mm->fail_why);
-    return 1;
-  }
-  memcpy(mm->c0, C, nc * sizeof(float));
-  memcpy(mm->cd, C, nc * sizeof(float));
-  pl_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, mm->cd,
-               ldc);
-  if (kernel_gemm(mm, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                  ldc) != 0) {
-    memcpy(C, mm->cd, nc * sizeof(float)); /* the launch failed: BLAS's */
-    return 0;
-  }
-  gemm_call g = {M,   N,   K,   trans_a, trans_b,
-                 lda, ldb, ldc, beta,    "first met mid-run,"};
-  char why[700];
-  mm->shapes_checked++;
-  if (compare_call(mm, &g, alpha, A, B, mm->c0, mm->cd, C, why, sizeof why)) {
-    memcpy(C, mm->cd, nc * sizeof(float));
-    mm->calls--; /* this one counts as BLAS's */
-    snprintf(mm->fail_why, sizeof mm->fail_why, "%s", why);
-    mm->failed = 1;
-    fprintf(stderr,
-            "policy-matmul: kernel %lld (%s) %s, a shape the check before the "
-            "first step did not cover; that GEMM and the remaining ones use "
-            "BLAS\n",
-            (long long)mm->id, mm->label, why);
-  }
-  return 0;
-}
-
-/* The kernel's part of emu_gemm: 0 with C written, or 1 (mm->failed set)
- * when the launch failed. */
-static int kernel_gemm(lab_matmul *mm, int trans_a, int trans_b, int M, int N,
-                       int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc) {
   int pack_a = trans_a || lda != K, pack_b = trans_b || ldb != N;
   int direct = alpha == 1.0f && beta == 0.0f && ldc == N;
   if ((pack_a && grow(&mm->a, &mm->cap_a, (size_t)M * K)) ||
@@ -294,46 +213,22 @@ static int compare_call(lab_matmul *mm, const gemm_call *g, float alpha,
                         const float *A, const float *B, const float *C0,
                         const float *Cd, const float *Cc, char *why,
                         size_t whylen) {
-  /* the element bound, and the Frobenius norms */
-  double diff2 = 0, ref2 = 0, worst = 0;
-  long bad = 0, nonfinite = 0;
-  int bm = -1, bn = -1;
-  for (int m = 0; m < g->M; m++)
-    for (int n = 0; n < g->N; n++) {
-      size_t i = (size_t)m * g->ldc + n;
-      if (!isfinite(Cc[i])) {
-        if (!nonfinite++) bm = m, bn = n;
-        continue;
-      }
-      double s = 0;
-      for (int k = 0; k < g->K; k++) {
-        double a =
-            g->trans_a ? A[(size_t)k * g->lda + m] : A[(size_t)m * g->lda + k];
-        double b =
-            g->trans_b ? B[(size_t)n * g->ldb + k] : B[(size_t)k * g->ldb + n];
-        s += fabs(a * b);
-      }
-      s = fabs((double)alpha) * s + fabs(g->beta * (double)C0[i]);
-      double d = fabs((double)Cc[i] - Cd[i]);
-      double r = d / (2 * KL_TOL_ELEM * s + 1e-30);
-      if (r > 1 && !bad++ && !nonfinite) bm = m, bn = n;
-      if (r > worst) worst = r;
-      diff2 += d * d;
-      ref2 += (double)Cd[i] * Cd[i];
-    }
-  double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
-  if (rel / (2 * KL_TOL_REL) > worst) worst = rel / (2 * KL_TOL_REL);
-  if (worst > mm->worst) mm->worst = worst;
-  if (nonfinite || bad || rel > 2 * KL_TOL_REL) {
+  size_t nc = (size_t)(g->M - 1) * g->ldc + g->N;
+  if (grow(&mm->s, &mm->cap_s, nc) ||
+      pl_gemm_bound(g->trans_a, g->trans_b, g->M, g->N, g->K, alpha, A, g->lda,
+                    B, g->ldb, g->beta, C0, mm->s, g->ldc) != 0) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  kl_fp32_agreement a;
+  kl_compare_fp32(Cc, Cd, mm->s, g->M, g->N, g->ldc, &a);
+  if (a.worst > mm->worst) mm->worst = a.worst;
+  if (!a.pass) {
+    char say[512];
+    kl_fp32_agreement_say(&a, Cc, Cd, g->ldc, say, sizeof say);
     snprintf(why, whylen,
-             "disagrees with the default path at %dx%dx%d (%s %s): %ld "
-             "elements NaN/inf (unwritten?), %ld over %.0e x sum|a||b|, "
-             "relative Frobenius error %.3g (tolerance %.0e); first at "
-             "[%d][%d]: %g vs %g",
-             g->M, g->N, g->K, g->what, call_kind(g), nonfinite, bad,
-             2 * KL_TOL_ELEM, rel, 2 * KL_TOL_REL, bm, bn,
-             bm >= 0 ? Cc[(size_t)bm * g->ldc + bn] : 0.0,
-             bm >= 0 ? Cd[(size_t)bm * g->ldc + bn] : 0.0);
+             "disagrees with the default path at %dx%dx%d (%s %s): %s", g->M,
+             g->N, g->K, g->what, call_kind(g), say);
     return -1;
   }
   return 0;
@@ -591,6 +486,18 @@ int lab_policy_matmul_report(const lab_matmul *mm, char *buf, size_t len) {
              (long long)mm->id, mm->label, checked);
     return 0;
   }
+  /* the policy checks the first call of each shape (policy/gemm_hook.c) */
+  char why[768];
+  long long checked = 0;
+  if (pl_gemm_hook_dropped(&checked, why, sizeof why)) {
+    /* the call that disagreed counts as BLAS's */
+    snprintf(buf, len,
+             "%lld GEMMs ran through kernel %lld (%s), then it was dropped "
+             "mid-run: it %s, a shape the check before the first step did "
+             "not cover; BLAS took that GEMM and the rest",
+             mm->calls - 1, (long long)mm->id, mm->label, why);
+    return -1;
+  }
   if (mm->failed)
     snprintf(buf, len,
              "%lld GEMMs ran through kernel %lld (%s), then it was dropped "
@@ -600,7 +507,7 @@ int lab_policy_matmul_report(const lab_matmul *mm, char *buf, size_t len) {
     snprintf(buf, len,
              "%lld GEMMs ran through kernel %lld (%s); the first call of each "
              "of %lld shapes met was checked against BLAS",
-             mm->calls, (long long)mm->id, mm->label, mm->shapes_checked);
+             mm->calls, (long long)mm->id, mm->label, checked);
   return mm->failed ? -1 : 0;
 }
 
@@ -614,8 +521,6 @@ void lab_policy_matmul_close(lab_matmul *mm) {
   free(mm->a);
   free(mm->b);
   free(mm->c);
-  free(mm->c0);
-  free(mm->cd);
-  free(mm->seen);
+  free(mm->s);
   free(mm);
 }

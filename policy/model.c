@@ -12,11 +12,11 @@
  * pll_name_forward / pll_name_backward pair (policy/layers_internal.h).
  *
  * The linear layers' GEMMs go through pl_linear_gemm, which a hook can take
- * over (policy.h; the lab's --policy-matmul); without one it is
- * cblas_sgemm, OpenBLAS-threaded. Everything between them runs on the same
- * cores through the policy's pool (policy/parallel.c). It does not do: a
- * KV cache (the sampler's business), dropout, biases, mixed precision, or
- * anything but temperature-1 logits.
+ * over (policy.h, policy/gemm_hook.c; the lab's --policy-matmul); without
+ * one it is cblas_sgemm (pl_blas_gemm, split over the policy's pool).
+ * Everything between them runs on the same cores through the policy's pool
+ * (policy/parallel.c). It does not do: a KV cache (the sampler's business),
+ * dropout, biases, mixed precision, or anything but temperature-1 logits.
  */
 #include "policy/layers_internal.h"
 #include "policy/policy.h"
@@ -96,15 +96,6 @@ void pl_set_num_threads(int n) {
   pl_pool_set_threads(n);
 }
 
-/* The linear layers' GEMM hook (policy.h); NULL: cblas_sgemm. */
-static pl_gemm_hook gemm_hook;
-static void *gemm_hook_ctx;
-
-void pl_set_gemm_hook(pl_gemm_hook fn, void *ctx) {
-  gemm_hook = fn;
-  gemm_hook_ctx = ctx;
-}
-
 /* One GEMM split over the pool: slices of GEMM_UNIT rows of C (split_m)
  * or columns, each a single-threaded cblas_sgemm on its part of A or B. */
 #define GEMM_UNIT 16
@@ -142,15 +133,6 @@ static void gemm_slice(void *ctx, size_t begin, size_t end, int slot) {
  * thread, policy/parallel.c): no OpenBLAS helper spins on a core the
  * element-wise loops need. Below 2^20 multiply-adds (a sampling step's
  * small rows) one call. */
-void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb,
-                    float beta, float *C, int ldc) {
-  if (gemm_hook && gemm_hook(gemm_hook_ctx, trans_a, trans_b, M, N, K, alpha, A,
-                             lda, B, ldb, beta, C, ldc) == 0)
-    return;
-  pl_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 void pl_blas_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,
                   float *C, int ldc) {

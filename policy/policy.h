@@ -233,7 +233,10 @@ int pl_pool_threads(void); /* the count a region uses, <= PL_POOL_MAX */
  * BLAS. Attention's per-head products always stay on BLAS. The hook is
  * process-wide: set it before any compute and not while a model runs;
  * NULL restores BLAS. Without a hook the CPU path is what it was (one
- * pointer test per GEMM). */
+ * pointer test per GEMM). The first call of every new shape also runs
+ * through BLAS and the two products are compared (kl_compare_fp32); a
+ * hook that disagrees is dropped, that call keeping BLAS's product
+ * (policy/gemm_hook.c). Setting a hook resets that record. */
 typedef int (*pl_gemm_hook)(void *ctx, int trans_a, int trans_b, int M, int N,
                             int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C,
@@ -244,6 +247,15 @@ void pl_set_gemm_hook(pl_gemm_hook fn, void *ctx);
 void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc);
+/* 1 with why filled when the hook was dropped for disagreeing with BLAS,
+ * else 0; *checked (may be NULL) gets the number of shapes checked. */
+int pl_gemm_hook_dropped(long long *checked, char *why, size_t whylen);
+/* The element bound kl_compare_fp32 needs for one such call, in S (laid
+ * out as C): |alpha| |op(A)| |op(B)| + |beta| |C0|, by BLAS on absolute
+ * values. 0, or -1 when out of memory. */
+int pl_gemm_bound(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  const float *C0, float *S, int ldc);
 /* The same without the hook: BLAS always (what a hook's work is checked
  * against). */
 void pl_blas_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,

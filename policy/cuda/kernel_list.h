@@ -19,6 +19,7 @@
   X(gemm_tiled_kernel)                                                         \
   X(pack_matrix_kernel)                                                        \
   X(scale_add_kernel)                                                          \
+  X(abs_kernel)                                                                \
   X(rope_apply_kernel)                                                         \
   X(attention_forward_kernel)                                                  \
   X(attention_backward_dscore_kernel)                                          \

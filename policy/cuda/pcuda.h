@@ -427,9 +427,11 @@ typedef int (*pcuda_matmul_fn)(void *impl, const float *A, const float *B,
  * Frees the scratch when uninstalling.
  *
  * The first call of each (M, N, K) also runs the default path and the two
- * products are compared on the host (every element finite and within
- * 1e-3 of the largest |element| of the default's, relative Frobenius error
- * within 1e-4: fp32 summation order differs by far less). A kernel that
+ * products are compared on the host by kl_compare_fp32 (kernels.h: every
+ * element finite and within 2e-4 x sum_k |a_ik||b_kj|, the bound computed
+ * on the device by the default path on absolute values, and a relative
+ * Frobenius error within 2e-5; the same rule as the CPU hook's,
+ * policy/gemm_hook.c, and the lab's check before the first use). A kernel that
  * disagrees is dropped: that call and every later one take the default
  * path, and pcuda_matmul_dropped says why. A check before the first use
  * (the lab's) covers a few shapes only; a kernel may be wrong at others

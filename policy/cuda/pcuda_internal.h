@@ -93,7 +93,7 @@ struct pcuda_ctx {
   size_t mm_n_seen, mm_cap_seen;
   long long mm_checked;
   int mm_dropped;
-  char mm_why[320];
+  char mm_why[640];
   unsigned long launches; /* kernel launches and GEMM calls (pcuda_launches) */
   int failed;     /* sticky: the first failure stops everything after it */
   char why[256];  /* its reason */

@@ -9,6 +9,8 @@
  */
 #include "policy/cuda/pcuda_internal.h"
 
+#include "kernels/kernels.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -183,52 +185,47 @@ static int mm_first_time(pcuda_ctx *ctx, int M, int N, int K) {
 }
 
 /* The candidate's product C (M,N) against the default path's D on the host
- * (pcuda_set_matmul's rule); 0 when they agree, else -1 with ctx->mm_why
- * set (and the candidate dropped). */
-static int mm_compare(pcuda_ctx *ctx, const float *C, const float *D, int M,
-                      int N, int K) {
+ * by kl_compare_fp32, with S the element bound |A|·|B| (pcuda_set_matmul's
+ * rule); 0 when they agree, else -1 with ctx->mm_why set (and the
+ * candidate dropped). */
+static int mm_compare(pcuda_ctx *ctx, const float *C, const float *D,
+                      const float *S, int M, int N, int K) {
   size_t n = (size_t)M * N;
   float *c = malloc(n * sizeof(float)), *d = malloc(n * sizeof(float));
+  float *s = malloc(n * sizeof(float));
   int rc = 0;
-  if (!c || !d) {
+  if (!c || !d || !s) {
     snprintf(ctx->mm_why, sizeof ctx->mm_why,
              "out of host memory to check it at %dx%dx%d", M, N, K);
     rc = -1;
   } else if (pcuda_download(ctx, c, C, n * sizeof(float)) != PL_OK ||
-             pcuda_download(ctx, d, D, n * sizeof(float)) != PL_OK) {
+             pcuda_download(ctx, d, D, n * sizeof(float)) != PL_OK ||
+             pcuda_download(ctx, s, S, n * sizeof(float)) != PL_OK) {
     rc = 0; /* the context's sticky error says what happened */
   } else {
-    double big = 0, diff2 = 0, ref2 = 0, worst = 0;
-    size_t bad = n, nonfinite = 0;
-    for (size_t i = 0; i < n; i++)
-      if (fabs((double)d[i]) > big) big = fabs((double)d[i]);
-    for (size_t i = 0; i < n; i++) {
-      if (!isfinite(c[i])) {
-        if (!nonfinite++ && bad == n) bad = i;
-        continue;
-      }
-      double e = fabs((double)c[i] - d[i]);
-      if (e > 1e-3 * big + 1e-30 && bad == n) bad = i;
-      if (e > worst) worst = e;
-      diff2 += e * e;
-      ref2 += (double)d[i] * d[i];
-    }
-    double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
-    if (bad < n || rel > 1e-4) {
-      size_t at = bad < n ? bad : 0;
+    kl_fp32_agreement a;
+    kl_compare_fp32(c, d, s, M, N, N, &a);
+    if (!a.pass) {
+      char say[512];
+      kl_fp32_agreement_say(&a, c, d, N, say, sizeof say);
       snprintf(ctx->mm_why, sizeof ctx->mm_why,
-               "disagrees with the default path at %dx%dx%d: %zu elements "
-               "NaN/inf, largest difference %.3g (of %.3g), relative "
-               "Frobenius error %.3g; first at [%zu][%zu]: %g vs %g",
-               M, N, K, nonfinite, worst, big, rel, at / (size_t)N,
-               at % (size_t)N, (double)c[at], (double)d[at]);
+               "disagrees with the default path at %dx%dx%d: %s", M, N, K, say);
       rc = -1;
     }
   }
   free(c);
   free(d);
+  free(s);
   if (rc) ctx->mm_dropped = 1;
   return rc;
+}
+
+/* dst[i] = |src[i]| for n floats (pack.cu). */
+static int abs_copy(pcuda_ctx *ctx, float *dst, const float *src, size_t n) {
+  void *args[] = {&dst, &src, &n};
+  return pcuda_launch(ctx, PCUDA_K_abs_kernel,
+                      (pcuda_dim){pcuda_blocks(n, 256), 1, 1},
+                      (pcuda_dim){256, 1, 1}, 0, args);
 }
 
 /* Regions of the scratch start 256 bytes apart at least, as cudaMalloc's
@@ -280,8 +277,13 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
   int check = mm_first_time(ctx, M, N, K); /* pcuda_set_matmul says why */
   size_t na = pack_a ? round_floats((size_t)M * K) : 0;
   size_t nb = pack_b ? round_floats((size_t)K * N) : 0;
-  size_t nd = check ? round_floats((size_t)M * N) : 0; /* the default's */
-  size_t need = nd + na + nb + (direct ? 0 : (size_t)M * N);
+  /* a checked call also needs the default's product, |A|, |B| and the
+   * bound |A|·|B| */
+  size_t nd = check ? round_floats((size_t)M * N) : 0;
+  size_t nbound =
+      check ? nd + round_floats((size_t)M * K) + round_floats((size_t)K * N)
+            : 0;
+  size_t need = nd + nbound + na + nb + (direct ? 0 : (size_t)M * N);
   if (need > ctx->mm_scratch_cap) {
     pcuda_free(ctx, ctx->mm_scratch);
     ctx->mm_scratch_cap = 0;
@@ -289,7 +291,7 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
     if (!ctx->mm_scratch) return PL_EENV;
     ctx->mm_scratch_cap = need;
   }
-  float *scratch = ctx->mm_scratch + nd; /* after the default's product */
+  float *scratch = ctx->mm_scratch + nd + nbound; /* after the check's */
   const float *A = a, *B = b;
   float *C = c;
   if (pack_a) {
@@ -308,10 +310,14 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
     return pcuda_fail(ctx, "candidate matmul at %dx%dx%d: %s", M, N, K, why);
   if (check) {
     ctx->mm_checked++;
-    float *D = ctx->mm_scratch;
+    float *D = ctx->mm_scratch, *S = D + nd;
+    float *absA = S + nd, *absB = absA + round_floats((size_t)M * K);
     gemm_default(ctx, D, A, B, M, N, K, K, N, N, 0, 0, 1.0f, 0.0f);
+    abs_copy(ctx, absA, A, (size_t)M * K);
+    abs_copy(ctx, absB, B, (size_t)K * N);
+    gemm_default(ctx, S, absA, absB, M, N, K, K, N, N, 0, 0, 1.0f, 0.0f);
     if (ctx->failed) return PL_EENV;
-    if (mm_compare(ctx, C, D, M, N, K) != 0) /* dropped: the default's */
+    if (mm_compare(ctx, C, D, S, M, N, K) != 0) /* dropped: the default's */
       return gemm_default(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a,
                           trans_b, alpha, beta);
   }

@@ -379,6 +379,84 @@ static void check_first_calls(pcuda_ctx *ctx, kl_emu_module *mod) {
   pcuda_set_matmul(ctx, NULL, NULL);
 }
 
+/* The CPU hook's check of the first call of each shape (policy/
+ * gemm_hook.c), mirroring pcuda's above: a hook wrong at M == 2 (BLAS's
+ * product with its first row negated) is dropped at its first such call,
+ * which gets BLAS's product, and is never called again. */
+static int hook_calls;
+static int hook_wrong_at_2(void *ctx, int trans_a, int trans_b, int M, int N,
+                           int K, float alpha, const float *A, int lda,
+                           const float *B, int ldb, float beta, float *C,
+                           int ldc) {
+  (void)ctx;
+  hook_calls++;
+  pl_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (M == 2)
+    for (int n = 0; n < N; n++)
+      C[n] = -C[n];
+  return 0;
+}
+
+static void check_cpu_first_calls(void) {
+  pl_set_gemm_hook(hook_wrong_at_2, NULL);
+  /* (M, beta): 37 twice with beta 0 (checked once), 37 with beta 1 (a new
+   * kind), then 2 (wrong: dropped), then 5 (never reaches the hook) */
+  const int Ms[5] = {37, 37, 37, 2, 5};
+  const float betas[5] = {0, 0, 1, 0, 0};
+  const int calls_after[5] = {1, 2, 3, 4, 4};
+  const long long checked_after[5] = {1, 1, 2, 3, 3};
+  for (int t = 0; t < 5; t++) {
+    int M = Ms[t], N = 29, K = 45, ldc = N + 3;
+    float *a = malloc((size_t)K * M * 4), *b = malloc((size_t)K * N * 4);
+    float *c0 = malloc((size_t)M * ldc * 4), *c1 = malloc((size_t)M * ldc * 4);
+    kl_fill_random(a, (size_t)K * M, 12, 3 * (uint64_t)t);
+    kl_fill_random(b, (size_t)K * N, 12, 3 * (uint64_t)t + 1);
+    kl_fill_random(c0, (size_t)M * ldc, 12, 3 * (uint64_t)t + 2);
+    memcpy(c1, c0, (size_t)M * ldc * 4);
+    /* A transposed (K, M), as in a weight gradient */
+    pl_blas_gemm(1, 0, M, N, K, 0.5f, a, M, b, N, betas[t], c0, ldc);
+    pl_linear_gemm(1, 0, M, N, K, 0.5f, a, M, b, N, betas[t], c1, ldc);
+    CHECK(!memcmp(c0, c1, (size_t)M * ldc * 4),
+          "call %d (M %d): BLAS's product, whatever the hook did", t, M);
+    char why[800] = "";
+    long long checked = -1;
+    int dropped = pl_gemm_hook_dropped(&checked, why, sizeof why);
+    CHECK(dropped == (t >= 3) && (t < 3 || strstr(why, "at 2x29x45 (weight "
+                                                       "gradient)")),
+          "call %d (M %d): dropped %d: %s", t, M, dropped, why);
+    CHECK(checked == checked_after[t], "call %d: %lld shapes checked, not %lld",
+          t, checked, checked_after[t]);
+    CHECK(hook_calls == calls_after[t],
+          "call %d: the hook ran %d times, not %d", t, hook_calls,
+          calls_after[t]);
+    if (t == 2) {
+      /* the bound, against a direct sum in double */
+      float *sb = malloc((size_t)M * ldc * 4);
+      CHECK(pl_gemm_bound(1, 0, M, N, K, -0.5f, a, M, b, N, 2.0f, c0, sb,
+                          ldc) == 0,
+            "pl_gemm_bound");
+      double worst = 0;
+      for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+          double want = 2.0 * fabs(c0[(size_t)m * ldc + n]);
+          for (int k = 0; k < K; k++)
+            want +=
+                0.5 * fabs((double)a[(size_t)k * M + m] * b[(size_t)k * N + n]);
+          double e = fabs(sb[(size_t)m * ldc + n] - want) / want;
+          if (e > worst) worst = e;
+        }
+      CHECK(worst < 1e-5, "pl_gemm_bound: relative error %.3g", worst);
+      free(sb);
+    }
+    free(a);
+    free(b);
+    free(c0);
+    free(c1);
+  }
+  pl_set_gemm_hook(NULL, NULL);
+  CHECK(!pl_gemm_hook_dropped(NULL, NULL, 0), "a new hook: nothing dropped");
+}
+
 static void check_packing(void) {
   char why[256];
   size_t len;
@@ -557,6 +635,7 @@ int main(int argc, char **argv) {
   } else {
     check_selection();
     check_cpu();
+    check_cpu_first_calls();
     check_packing();
     check_refusals(NULL);
     rc = kl_test_done("test_policy_matmul");
