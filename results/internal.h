@@ -148,7 +148,10 @@ int res__read_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,
 
 /* Recovery after a killed writer (results/recover.c): rewrites path's valid
  * content into a fresh file and renames it over path. */
-int res__rebuild(const char *path, char *why, size_t whylen);
+int res__rebuild(const char *path, int *lock_fd, char *why, size_t whylen);
+/* The writer's lock on the file at path (store.c): RES_OK with *fd_out
+ * holding it, or RES_EENV with why (another writer has it). */
+int res__take_lock(const char *path, int *fd_out, char *why, size_t whylen);
 
 /* Writer internals used by the rebuild: skip the per-append flushes (the
  * rebuilt file only counts once renamed into place), and the value of the
@@ -158,6 +161,15 @@ extern const char *res__created_override;
 
 /* Formats the innermost HDF5 error message into why (after prefix). */
 void res__h5_error(char *why, size_t whylen, const char *prefix);
+
+/* Before the first HDF5 call of an entry point (store.c): HDF5's error
+ * stack is not printed (messages go through why), and its exit-time
+ * cleanup is not installed. That cleanup closes the files still open, and
+ * a file whose close already failed (a full disk: the flush cannot write)
+ * is still in its table, half torn down; closing it again at exit crashed
+ * the process (HDF5 1.10, H5F__close_cb). Every file the lab opens is
+ * closed by it, so nothing is left for that cleanup to do. */
+void res__hdf5_setup(void);
 
 /* ---- the HTML report (results/report.c, results/report_plots.c) -------- */
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct attr_cache {
   char name[64];
@@ -289,11 +290,69 @@ done:
   return rc;
 }
 
+/* The end of file a version 2 or 3 superblock at offset 0 records (the
+ * format kernlab writes), or 0 when it cannot be read. HDF5 refuses a file
+ * shorter than that ("truncated file"). */
+static uint64_t recorded_eof(const char *path) {
+  unsigned char sb[48];
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return 0;
+  size_t got = fread(sb, 1, sizeof sb, fp);
+  fclose(fp);
+  /* signature (8), version, sizes of offsets and lengths, flags, then the
+   * base address, the extension's address and the end of file */
+  int offsets = got >= 12 ? sb[9] : 0;
+  if (got < 12 || (sb[8] != 2 && sb[8] != 3) ||
+      (offsets != 4 && offsets != 8) || got < 12 + 3 * (size_t)offsets)
+    return 0;
+  uint64_t eof = 0;
+  for (int i = offsets - 1; i >= 0; i--)
+    eof = eof << 8 | sb[12 + 2 * offsets + i];
+  return eof;
+}
+
+/* A file whose writer's last flush failed part-way (a full disk, a
+ * file-size limit) can end before the end its superblock records, and
+ * HDF5 then refuses to open it, though the records written before are all
+ * there. Such a file is read through a copy padded with zeros to the
+ * recorded end, in TMPDIR (removed at once; HDF5 keeps it open); the
+ * records are validated as always, so one that lay in the missing tail is
+ * not read. Returns the file id, or -1 with *missing 0 when this is not
+ * the file's problem. */
+static hid_t open_padded(const char *path, hid_t fapl, uint64_t *missing) {
+  *missing = 0;
+  struct stat st;
+  uint64_t eof = recorded_eof(path);
+  if (stat(path, &st) != 0 || eof <= (uint64_t)st.st_size ||
+      eof - (uint64_t)st.st_size > ((uint64_t)1 << 30))
+    return -1;
+  const char *dir = getenv("TMPDIR");
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/kernlab-padded-XXXXXX",
+           dir && dir[0] ? dir : "/tmp");
+  int out = mkstemp(tmp);
+  if (out < 0) return -1;
+  FILE *in = fopen(path, "rb");
+  char buf[1 << 16];
+  size_t n;
+  int ok = in != NULL;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    ok = write(out, buf, n) == (ssize_t)n;
+  if (in) fclose(in);
+  ok = ok && ftruncate(out, (off_t)eof) == 0;
+  close(out);
+  hid_t fid = ok ? H5Fopen(tmp, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl) : -1;
+  if (ok && fid < 0) fid = H5Fopen(tmp, H5F_ACC_RDONLY, H5P_DEFAULT);
+  unlink(tmp);
+  if (fid >= 0) *missing = eof - (uint64_t)st.st_size;
+  return fid;
+}
+
 res_reader *res_open_read(const char *path, int *code, char *why,
                           size_t whylen) {
   int dummy;
   if (!code) code = &dummy;
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  res__hdf5_setup();
   struct stat st;
   if (stat(path, &st) != 0) {
     snprintf(why, whylen, "%s: %s", path, strerror(errno));
@@ -324,8 +383,11 @@ res_reader *res_open_read(const char *path, int *code, char *why,
   if (fapl >= 0) H5Pset_metadata_read_attempts(fapl, RES_READ_ATTEMPTS);
   r->fid = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ,
                    fapl >= 0 ? fapl : H5P_DEFAULT);
-  if (fapl >= 0) H5Pclose(fapl);
   if (r->fid < 0) r->fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  uint64_t missing = 0;
+  if (r->fid < 0)
+    r->fid = open_padded(path, fapl >= 0 ? fapl : H5P_DEFAULT, &missing);
+  if (fapl >= 0) H5Pclose(fapl);
   if (r->fid < 0) {
     *code = damaged(r, "HDF5 cannot open it", why, whylen);
     res_reader_close(r);
@@ -335,6 +397,14 @@ res_reader *res_open_read(const char *path, int *code, char *why,
       (*code = load(r, why, whylen)) != RES_OK) {
     res_reader_close(r);
     return NULL;
+  }
+  if (missing) {
+    fprintf(stderr,
+            "kernlab: warning: %s: the file ends %llu bytes short of the end "
+            "HDF5 recorded (its writer's last write failed: a full disk?); "
+            "the %lld records before that are read (a writer continuing it "
+            "rebuilds it from them)\n",
+            path, (unsigned long long)missing, (long long)r->n);
   }
   return r;
 }

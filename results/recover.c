@@ -16,13 +16,14 @@
 
 #include "kernels/kernels.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int res__rebuild(const char *path, char *why, size_t whylen) {
+int res__rebuild(const char *path, int *lock_fd, char *why, size_t whylen) {
   int code = RES_OK;
   res_reader *r = res_open_read(path, &code, why, whylen);
   if (!r) return code;
@@ -61,6 +62,8 @@ int res__rebuild(const char *path, char *why, size_t whylen) {
       .kernlab_version = res_attr(r, "kernlab_version"),
       .nvrtc_version = res_attr(r, "nvrtc_version"),
       .driver_version = res_attr(r, "driver_version"),
+      /* the run's id: --resume matches its checkpoints by it */
+      .run_id = res_attr(r, "run_id")[0] ? res_attr(r, "run_id") : NULL,
       .seed = res_seed(r),
       .flag_names = flags,
       .n_flags = n_flags,
@@ -98,10 +101,15 @@ int res__rebuild(const char *path, char *why, size_t whylen) {
     code = res_append_step(f, res_get_step(r, s), why, whylen);
   int close_rc = res_close(f, why, whylen);
   if (code == RES_OK) code = close_rc;
+  /* locked before it replaces the original: no second writer can take
+   * the new file between the rename and the caller's reopen */
+  if (code == RES_OK) code = res__take_lock(tmp, lock_fd, why, whylen);
   if (code == RES_OK && rename(tmp, path) != 0) {
-    snprintf(why, whylen, "%s: cannot replace it with its rebuilt copy %s",
-             path, tmp);
+    snprintf(why, whylen, "%s: cannot replace it with its rebuilt copy %s: %s",
+             path, tmp, strerror(errno));
     code = RES_EENV;
+    close(*lock_fd);
+    *lock_fd = -1;
   }
   if (code != RES_OK) unlink(tmp);
 out:

@@ -265,8 +265,21 @@ static herr_t innermost(unsigned n, const H5E_error2_t *err, void *data) {
   return 0;
 }
 
+/* HDF5's file driver describes a failed read or write in one long line
+ * with a newline in it ("file write failed: time = ..., errno = 28, error
+ * message = 'No space left on device', buf = 0x..."): what the user needs
+ * is the system's message, so that is what is kept. */
 void res__h5_error(char *why, size_t whylen, const char *prefix) {
   const char *desc = NULL;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &desc);
+  const char *msg = desc ? strstr(desc, "error message = '") : NULL;
+  if (msg) {
+    msg += strlen("error message = '");
+    const char *end = strchr(msg, '\'');
+    int head = (int)strcspn(desc, ":,\n"); /* "file write failed" */
+    snprintf(why, whylen, "%s: %.*s: %.*s", prefix, head, desc,
+             end ? (int)(end - msg) : (int)strcspn(msg, "\n"), msg);
+    return;
+  }
   snprintf(why, whylen, "%s%s%s", prefix, desc ? ": " : "", desc ? desc : "");
 }

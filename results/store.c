@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -229,27 +230,56 @@ static hid_t swmr_fapl(void) {
 }
 
 /* An open-file-description lock (does not interact with the flock HDF5
- * takes, and is released when the process dies). */
-static int take_lock(const char *path, int *fd_out, char *why, size_t whylen) {
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    snprintf(why, whylen, "%s: cannot open for writing: %s", path,
-             strerror(errno));
-    return RES_EENV;
+ * takes, and is released when the process dies), on the file path names
+ * once it is held: a writer that rebuilt the file renames a new one over
+ * path, so a lock won on the file path named a moment before would guard
+ * nothing (HDF5 would open the new one), and the lock is taken again. New
+ * files are locked before they get their name (create_file, res__rebuild),
+ * so a second writer never finds one unlocked. */
+int res__take_lock(const char *path, int *fd_out, char *why, size_t whylen) {
+  for (int attempt = 0; attempt < 8; attempt++) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      snprintf(why, whylen, "%s: cannot open for writing: %s", path,
+               strerror(errno));
+      return RES_EENV;
+    }
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_OFD_SETLK, &lk) < 0) {
+      int err = errno;
+      close(fd);
+      if (err == EAGAIN || err == EACCES)
+        snprintf(why, whylen,
+                 "%s: another process is writing this results file (another "
+                 "kernlab run, eval or search with the same output)",
+                 path);
+      else
+        snprintf(why, whylen, "%s: cannot lock: %s", path, strerror(err));
+      return RES_EENV;
+    }
+    struct stat held, named;
+    if (fstat(fd, &held) == 0 && stat(path, &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      *fd_out = fd;
+      return RES_OK;
+    }
+    close(fd); /* replaced meanwhile: lock the file there now */
   }
-  struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-  if (fcntl(fd, F_OFD_SETLK, &lk) < 0) {
-    int err = errno;
-    close(fd);
-    if (err == EAGAIN || err == EACCES)
-      snprintf(why, whylen, "%s: another process is writing this results file",
-               path);
-    else
-      snprintf(why, whylen, "%s: cannot lock: %s", path, strerror(err));
-    return RES_EENV;
-  }
-  *fd_out = fd;
-  return RES_OK;
+  snprintf(why, whylen,
+           "%s: the file kept being replaced while this writer tried to lock "
+           "it (another process rebuilding it?)",
+           path);
+  return RES_EENV;
+}
+
+static void no_atexit(void) {
+  (void)H5dont_atexit(); /* before any other HDF5 call, or it has no effect */
+}
+
+void res__hdf5_setup(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, no_atexit);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 static void free_file(res_file *f) {
@@ -382,6 +412,14 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
     unlink(tmp);
     return NULL;
   }
+  /* locked before it has its name: a second writer that finds it at path
+   * finds it locked */
+  if (res__take_lock(tmp, &f->lock_fd, why, whylen) != RES_OK) {
+    *code = RES_EENV;
+    free_file(f);
+    unlink(tmp);
+    return NULL;
+  }
   /* link, not rename: a file another process put at path meanwhile (a
    * second run on the same output) is not replaced, and not joined */
   if (link(tmp, path) < 0) {
@@ -400,11 +438,6 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
     return NULL;
   }
   unlink(tmp);
-  if (take_lock(path, &f->lock_fd, why, whylen) != RES_OK) {
-    *code = RES_EENV;
-    free_file(f);
-    return NULL;
-  }
   return f;
 }
 
@@ -510,16 +543,21 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   return RES_OK;
 }
 
-static res_file *reopen_file(const char *path, int rebuild_ok, int *code,
-                             char *why, size_t whylen) {
+/* held: the lock on path's file when the caller has it already (after a
+ * rebuild, which locks its copy before renaming it into place), else -1. */
+static res_file *reopen_file(const char *path, int rebuild_ok, int held,
+                             int *code, char *why, size_t whylen) {
   res_file *f = new_file();
   if (!f) {
+    if (held >= 0) close(held);
     snprintf(why, whylen, "%s: out of memory", path);
     *code = RES_EENV;
     return NULL;
   }
+  f->lock_fd = held;
   if ((*code = res__check_signature(path, why, whylen)) != RES_OK ||
-      (*code = take_lock(path, &f->lock_fd, why, whylen)) != RES_OK) {
+      (held < 0 &&
+       (*code = res__take_lock(path, &f->lock_fd, why, whylen)) != RES_OK)) {
     free_file(f);
     return NULL;
   }
@@ -530,13 +568,14 @@ static res_file *reopen_file(const char *path, int rebuild_ok, int *code,
     /* We hold the writer lock, so a file that will not open for writing
      * but reads is a killed writer's: rebuild it (results/recover.c), then
      * open the clean copy. */
-    int rc = res__rebuild(path, why, whylen);
+    int lock = -1;
+    int rc = res__rebuild(path, &lock, why, whylen);
     free_file(f); /* the lock was on the replaced file */
     if (rc != RES_OK) {
       *code = rc;
       return NULL;
     }
-    return reopen_file(path, 0, code, why, whylen);
+    return reopen_file(path, 0, lock, code, why, whylen);
   }
   if (f->fid < 0) {
     char what[4200];
@@ -559,7 +598,7 @@ res_file *res_open_append(const char *path, const res_campaign_meta *meta,
   int dummy;
   if (!code) code = &dummy;
   *code = RES_OK;
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  res__hdf5_setup();
   /* A symbolic link is followed: a rebuild or a creation renames a new
    * file into place, which at the link's own path would replace the link
    * and leave its target behind (the results split in two). */
@@ -576,7 +615,7 @@ res_file *res_open_append(const char *path, const res_campaign_meta *meta,
     }
     path = real;
   }
-  if (stat(path, &st) == 0) return reopen_file(path, 1, code, why, whylen);
+  if (stat(path, &st) == 0) return reopen_file(path, 1, -1, code, why, whylen);
   return create_file(path, meta, code, why, whylen);
 }
 
@@ -585,7 +624,7 @@ res_file *res_create(const char *path, const res_campaign_meta *meta, int *code,
   int dummy;
   if (!code) code = &dummy;
   *code = RES_OK;
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  res__hdf5_setup();
   struct stat st;
   if (lstat(path, &st) == 0) {
     snprintf(why, whylen, "%s already exists; not replaced", path);

@@ -7,7 +7,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3 liblua5.4-dev libhdf5-dev
       hdf5-tools libseccomp-dev libopenblas-dev python3-h5py
       python3-torch # policy cross-check against PyTorch (tests/python)
-      chromium) # chromium: headless, for the report test (tests/integration)
+      chromium # chromium: headless, for the report test (tests/integration)
+      strace) # delays one syscall of a writer in the results race test
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 KERNLAB, SRC, GROUP = sys.argv[1], sys.argv[2], sys.argv[3]
 SEEDS = os.path.join(SRC, "kernels", "seeds")
@@ -257,6 +258,52 @@ def group_sandbox():
     check(rc == 2, "sandbox without --explain is a usage error")
 
 
+def group_writers():
+    """Two evals writing one new results file: the first is held (strace
+    delays the return of its link(2), the moment the new file gets its
+    name) while the second starts. Exactly one may write it, and whatever
+    each says it stored is in the file: once the second took the unlocked
+    new file, rebuilt it over the first's, and both exited 0 with the
+    first's rows in a deleted file."""
+    strace = shutil.which("strace")
+    check(strace is not None, "strace is installed (scripts/deps.sh)")
+    if not strace:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "race.h5")
+        a = subprocess.Popen([strace, "-o", os.devnull, "-e",
+                              "inject=link:delay_exit=3000000", KERNLAB, "eval",
+                              os.path.join(SEEDS, "01_naive.cu"),
+                              os.path.join(SEEDS, "02_coalesced.cu"),
+                              *FAST, "--out", out],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        for _ in range(600):  # until the held link has happened
+            if os.path.exists(out) or a.poll() is not None:
+                break
+            time.sleep(0.05)
+        check(os.path.exists(out), "the first eval's file appeared")
+        rc_b, _, err_b = kernlab("eval", os.path.join(SEEDS, "03_smem_tiling.cu"),
+                                 *FAST, "--out", out)
+        out_a, err_a = a.communicate(timeout=600)
+        rc, text, err = kernlab("export", out, "--format", "jsonl")
+        labels = sorted(os.path.basename(json.loads(l)["label"])
+                        for l in text.splitlines() if l.strip())
+        want = []
+        if a.returncode == 0:
+            want += ["01_naive.cu", "02_coalesced.cu"]
+        if rc_b == 0:
+            want += ["03_smem_tiling.cu"]
+        check(rc == 0 and labels == sorted(want),
+              "every eval that exited 0 has its rows in the file: first %d, "
+              "second %d, rows %s: %s %s" % (a.returncode, rc_b, labels,
+                                             err_a[-300:], err_b[-300:]))
+        check(a.returncode == 0 and rc_b == 3 and
+              "another process is writing" in err_b,
+              "the held first writer keeps the file, the second is refused: "
+              "%d %d %r" % (a.returncode, rc_b, err_b[-300:]))
+
+
 def group_cli():
     naive = os.path.join(SEEDS, "01_naive.cu")
     rc, out, _ = kernlab("--help")
@@ -317,5 +364,6 @@ def group_cli():
 
 
 {"seeds": group_seeds, "broken": group_broken, "inputs": group_inputs,
- "isolation": group_isolation, "sandbox": group_sandbox, "cli": group_cli}[GROUP]()
+ "isolation": group_isolation, "sandbox": group_sandbox, "cli": group_cli,
+ "writers": group_writers}[GROUP]()
 done()
