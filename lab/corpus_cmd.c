@@ -100,14 +100,19 @@ static void *corpus_thread(void *arg) {
   return NULL;
 }
 
-static int write_file(const char *dir, const char *sub, const char *name,
-                      const char *text, size_t len) {
-  char path[2048];
-  snprintf(path, sizeof path, "%s/%s/%s.cu", dir, sub, name);
-  FILE *f = fopen(path, "wb");
-  if (!f) return -1;
-  int ok = fwrite(text, 1, len, f) == len;
-  return fclose(f) == 0 && ok ? 0 : -1;
+/* One file of the corpus, whole or not at all (kl_outfile): a full disk
+ * must not leave a cut kernel in train/ for prime to learn from. 0, or -1
+ * with why naming the file and the error. */
+static int write_file(const char *path, const char *text, size_t len, char *why,
+                      size_t whylen) {
+  kl_outfile o;
+  if (kl_outfile_open(&o, path, why, whylen) != 0) return -1;
+  if (fwrite(text, 1, len, o.f) != len) {
+    snprintf(why, whylen, "%.900s: write failed: %s", path, strerror(errno));
+    kl_outfile_abort(&o);
+    return -1;
+  }
+  return kl_outfile_commit(&o, 0, why, whylen);
 }
 
 /* A variant name is a file name in the corpus (train/NAME.cu) and a
@@ -374,34 +379,62 @@ int lab_corpus(int argc, char **argv) {
   int mk = mkdir_p(sub);
   snprintf(sub, sizeof sub, "%s/holdout", out_dir);
   mk |= mkdir_p(sub);
-  snprintf(sub, sizeof sub, "%s/MANIFEST.tsv", out_dir);
-  FILE *man = mk == 0 ? fopen(sub, "w") : NULL;
-  if (!man) {
-    fprintf(stderr, "kernlab corpus: cannot write to %s: %s\n", out_dir,
-            strerror(errno));
+  if (mk != 0) {
+    fprintf(stderr, "kernlab corpus: cannot create the folders of %s: %s\n",
+            out_dir, strerror(errno));
     return LAB_EXIT_ENV;
   }
-  fprintf(man, "name\tconfig\tsplit\tstatus\ttime_us_cpu_emu\n");
-  int n_train = 0, n_held = 0;
-  for (int i = 0; i < n; i++) {
-    const char *split_name = !v[i].r.correct ? "rejected"
-                             : v[i].holdout  ? "holdout"
-                                             : "train";
-    fprintf(man, "%s\t%s\t%s\t%s\t%.1f\n", v[i].name, v[i].config, split_name,
-            v[i].r.status, v[i].r.time_us);
-    if (!v[i].r.correct) continue;
-    if (write_file(out_dir, v[i].holdout ? "holdout" : "train", v[i].name,
-                   v[i].source, v[i].len) != 0) {
-      fprintf(stderr, "kernlab corpus: cannot write %s\n", v[i].name);
-      fclose(man);
-      return LAB_EXIT_ENV;
-    }
-    if (v[i].holdout)
+  /* The kernels, then MANIFEST.tsv (what prime and the comparison read)
+   * last; a failure removes what this run wrote, so the folder is as it
+   * was and the command can be run again once there is room. */
+  char path[2048];
+  int n_train = 0, n_held = 0, written = 0, failed = 0;
+  for (; written < n && !failed; written++) {
+    if (!v[written].r.correct) continue;
+    snprintf(path, sizeof path, "%s/%s/%s.cu", out_dir,
+             v[written].holdout ? "holdout" : "train", v[written].name);
+    failed = write_file(path, v[written].source, v[written].len, why,
+                        sizeof why) != 0;
+    if (failed) break;
+    if (v[written].holdout)
       n_held++;
     else
       n_train++;
   }
-  fclose(man);
+  kl_outfile man;
+  snprintf(path, sizeof path, "%s/MANIFEST.tsv", out_dir);
+  if (!failed && kl_outfile_open(&man, path, why, sizeof why) != 0) failed = 1;
+  if (!failed) {
+    fprintf(man.f, "name\tconfig\tsplit\tstatus\ttime_us_cpu_emu\n");
+    for (int i = 0; i < n; i++)
+      fprintf(man.f, "%s\t%s\t%s\t%s\t%.1f\n", v[i].name, v[i].config,
+              !v[i].r.correct ? "rejected"
+              : v[i].holdout  ? "holdout"
+                              : "train",
+              v[i].r.status, v[i].r.time_us);
+    failed = kl_outfile_commit(&man, 0, why, sizeof why) != 0;
+  }
+  if (failed) {
+    fprintf(stderr,
+            "kernlab corpus: %s; the corpus's files written so far are "
+            "removed\n",
+            why);
+    for (int i = 0; i < written && i < n; i++)
+      if (v[i].r.correct) {
+        snprintf(path, sizeof path, "%s/%s/%s.cu", out_dir,
+                 v[i].holdout ? "holdout" : "train", v[i].name);
+        unlink(path);
+      }
+    snprintf(path, sizeof path, "%s/train", out_dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/holdout", out_dir);
+    rmdir(path);
+    for (int i = 0; i < n; i++)
+      free(v[i].source);
+    free(v);
+    free(ranks);
+    return LAB_EXIT_ENV;
+  }
   print_split(&split, ranks, ranked, n_hold, v, n, correct, n_train, n_held,
               out_dir, script);
   for (int i = 0; i < n; i++)

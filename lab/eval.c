@@ -424,6 +424,7 @@ static int eval_files(int argc, char **argv, const char **files) {
   char task[32];
   snprintf(task, sizeof task, "fp32_%dx%dx%d", target.M, target.N, target.K);
   res_file *store = NULL;
+  int store_failed = 0; /* an append failed: no more are tried */
   if (out_path) {
     const char *flag_names[64];
     for (int b = 0; b < 64; b++) {
@@ -547,12 +548,19 @@ static int eval_files(int argc, char **argv, const char **files) {
         cv[k] = rwp->items[k].value;
       }
       int64_t id;
-      if (res_append_candidate(store, &rc_, it->src ? it->src : "",
+      /* after a failed append (a full disk, the file removed) the rest
+       * are not tried: one message, not one per candidate */
+      if (!store_failed &&
+          res_append_candidate(store, &rc_, it->src ? it->src : "",
                                it->src ? it->len : 0, r->sample_us, r->samples,
                                cn, cv, ncomp, &id, why, sizeof why) != 0) {
         lab_name_path(out_path, why, sizeof why);
-        fprintf(stderr, "kernlab eval: --out %s\n", why);
+        fprintf(stderr,
+                "kernlab eval: --out %s; the candidates evaluated after it "
+                "are not recorded\n",
+                why);
         exit_code = LAB_EXIT_ENV;
+        store_failed = 1;
       }
     }
     rw_components_free(&rwc);
@@ -569,8 +577,9 @@ static int eval_files(int argc, char **argv, const char **files) {
     pthread_join(tids[i], NULL);
   for (int i = 0; i < nfiles; i++)
     free(pool.items[i].src);
-  if (store && res_close(store, why, sizeof why) != 0) {
-    fprintf(stderr, "kernlab eval: --out %s: %s\n", out_path, why);
+  if (store && res_close(store, why, sizeof why) != 0 && !store_failed) {
+    lab_name_path(out_path, why, sizeof why);
+    fprintf(stderr, "kernlab eval: --out %s\n", why);
     exit_code = LAB_EXIT_ENV;
   }
   rw_free(script);

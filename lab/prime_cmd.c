@@ -265,6 +265,8 @@ int lab_prime(int argc, char **argv) {
   /* The tokenizer: given, or trained here on the corpus. */
   pl_tokenizer *tok = NULL;
   char tok_out[1100];
+  char tok_tmp[1200] = ""; /* the new tokenizer until its checkpoint is */
+  int tok_pending = 0;     /* trained here, not saved yet */
   if (tok_path) {
     if (pl_tok_load(&tok, tok_path, why, sizeof why) != PL_OK) {
       fprintf(stderr, "kernlab prime: %s\n", why);
@@ -276,11 +278,11 @@ int lab_prime(int argc, char **argv) {
       fprintf(stderr, "kernlab prime: tokenizer: %s\n", why);
       return LAB_EXIT_USAGE;
     }
+    /* saved with the first checkpoint, not now: an earlier checkpoint at
+     * --out keeps its own tokenizer until a new checkpoint replaces it */
     snprintf(tok_out, sizeof tok_out, "%s.tok", out);
-    if (pl_tok_save(tok, tok_out, why, sizeof why) != PL_OK) {
-      fprintf(stderr, "kernlab prime: %s\n", why);
-      return LAB_EXIT_ENV;
-    }
+    kl_outfile_tmpname(tok_out, tok_tmp, sizeof tok_tmp);
+    tok_pending = 1;
     tok_path = tok_out;
   }
   cfg.vocab = pl_tok_vocab_size(tok);
@@ -398,6 +400,7 @@ int lab_prime(int argc, char **argv) {
                         "the checkpoint is saved after this step, then "
                         "priming stops",
                         ckpt_tmp);
+  if (tok_pending) lab_interrupt_also_remove(tok_tmp);
   int stopped = 0;
   for (int step = 0; step < steps && !stopped; step++) {
     for (int b = 0; b < batch; b++) {
@@ -432,13 +435,27 @@ int lab_prime(int argc, char **argv) {
     if ((step + 1) % 100 == 0 || step == steps - 1 || stopped) {
       h.step = (uint64_t)step + 1;
       h.opt_step = (uint64_t)opt.step;
+      /* A tokenizer trained here goes beside the checkpoint that uses it:
+       * written first (under its temporary name), renamed into place only
+       * once the checkpoint is, so a failed save (a full disk, a kill)
+       * never leaves the earlier checkpoint with a tokenizer not its own. */
       if (lab_policy_sync(&pol, why, sizeof why) != PL_OK ||
+          (tok_pending &&
+           pl_tok_save(tok, tok_tmp, why, sizeof why) != PL_OK) ||
           pl_ckpt_save(out, &h, m.params_memory, m.num_params, opt.m, opt.v,
                        why, sizeof why) != PL_OK) {
         fprintf(stderr, "\nkernlab prime: %s\n", why);
         exit_code = LAB_EXIT_ENV;
         goto done;
       }
+      if (tok_pending && rename(tok_tmp, tok_out) != 0) {
+        fprintf(stderr,
+                "\nkernlab prime: %s: cannot rename %s into place: %s\n",
+                tok_out, tok_tmp, strerror(errno));
+        exit_code = LAB_EXIT_ENV;
+        goto done;
+      }
+      tok_pending = 0;
     }
   }
   if (tty) fputc('\n', stderr);
@@ -454,6 +471,7 @@ int lab_prime(int argc, char **argv) {
   }
 done:
   lab_interrupt_uninstall();
+  if (tok_pending) unlink(tok_tmp); /* never paired with a checkpoint */
   if (mm) {
     char line[512];
     lab_policy_matmul_report(mm, line, sizeof line);

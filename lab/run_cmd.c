@@ -648,8 +648,11 @@ int lab_run(int argc, char **argv) {
       rewards[k] = comps[k].script_sha256[0] ? comps[k].total : NAN;
       n_correct += items[k].r.correct;
       const kl_result *r = &items[k].r;
-      if (r->correct && r->time_us > 0 && !r->flags &&
-          (best_time < 0 || r->time_us < best_time))
+      /* the best so far is a kernel of the file: a re-run step's first
+       * pr.recorded[step] samples are not recorded (the file keeps those
+       * of the run that was killed) */
+      if (k >= pr.recorded[step] && r->correct && r->time_us > 0 &&
+          !r->flags && (best_time < 0 || r->time_us < best_time))
         best_time = r->time_us;
     }
     rc = pl_grpo_advantages(adv, rewards, P, G, c.grpo.scale_rewards, why,
@@ -676,7 +679,8 @@ int lab_run(int argc, char **argv) {
     for (int k = (int)pr.recorded[step]; k < n_cand && !exit_code; k++)
       if (lab_record_candidate(store, &items[k], &comps[k], task, step, k / G,
                                k % G, why, sizeof why) != RES_OK) {
-        fprintf(stderr, "kernlab run: %s: %s\n", c.out, why);
+        lab_name_path(c.out, why, sizeof why);
+        fprintf(stderr, "kernlab run: %s\n", why);
         exit_code = LAB_EXIT_ENV;
       }
     res_step s = {0};
@@ -697,8 +701,10 @@ int lab_run(int argc, char **argv) {
     s.grad_norm = u.grad_norm;
     s.wall_s = wall0 + (lab_now_s() - t_run);
     if (step >= pr.steps_done &&
-        res_append_step(store, &s, why, sizeof why) != RES_OK)
-      FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
+        res_append_step(store, &s, why, sizeof why) != RES_OK) {
+      lab_name_path(c.out, why, sizeof why);
+      FAIL(LAB_EXIT_ENV, "%s", why);
+    }
     h.step = (uint64_t)step + 1;
     h.opt_step = (uint64_t)opt.step;
     h.run_id = run_id;
@@ -736,7 +742,8 @@ int lab_run(int argc, char **argv) {
   /* Summary over the whole campaign (earlier runs included). */
   if (res_close(store, why, sizeof why) != RES_OK) {
     store = NULL;
-    FAIL(LAB_EXIT_ENV, "%s: %s", c.out, why);
+    lab_name_path(c.out, why, sizeof why);
+    FAIL(LAB_EXIT_ENV, "%s", why);
   }
   store = NULL;
   {

@@ -255,10 +255,14 @@ static int run_steps(const search_run *s) {
         best = r->time_us;
         snprintf(best_label, sizeof best_label, "%s", items[k].label);
       }
-      if (lab_record_candidate(s->store, &items[k], &comps[k], s->ev->task,
+      /* one failed append (a full disk, the file removed) ends the
+       * recording: one message, not one per candidate */
+      if (!exit_code &&
+          lab_record_candidate(s->store, &items[k], &comps[k], s->ev->task,
                                step, (k / G) % c->prompts_per_step, k % G, why,
                                sizeof why) != RES_OK) {
-        fprintf(stderr, "kernlab search: %s: %s\n", s->out, why);
+        lab_name_path(s->out, why, sizeof why);
+        fprintf(stderr, "kernlab search: %s\n", why);
         exit_code = LAB_EXIT_ENV;
       }
     }
@@ -273,7 +277,8 @@ static int run_steps(const search_run *s) {
     rs.best_time_us = best;
     rs.wall_s = lab_now_s() - t0;
     if (res_append_step(s->store, &rs, why, sizeof why) != RES_OK) {
-      fprintf(stderr, "kernlab search: %s: %s\n", s->out, why);
+      lab_name_path(s->out, why, sizeof why);
+      fprintf(stderr, "kernlab search: %s\n", why);
       exit_code = LAB_EXIT_ENV;
       break;
     }
@@ -424,7 +429,10 @@ int lab_search(int argc, char **argv) {
   exit_code = run_steps(&run);
   int closed = res_close(store, why, sizeof why);
   store = NULL;
-  if (closed != RES_OK && !exit_code) FAIL(LAB_EXIT_ENV, "%s: %s", out, why);
+  if (closed != RES_OK && !exit_code) {
+    lab_name_path(out, why, sizeof why);
+    FAIL(LAB_EXIT_ENV, "%s", why);
+  }
   if (exit_code) goto cleanup;
   lab_interrupt_uninstall(); /* all recorded: the comparison may be cut */
 

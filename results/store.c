@@ -46,9 +46,10 @@ struct res_file {
   hid_t fid;
   hid_t cand, src, tim, comp, cname, steps; /* datasets */
   hid_t cand_t, step_t;
-  int lock_fd;
-  int schema;  /* the file's schema_version: how its record crcs run */
-  int noflush; /* rebuild: no per-append flush */
+  int lock_fd;         /* on the file itself: its identity (still_there) */
+  char path[PATH_MAX]; /* where the file was opened */
+  int schema;          /* the file's schema_version: how its record crcs run */
+  int noflush;         /* rebuild: no per-append flush */
   int64_t n_cand, n_steps;
   int64_t src_end, tim_end; /* current extents of the heaps */
   int n_comp;
@@ -61,6 +62,24 @@ const char *res__created_override;
 
 /* ---- small helpers --------------------------------------------------------
  */
+
+/* Whether the file is still the one at the path it was opened by. A file
+ * removed (or replaced) while written goes on taking records that no one
+ * will ever read: every append checks, and the writer stops with a message
+ * instead of finishing "successfully" into a deleted file. */
+static int still_there(const res_file *f, char *why, size_t whylen) {
+  struct stat held, named;
+  if (f->lock_fd < 0 || !f->path[0] || fstat(f->lock_fd, &held) != 0)
+    return RES_OK; /* nothing to compare with */
+  if (stat(f->path, &named) == 0 && named.st_dev == held.st_dev &&
+      named.st_ino == held.st_ino)
+    return RES_OK;
+  snprintf(why, whylen,
+           "%s was removed or replaced while this process wrote it: what it "
+           "wrote since is in no file",
+           f->path);
+  return RES_EENV;
+}
 
 static int fail(char *why, size_t whylen, const char *what) {
   res__h5_error(why, whylen, what);
@@ -438,6 +457,7 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
     return NULL;
   }
   unlink(tmp);
+  snprintf(f->path, sizeof f->path, "%s", path);
   return f;
 }
 
@@ -555,6 +575,7 @@ static res_file *reopen_file(const char *path, int rebuild_ok, int held,
     return NULL;
   }
   f->lock_fd = held;
+  snprintf(f->path, sizeof f->path, "%s", path);
   if ((*code = res__check_signature(path, why, whylen)) != RES_OK ||
       (held < 0 &&
        (*code = res__take_lock(path, &f->lock_fd, why, whylen)) != RES_OK)) {
@@ -668,6 +689,7 @@ int res_append_candidate(res_file *f, const res_candidate *c,
                          const char *const *comp_names,
                          const double *comp_values, int n_comp, int64_t *id,
                          char *why, size_t whylen) {
+  if (still_there(f, why, whylen) != RES_OK) return RES_EENV;
   res_candidate rec = *c;
   RES_CANDIDATE_FIELDS(NORMALISE_FIELD)
   rec.id = f->n_cand;
@@ -745,6 +767,7 @@ int res_append_candidate(res_file *f, const res_candidate *c,
 }
 
 int res_append_step(res_file *f, const res_step *s, char *why, size_t whylen) {
+  if (still_there(f, why, whylen) != RES_OK) return RES_EENV;
   res_step rec = *s;
   rec.crc = res_step_crc(&rec);
   if (write_rows(f->steps, f->step_t, f->n_steps, 1, 0, &rec) < 0)
@@ -769,8 +792,8 @@ int64_t res_file_step_count(const res_file *f) {
 
 int res_close(res_file *f, char *why, size_t whylen) {
   if (!f) return RES_OK;
-  int rc = RES_OK;
-  if (H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0)
+  int rc = still_there(f, why, whylen);
+  if (H5Fflush(f->fid, H5F_SCOPE_LOCAL) < 0 && rc == RES_OK)
     rc = fail(why, whylen, "cannot flush the results file");
   hid_t fid = f->fid;
   f->fid = -1;

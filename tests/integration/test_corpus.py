@@ -155,4 +155,27 @@ with tempfile.TemporaryDirectory() as d:
     p = corpus("return {generate = function(kl) return {{name='x', config='x', source='KL_LAUNCH(1,1,1,1,0); extern \"C\" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {}'}} end}", d)
     check(p.returncode == 2 and "none of the" in p.stderr, "no correct variant: exit 2: %s" % p.stderr[-300:])
 
+    # A disk that fills part-way (a 12 KiB tmpfs; root only, where mount is
+    # allowed): exit 3 naming the file and the error, and the files written
+    # so far removed, so the folder takes the same command again
+    full = os.path.join(d, "full")
+    os.mkdir(full)
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", full],
+        capture_output=True).returncode == 0
+    if not mounted:
+        print("corpus on a full disk: not tested (mounting a tmpfs needs root)")
+    else:
+        try:
+            big = SCRIPT.replace('return v', 'for i = 1, 8 do v[#v+1] = {name = "pad" .. i, '
+                                 'config = "naive", source = naive .. ("//" .. ("x"):rep(3000) .. "\\n")} end\n    return v')
+            p = corpus(big, full)
+            left = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(full, "c")) for f in fs]
+            check(p.returncode == 3 and "No space left on device" in p.stderr and
+                  "removed" in p.stderr and not left,
+                  "corpus on a full disk: exit 3, nothing left: %d %s %s"
+                  % (p.returncode, p.stderr[-300:], left))
+        finally:
+            subprocess.run(["umount", full])
+
 done()

@@ -246,6 +246,24 @@ with tempfile.TemporaryDirectory() as d:
     other = os.path.join(d, "other.ckpt")
     p = run("prime", "--corpus", corpus, "--out", other, "--size", "tiny", "--steps", "2",
             "--seed", "7")
+    # Killed before its first checkpoint, a prime with another corpus (so
+    # another tokenizer) over other.ckpt leaves the earlier pair as it was:
+    # its tokenizer is written only with the checkpoint that uses it
+    tok_before = open(other + ".tok", "rb").read()
+    proc = subprocess.Popen([KERNLAB, "prime", "--corpus", os.path.join(SRC, "kernels", "seeds"),
+                             "--out", other, "--size", "tiny", "--steps", "100000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    for line in proc.stderr:
+        if line.startswith("step 1/"):
+            break
+    proc.kill()
+    proc.communicate(timeout=60)
+    g = run("generate", "--ckpt", other, "--tok", other + ".tok", "--prompt", "x",
+            "--max-tokens", "5")
+    check(open(other + ".tok", "rb").read() == tok_before and g.returncode == 0,
+          "a prime killed before its first checkpoint: the earlier checkpoint and "
+          "tokenizer still pair: %s" % g.stderr[-300:])
     tok2 = os.path.join(d, "t2.tok")
     t = run("tokenizer", "train", "--corpus", os.path.join(SRC, "kernels", "seeds"),
             "--vocab", "300", "--out", tok2)

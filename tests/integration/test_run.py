@@ -308,6 +308,13 @@ with tempfile.TemporaryDirectory() as d:
           [(s_, i) for s_ in range(5) for i in range(2)] and
           [c["src_sha256"] for c in nc[:2]] == [c["src_sha256"] for c in first],
           "each (step, sample) once, step 1's kept")
+    # the summary's best kernel is one of the file (step 1's re-run samples
+    # are not recorded and must not be named)
+    m = re.search(r"best correct kernel: ([0-9.]+) us", r.stdout)
+    best = [c["time_us"] for c in nc if c["correct"] and not c["flags"] and c["time_us"] > 0]
+    check((m is None and not best) or
+          (m is not None and best and abs(float(m.group(1)) - min(best)) <= 0.05 + 1e-6 * min(best)),
+          "the summary names the file's best kernel: %s vs %s" % (m and m.group(1), best and min(best)))
 
     # Twice: stops at once, by SIGINT; resume still records each once (a
     # campaign with longer steps, so that the second comes within one)

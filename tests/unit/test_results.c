@@ -625,6 +625,40 @@ static void test_full_disk(void) {
   if (r) res_reader_close(r);
 }
 
+/* A results file removed, or replaced by another, while a writer has it
+ * open: the writer's next append and its close fail with a sentence
+ * naming the file, instead of writing on into a file no one can read. */
+static void test_removed_while_written(void) {
+  char path[512], why[512] = "";
+  path_in(path, sizeof path, "removed.h5");
+  int code = 0;
+  res_file *f = res_create(path, &meta, &code, why, sizeof why);
+  CHECK(f && gen_append(f, 0, why, sizeof why) == RES_OK, "create: %s", why);
+  if (!f) return;
+  unlink(path);
+  why[0] = 0;
+  CHECK(gen_append(f, 1, why, sizeof why) == RES_EENV &&
+            strstr(why, "removed or replaced while this process wrote it") &&
+            strstr(why, path),
+        "an append after the removal fails: %s", why);
+  CHECK(res_close(f, why, sizeof why) == RES_EENV && strstr(why, "removed"),
+        "and the close: %s", why);
+  /* replaced: another file renamed over the name */
+  char other[512];
+  path_in(other, sizeof other, "removed_other.h5");
+  f = res_create(path, &meta, &code, why, sizeof why);
+  CHECK(f != NULL, "create again: %s", why);
+  res_file *g = res_create(other, &meta, &code, why, sizeof why);
+  if (g) res_close(g, why, sizeof why);
+  CHECK(rename(other, path) == 0, "rename over it");
+  res_step st;
+  memset(&st, 0, sizeof st);
+  CHECK(f && res_append_step(f, &st, why, sizeof why) == RES_EENV &&
+            strstr(why, "replaced"),
+        "a step after the replacement fails: %s", why);
+  res_close(f, why, sizeof why);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   /* In a child: after the torn header HDF5 cannot close itself cleanly
@@ -649,6 +683,7 @@ int main(void) {
   test_bad_input();
   test_errors_and_schema_1();
   test_full_disk();
+  test_removed_while_written();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
