@@ -638,8 +638,22 @@ void kl_gpu_lock(void) {
     }
   }
   if (gpu_lock_fd >= 0) {
-    int rc;
-    while ((rc = flock(gpu_lock_fd, LOCK_EX)) != 0 && errno == EINTR) {
+    /* Another kernlab process's run holds the device: say so (once) before
+     * waiting, so a wait behind a long campaign, or a stopped one, is not
+     * silence. */
+    static int said;
+    int rc = flock(gpu_lock_fd, LOCK_EX | LOCK_NB);
+    if (rc != 0 && errno == EWOULDBLOCK && !said) {
+      said = 1;
+      fprintf(stderr,
+              "kernlab: waiting for the GPU: another kernlab process is "
+              "running on it (the lock %s)\n",
+              getenv("KERNLAB_GPU_LOCK") && getenv("KERNLAB_GPU_LOCK")[0]
+                  ? getenv("KERNLAB_GPU_LOCK")
+                  : "/tmp/kernlab-gpu-UID.lock");
+    }
+    while (rc != 0 && (rc = flock(gpu_lock_fd, LOCK_EX)) != 0 &&
+           errno == EINTR) {
     }
     if (rc != 0)
       fprintf(stderr,

@@ -71,6 +71,10 @@ int kl_outfile_open(kl_outfile *o, const char *path, char *why, size_t len);
 int kl_outfile_commit(kl_outfile *o, int durable, char *why, size_t len);
 /* Closes and removes the temporary file; the earlier file is untouched. */
 void kl_outfile_abort(kl_outfile *o);
+/* Removes the temporary files a killed process left beside path: names
+ * PATH.tmp.PID whose PID is no running process (a live one, perhaps a
+ * writer of the same file, is left alone). Returns how many it removed. */
+int kl_outfile_sweep(const char *path);
 
 /* ---- the candidate contract (kernels/abi.h) ------------------------------ */
 

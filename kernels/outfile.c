@@ -15,7 +15,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,4 +91,34 @@ void kl_outfile_abort(kl_outfile *o) {
   if (o->f) fclose(o->f);
   if (o->tmp) unlink(o->tmp);
   release(o);
+}
+
+int kl_outfile_sweep(const char *path) {
+  char *a = strdup(path), *b = strdup(path);
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return 0;
+  }
+  const char *dir = dirname(a), *base = basename(b);
+  size_t blen = strlen(base);
+  DIR *d = opendir(dir);
+  int removed = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    const char *n = e->d_name;
+    if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+    char *end;
+    long pid = strtol(n + blen + 5, &end, 10);
+    if (*end || end == n + blen + 5 || pid <= 0 || pid == (long)getpid())
+      continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive */
+    char full[4200];
+    snprintf(full, sizeof full, "%s/%s", dir, n);
+    removed += unlink(full) == 0;
+  }
+  if (d) closedir(d);
+  free(a);
+  free(b);
+  return removed;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -156,6 +157,10 @@ int main(int argc, char **argv) {
   int flushed = fflush(stdout) == 0, err = errno;
   struct stat st;
   int to_pipe = fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
+  struct statvfs vs; /* an earlier write's errno is gone; a full disk says */
+  if (!err && ferror(stdout) && !to_pipe && fstatvfs(STDOUT_FILENO, &vs) == 0 &&
+      vs.f_bavail == 0)
+    err = ENOSPC;
   if ((!flushed || ferror(stdout)) && !(to_pipe && (!err || err == EPIPE))) {
     fprintf(stderr, "kernlab %s: writing standard output failed%s%s\n", cmd,
             err ? ": " : "", err ? strerror(err) : "");

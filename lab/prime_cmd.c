@@ -394,6 +394,8 @@ int lab_prime(int argc, char **argv) {
   snprintf(h.tokenizer_sha256, sizeof h.tokenizer_sha256, "%s",
            pl_tok_hash(tok));
   int tty = isatty(2);
+  kl_outfile_sweep(out); /* what a killed prime left half-written */
+  kl_outfile_sweep(tok_target);
   char ckpt_tmp[1200]; /* what pl_ckpt_save writes before its rename */
   kl_outfile_tmpname(out, ckpt_tmp, sizeof ckpt_tmp);
   lab_interrupt_install("kernlab prime",

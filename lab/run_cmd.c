@@ -106,6 +106,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -528,6 +529,36 @@ int lab_run(int argc, char **argv) {
   if (lab_make_parent(c.out) != 0 || lab_make_parent(ckpt_out) != 0)
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
          strerror(errno));
+  /* what a killed run left half-written beside them (its checkpoint of
+   * 20 MB and more, a results file it was creating) goes */
+  if (kl_outfile_sweep(ckpt_out) + kl_outfile_sweep(c.out) > 0)
+    fprintf(stderr,
+            "kernlab run: removed the temporary files a killed kernlab left "
+            "beside %s\n",
+            ckpt_out);
+  /* Room for a checkpoint (written whole beside the old one before the
+   * rename): as large as the one there, or as the campaign's own, which
+   * holds the same parameters and optimiser state. Said now, not after a
+   * step's compute; a disk that fills later is still reported then. */
+  if (start_step < c.steps) {
+    struct stat cs;
+    struct statvfs vs;
+    char folder[1100];
+    snprintf(folder, sizeof folder, "%s", ckpt_out);
+    char *slash = strrchr(folder, '/');
+    if (slash)
+      slash[slash == folder ? 1 : 0] = 0;
+    else
+      snprintf(folder, sizeof folder, ".");
+    if ((stat(ckpt_out, &cs) == 0 || stat(c.checkpoint, &cs) == 0) &&
+        statvfs(folder, &vs) == 0 &&
+        (uint64_t)vs.f_bavail * vs.f_frsize < (uint64_t)cs.st_size)
+      FAIL(LAB_EXIT_ENV,
+           "%s: %llu bytes free in its folder, a checkpoint needs %llu: free "
+           "some space first",
+           ckpt_out, (unsigned long long)vs.f_bavail * vs.f_frsize,
+           (unsigned long long)cs.st_size);
+  }
   int code = 0;
   /* the run's id: the file's (0 for one from before ids: its checkpoints
    * carry 0 too), or a new one for a new file */
@@ -651,8 +682,8 @@ int lab_run(int argc, char **argv) {
       /* the best so far is a kernel of the file: a re-run step's first
        * pr.recorded[step] samples are not recorded (the file keeps those
        * of the run that was killed) */
-      if (k >= pr.recorded[step] && r->correct && r->time_us > 0 &&
-          !r->flags && (best_time < 0 || r->time_us < best_time))
+      if (k >= pr.recorded[step] && r->correct && r->time_us > 0 && !r->flags &&
+          (best_time < 0 || r->time_us < best_time))
         best_time = r->time_us;
     }
     rc = pl_grpo_advantages(adv, rewards, P, G, c.grpo.scale_rewards, why,

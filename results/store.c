@@ -416,16 +416,18 @@ static res_file *create_file(const char *path, const res_campaign_meta *meta,
   H5Pclose(fapl);
   if (f->fid < 0) {
     char what[4200];
-    snprintf(what, sizeof what, "%s: cannot create%s%s", tmp, err ? ": " : "",
-             err ? strerror(err) : "");
+    snprintf(what, sizeof what, "%s: cannot create %s%s%s", path, tmp,
+             err ? ": " : "", err ? strerror(err) : "");
     *code = fail(why, whylen, what);
     free_file(f);
+    unlink(tmp); /* HDF5 may have made it before it failed (a full disk) */
     return NULL;
   }
   /* Every object exists before SWMR starts: the writer cannot add any. */
   if (create_objects(f, meta) < 0 || H5Fstart_swmr_write(f->fid) < 0) {
     char what[4200];
-    snprintf(what, sizeof what, "%s: cannot create the schema", tmp);
+    snprintf(what, sizeof what, "%s: cannot create the schema in %s", path,
+             tmp);
     *code = fail(why, whylen, what);
     free_file(f);
     unlink(tmp);

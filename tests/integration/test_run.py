@@ -226,6 +226,21 @@ with tempfile.TemporaryDirectory() as d:
     check(open(os.path.join(ro, "r.h5"), "rb").read() == ro_before and
           sorted(os.listdir(ro)) == ["r.ckpt", "r.h5"], "read-only folder: nothing changed")
     os.chmod(ro, 0o755)
+    # a folder without room for a checkpoint (a 256 KiB tmpfs; root only):
+    # said before any step, no results file made
+    small = os.path.join(d, "small")
+    os.mkdir(small)
+    if os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs",
+                                             small], capture_output=True).returncode == 0:
+        try:
+            r = run("run", c4, "--out", os.path.join(small, "s.h5"))
+            check(r.returncode == 3 and "free some space first" in r.stderr and
+                  "step" not in r.stdout and not os.listdir(small),
+                  "no room for a checkpoint: said first: %d %r" % (r.returncode, r.stderr[-300:]))
+        finally:
+            subprocess.run(["umount", small])
+    else:
+        print("run into a full folder: not tested (mounting a tmpfs needs root)")
 
     # Kill mid-campaign, resume: every (step, sample) exactly once.
     c5 = os.path.join(d, "kill.lua")
@@ -239,8 +254,15 @@ with tempfile.TemporaryDirectory() as d:
     time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    # what a kill mid-save leaves: the checkpoint's temporary file, named
+    # by the dead process's pid; the resume removes it
+    stale = kout[:-3] + ".ckpt.tmp.%d" % proc.pid
+    with open(stale, "wb") as f:
+        f.write(b"\0" * 4096)
     r = run("run", c5, "--out", kout, "--resume")
     check(r.returncode == 0, "resume after kill exits 0: %s" % r.stderr[-800:])
+    check(not os.path.exists(stale) and "removed the temporary files" in r.stderr,
+          "the killed run's temporary checkpoint is removed: %s" % r.stderr[-300:])
     kc = candidates(kout)
     keys = sorted((c["step"], c["sample"]) for c in kc)
     check(keys == [(s, i) for s in range(5) for i in range(2)],

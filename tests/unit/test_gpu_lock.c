@@ -11,6 +11,9 @@
 #include "kernels/kernels.h"
 #include "tests/unit/kltest.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +109,36 @@ int main(void) {
         "GPU runs in flight at once over %d processes: at most %d, expected "
         "1 (the lock)",
         PROCS, shared->most_in_flight);
+  /* A lock held elsewhere: kl_gpu_lock says it waits, then waits until
+   * the holder lets go. */
+  int hold = open(lock, O_RDWR);
+  CHECK(hold >= 0 && flock(hold, LOCK_EX) == 0, "holding the lock");
+  int err[2];
+  CHECK(pipe(err) == 0, "pipe");
+  pid_t kid = fork();
+  if (kid == 0) {
+    dup2(err[1], 2);
+    kl_gpu_lock();
+    kl_gpu_unlock();
+    _exit(0);
+  }
+  close(err[1]);
+  char said[512] = "";
+  struct pollfd pfd = {err[0], POLLIN, 0};
+  ssize_t n = poll(&pfd, 1, 10000) == 1 /* before the release */
+                  ? read(err[0], said, sizeof said - 1)
+                  : 0;
+  if (n > 0) said[n] = 0;
+  int st = -1;
+  CHECK(waitpid(kid, &st, WNOHANG) == 0, "it waits while the lock is held");
+  CHECK(strstr(said, "waiting for the GPU") && strstr(said, lock),
+        "it says it waits, and on which lock: %s", said);
+  flock(hold, LOCK_UN);
+  waitpid(kid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "it takes the lock once released: 0x%x", st);
+  close(hold);
+  close(err[0]);
   unlink(lock);
   return kl_test_done("test_gpu_lock");
 }

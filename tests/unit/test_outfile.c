@@ -170,6 +170,32 @@ static void test_interrupt(void) {
   free(text);
 }
 
+/* A killed writer's PATH.tmp.PID is swept; a live process's, and names
+ * that only look alike, stay. */
+static void test_sweep(void) {
+  char path[128], dead[192], live[192], other[192], odd[192];
+  snprintf(path, sizeof path, "%s/ck.ckpt", dir);
+  pid_t kid = fork();
+  if (kid == 0) _exit(0);
+  waitpid(kid, NULL, 0); /* its pid now names no process */
+  snprintf(dead, sizeof dead, "%s.tmp.%ld", path, (long)kid);
+  snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)getppid());
+  snprintf(other, sizeof other, "%s/ck.ckpt.tok.tmp.%ld", dir, (long)kid);
+  snprintf(odd, sizeof odd, "%s.tmp.%ldx", path, (long)kid);
+  put(dead, "x");
+  put(live, "x");
+  put(other, "x");
+  put(odd, "x");
+  CHECK(kl_outfile_sweep(path) == 1, "one file swept");
+  CHECK(access(dead, F_OK) != 0, "the dead writer's file is gone");
+  CHECK(access(live, F_OK) == 0 && access(other, F_OK) == 0 &&
+            access(odd, F_OK) == 0,
+        "a live process's file, another output's and an odd name stay");
+  unlink(live);
+  unlink(other);
+  unlink(odd);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/kl_outfile_XXXXXX");
   if (!mkdtemp(dir)) {
@@ -179,6 +205,7 @@ int main(void) {
   test_commit_and_abort();
   test_failures();
   test_interrupt();
+  test_sweep();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
