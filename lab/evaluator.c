@@ -436,6 +436,13 @@ res_file *lab_results_open(const char *path, int fresh, const char *config_text,
   if (!f) {
     *exit = code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
     lab_name_path(path, why, whylen);
+    /* a fresh file the command checked was not there a moment ago */
+    if (fresh && strstr(why, "already exists")) {
+      size_t n = strlen(why);
+      snprintf(why + n, whylen - n,
+               " (it appeared after this command started: is another kernlab "
+               "writing the same output?)");
+    }
   }
   return f;
 }

@@ -739,6 +739,19 @@ int lab_run(int argc, char **argv) {
     h.step = (uint64_t)step + 1;
     h.opt_step = (uint64_t)opt.step;
     h.run_id = run_id;
+    /* The checkpoint there must be this run's (or none): --out x and
+     * --out x.h5 name one x.ckpt, and two runs started at once would
+     * replace each other's, each resuming the other's policy later. */
+    pl_ckpt_header there;
+    if (pl_ckpt_peek(ckpt_out, &there, why, sizeof why) == PL_OK &&
+        there.run_id != run_id)
+      FAIL(LAB_EXIT_ENV,
+           "%s now holds the checkpoint of another run (run id %016llx, this "
+           "one %016llx): two campaigns are writing it (--out x and --out "
+           "x.h5 share x.ckpt); this run's step %d is recorded in %s but not "
+           "checkpointed",
+           ckpt_out, (unsigned long long)there.run_id,
+           (unsigned long long)run_id, step + 1, c.out);
     rc = lab_policy_sync(&pol, why, sizeof why);
     if (!rc)
       rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,

@@ -458,6 +458,23 @@ static int check_parsed(const uint8_t *b, const pl_ckpt_header *h,
   return PL_OK;
 }
 
+int pl_ckpt_peek(const char *path, pl_ckpt_header *out, char *why,
+                 size_t whylen) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
+                   "%s: cannot open checkpoint: %s", path, strerror(errno));
+  struct stat st;
+  uint8_t hb[PL_CKPT_HEADER_BYTES] = {0};
+  int ok = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+           fread(hb, 1, sizeof hb, f) == sizeof hb;
+  fclose(f);
+  if (!ok)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: not a checkpoint (no whole header)", path);
+  return parse_header(hb, path, (uint64_t)st.st_size, out, why, whylen);
+}
+
 int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
                  float **m, float **v, char *why, size_t whylen) {
   if (!path || !out || !params)

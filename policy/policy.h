@@ -498,6 +498,12 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
 int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
                  float **m, float **v, char *why, size_t whylen);
 
+/* The header alone, validated as pl_ckpt_load validates it (the file's
+ * size included, not its checksum): PL_OK with *out, or PL_EINPUT/PL_EENV
+ * with why. For a check before a save (whose run's checkpoint is there?). */
+int pl_ckpt_peek(const char *path, pl_ckpt_header *out, char *why,
+                 size_t whylen);
+
 /* Compares the checkpoint's tokenizer hash with the one of the tokenizer
  * about to be used (64 hex characters); PL_EINPUT with both hashes and what
  * it means when they differ. */

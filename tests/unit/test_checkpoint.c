@@ -216,6 +216,20 @@ static void test_round_trip(void) {
   free(m2);
   free(v2);
 
+  /* The header alone: the same fields, and a short or foreign file is
+   * refused. */
+  pl_ckpt_header pk;
+  CHECK(pl_ckpt_peek(path, &pk, why, sizeof why) == PL_OK &&
+            pk.run_id == g.run_id && pk.step == g.step &&
+            pk.n_params == g.n_params,
+        "peek: %s", why);
+  CHECK(pl_ckpt_peek("/nonexistent/x.ckpt", &pk, why, sizeof why) ==
+                PL_EINPUT &&
+            strstr(why, "x.ckpt"),
+        "peek of a missing file: %s", why);
+  CHECK(pl_ckpt_peek(__FILE__, &pk, why, sizeof why) == PL_EINPUT,
+        "peek of a file that is no checkpoint: %s", why);
+
   /* Skipping m and v at load time. */
   CHECK(pl_ckpt_load(path, &g, &p2, NULL, NULL, why, sizeof why) == PL_OK, "%s",
         why);
