@@ -403,7 +403,8 @@ int lab_prime(int argc, char **argv) {
                         "priming stops",
                         ckpt_tmp);
   if (tok_pending) lab_interrupt_also_remove(tok_tmp);
-  int stopped = 0;
+  int stopped = 0, saved = 0;
+  struct stat mine; /* the checkpoint this prime saved last */
   for (int step = 0; step < steps && !stopped; step++) {
     for (int b = 0; b < batch; b++) {
       rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -441,6 +442,21 @@ int lab_prime(int argc, char **argv) {
        * written first (under its temporary name), renamed into place only
        * once the checkpoint is, so a failed save (a full disk, a kill)
        * never leaves the earlier checkpoint with a tokenizer not its own. */
+      /* After this prime's first save the checkpoint at --out is its
+       * own: another file there means a second prime writes the same
+       * output (each would pair its checkpoint with the other's
+       * tokenizer); this one stops rather than replace it again. */
+      struct stat now;
+      if (saved && (stat(out, &now) != 0 || now.st_dev != mine.st_dev ||
+                    now.st_ino != mine.st_ino)) {
+        fprintf(stderr,
+                "\nkernlab prime: %s was replaced by another process since "
+                "this prime saved it (two primes writing one --out?); "
+                "stopping without replacing it again\n",
+                out);
+        exit_code = LAB_EXIT_ENV;
+        goto done;
+      }
       if (lab_policy_sync(&pol, why, sizeof why) != PL_OK ||
           (tok_pending &&
            pl_tok_save(tok, tok_tmp, why, sizeof why) != PL_OK) ||
@@ -458,6 +474,7 @@ int lab_prime(int argc, char **argv) {
         goto done;
       }
       tok_pending = 0;
+      saved = stat(out, &mine) == 0;
     }
   }
   if (tty) fputc('\n', stderr);

@@ -264,6 +264,25 @@ with tempfile.TemporaryDirectory() as d:
     check(open(other + ".tok", "rb").read() == tok_before and g.returncode == 0,
           "a prime killed before its first checkpoint: the earlier checkpoint and "
           "tokenizer still pair: %s" % g.stderr[-300:])
+    # Its checkpoint replaced by another process between two saves (as by a
+    # second prime to the same --out): the next save stops, exit 3, and
+    # leaves the other file in place
+    rep = os.path.join(d, "rep.ckpt")
+    proc = subprocess.Popen([KERNLAB, "prime", "--corpus", corpus, "--out", rep, "--size",
+                             "tiny", "--steps", "250", "--tok", ck + ".tok"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    for line in proc.stderr:
+        if line.startswith("step 111/"):
+            break
+    shutil.copy(rep, rep + ".other")
+    os.rename(rep + ".other", rep)
+    other_bytes = open(rep, "rb").read()
+    out_, err_ = proc.communicate(timeout=600)
+    check(proc.returncode == 3 and "was replaced by another process" in err_ and
+          open(rep, "rb").read() == other_bytes,
+          "a checkpoint replaced between saves: stop, the other kept: %d %s"
+          % (proc.returncode, err_[-300:]))
     tok2 = os.path.join(d, "t2.tok")
     t = run("tokenizer", "train", "--corpus", os.path.join(SRC, "kernels", "seeds"),
             "--vocab", "300", "--out", tok2)
