@@ -140,6 +140,10 @@ uint32_t res__candidate_crc(const res_candidate *r, int schema);
 /* Current extent of a 1-D (or the first axis of a 2-D) dataset; -1 on
  * error. */
 int64_t res__extent(hid_t ds, int axis);
+/* The rows of ds that have storage behind them (a file's declared extent
+ * can be edited to billions of rows with no data: unwritten chunks read as
+ * the fill value, which no record passes). What readers allocate for. */
+int64_t res__stored_rows(hid_t ds);
 
 /* Reads [start, start + count) of a 1-D dataset (or rows of a 2-D one,
  * cols wide) with memory type mt into buf. Returns 0 or -1. */

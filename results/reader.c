@@ -48,13 +48,22 @@ struct res_reader {
 
 /* Reads a string attribute of the root (fixed or variable length) into a
  * malloc'd string; NULL when absent or not a string. */
+/* One value, not an array: H5Aread writes every element of the attribute
+ * into a buffer sized for one (an array written by h5py overran it). */
+static int one_value(hid_t a) {
+  hid_t sp = H5Aget_space(a);
+  int one = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1;
+  if (sp >= 0) H5Sclose(sp);
+  return one;
+}
+
 static char *read_str_attr(hid_t fid, const char *name) {
   if (H5Aexists(fid, name) <= 0) return NULL;
   hid_t a = H5Aopen(fid, name, H5P_DEFAULT);
   if (a < 0) return NULL;
   hid_t t = H5Aget_type(a);
   char *out = NULL;
-  if (H5Tget_class(t) == H5T_STRING) {
+  if (H5Tget_class(t) == H5T_STRING && one_value(a)) {
     if (H5Tis_variable_str(t) > 0) {
       char *v = NULL;
       hid_t mt = H5Tcopy(H5T_C_S1);
@@ -85,9 +94,49 @@ static int read_int_attr(hid_t fid, const char *name, hid_t mt, void *v) {
   if (H5Aexists(fid, name) <= 0) return -1;
   hid_t a = H5Aopen(fid, name, H5P_DEFAULT);
   if (a < 0) return -1;
-  herr_t e = H5Aread(a, mt, v);
+  hid_t t = H5Aget_type(a);
+  int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && one_value(a);
+  if (t >= 0) H5Tclose(t);
+  herr_t e = ok ? H5Aread(a, mt, v) : -1;
   H5Aclose(a);
   return e < 0 ? -1 : 0;
+}
+
+/* Each dataset of the schema has its rank and kind of element; a file
+ * edited otherwise is damaged, said before anything reads it. */
+static const char *bad_shape(hid_t fid) {
+  static const struct {
+    const char *name;
+    int rank;
+    H5T_class_t cls;
+  } want[] = {{RES_DS_CANDIDATES, 1, H5T_COMPOUND},
+              {RES_DS_SOURCE, 1, H5T_INTEGER},
+              {RES_DS_TIMINGS, 1, H5T_FLOAT},
+              {RES_DS_COMPONENTS, 2, H5T_FLOAT},
+              {RES_DS_COMPONENT_NAMES, 2, H5T_INTEGER},
+              {RES_DS_STEPS, 1, H5T_COMPOUND}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    hid_t ds = -1;
+    H5E_BEGIN_TRY {
+      ds = H5Dopen2(fid, want[i].name, H5P_DEFAULT);
+    }
+    H5E_END_TRY;
+    if (ds < 0) continue; /* missing: load() says so (or /steps' rule) */
+    hid_t sp = H5Dget_space(ds), t = H5Dget_type(ds);
+    int ok = sp >= 0 && t >= 0 &&
+             H5Sget_simple_extent_ndims(sp) == want[i].rank &&
+             H5Tget_class(t) == want[i].cls;
+    if (ok && !strcmp(want[i].name, RES_DS_COMPONENT_NAMES)) {
+      hsize_t dims[2] = {0, 0};
+      H5Sget_simple_extent_dims(sp, dims, NULL);
+      ok = dims[1] == RES_NAME_LEN;
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(ds);
+    if (!ok) return want[i].name;
+  }
+  return NULL;
 }
 
 int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
@@ -115,6 +164,14 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
              "%s: results schema version %d; this kernlab reads versions 1 "
              "to %d (a newer kernlab wrote it)",
              path, (int)schema, RES_SCHEMA_VERSION);
+    return RES_EINPUT;
+  }
+  const char *ds = bad_shape(fid);
+  if (ds) {
+    snprintf(why, whylen,
+             "%s: truncated or damaged results file: /%s has the wrong rank "
+             "or element type for the results schema",
+             path, ds);
     return RES_EINPUT;
   }
   return RES_OK;
@@ -191,7 +248,7 @@ static int load(res_reader *r, char *why, size_t whylen) {
   int32_t schema = 0;
   read_int_attr(r->fid, "schema_version", H5T_NATIVE_INT32, &schema);
   r->schema = schema;
-  int64_t n = res__extent(cand, 0);
+  int64_t n = res__stored_rows(cand);
   /* zeroed: a schema-1 file has no `error` member, which HDF5 then leaves
    * as the buffer held it */
   r->recs = calloc((size_t)(n > 0 ? n : 1), sizeof *r->recs);
@@ -217,7 +274,7 @@ static int load(res_reader *r, char *why, size_t whylen) {
     c->reward_sha256[sizeof c->reward_sha256 - 1] = 0;
     c->error[sizeof c->error - 1] = 0;
   }
-  int64_t ns = steps < 0 ? 0 : res__extent(steps, 0);
+  int64_t ns = steps < 0 ? 0 : res__stored_rows(steps);
   r->steps = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *r->steps);
   if (!r->steps) {
     rc = damaged(r, "out of memory", why, whylen);
@@ -241,7 +298,7 @@ static int load(res_reader *r, char *why, size_t whylen) {
             "file was changed after it was written\n",
             r->path, step_damage, (long long)r->n_steps);
   }
-  int64_t k = res__extent(cname, 0);
+  int64_t k = res__stored_rows(cname);
   if (k > 0) {
     r->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!r->comp_names || res__read_rows(cname, H5T_NATIVE_UINT8, 0, k,
@@ -395,6 +452,16 @@ res_reader *res_open_read(const char *path, int *code, char *why,
   }
   if ((*code = res__validate(r->fid, path, why, whylen)) != RES_OK ||
       (*code = load(r, why, whylen)) != RES_OK) {
+    res_reader_close(r);
+    return NULL;
+  }
+  if (missing && r->n == 0) { /* nothing to save: the file is just cut */
+    char what[200];
+    snprintf(what, sizeof what,
+             "it ends %llu bytes short of the end HDF5 recorded, and no "
+             "record before that reads",
+             (unsigned long long)missing);
+    *code = damaged(r, what, why, whylen);
     res_reader_close(r);
     return NULL;
   }

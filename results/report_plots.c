@@ -56,6 +56,18 @@ static double nice_range(double *lo, double *hi, int integer) {
   return step;
 }
 
+/* How many ticks from a to b (inclusive, with slack for rounding) at
+ * spacing step, at most MAX_TICKS. The loops count ticks rather than add
+ * step until past b: at 1e20 a step of 16 adds nothing to a double, and
+ * such a loop wrote ticks until the disk was full. */
+#define MAX_TICKS 200
+static int tick_count(double a, double b, double step) {
+  if (!(step > 0) || !isfinite(a) || !isfinite(b) || b < a) return 0;
+  if (a + step == a) return 1; /* below the precision at a */
+  double n = floor((b - a) / step + 1e-6) + 1;
+  return n > MAX_TICKS ? MAX_TICKS : (int)n;
+}
+
 /* A tick label with as many decimals as the spacing needs. */
 static void tick_label(char *buf, size_t n, double v, double step, int pct) {
   if (pct) v *= 100, step *= 100;
@@ -125,22 +137,27 @@ static void plot_begin(const plot *p, const char *id, const char *xlabel,
           "width=\"%d\" height=\"%d\" role=\"img\">\n",
           id, W, H, W, H);
   char lab[32];
-  for (double y = p->y0; !p->ylog && y <= p->y1 + p->ystep * 1e-6;
-       y += p->ystep) {
+  int ny = p->ylog ? 0 : tick_count(p->y0, p->y1, p->ystep);
+  for (int i = 0; i < ny; i++) {
+    double y = p->y0 + i * p->ystep;
     tick_label(lab, sizeof lab, y, p->ystep, p->ypct);
     y_tick(p, y, lab);
   }
   /* Log axis: 1, 2, 5 per decade, or 1 alone when the range is wide. */
   int wide = p->y1 - p->y0 > 2.5;
-  for (int d = (int)floor(p->y0); p->ylog && d <= (int)ceil(p->y1); d++)
+  int logok = p->ylog && isfinite(p->y0) && isfinite(p->y1) &&
+              fabs(p->y0) < 400 && fabs(p->y1) < 400; /* decades of doubles */
+  for (int d = logok ? (int)floor(p->y0) : 1; logok && d <= (int)ceil(p->y1);
+       d++)
     for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
       double y = d + log10((double)m);
       if ((wide && m > 1) || y < p->y0 - 1e-9 || y > p->y1 + 1e-9) continue;
       snprintf(lab, sizeof lab, "%g", m * pow(10, d));
       y_tick(p, y, lab);
     }
-  for (double x = p->x0; xlabels && x <= p->x1 + p->xstep * 1e-6;
-       x += p->xstep) {
+  int nx = xlabels ? tick_count(p->x0, p->x1, p->xstep) : 0;
+  for (int i = 0; i < nx; i++) {
+    double x = p->x0 + i * p->xstep;
     tick_label(lab, sizeof lab, x, p->xstep, 0);
     fprintf(f,
             "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" "
@@ -287,7 +304,8 @@ static void plot_best(FILE *f, const res_reader *r, const step_cols *sc,
   int64_t dots = 0;
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
-    if (!c->correct || !(c->time_us > 0) || c->step < 0) continue;
+    if (!c->correct || !(c->time_us > 0 && is_num(c->time_us)) || c->step < 0)
+      continue;
     dots++;
     p.x0 = fmin(p.x0, (double)c->step), p.x1 = fmax(p.x1, (double)c->step);
     p.y0 = fmin(p.y0, c->time_us), p.y1 = fmax(p.y1, c->time_us);
@@ -306,7 +324,8 @@ static void plot_best(FILE *f, const res_reader *r, const step_cols *sc,
   fprintf(f, "<g class=\"cands\" data-n=\"%lld\">\n", (long long)dots);
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
-    if (!c->correct || !(c->time_us > 0) || c->step < 0) continue;
+    if (!c->correct || !(c->time_us > 0 && is_num(c->time_us)) || c->step < 0)
+      continue;
     fprintf(f,
             "<circle class=\"cand\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\">"
             "<title>candidate %lld: %.4g us</title></circle>\n",
@@ -328,7 +347,7 @@ static void plot_hist(FILE *f, const res_reader *r, const char *unit) {
   int64_t n = 0;
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
-    if (!c->correct || !(c->time_us > 0)) continue;
+    if (!c->correct || !(c->time_us > 0 && is_num(c->time_us))) continue;
     lo = fmin(lo, c->time_us), hi = fmax(hi, c->time_us), n++;
   }
   if (!n) {
@@ -344,7 +363,7 @@ static void plot_hist(FILE *f, const res_reader *r, const char *unit) {
   int64_t count[30] = {0}, most = 0;
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
-    if (!c->correct || !(c->time_us > 0)) continue;
+    if (!c->correct || !(c->time_us > 0 && is_num(c->time_us))) continue;
     int b = (int)((c->time_us - lo) / width);
     count[b < 0 ? 0 : b >= bins ? bins - 1 : b]++;
   }
@@ -355,7 +374,11 @@ static void plot_hist(FILE *f, const res_reader *r, const char *unit) {
   p.ystep = nice_range(&p.y0, &p.y1, 1);
   figure_begin(f, "plot-hist", cap);
   plot_begin(&p, "hist", unit, "kernels", 0);
-  for (double x = ceil(lo / p.xstep) * p.xstep; x <= hi; x += p.xstep) {
+  double first = ceil(lo / p.xstep) * p.xstep;
+  int nt = tick_count(first, hi, p.xstep);
+  for (int i = 0; i < nt; i++) {
+    double x = first + i * p.xstep;
+    if (x > hi) break;
     char lab[32];
     tick_label(lab, sizeof lab, x, p.xstep, 0);
     fprintf(f,
@@ -416,7 +439,9 @@ static void plot_comp_mean(FILE *f, const res_reader *r) {
   int left = 130;
   double span = p.x1 - p.x0, plotw = W - PR - left;
 #define CX(v) (left + ((v)-p.x0) / span * plotw)
-  for (double x = p.x0; x <= p.x1 + p.xstep * 1e-6; x += p.xstep) {
+  int nt = tick_count(p.x0, p.x1, p.xstep);
+  for (int i = 0; i < nt; i++) {
+    double x = p.x0 + i * p.xstep;
     char lab[32];
     tick_label(lab, sizeof lab, x, p.xstep, 0);
     fprintf(f,
@@ -559,11 +584,11 @@ void res__plot_compare(FILE *f, const res_reader *const *runs,
   for (int k = 0; k < n_runs; k++) {
     best_so_far(runs[k], b, res_count(runs[k]));
     for (int64_t i = 0; i < res_count(runs[k]); i++)
-      if (b[i] > 0)
+      if (b[i] > 0 && is_num(b[i]))
         p.y0 = fmin(p.y0, log10(b[i])), p.y1 = fmax(p.y1, log10(b[i]));
     b += res_count(runs[k]);
   }
-  if (!is_num(p.y0)) {
+  if (!is_num(p.y0) || !is_num(p.y1)) {
     free(best);
     figure_empty(f, "plot-compare", cap,
                  "No file holds a correct, timed kernel yet.");
@@ -578,7 +603,7 @@ void res__plot_compare(FILE *f, const res_reader *const *runs,
     i--;
   p.y0 = log10(steps[i] * dlo);
   i = 0;
-  while (steps[i] * dhi < hi * (1 - 1e-9))
+  while (i < 3 && steps[i] * dhi < hi * (1 - 1e-9))
     i++;
   p.y1 = log10(steps[i] * dhi);
   if (!(p.y1 > p.y0)) p.y0 -= 0.15, p.y1 += 0.15;

@@ -232,14 +232,31 @@ int res__check_signature(const char *path, char *why, size_t whylen) {
   return RES_OK;
 }
 
+/* The schema's datasets have rank 1 or 2; a file edited to hold another
+ * rank is refused before any dims array is filled. */
 int64_t res__extent(hid_t ds, int axis) {
   hid_t sp = H5Dget_space(ds);
   if (sp < 0) return -1;
   hsize_t dims[2] = {0, 0};
-  int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
+  int nd = H5Sget_simple_extent_ndims(sp);
+  if (nd >= 1 && nd <= 2) nd = H5Sget_simple_extent_dims(sp, dims, NULL);
   H5Sclose(sp);
-  if (nd < 0 || axis >= nd) return -1;
+  if (nd < 1 || nd > 2 || axis >= nd) return -1;
   return (int64_t)dims[axis];
+}
+
+int64_t res__stored_rows(hid_t ds) {
+  int64_t rows = res__extent(ds, 0);
+  if (rows <= 0) return rows;
+  int64_t cols = res__extent(ds, 1); /* -1: rank 1 */
+  hid_t t = H5Dget_type(ds);
+  size_t size = t >= 0 ? H5Tget_size(t) : 0;
+  if (t >= 0) H5Tclose(t);
+  uint64_t row = (uint64_t)size * (uint64_t)(cols > 0 ? cols : 1);
+  uint64_t stored = H5Dget_storage_size(ds);
+  if (!row) return rows;
+  uint64_t can = (stored + row - 1) / row;
+  return (uint64_t)rows > can ? (int64_t)can : rows;
 }
 
 int res__read_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,
@@ -248,6 +265,12 @@ int res__read_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,
   hid_t fs = H5Dget_space(ds);
   if (fs < 0) return -1;
   int nd = H5Sget_simple_extent_ndims(fs);
+  /* rows of a rank-1 dataset, or rows of cols of a rank-2 one: anything
+   * else would select nothing (leaving buf unread) or overrun st and ct */
+  if (nd != (cols > 0 ? 2 : 1)) {
+    H5Sclose(fs);
+    return -1;
+  }
   hsize_t st[2] = {(hsize_t)start, 0}, ct[2] = {(hsize_t)count, (hsize_t)cols};
   herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, st, NULL, ct, NULL);
   hid_t ms = H5Screate_simple(nd, ct, NULL);

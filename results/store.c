@@ -210,6 +210,10 @@ static int write_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,
   hid_t fs = H5Dget_space(ds);
   int nd = H5Sget_simple_extent_ndims(fs);
   hsize_t dims[2] = {0, 0};
+  if (nd < 1 || nd > 2) { /* res__validate refuses such files first */
+    H5Sclose(fs);
+    return -1;
+  }
   H5Sget_simple_extent_dims(fs, dims, NULL);
   H5Sclose(fs);
   int grow = 0;
@@ -495,7 +499,10 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   int32_t schema = 0;
   hid_t root = H5Gopen2(f->fid, "/", H5P_DEFAULT);
   hid_t at = root >= 0 ? H5Aopen(root, "schema_version", H5P_DEFAULT) : -1;
-  if (at < 0 || H5Aread(at, H5T_NATIVE_INT32, &schema) < 0) schema = 0;
+  hid_t asp = at >= 0 ? H5Aget_space(at) : -1;
+  int one = asp >= 0 && H5Sget_simple_extent_npoints(asp) == 1;
+  if (asp >= 0) H5Sclose(asp);
+  if (!one || H5Aread(at, H5T_NATIVE_INT32, &schema) < 0) schema = 0;
   if (at >= 0) H5Aclose(at);
   if (root >= 0) H5Gclose(root);
   if (schema < 1 || schema > RES_SCHEMA_VERSION) {
@@ -505,7 +512,7 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   /* Appends keep the file's own schema: a schema-1 file gets no `error`
    * member (HDF5 drops it on write) and schema-1 crcs. */
   f->schema = schema;
-  int64_t n = res__extent(f->cand, 0);
+  int64_t n = res__stored_rows(f->cand);
   res_candidate *recs = n > 0 ? calloc((size_t)n, sizeof *recs) : NULL;
   if (n > 0 && !recs) { /* the host's trouble, not the file's */
     snprintf(why, whylen, "%s: out of memory for its %lld candidate records",
@@ -532,7 +539,7 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
     if (recs[i].src_len)
       dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len);
   free(recs);
-  int64_t k = res__extent(f->cname, 0);
+  int64_t k = res__stored_rows(f->cname);
   if (k > 0) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!f->comp_names) {
@@ -547,7 +554,7 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
       f->comp_names[j][RES_NAME_LEN - 1] = 0;
     f->n_comp = (int)k;
   }
-  int64_t ns = res__extent(f->steps, 0);
+  int64_t ns = res__stored_rows(f->steps);
   res_step *steps = ns > 0 ? malloc((size_t)ns * sizeof *steps) : NULL;
   if (ns > 0 &&
       (!steps || res__read_rows(f->steps, f->step_t, 0, ns, 0, steps))) {

@@ -169,6 +169,39 @@ static void test_write_failure(const char *dir) {
   res_reader_close(r);
 }
 
+/* Values at magnitudes where a tick spacing adds nothing to a double
+ * (steps near 2^60, times near 1e20, an infinite time): the page is
+ * finite and small, and no axis reads NaN. The plots once added the
+ * spacing until past the end, for ever. */
+static void test_huge_axes(const char *dir) {
+  char path[512], why[512] = "";
+  snprintf(path, sizeof path, "%s/huge.h5", dir);
+  int code = 0;
+  res_file *w = res_create(path, NULL, &code, why, sizeof why);
+  CHECK(w, "create: %s", why);
+  for (int i = 0; w && i < 30; i++) {
+    res_candidate c;
+    gen_candidate(i, &c);
+    c.step = (1ll << 60) + (i == 29 ? 256 : 0);
+    c.correct = 1;
+    c.flags = 0;
+    c.time_us = i == 28 ? INFINITY : 1e20 + (i == 29 ? 16384 : 0);
+    char src[64];
+    size_t len = (size_t)snprintf(src, sizeof src, "// %d\n", i);
+    double samples[2] = {1e20, 1e20};
+    CHECK(res_append_candidate(w, &c, src, len, samples, 2, NULL, NULL, 0, NULL,
+                               why, sizeof why) == RES_OK,
+          "append %d: %s", i, why);
+  }
+  res_close(w, why, sizeof why);
+  size_t len = 0;
+  char *html = render(path, &len);
+  if (!html) return;
+  CHECK(len < 2000000, "a page of %zu bytes", len);
+  CHECK(!strstr(html, "nan\""), "no NaN coordinate");
+  free(html);
+}
+
 int main(int argc, char **argv) {
   char why[512] = "";
   if (argc == 3 && !strcmp(argv[1], "--write-hostile")) {
@@ -182,6 +215,7 @@ int main(int argc, char **argv) {
   test_hostile(dir);
   test_empty(dir);
   test_write_failure(dir);
+  test_huge_axes(dir);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -218,6 +218,8 @@ static void test_bad_input(void) {
   char *buf = malloc((size_t)size);
   CHECK(fread(buf, 1, (size_t)size, fp) == (size_t)size, "read good file");
   fclose(fp);
+  /* cut in half: no record lies before the cut (the full-disk test reads
+   * the records a shorter cut leaves) */
   path_in(path, sizeof path, "truncated.h5");
   write_file(path, buf, (size_t)size / 2);
   free(buf);
@@ -659,6 +661,101 @@ static void test_removed_while_written(void) {
   res_close(f, why, sizeof why);
 }
 
+/* A file edited with HDF5 tools (h5py) into shapes kernlab never writes:
+ * an array where one value belongs, a dataset of another rank, a declared
+ * extent of billions of rows with no data. Each is refused or read within
+ * bounds; none may crash (ASan watches the unit tests). */
+static void hostile_copy(const char *src, const char *dst) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+  CHECK(system(cmd) == 0, "copy %s", dst);
+}
+
+static void array_attr(const char *path, const char *name, hid_t type, int n) {
+  hid_t fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Adelete(fid, name);
+  hsize_t dims[1] = {(hsize_t)n};
+  hid_t sp = H5Screate_simple(1, dims, NULL);
+  void *buf = calloc((size_t)n, H5Tget_size(type));
+  hid_t a = H5Acreate2(fid, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+  CHECK(a >= 0 && H5Awrite(a, type, buf) >= 0, "array attribute %s", name);
+  free(buf);
+  H5Aclose(a);
+  H5Sclose(sp);
+  H5Fclose(fid);
+}
+
+static void test_hostile_shapes(void) {
+  char base[512], path[512], why[512] = "";
+  path_in(base, sizeof base, "shapes.h5");
+  CHECK(gen_file(base, &meta, 12, why, sizeof why) == RES_OK, "%s", why);
+  int code = 0;
+  res_reader *r;
+
+  /* kind as an array of 200 strings, schema_version as 1000 ints */
+  hid_t s15 = H5Tcopy(H5T_C_S1);
+  H5Tset_size(s15, 15);
+  path_in(path, sizeof path, "shapes_kind.h5");
+  hostile_copy(base, path);
+  array_attr(path, "kind", s15, 200);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(!r && code == RES_EINPUT, "kind as an array: refused: %s", why);
+  res_reader_close(r);
+  path_in(path, sizeof path, "shapes_schema.h5");
+  hostile_copy(base, path);
+  array_attr(path, "schema_version", H5T_STD_I32LE, 1000);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(!r && code == RES_EINPUT, "schema_version as an array: refused: %s",
+        why);
+  res_reader_close(r);
+  res_file *w = res_open_append(path, NULL, &code, why, sizeof why);
+  CHECK(!w, "and no writer appends to it: %s", why);
+  res_close(w, why, sizeof why);
+  /* seed and config as arrays: the file reads, those read as absent */
+  path_in(path, sizeof path, "shapes_seed.h5");
+  hostile_copy(base, path);
+  array_attr(path, "seed", H5T_STD_U64LE, 1000);
+  array_attr(path, "config", s15, 300);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 12 && res_seed(r) == 0 &&
+            !strcmp(res_attr(r, "config"), ""),
+        "seed and config as arrays: read as absent: %s", why);
+  res_reader_close(r);
+  H5Tclose(s15);
+
+  /* /timings of rank 3 */
+  path_in(path, sizeof path, "shapes_rank.h5");
+  hostile_copy(base, path);
+  hid_t fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Ldelete(fid, "timings", H5P_DEFAULT);
+  hsize_t d3[3] = {4, 2, 2};
+  hid_t sp = H5Screate_simple(3, d3, NULL);
+  hid_t ds = H5Dcreate2(fid, "timings", H5T_IEEE_F64LE, sp, H5P_DEFAULT,
+                        H5P_DEFAULT, H5P_DEFAULT);
+  H5Dclose(ds);
+  H5Sclose(sp);
+  H5Fclose(fid);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(!r && code == RES_EINPUT && strstr(why, "/timings") &&
+            strstr(why, "rank"),
+        "timings of rank 3: refused, named: %s", why);
+  res_reader_close(r);
+
+  /* /candidates declared 3e9 rows long, no data behind them: read within
+   * what is stored, and appended to where the records end */
+  path_in(path, sizeof path, "shapes_extent.h5");
+  hostile_copy(base, path);
+  fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  ds = H5Dopen2(fid, "candidates", H5P_DEFAULT);
+  hsize_t big[1] = {3000000000ull};
+  CHECK(H5Dset_extent(ds, big) >= 0, "set_extent");
+  H5Dclose(ds);
+  H5Fclose(fid);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 12, "3e9 declared rows: the 12 records: %s", why);
+  res_reader_close(r);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   /* In a child: after the torn header HDF5 cannot close itself cleanly
@@ -684,6 +781,7 @@ int main(void) {
   test_errors_and_schema_1();
   test_full_disk();
   test_removed_while_written();
+  test_hostile_shapes();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
