@@ -16,6 +16,7 @@
 #define KERNELS_KERNELS_H
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,14 @@ int kl_outfile_open(kl_outfile *o, const char *path, char *why, size_t len);
 int kl_outfile_commit(kl_outfile *o, int durable, char *why, size_t len);
 /* Closes and removes the temporary file; the earlier file is untouched. */
 void kl_outfile_abort(kl_outfile *o);
+/* Opens path for reading when it is a regular file, without ever waiting:
+ * a FIFO (or a device) put at path between a check and the open would
+ * block a plain open for ever, so the open is non-blocking and the check
+ * is fstat on what was opened. Returns the stream (blocking again), or
+ * NULL with errno: the open's, or EINVAL for "not a regular file" (and
+ * EISDIR for a folder). st (may be NULL) gets the file's stat. */
+FILE *kl_fopen_regular(const char *path, struct stat *st);
+
 /* Removes the temporary files a killed process left beside path: names
  * PATH.tmp.PID whose PID is no running process (a live one, perhaps a
  * writer of the same file, is left alone). Returns how many it removed. */

@@ -8,6 +8,9 @@
  * lab's interrupt handler relies on to remove a half-written file when a
  * second Ctrl-C stops a command at once.
  *
+ * kl_fopen_regular, the reading side's guard against a FIFO swapped in
+ * for a file, lives here too: every module reads user files.
+ *
  * Errors name the final path first (what the user asked for) and then the
  * temporary file where that helps to find a leftover.
  */
@@ -121,4 +124,23 @@ int kl_outfile_sweep(const char *path) {
   free(a);
   free(b);
   return removed;
+}
+
+FILE *kl_fopen_regular(const char *path, struct stat *st) {
+  struct stat own;
+  if (!st) st = &own;
+  memset(st, 0, sizeof *st);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    int err = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
+    close(fd);
+    errno = err;
+    return NULL;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) close(fd);
+  return f;
 }

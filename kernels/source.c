@@ -63,9 +63,10 @@ int kl_source_load(const char *path, char **src, size_t *len, char *why,
              (long long)st.st_size, KL_MAX_SOURCE_BYTES);
     return KL_EINPUT;
   }
-  FILE *f = fopen(path, "rb");
+  FILE *f = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!f) {
-    snprintf(why, whylen, "%s: cannot open: %s", path, strerror(errno));
+    snprintf(why, whylen, "%s: cannot open: %s", path,
+             errno == EINVAL ? "not a regular file" : strerror(errno));
     return KL_EINPUT;
   }
   char *p = malloc((size_t)st.st_size + 1);

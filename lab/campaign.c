@@ -224,10 +224,10 @@ static void check_keys(parser *p, int tidx, const char *prefix,
 }
 
 static char *read_all(const char *path, char *why, size_t whylen) {
-  FILE *f = fopen(path, "rb");
+  FILE *f = kl_fopen_regular(path, NULL); /* a FIFO would block fopen */
   if (!f) {
     snprintf(why, whylen, "%s: cannot open the campaign file: %s", path,
-             strerror(errno));
+             errno == EINVAL ? "not a regular file" : strerror(errno));
     return NULL;
   }
   size_t cap = 4096, n = 0;

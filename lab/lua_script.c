@@ -21,6 +21,7 @@
  */
 #include "lab/lab.h"
 
+#include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -38,6 +39,8 @@ rw_script *lab_lua_open(const char *path, const char *kind,
 /* ---- seed scripts ---- */
 
 #define SEED_SCRIPT_MAX_INSTRUCTIONS 200000000LL
+/* A seed script is source text; 4 MiB is far past any real one. */
+#define SEED_SCRIPT_MAX_BYTES (4u << 20)
 
 /* kl.seed(name): the text of <seeds_dir>/<name>; seeds_dir is upvalue 1. */
 static int lua_seed(lua_State *L) {
@@ -176,7 +179,28 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   if (!S) return -1;
   lua_State *L = rw_sandbox_state(S);
   int rc = -1;
-  int st = luaL_loadfilex(L, path, "t");
+  /* read here, not by luaL_loadfilex: its fopen would wait for ever on a
+   * FIFO put in the script's place */
+  char *text = NULL;
+  size_t text_len = 0;
+  FILE *fp = kl_fopen_regular(path, NULL);
+  if (fp) {
+    text = malloc(SEED_SCRIPT_MAX_BYTES + 1);
+    text_len = text ? fread(text, 1, SEED_SCRIPT_MAX_BYTES + 1, fp) : 0;
+    fclose(fp);
+  }
+  if (!fp || !text || text_len > SEED_SCRIPT_MAX_BYTES) {
+    snprintf(why, whylen, "%s: cannot read the script: %s", path,
+             !fp ? (errno == EINVAL ? "not a regular file" : strerror(errno))
+             : !text ? "out of memory"
+                     : "larger than 4 MiB");
+    free(text);
+    goto done;
+  }
+  char chunk[1100];
+  snprintf(chunk, sizeof chunk, "@%s", path); /* messages say "path:line:" */
+  int st = luaL_loadbufferx(L, text, text_len, chunk, "t");
+  free(text);
   if (st != LUA_OK) {
     /* Lua's messages start with "path:line:" except cannot-open ones,
      * which already name the file. */

@@ -87,10 +87,10 @@ static int corpus_add_file(corpus *c, const char *path) {
             path, S_ISREG(st.st_mode) ? "too large" : "not a regular file");
     return LAB_EXIT_USAGE;
   }
-  FILE *f = fopen(path, "rb");
+  FILE *f = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!f) {
     fprintf(stderr, "kernlab tokenizer: %s: cannot open: %s\n", path,
-            strerror(errno));
+            errno == EINVAL ? "not a regular file" : strerror(errno));
     return LAB_EXIT_USAGE;
   }
   size_t len;

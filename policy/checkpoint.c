@@ -460,7 +460,9 @@ static int check_parsed(const uint8_t *b, const pl_ckpt_header *h,
 
 int pl_ckpt_peek(const char *path, pl_ckpt_header *out, char *why,
                  size_t whylen) {
-  FILE *f = fopen(path, "rb");
+  FILE *f = kl_fopen_regular(path, NULL); /* a FIFO would block fopen */
+  if (!f && (errno == EINVAL || errno == EISDIR))
+    return pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
   if (!f)
     return pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
                    "%s: cannot open checkpoint: %s", path, strerror(errno));
@@ -482,7 +484,9 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
   *params = NULL;
   if (m) *m = NULL;
   if (v) *v = NULL;
-  FILE *f = fopen(path, "rb");
+  FILE *f = kl_fopen_regular(path, NULL); /* a FIFO would block fopen */
+  if (!f && (errno == EINVAL || errno == EISDIR))
+    return pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
   if (!f)
     return pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
                    "%s: cannot open checkpoint: %s", path, strerror(errno));

@@ -528,11 +528,10 @@ int pl_tok_save(const pl_tokenizer *t, const char *path, char *why,
 int pl_tok_load(pl_tokenizer **out, const char *path, char *why,
                 size_t why_len) {
   *out = NULL;
-  /* before the open: opening a FIFO would wait for a writer forever */
-  struct stat pre;
-  if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+  /* never a wait: a FIFO would block a plain open for ever */
+  FILE *f = kl_fopen_regular(path, NULL);
+  if (!f && (errno == EINVAL || errno == EISDIR))
     return pltok_fail(why, why_len, PL_EINPUT, "%s: not a regular file", path);
-  FILE *f = fopen(path, "rb");
   if (!f)
     return pltok_fail(why, why_len, PL_EINPUT, "%s: cannot open: %s", path,
                       strerror(errno));

@@ -9,6 +9,8 @@
  */
 #include "results/internal.h"
 
+#include "kernels/kernels.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -214,9 +216,10 @@ int res__check_signature(const char *path, char *why, size_t whylen) {
              S_ISDIR(st.st_mode) ? "a folder" : "not a regular file");
     return RES_EINPUT;
   }
-  FILE *fp = fopen(path, "rb");
+  FILE *fp = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!fp) {
-    snprintf(why, whylen, "%s: cannot open: %s", path, strerror(errno));
+    snprintf(why, whylen, "%s: cannot open: %s", path,
+             errno == EINVAL ? "not a regular file" : strerror(errno));
     return RES_EINPUT;
   }
   unsigned char head[8];

@@ -49,22 +49,16 @@ static void set_limits(rw_script *s, const rw_limits *limits) {
  * malloc'd, owned by the caller. */
 static int read_file(const char *path, char **buf, size_t *len, char *why,
                      size_t whylen) {
-  /* before the open: opening a FIFO would wait for a writer forever */
-  struct stat pre;
-  if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
-    snprintf(why, whylen, "%s: not a regular file", path);
-    return RW_EINPUT;
-  }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(why, whylen, "%s: cannot open reward script: %s", path,
-             strerror(errno));
-    return RW_EINPUT;
-  }
+  /* never a wait: a FIFO swapped in for the script (as an edit may
+   * rename files) would block a plain open for ever */
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(why, whylen, "%s: not a regular file", path);
-    fclose(f);
+  FILE *f = kl_fopen_regular(path, &st);
+  if (!f) {
+    if (errno == EINVAL || errno == EISDIR)
+      snprintf(why, whylen, "%s: not a regular file", path);
+    else
+      snprintf(why, whylen, "%s: cannot open reward script: %s", path,
+               strerror(errno));
     return RW_EINPUT;
   }
   if (st.st_size > (off_t)RW_MAX_SCRIPT_BYTES) {

@@ -13,6 +13,7 @@
 #include "tests/unit/kltest.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -196,6 +197,32 @@ static void test_sweep(void) {
   unlink(odd);
 }
 
+/* kl_fopen_regular: a file opens; a FIFO (which a plain open would wait
+ * on for ever: the alarm ends the test if it does) and a folder do not. */
+static void test_fopen_regular(void) {
+  char path[128], fifo[128];
+  snprintf(path, sizeof path, "%s/plain.txt", dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  put(path, "text\n");
+  struct stat st;
+  FILE *f = kl_fopen_regular(path, &st);
+  char buf[16] = "";
+  CHECK(f && fgets(buf, sizeof buf, f) && !strcmp(buf, "text\n") &&
+            st.st_size == 5,
+        "a regular file opens and reads");
+  if (f) fclose(f);
+  CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+  alarm(20);
+  errno = 0;
+  f = kl_fopen_regular(fifo, NULL);
+  CHECK(!f && errno == EINVAL, "a FIFO: refused at once (errno %d)", errno);
+  f = kl_fopen_regular(dir, NULL);
+  CHECK(!f && errno == EISDIR, "a folder: EISDIR (errno %d)", errno);
+  alarm(0);
+  unlink(fifo);
+  unlink(path);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/kl_outfile_XXXXXX");
   if (!mkdtemp(dir)) {
@@ -206,6 +233,7 @@ int main(void) {
   test_failures();
   test_interrupt();
   test_sweep();
+  test_fopen_regular();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
