@@ -671,12 +671,20 @@ int lab_run(int argc, char **argv) {
     }
     int failed = lab_score_groups(script, items, n_cand, G, task,
                                   &opts.shapes[0], comps, why, sizeof why);
-    if (failed)
-      fprintf(stderr, "kernlab run: step %d: reward: %s%s\n", step + 1, why,
-              failed > 1 ? " (and more groups)" : "");
-    int n_correct = 0;
+    if (failed) {
+      int unscored = 0;
+      for (int k = 0; k < n_cand; k++)
+        unscored += !comps[k].script_sha256[0];
+      fprintf(stderr,
+              "kernlab run: step %d: reward: %s%s; %d of %d candidates "
+              "unscored\n",
+              step + 1, why, failed > 1 ? " (and more groups)" : "", unscored,
+              n_cand);
+    }
+    int n_correct = 0, n_scored = 0;
     for (int k = 0; k < n_cand; k++) {
       rewards[k] = comps[k].script_sha256[0] ? comps[k].total : NAN;
+      n_scored += comps[k].script_sha256[0] != 0;
       n_correct += items[k].r.correct;
       const kl_result *r = &items[k].r;
       /* the best so far is a kernel of the file: a re-run step's first
@@ -691,7 +699,15 @@ int lab_run(int argc, char **argv) {
     /* Update. */
     update_out u;
     memset(&u, 0, sizeof u);
-    if (!rc) {
+    /* No candidate scored (the formula failed on all of them): no signal,
+     * so no update. AdamW would still move the weights along its momentum
+     * with every advantage 0. */
+    if (!rc && !n_scored)
+      fprintf(stderr,
+              "kernlab run: step %d: no candidate was scored; the policy is "
+              "not updated this step\n",
+              step + 1);
+    if (!rc && n_scored) {
       /* on the device: under the GPU lock too, for other kernlab
        * processes' runs (this one's are over) */
       if (hold_gpu) kl_gpu_lock();

@@ -195,9 +195,11 @@ int rw_score(rw_script *s, const rw_candidate *c, const rw_context *ctx,
 /* Scores every member of ctx->group (out must hold ctx->n_group entries):
  * the group table is built once, so this is cheaper per candidate than
  * n_group rw_score calls. ctx.index in Lua says which member is scored.
- * Stops at the first failure: returns its code, with why naming the member
- * ("group[3]: ..."); the entries already filled stay filled and owned by
- * the caller, the rest are empty. */
+ * A member whose call fails stays empty (unscored) and the others are
+ * still scored, except after an instruction-budget, deadline or memory
+ * failure, which stops the group. Returns the first failure's code, with
+ * why naming the member ("group[3]: ..."); the filled entries are owned by
+ * the caller. */
 int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
                    char *why, size_t whylen);
 

@@ -366,18 +366,27 @@ int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
   int code = rw__pcall(s, 1, 1, why, whylen);
   int ctx_idx = lua_gettop(L);
   char inner[512];
+  /* One member's failure leaves that member unscored, not the rest of its
+   * group: a formula that errors on one odd candidate still scores the
+   * others. A budget or deadline overrun stops the group (the next member
+   * would most likely spend as long again). */
+  int first = RW_OK;
   for (int i = 0; code == RW_OK && i < ctx->n_group; i++) {
     lua_pushcfunction(L, call_member);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->score_ref);
     lua_pushvalue(L, ctx_idx);
     lua_pushinteger(L, i + 1);
-    code = rw__pcall(s, 3, 1, inner, sizeof inner);
-    if (code == RW_OK) code = read_components(s, &out[i], inner, sizeof inner);
-    if (code != RW_OK) snprintf(why, whylen, "group[%d]: %s", i + 1, inner);
+    int c = rw__pcall(s, 3, 1, inner, sizeof inner);
+    if (c == RW_OK) c = read_components(s, &out[i], inner, sizeof inner);
+    if (c != RW_OK && first == RW_OK) {
+      first = c;
+      snprintf(why, whylen, "group[%d]: %s", i + 1, inner);
+    }
+    if (c == RW_EBUDGET || c == RW_EMEM || c == RW_EENV) code = c;
     lua_settop(L, ctx_idx);
   }
   lua_settop(L, top);
-  return code;
+  return code != RW_OK ? code : first;
 }
 
 void rw_components_free(rw_components *out) {

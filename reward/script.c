@@ -348,9 +348,14 @@ int rw_reload(rw_script **current, const char *path, char *why, size_t whylen) {
     rw_free(s);
     snprintf(why, whylen, "kept the previous formula (%.12s): %s",
              *current ? (*current)->sha256 : "none", inner);
-    snprintf(rejected.path, sizeof rejected.path, "%s", path);
-    memcpy(rejected.sha, sha, sizeof rejected.sha);
-    snprintf(rejected.why, sizeof rejected.why, "%s", why);
+    /* Remembered, so the same text is not tried again every step: unless
+     * the failure may pass next time (a wall-clock deadline on a busy
+     * machine, the engine out of memory). */
+    if (!strstr(inner, "wall-clock deadline") && code != RW_EENV) {
+      snprintf(rejected.path, sizeof rejected.path, "%s", path);
+      memcpy(rejected.sha, sha, sizeof rejected.sha);
+      snprintf(rejected.why, sizeof rejected.why, "%s", why);
+    }
     return RW_KEPT_OLD;
   }
   rw_free(*current);

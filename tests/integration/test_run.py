@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,28 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and "written by another campaign" in r.stderr and
               says in r.stderr, "%s: --resume refused: %d %s" % (name, r.returncode, r.stderr))
     check(open(out, "rb").read() == before, "the file is untouched by refused resumes")
+    # A formula that passes its load-time check (the fixture's candidates
+    # are "gpu") but fails on every candidate of the campaign: the step
+    # says so, nothing is scored, and the policy is not updated (AdamW
+    # would move it along its momentum with all advantages 0)
+    failing = os.path.join(d, "fails.lua")
+    with open(failing, "w") as f:
+        f.write("return { score = function(c, ctx)\n"
+                "  if c.backend ~= 'gpu' then error('no formula for ' .. c.backend) end\n"
+                "  return {x = 1} end }\n")
+    cf = os.path.join(d, "fails_c.lua")
+    campaign(cf, ck, 1, "reward = %r," % failing)
+    fout = os.path.join(d, "fails.h5")
+    r = run("run", cf, "--out", fout)
+    def params(path):
+        raw = open(path, "rb").read()
+        n = struct.unpack_from("<Q", raw, 56)[0]
+        return raw[256:256 + 4 * n]
+    check(r.returncode == 0 and "no candidate was scored; the policy is not updated" in r.stderr
+          and "2 of 2 candidates unscored" in r.stderr and
+          params(fout[:-3] + ".ckpt") == params(ck),
+          "a step with no candidate scored leaves the policy as it was: %d %s"
+          % (r.returncode, r.stderr[-400:]))
     # --resume where the checkpoint cannot be written (a read-only folder):
     # said before anything runs, the results untouched. Root ignores folder
     # modes, so as root the run drops to nobody (setpriv) over a copy the

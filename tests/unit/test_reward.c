@@ -236,8 +236,16 @@ static void test_score_group(void) {
   CHECK(rc == RW_ERUN, "code %d", rc);
   CHECK(strstr(why, "group[4]: ") && strstr(why, "group_bad.lua:2:"), "why: %s",
         why);
-  for (int i = 0; i < ctx.n_group; i++)
+  /* the failing member (and any other without a time) stays unscored, the
+   * rest of the group is scored */
+  for (int i = 0; i < ctx.n_group; i++) {
+    int timed = ctx.group[i].time_us >= 0; /* -1: nil in Lua */
+    CHECK(timed ? out[i].n == 1 && out[i].script_sha256[0]
+                : out[i].n == 0 && !out[i].script_sha256[0],
+          "member %d (time %g): %d components", i + 1, ctx.group[i].time_us,
+          out[i].n);
     rw_components_free(&out[i]);
+  }
   rc = rw_validate(s, why, sizeof why);
   CHECK(rc == RW_ERUN && strstr(why, "timeout candidate"), "validate: %s", why);
   rw_free(s);

@@ -129,6 +129,36 @@ int main(void) {
   snprintf(def, sizeof def, "%s/lua/reward/default.lua", root ? root : ".");
   CHECK(rw_reload(&cur, def, why, sizeof why) == RW_RELOADED, "%s", why);
 
+  /* A wall-clock deadline is not a verdict on the text: a busy machine
+   * may miss it once. The same text is tried again at the next reload
+   * (here with a current formula whose limits give it time), not refused
+   * from memory. */
+  rw_limits tight, loose;
+  rw_limits_default(&tight);
+  tight.wall_ms = 1;
+  tight.instructions = 1000000000LL;
+  loose = tight;
+  loose.wall_ms = 60000;
+  save(GOOD("4"));
+  rw_free(cur);
+  cur = rw_load(path, &tight, why, sizeof why);
+  CHECK(cur != NULL, "load with a 1 ms deadline: %s", why);
+  const char *slow = "local function spin() local x = 0\n"
+                     "  for i = 1, 3000000 do x = x + i end return x end\n"
+                     "return { score = function(c) spin() return { v = 5 } "
+                     "end }\n";
+  save(slow);
+  CHECK(cur && rw_reload(&cur, path, why, sizeof why) == RW_KEPT_OLD &&
+            strstr(why, "wall-clock deadline"),
+        "the slow formula misses a 1 ms deadline: %s", why);
+  rw_free(cur);
+  save(GOOD("4"));
+  cur = rw_load(path, &loose, why, sizeof why);
+  save(slow);
+  CHECK(cur && rw_reload(&cur, path, why, sizeof why) == RW_RELOADED,
+        "with time, the same text loads (not refused from memory): %s", why);
+  CHECK(cur && score_fast(cur) == 5, "v5");
+
   rw_free(cur);
   unlink(path);
   rmdir(tmpdir);
