@@ -143,7 +143,13 @@ static void print_hunks(const lines *a, const lines *b, const edit *e, int n) {
     for (int k = start; k < end; k++) {
       const lines *l = e[k].op == '+' ? b : a;
       int idx = e[k].op == '+' ? e[k].b : e[k].a;
-      printf("%c%.*s\n", e[k].op, l->len[idx], l->at[idx]);
+      /* a source line shown on a terminal: its control bytes as '?' (the
+       * text itself is `kernlab show --source`'s, byte-exact) */
+      char shown[4096];
+      int len = l->len[idx] < 1000 ? l->len[idx] : 1000;
+      printf("%c%s%s\n", e[k].op,
+             lab_printable_line(l->at[idx], (size_t)len, shown, sizeof shown),
+             len < l->len[idx] ? "..." : "");
     }
     i = end;
   }
@@ -225,8 +231,11 @@ int lab_diff(int argc, char **argv) {
   lab_flag_list(r, y->flags, ",", fy, sizeof fy);
   printf("  %-16s %14.14s %14.14s\n", "flags", fx, fy);
 
-  printf("--- %lld %s\n+++ %lld %s\n", (long long)id1, x->label, (long long)id2,
-         y->label);
+  char lx[4 * sizeof x->label], ly[4 * sizeof y->label];
+  printf("--- %lld %s\n+++ %lld %s\n", (long long)id1,
+         lab_printable(x->label, sizeof x->label, lx, sizeof lx),
+         (long long)id2,
+         lab_printable(y->label, sizeof y->label, ly, sizeof ly));
   int rc = LAB_EXIT_OK;
   lines a = {0}, b = {0};
   edit *e = NULL;

@@ -22,9 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-void lab_json_string(FILE *f, const char *s) {
+void lab_json_string_n(FILE *f, const char *s, size_t n) {
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+  const unsigned char *end = (const unsigned char *)s + n;
+  for (const unsigned char *p = (const unsigned char *)s; p < end; p++) {
     switch (*p) {
     case '"':
       fputs("\\\"", f);
@@ -46,7 +47,7 @@ void lab_json_string(FILE *f, const char *s) {
         fprintf(f, "\\u%04x", *p);
       } else if (*p >= 0x80) { /* JSON is UTF-8: other bytes become U+FFFD */
         size_t len =
-            res_utf8_char((const char *)p, strnlen((const char *)p, 4));
+            res_utf8_char((const char *)p, end - p < 4 ? (size_t)(end - p) : 4);
         if (!len) {
           fputs("\\ufffd", f);
         } else {
@@ -59,6 +60,10 @@ void lab_json_string(FILE *f, const char *s) {
     }
   }
   fputc('"', f);
+}
+
+void lab_json_string(FILE *f, const char *s) {
+  lab_json_string_n(f, s, strlen(s));
 }
 
 static void json_number(FILE *f, const char *key, double v) {

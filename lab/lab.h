@@ -91,6 +91,9 @@ int lab_arg_double(const char *s, double lo, double hi, double *out);
  * label (a file name, a policy's text) cannot rewrite the screen or break
  * the table's lines. Returns buf (cap bytes). */
 const char *lab_printable(const char *s, size_t len, char *buf, size_t cap);
+/* The same for a line of source text: tabs are kept. */
+const char *lab_printable_line(const char *s, size_t len, char *buf,
+                               size_t cap);
 /* Whether a command may write its output file at path (by writing beside
  * it and renaming): 0, or -1 with why (starting with the path). Nothing
  * there is fine; what is there is replaced only when it is a regular file
@@ -159,6 +162,8 @@ const char *lab_prompt_header(void);
 
 /* Writes s as a JSON string literal (with quotes) to f. */
 void lab_json_string(FILE *f, const char *s);
+/* The same for n bytes that may hold NUL (a source: \u0000 in JSON). */
+void lab_json_string_n(FILE *f, const char *s, size_t n);
 
 /* ---- campaigns (lab/campaign.c; lua/campaigns/quick.lua documents the
  * fields and their defaults) ---- */

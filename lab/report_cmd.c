@@ -33,6 +33,9 @@ static int write_page(const res_reader *r, const res_report_opts *o,
   char why[1024];
   if (!strcmp(out_path, "-")) {
     if (res_report_html(r, o, stdout, why, sizeof why) != RES_OK) {
+      /* a reader that stopped early (`| head`) is not a failure, as for
+       * every command's standard output (lab/main.c) */
+      if (strstr(why, strerror(EPIPE))) return LAB_EXIT_OK;
       fprintf(stderr, "kernlab report: stdout: %s\n", why);
       return LAB_EXIT_ENV;
     }
@@ -102,7 +105,9 @@ int lab_report(int argc, char **argv) {
    * the page replaces what it names */
   char why[1200];
   if (strcmp(out, "-") &&
-      lab_output_ok(out, paths, n, NULL, 0, why, sizeof why) != 0) {
+      /* replaces an earlier report, not any file (a kernel's source) */
+      lab_output_ok(out, paths, n, "<!DOCTYPE html>", 15, why, sizeof why) !=
+          0) {
     fprintf(stderr, "kernlab report: -o %s\n", why);
     return LAB_EXIT_USAGE;
   }

@@ -192,7 +192,9 @@ static int score_run(const res_reader *r, rw_script *s, rescore_row *rows,
         member < 1 || member > m)
       member = 1, skip = 0;
     const res_candidate *c = rows[member - 1].rec;
-    snprintf(why, whylen, "candidate %lld (%s): %s", (long long)c->id, c->label,
+    char label[4 * sizeof c->label];
+    snprintf(why, whylen, "candidate %lld (%s): %s", (long long)c->id,
+             lab_printable(c->label, sizeof c->label, label, sizeof label),
              inner + skip);
   }
   free(cands), free(out), free(flags), free(bits);
@@ -505,6 +507,20 @@ int lab_rescore(int argc, char **argv) {
   int64_t k_after = top_n < n ? top_n : n;
 
   const char *old_script = res_attr(r, "reward_script");
+  /* The file names the formula it started with; hot reloads during the
+   * campaign scored later candidates with other versions of it (each
+   * candidate keeps its own sha256): say how many versions the old totals
+   * come from. */
+  const char *versions[64];
+  int n_versions = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const char *v = rows[i].rec->reward_sha256;
+    if (isnan(rows[i].old_total) || !v[0]) continue;
+    int seen = 0;
+    for (int j = 0; j < n_versions && !seen; j++)
+      seen = !strcmp(versions[j], v);
+    if (!seen && n_versions < 64) versions[n_versions++] = v;
+  }
   if (json) {
     printf("{\"file\":");
     lab_json_string(stdout, run);
@@ -514,6 +530,7 @@ int lab_rescore(int argc, char **argv) {
     lab_json_string(stdout, old_script);
     printf(",\"old_script_sha256\":");
     lab_json_string(stdout, res_attr(r, "reward_sha256"));
+    printf(",\"old_script_versions\":%d", n_versions);
     printf(",\"candidates\":%lld,\"scored_before\":%lld,\"changed\":%lld",
            (long long)n, (long long)scored, (long long)changed);
     printf(",\"spearman\":{\"rho\":");
@@ -555,9 +572,17 @@ int lab_rescore(int argc, char **argv) {
     printf("rescore %s: %lld candidates (%lld scored before), %lld totals "
            "changed; nothing was compiled or run, the file is unchanged\n",
            run, (long long)n, (long long)scored, (long long)changed);
-    printf("old formula: %s (sha256 %.12s)\nnew formula: %s (sha256 %.12s)\n",
-           *old_script ? old_script : "-", res_attr(r, "reward_sha256"), script,
-           rw_sha256(s));
+    char shown[4096];
+    printf("old formula: %s (sha256 %.12s",
+           *old_script ? lab_printable(old_script, strlen(old_script), shown,
+                                       sizeof shown)
+                       : "-",
+           res_attr(r, "reward_sha256"));
+    if (n_versions > 1)
+      printf("; the stored totals come from %d%s versions of it, reloaded "
+             "during the campaign",
+             n_versions, n_versions == 64 ? " or more" : "");
+    printf(")\nnew formula: %s (sha256 %.12s)\n", script, rw_sha256(s));
     printf("\nrank correlation (Spearman; ties get their average rank; "
            "%lld candidates with an old total): ",
            (long long)n_rho);

@@ -54,11 +54,13 @@ static size_t printable_char(const char *s, size_t len, int keep_lines) {
   return 1;
 }
 
-const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
+static const char *printable(const char *s, size_t len, char *buf, size_t cap,
+                             int tabs) {
   size_t o = 0;
   for (size_t i = 0; i < len && s[i] && o + 5 < cap;) {
     size_t n =
-        printable_char(s + i, strnlen(s + i, len - i < 4 ? len - i : 4), 0);
+        printable_char(s + i, strnlen(s + i, len - i < 4 ? len - i : 4), tabs);
+    if (tabs && s[i] == '\n') n = 0; /* a line: no newline in it */
     if (!n) {
       buf[o++] = '?';
       i++;
@@ -70,6 +72,15 @@ const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
   }
   buf[o] = 0;
   return buf;
+}
+
+const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
+  return printable(s, len, buf, cap, 0);
+}
+
+const char *lab_printable_line(const char *s, size_t len, char *buf,
+                               size_t cap) {
+  return printable(s, len, buf, cap, 1);
 }
 
 int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
@@ -110,11 +121,12 @@ int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
     }
   /* an HDF5 file (a results file, say) is nobody's report or export */
   static const char hdf5[8] = "\x89HDF\r\n\x1a\n";
-  char head[8] = {0};
-  FILE *f = fopen(path, "rb");
+  char head[16] = {0}; /* a magic is at most 16 bytes */
+  FILE *f = kl_fopen_regular(path, NULL);
   size_t got = f ? fread(head, 1, sizeof head, f) : 0;
   if (f) fclose(f);
-  if (got == 8 && !memcmp(head, hdf5, 8)) {
+  if (magic_len > sizeof head) magic_len = sizeof head;
+  if (got >= 8 && !memcmp(head, hdf5, 8)) {
     snprintf(why, whylen,
              "%s is an HDF5 file (results?), not one this command writes; "
              "name another path",
@@ -668,7 +680,7 @@ static int export_rows(FILE *f, const res_reader *r, int json,
           return LAB_EXIT_USAGE;
         }
         fputs(",\"source\":", f);
-        lab_json_string(f, src);
+        lab_json_string_n(f, src, len); /* all of it, NUL bytes too */
         free(src);
       }
       fputs("}\n", f);
@@ -717,7 +729,11 @@ int lab_export(int argc, char **argv) {
                      export_synopsis);
   if (out && !strcmp(out, "-")) out = NULL; /* -o -: stdout, as report */
   char why[1200];
-  if (out && lab_output_ok(out, &path, 1, NULL, 0, why, sizeof why) != 0) {
+  /* replaces an earlier export of that format, not any file (a source) */
+  int jsonl = !strcmp(format, "jsonl");
+  if (out && strcmp(out, "-") &&
+      lab_output_ok(out, &path, 1, jsonl ? "{\"id\":" : "id,", jsonl ? 6 : 3,
+                    why, sizeof why) != 0) {
     fprintf(stderr, "kernlab export: -o %s\n", why);
     return LAB_EXIT_USAGE;
   }

@@ -225,6 +225,12 @@ static int damaged(res_reader *r, const char *what, char *why, size_t whylen) {
   return RES_EINPUT;
 }
 
+/* Control characters (and DEL) of a one-line field become '?'. */
+static void no_controls(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 static int load(res_reader *r, char *why, size_t whylen) {
   hid_t cand = H5Dopen2(r->fid, RES_DS_CANDIDATES, H5P_DEFAULT);
   /* A kill can tear the step records' object header (seen once in the
@@ -273,6 +279,14 @@ static int load(res_reader *r, char *why, size_t whylen) {
     c->backend[sizeof c->backend - 1] = c->status[sizeof c->status - 1] = 0;
     c->reward_sha256[sizeof c->reward_sha256 - 1] = 0;
     c->error[sizeof c->error - 1] = 0;
+    /* the lab writes these as one line of text; control bytes in them
+     * come from an edited file and would reach a terminal as escape
+     * sequences (the label is kept exact: the tables filter it) */
+    no_controls(c->task);
+    no_controls(c->backend);
+    no_controls(c->status);
+    no_controls(c->reward_sha256);
+    no_controls(c->error);
   }
   int64_t ns = steps < 0 ? 0 : res__stored_rows(steps);
   r->steps = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *r->steps);
@@ -306,8 +320,10 @@ static int load(res_reader *r, char *why, size_t whylen) {
       rc = damaged(r, "cannot read /reward_component_names", why, whylen);
       goto done;
     }
-    for (int64_t j = 0; j < k; j++)
+    for (int64_t j = 0; j < k; j++) {
       r->comp_names[j][RES_NAME_LEN - 1] = 0;
+      no_controls(r->comp_names[j]);
+    }
     r->k = (int)k;
   }
   r->comp = malloc((size_t)(r->n > 0 ? r->n : 1) * (size_t)(k > 0 ? k : 1) *
@@ -336,6 +352,8 @@ static int load(res_reader *r, char *why, size_t whylen) {
   }
   if (load_names(r->fid, "flag_names", &r->flag_names, &r->n_flags) < 0)
     rc = damaged(r, "cannot read the flag_names attribute", why, whylen);
+  for (int j = 0; j < r->n_flags; j++)
+    no_controls(r->flag_names[j]);
   read_int_attr(r->fid, "seed", H5T_NATIVE_UINT64, &r->seed);
 done:
   H5Tclose(ct);

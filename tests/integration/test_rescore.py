@@ -354,11 +354,29 @@ def test_huge_totals(tmp):
           "1e300 is shown as +1e+300: %r" % rows)
 
 
+def test_versions(tmp):
+    """A file whose candidates were scored by two versions of a formula
+    (here two evals appending with different scripts; in a campaign, a hot
+    reload): rescore says the old totals come from both."""
+    run = os.path.join(tmp, "two.h5")
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    for name in ("default", "unsloth"):
+        p = subprocess.run([KERNLAB, "eval", seed, "--shape", "32x32x32", "--reward",
+                            FORMULAS[name], "--out", run], capture_output=True, text=True,
+                           timeout=600)
+        check(p.returncode == 0, "eval with %s: %s" % (name, p.stderr[-300:]))
+    rc, out, err = kernlab("rescore", run, "--reward", FORMULAS["distance"])
+    check(rc == 0 and "the stored totals come from 2 versions" in out,
+          "two versions said: %d %s %s" % (rc, out[:400], err[-200:]))
+    doc = rescore_json(run, FORMULAS["distance"])
+    check(doc and doc.get("old_script_versions") == 2, "json: old_script_versions 2")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         for test in (test_same_formula, test_other_formulas, test_ranks_differ,
                      test_groups_and_unscored, test_bad_input, test_error_line,
-                     test_huge_totals):
+                     test_huge_totals, test_versions):
             test(tmp)
     done()
 

@@ -154,7 +154,12 @@ def test_outputs(run, tmp):
     os.mkfifo(fifo)
     other = os.path.join(tmp, "other.h5")
     fixture(other, "3")
-    for target, says in ((copy, "is one of the inputs"), (os.devnull, "a device"),
+    # a file of the user's (a kernel's source): not a report or an export
+    source = os.path.join(tmp, "kernel.cu")
+    with open(source, "w") as f:
+        f.write("extern \"C\" __global__ void matmul() {}\n")
+    for target, says in ((source, "not a file this command writes"),
+                         (copy, "is one of the inputs"), (os.devnull, "a device"),
                          (fifo, "a FIFO"), (link, "symbolic link"),
                          (other, "is an HDF5 file"), ("", "wants a file name")):
         for cmd in (["export", copy, "--format", "csv", "-o", target],

@@ -170,7 +170,7 @@ def test_export_fails_whole(tmp):
     subprocess.run([FIXTURE, path, "6"], check=True, timeout=120)
     out = os.path.join(tmp, "flipped.jsonl")
     with open(out, "w") as f:
-        f.write("an earlier export\n")
+        f.write('{"id":0, "an earlier export"}\n')
     with h5py.File(path, "r+") as f:
         heap = f["source_bytes"]
         heap[len(heap) - 5] ^= 0xFF  # the last candidate's source
@@ -178,7 +178,7 @@ def test_export_fails_whole(tmp):
                        capture_output=True, text=True, timeout=120)
     check(p.returncode == 2 and "src_sha256" in p.stderr,
           "the damaged source is found: %d %s" % (p.returncode, p.stderr))
-    check(open(out).read() == "an earlier export\n" and
+    check(open(out).read() == '{"id":0, "an earlier export"}\n' and
           not [x for x in os.listdir(tmp) if x.startswith("flipped.jsonl.tmp")],
           "no partial export: the earlier file intact, no temporary left")
 

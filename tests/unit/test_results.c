@@ -685,6 +685,30 @@ static void array_attr(const char *path, const char *name, hid_t type, int n) {
   H5Fclose(fid);
 }
 
+/* Control bytes in a record's one-line fields (an edited file) never
+ * reach a reader's caller: they read as '?'. The label stays exact. */
+static void test_control_bytes(void) {
+  char path[512], why[512] = "";
+  path_in(path, sizeof path, "controls.h5");
+  int code = 0;
+  res_file *w = res_create(path, &meta, &code, why, sizeof why);
+  res_candidate c;
+  gen_candidate(0, &c);
+  snprintf(c.status, sizeof c.status, "ok\x1b[2J");
+  snprintf(c.error, sizeof c.error, "line\nnext\x07");
+  snprintf(c.label, sizeof c.label, "a\x1b]0;x\x07.cu");
+  CHECK(w && res_append_candidate(w, &c, "x", 1, NULL, 0, NULL, NULL, 0, NULL,
+                                  why, sizeof why) == RES_OK,
+        "append: %s", why);
+  res_close(w, why, sizeof why);
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  const res_candidate *g = r ? res_get(r, 0) : NULL;
+  CHECK(g && !strcmp(g->status, "ok?[2J") && !strcmp(g->error, "line?next?") &&
+            !strcmp(g->label, "a\x1b]0;x\x07.cu"),
+        "status '%s', error '%s'", g ? g->status : "", g ? g->error : "");
+  res_reader_close(r);
+}
+
 static void test_hostile_shapes(void) {
   char base[512], path[512], why[512] = "";
   path_in(base, sizeof base, "shapes.h5");
@@ -782,6 +806,7 @@ int main(void) {
   test_full_disk();
   test_removed_while_written();
   test_hostile_shapes();
+  test_control_bytes();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
