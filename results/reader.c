@@ -186,7 +186,31 @@ static int load_names(hid_t loc, const char *attr, char (**out)[RES_NAME_LEN],
   hid_t sp = H5Aget_space(a);
   hssize_t count = H5Sget_simple_extent_npoints(sp);
   int rc = 0;
-  if (H5Sget_simple_extent_type(sp) == H5S_SIMPLE && count > 0) {
+  hid_t ft = H5Aget_type(a);
+  int is_str = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
+  int vlen = is_str && H5Tis_variable_str(ft) > 0;
+  if (H5Sget_simple_extent_type(sp) == H5S_SIMPLE && count > 0 && !is_str) {
+    rc = -1; /* names are strings */
+  } else if (H5Sget_simple_extent_type(sp) == H5S_SIMPLE && count > 0 && vlen) {
+    /* variable-length strings, as h5py writes a list of str: each is
+     * copied (cut to the name length) */
+    char **v = calloc((size_t)count, sizeof *v);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, H5T_VARIABLE);
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    *out = calloc((size_t)count, RES_NAME_LEN);
+    if (!v || !*out || H5Aread(a, mt, v) < 0) {
+      rc = -1;
+    } else {
+      for (hssize_t i = 0; i < count; i++) {
+        snprintf((*out)[i], RES_NAME_LEN, "%s", v[i] ? v[i] : "");
+        if (v[i]) H5free_memory(v[i]);
+      }
+      *n = (int)count;
+    }
+    free(v);
+    H5Tclose(mt);
+  } else if (H5Sget_simple_extent_type(sp) == H5S_SIMPLE && count > 0) {
     hid_t mt = H5Tcopy(H5T_C_S1);
     H5Tset_size(mt, RES_NAME_LEN);
     H5Tset_strpad(mt, H5T_STR_NULLTERM);
@@ -197,6 +221,7 @@ static int load_names(hid_t loc, const char *attr, char (**out)[RES_NAME_LEN],
       *n = (int)count;
     H5Tclose(mt);
   }
+  if (ft >= 0) H5Tclose(ft);
   H5Sclose(sp);
   H5Aclose(a);
   return rc;
