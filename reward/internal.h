@@ -24,6 +24,7 @@ struct rw_script {
   char short_src[LUA_IDSIZE]; /* as Lua names the chunk in messages */
   char sha256[65];
   int score_ref;   /* registry: the score function */
+  int chunk_ref;   /* registry: the compiled script, run afresh per call */
   int cand_mt_ref; /* registry: metatable of candidate tables */
   int ctx_mt_ref;  /* registry: metatable of ctx tables */
   int score_line;  /* line where score was defined */
@@ -50,6 +51,13 @@ struct rw_script {
  * the stack (the caller restores the top); otherwise the stack is as it was
  * below the function, why holds one line and s->traceback the traceback. */
 int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen);
+/* A lua_CFunction (no arguments, no results; run it with rw__pcall): runs
+ * the script's chunk again in an environment of its own (globals read
+ * through to the sandbox's) and makes its score function the one scored
+ * with. Before every score call, so nothing a call leaves behind (a global,
+ * an upvalue) reaches the next: a reward is a function of its candidate
+ * and context only, and rescoring reproduces it. */
+int rw__fresh_score(lua_State *L);
 
 /* Clock in milliseconds (CLOCK_MONOTONIC). */
 double rw__now_ms(void);

@@ -345,9 +345,11 @@ int rw_score(rw_script *s, const rw_candidate *c, const rw_context *ctx,
   lua_State *L = s->L;
   int top = lua_gettop(L);
   struct one_call oc = {s, c, ctx};
+  lua_pushcfunction(L, rw__fresh_score);
+  int code = rw__pcall(s, 0, 0, why, whylen);
   lua_pushcfunction(L, call_one);
   lua_pushlightuserdata(L, &oc);
-  int code = rw__pcall(s, 1, 1, why, whylen);
+  if (code == RW_OK) code = rw__pcall(s, 1, 1, why, whylen);
   if (code == RW_OK) code = read_components(s, out, why, whylen);
   lua_settop(L, top);
   return code;
@@ -372,11 +374,13 @@ int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
    * would most likely spend as long again). */
   int first = RW_OK;
   for (int i = 0; code == RW_OK && i < ctx->n_group; i++) {
+    lua_pushcfunction(L, rw__fresh_score);
+    int c = rw__pcall(s, 0, 0, inner, sizeof inner);
     lua_pushcfunction(L, call_member);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->score_ref);
     lua_pushvalue(L, ctx_idx);
     lua_pushinteger(L, i + 1);
-    int c = rw__pcall(s, 3, 1, inner, sizeof inner);
+    if (c == RW_OK) c = rw__pcall(s, 3, 1, inner, sizeof inner);
     if (c == RW_OK) c = read_components(s, &out[i], inner, sizeof inner);
     if (c != RW_OK && first == RW_OK) {
       first = c;

@@ -102,7 +102,7 @@ static rw_script *new_script(const char *path, const char *kind,
   snprintf(s->path, sizeof s->path, "%s", path);
   snprintf(s->short_src, sizeof s->short_src, "%s", path);
   snprintf(s->kind, sizeof s->kind, "%s", kind);
-  s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = LUA_NOREF;
+  s->score_ref = s->cand_mt_ref = s->ctx_mt_ref = s->chunk_ref = LUA_NOREF;
   if (rw__sandbox_open(s, why, whylen) != RW_OK) {
     free(s);
     return NULL;
@@ -111,6 +111,8 @@ static rw_script *new_script(const char *path, const char *kind,
 }
 
 /* Builds a script from bytes already read. */
+static void fresh_env(lua_State *L, int idx);
+
 static rw_script *load_bytes(const char *path, const char *buf, size_t len,
                              const char *sha, const rw_limits *limits,
                              char *why, size_t whylen) {
@@ -144,6 +146,11 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
   lua_pushvalue(L, -1);
   lua_getinfo(L, ">S", &ar);
   snprintf(s->short_src, sizeof s->short_src, "%s", ar.short_src);
+  /* kept to run afresh before each call (rw__fresh_score); this first run
+   * too gets an environment of its own, so _G stays as the sandbox made it */
+  lua_pushvalue(L, -1);
+  s->chunk_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  fresh_env(L, -1);
 
   if ((load_error = rw__pcall(s, 0, 1, why, whylen)) != RW_OK) {
     snprintf(load_traceback, sizeof load_traceback, "%s", s->traceback);
@@ -214,6 +221,35 @@ struct lua_State *rw_sandbox_state(rw_script *s) {
 int rw_sandbox_call(rw_script *s, int nargs, int nresults, char *why,
                     size_t whylen) {
   return rw__pcall(s, nargs, nresults, why, whylen);
+}
+
+/* Sets the chunk at idx's _ENV (its first upvalue) to a new table that
+ * reads missing names from the globals. */
+static void fresh_env(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_newtable(L);          /* env */
+  lua_createtable(L, 0, 1); /* its metatable */
+  lua_pushglobaltable(L);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  lua_setupvalue(L, idx, 1); /* pops env */
+}
+
+int rw__fresh_score(lua_State *L) {
+  rw_script *s = *(rw_script **)lua_getextraspace(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->chunk_ref);
+  fresh_env(L, -1);
+  lua_call(L, 0, 1);
+  if (!lua_istable(L, -1))
+    return luaL_error(L, "the script returned %s on a later run",
+                      luaL_typename(L, -1));
+  lua_pushliteral(L, "score");
+  lua_rawget(L, -2);
+  if (!lua_isfunction(L, -1))
+    return luaL_error(L, "the returned table has no function 'score' on a "
+                         "later run");
+  lua_rawseti(L, LUA_REGISTRYINDEX, s->score_ref); /* replaces the old */
+  return 0;
 }
 
 void rw_free(rw_script *s) {

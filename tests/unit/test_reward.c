@@ -251,6 +251,41 @@ static void test_score_group(void) {
   rw_free(s);
 }
 
+/* State a call leaves behind (an upvalue, a global) does not reach the
+ * next call: the chunk runs afresh before each, so a reward depends on its
+ * candidate and context only, and rescoring reproduces it. */
+static void test_no_state_between_calls(void) {
+  const char *text = "local n = 0\n"
+                     "return { score = function(c, ctx)\n"
+                     "  n = n + 1\n"
+                     "  calls = (calls or 0) + 1\n"
+                     "  return { n = n, g = calls } end }\n";
+  char why[512];
+  rw_script *s = load_text("state.lua", text, NULL, why, sizeof why);
+  CHECK(s != NULL, "load: %s", why);
+  if (!s) return;
+  rw_context ctx;
+  rw_fixture_context(&ctx);
+  for (int round = 0; round < 2; round++) {
+    rw_components out;
+    CHECK(rw_score(s, &ctx.group[0], &ctx, &out, why, sizeof why) == RW_OK,
+          "score: %s", why);
+    CHECK(out.n == 2 && out.items[0].value == 1 && out.items[1].value == 1,
+          "call %d: g %g n %g (1 and 1: nothing kept)", round + 1,
+          out.n == 2 ? out.items[0].value : -1,
+          out.n == 2 ? out.items[1].value : -1);
+    rw_components_free(&out);
+  }
+  rw_components g[16];
+  CHECK(rw_score_group(s, &ctx, g, why, sizeof why) == RW_OK, "group: %s", why);
+  for (int i = 0; i < ctx.n_group; i++) {
+    CHECK(g[i].n == 2 && g[i].items[0].value == 1 && g[i].items[1].value == 1,
+          "member %d: nothing kept from the members before", i + 1);
+    rw_components_free(&g[i]);
+  }
+  rw_free(s);
+}
+
 /* ---- broken scripts ------------------------------------------------------ */
 
 static void test_broken(void) {
@@ -543,6 +578,7 @@ int main(void) {
   }
   test_metrics_in_components_out();
   test_score_group();
+  test_no_state_between_calls();
   test_broken();
   test_endless();
   test_memory();
