@@ -349,17 +349,13 @@ static void print_top_json(FILE *f, rescore_row *const *top, int64_t k) {
   fputc(']', f);
 }
 
-/* A total for the table: four decimals while that fits the column, else
- * four significant digits with an exponent (a formula may return 1e300,
- * which "%f" would print as 301 digits); "-" for never scored. */
+/* A total for the table: "-" for never scored, else lab_fmt_reward. */
 static const char *fmt_total(double v, char *buf, size_t cap) {
-  if (isnan(v))
+  if (isnan(v)) {
     snprintf(buf, cap, "-");
-  else if (fabs(v) < 1e6)
-    snprintf(buf, cap, "%+.4f", v);
-  else
-    snprintf(buf, cap, "%+.4g", v);
-  return buf;
+    return buf;
+  }
+  return lab_fmt_reward(buf, cap, "%+.4f", v);
 }
 
 /* One table row per candidate; the label (a file path, any length) comes

@@ -227,6 +227,14 @@ const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v) {
   return buf;
 }
 
+const char *lab_fmt_reward(char *buf, size_t len, const char *fmt, double v) {
+  if (isfinite(v) && fabs(v) >= 1e6) /* keeping fmt's "+", if it has one */
+    snprintf(buf, len, fmt[1] == '+' ? "%+.4g" : "%.4g", v);
+  else
+    snprintf(buf, len, fmt, v);
+  return buf;
+}
+
 static int any_cpu_emu(const res_reader *r) {
   for (int64_t i = 0; i < res_count(r); i++)
     if (!strcmp(res_get(r, i)->backend, "cpu-emu")) return 1;
@@ -314,7 +322,7 @@ int lab_top(int argc, char **argv) {
     if (isnan(c->reward))
       snprintf(rw, sizeof rw, "-");
     else
-      snprintf(rw, sizeof rw, "%.3f", c->reward);
+      lab_fmt_reward(rw, sizeof rw, "%.3f", c->reward);
     lab_flag_list(r, c->flags, ",", fl, sizeof fl);
     char label[4 * sizeof c->label];
     printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6d "

@@ -784,11 +784,14 @@ int lab_run(int argc, char **argv) {
                100.0 * baseline / best_time);
     else
       snprintf(best, sizeof best, "-");
-    printf("step %d/%d  reward mean %.3f max %.3f  correct %d/%d  best %s  "
+    char mean_s[32], max_s[32];
+    printf("step %d/%d  reward mean %s max %s  correct %d/%d  best %s  "
            "kl %.4f  clip %.3f  loss %.4g  %.0f tok/s  %.1fs  ETA %s%s\n",
-           step + 1, c.steps, s.reward_mean, s.reward_max, n_correct, n_cand,
-           best, s.kl, s.clip_frac, s.loss, gen_s > 0 ? gen_tokens / gen_s : 0,
-           lab_now_s() - t_step, eta,
+           step + 1, c.steps,
+           lab_fmt_reward(mean_s, sizeof mean_s, "%.3f", s.reward_mean),
+           lab_fmt_reward(max_s, sizeof max_s, "%.3f", s.reward_max), n_correct,
+           n_cand, best, s.kl, s.clip_frac, s.loss,
+           gen_s > 0 ? gen_tokens / gen_s : 0, lab_now_s() - t_step, eta,
            step < pr.steps_done ? "  (re-run, already recorded)" : "");
     fflush(stdout);
     for (int k = 0; k < n_cand; k++) {

@@ -193,6 +193,13 @@ static int call_one(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, oc->s->score_ref);
   push_candidate(L, oc->s, oc->c);
   push_context(L, oc->s, oc->ctx);
+  /* c is a member of ctx.group (eval scores each candidate as a group of
+   * one): ctx.index says which, as in rw_score_group */
+  for (int i = 0; oc->ctx && oc->ctx->group && i < oc->ctx->n_group; i++)
+    if (&oc->ctx->group[i] == oc->c) {
+      lua_pushinteger(L, i + 1);
+      lua_setfield(L, -2, "index");
+    }
   lua_call(L, 2, 1);
   return 1;
 }

@@ -223,6 +223,18 @@ with tempfile.TemporaryDirectory() as d:
           params(fout[:-3] + ".ckpt") == params(ck),
           "a step with no candidate scored leaves the policy as it was: %d %s"
           % (r.returncode, r.stderr[-400:]))
+    # A formula returning 1e300 (finite, so allowed): the step line shows it
+    # with an exponent, not as a 301-digit number
+    huge = os.path.join(d, "huge.lua")
+    with open(huge, "w") as f:
+        f.write("return { score = function(c, ctx) return {x = 1e300} end }\n")
+    ch = os.path.join(d, "huge_c.lua")
+    campaign(ch, ck, 1, "reward = %r," % huge)
+    r = run("run", ch, "--out", os.path.join(d, "huge.h5"))
+    step_lines = [l for l in r.stdout.splitlines() if l.startswith("step 1/1")]
+    check(r.returncode == 0 and step_lines and "reward mean 1e+300 max 1e+300" in step_lines[0]
+          and len(step_lines[0]) < 300,
+          "a 1e300 reward on the step line: %r" % step_lines)
     # --resume where the checkpoint cannot be written (a read-only folder):
     # said before anything runs, the results untouched. Root ignores folder
     # modes, so as root the run drops to nobody (setpriv) over a copy the

@@ -276,6 +276,21 @@ static void test_no_state_between_calls(void) {
           out.n == 2 ? out.items[1].value : -1);
     rw_components_free(&out);
   }
+  /* a member scored alone knows its place, as in a group */
+  rw_free(s);
+  s = load_text("index.lua",
+                "return { score = function(c, ctx) return { i = ctx.index "
+                "or 0 } end }\n",
+                NULL, why, sizeof why);
+  rw_components one;
+  CHECK(s && rw_score(s, &ctx.group[2], &ctx, &one, why, sizeof why) == RW_OK &&
+            one.n == 1 && one.items[0].value == 3,
+        "ctx.index of group[3] scored alone: %g (%s)",
+        s && one.n == 1 ? one.items[0].value : -1, why);
+  rw_components_free(&one);
+  rw_free(s);
+  s = load_text("state.lua", text, NULL, why, sizeof why);
+  if (!s) return;
   rw_components g[16];
   CHECK(rw_score_group(s, &ctx, g, why, sizeof why) == RW_OK, "group: %s", why);
   for (int i = 0; i < ctx.n_group; i++) {
