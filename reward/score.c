@@ -277,12 +277,18 @@ static int read_components(rw_script *s, rw_components *out, char *why,
     const char *k = lua_tolstring(L, -2, &klen);
     if (!valid_name(k, klen) || !strcmp(k, "total") ||
         !strcmp(k, "script_sha256")) {
+      /* the name as it was, its NUL, newline or other control bytes shown
+       * as '?' so the message stays one line and whole */
+      char shown[81];
+      size_t m = klen < 80 ? klen : 80;
+      for (size_t i = 0; i < m; i++)
+        shown[i] = (unsigned char)k[i] < 0x20 || k[i] == 0x7f ? '?' : k[i];
+      shown[m] = 0;
       snprintf(why, whylen,
-               "%s:%d: score() returned a component named '%.*s': names are "
+               "%s:%d: score() returned a component named '%s': names are "
                "1-%d characters of [A-Za-z0-9_.-], and 'total' and "
                "'script_sha256' are reserved",
-               s->short_src, s->score_line, (int)(klen > 80 ? 80 : klen), k,
-               RW_MAX_COMPONENT_NAME);
+               s->short_src, s->score_line, shown, RW_MAX_COMPONENT_NAME);
       lua_pop(L, 2);
       return RW_ERETURN;
     }

@@ -328,6 +328,12 @@ static void test_broken(void) {
   expect_score_error(
       "error0.lua", "return { score = function()\n  error('plain', 0)\nend }\n",
       RW_ERUN, "error0.lua:2: plain", NULL);
+  /* a bad name with a NUL and a newline: the message names it whole, on
+   * one line */
+  expect_score_error("nulname.lua",
+                     "return { score = function()\n"
+                     "  return { [\"a\\0b\\nc\"] = 1 } end }\n",
+                     RW_ERETURN, "component named 'a?b?c'", NULL);
   expect_score_error("errtable.lua",
                      "return { score = function()\n  error({})\nend }\n",
                      RW_ERUN, "errtable.lua:2:", "table value");
