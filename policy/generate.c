@@ -133,7 +133,7 @@ int pl_generation_record(pl_generation *out, int g, int i,
   out->lengths[g] = i + 1;
   if (so->token == eos_id)
     out->stop[g] = PL_STOP_EOS;
-  else if (i + 1 == out->max_new)
+  else if (i + 1 == (out->max_new_asked ? out->max_new_asked : out->max_new))
     out->stop[g] = PL_STOP_MAX_NEW;
   else if (i + 1 == cap)
     out->stop[g] = PL_STOP_MAX_SEQ;
@@ -431,12 +431,13 @@ int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
   int *active = malloc((size_t)G * sizeof *active);
   int32_t *feed = malloc((size_t)G * sizeof *feed);
   if (!logits || !scratch || !rngs || !active || !feed ||
-      pl_generation_alloc(out, G, max_new) != PL_OK) {
+      pl_generation_alloc(out, G, cap) != PL_OK) {
     rc = pl_fail(why, whylen, PL_EENV,
                  "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
                  max_new);
     goto done;
   }
+  out->max_new_asked = max_new;
   for (int g = 0; g < G; g++) {
     pl_rng_seed_stream(&rngs[g], seed, (uint64_t)g);
     active[g] = g;

@@ -667,7 +667,10 @@ enum {
  * length. truncated[g] = 1 when the row stopped without its end token
  * (stop[g] PL_STOP_MAX_NEW or PL_STOP_MAX_SEQ). One allocation (memory). */
 typedef struct pl_generation {
-  int G, max_new;
+  int G, max_new;         /* max_new: the rows' stride, at most the room max_seq
+                           * leaves after the prompt (a request of 10^6 tokens
+                           * allocates no more than can be generated) */
+  int max_new_asked;      /* what the caller asked for (0: max_new) */
   int32_t *tokens;        /* (G,max_new) */
   float *logprobs;        /* (G,max_new) */
   float *logprobs_sample; /* (G,max_new) */

@@ -295,12 +295,13 @@ int pcuda_generate_notify(pcuda_model *dm, const int32_t *prompt,
   int32_t *feed = malloc((size_t)G * sizeof *feed);
   pl_sample_out *so = malloc((size_t)G * sizeof *so);
   if (!rngs || !active || !feed || !so ||
-      pl_generation_alloc(out, G, max_new) != PL_OK) {
+      pl_generation_alloc(out, G, cap) != PL_OK) {
     rc = pl_fail(why, whylen, PL_EENV,
                  "generate: out of memory for G %d, vocab %d, max_new %d", G, V,
                  max_new);
     goto done;
   }
+  out->max_new_asked = max_new;
   for (int g = 0; g < G; g++) {
     pl_rng_seed_stream(&rngs[g], seed, (uint64_t)g);
     active[g] = g;

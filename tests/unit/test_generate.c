@@ -277,6 +277,14 @@ static void test_stops(pl_model *m) {
   for (int g = 0; g < 2; g++)
     CHECK(o.lengths[g] == 10 && o.truncated[g] && o.stop[g] == PL_STOP_MAX_SEQ,
           "row %d: length %d stop %d", g, o.lengths[g], o.stop[g]);
+  /* rows hold the room max_seq leaves, not the 50 asked for */
+  CHECK(o.max_new == 10 && o.max_new_asked == 50, "stride %d, asked %d",
+        o.max_new, o.max_new_asked);
+  pl_generation_free(&o);
+  /* asked for exactly the room: that is max-tokens, as before */
+  o = gen(m, long_prompt, 30, 2, 10, -1, s, 4);
+  CHECK(o.lengths[0] == 10 && o.stop[0] == PL_STOP_MAX_NEW,
+        "exactly the room: length %d stop %d", o.lengths[0], o.stop[0]);
   pl_generation_free(&o);
   /* a 39-token prompt leaves exactly one */
   int32_t p39[39];
