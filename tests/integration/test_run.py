@@ -235,6 +235,32 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode == 0 and step_lines and "reward mean 1e+300 max 1e+300" in step_lines[0]
           and len(step_lines[0]) < 300,
           "a 1e300 reward on the step line: %r" % step_lines)
+    # --resume reads the file, then sets up (tokenizer, model, evaluator)
+    # before it opens the file to append: another writer appending in
+    # between (strace holds the tokenizer's open 5 s) is noticed, and the
+    # resume stops instead of recording over a file it no longer knows
+    strace = shutil.which("strace")
+    check(strace is not None, "strace is installed (scripts/deps.sh)")
+    if strace:
+        c4h = os.path.join(d, "tiny4h.lua")
+        campaign(c4h, ck, 4)
+        moved = os.path.join(d, "moved.h5")
+        shutil.copy(out, moved)
+        shutil.copy(out[:-3] + ".ckpt", moved[:-3] + ".ckpt")
+        held = subprocess.Popen([strace, "-o", os.devnull, "-P", ck + ".tok", "-e",
+                                 "inject=openat:delay_exit=5000000", KERNLAB, "run", c4h,
+                                 "--out", moved, "--resume"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, ASAN_OPTIONS=(os.environ.get(
+                                    "ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")))
+        time.sleep(1.0)
+        e = run("eval", os.path.join(SRC, "kernels", "seeds", "01_naive.cu"), "--shape",
+                "32x32x32", "--out", moved)
+        hout, herr = held.communicate(timeout=600)
+        check(e.returncode == 0 and held.returncode == 3 and
+              "changed while this run set up" in herr and "step" not in hout,
+              "a file appended to while --resume set up: stopped: eval %d, run %d %r"
+              % (e.returncode, held.returncode, herr[-300:]))
     # --resume where the checkpoint cannot be written (a read-only folder):
     # said before anything runs, the results untouched. Root ignores folder
     # modes, so as root the run drops to nobody (setpriv) over a copy the
