@@ -47,7 +47,13 @@ int kl_outfile_open(kl_outfile *o, const char *path, char *why, size_t len) {
     return -1;
   }
   kl_outfile_tmpname(path, o->tmp, cap);
-  o->f = fopen(o->tmp, "we");
+  /* a file of our own: not through a link planted at the name, nor a
+   * leftover of an earlier process with this pid */
+  unlink(o->tmp);
+  int fd =
+      open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  o->f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!o->f && fd >= 0) close(fd);
   if (!o->f) {
     snprintf(why, len, "%s: cannot create %s: %s", path, o->tmp,
              strerror(errno));

@@ -30,10 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One kind of call: transposes, beta zero or not, and the sizes. */
+typedef struct shape {
+  int trans_a, trans_b, beta_nonzero, M, N, K;
+} shape;
+
 static struct {
   pl_gemm_hook fn;
   void *ctx;
-  uint64_t *seen; /* the shapes checked so far (first_time's keys) */
+  shape *seen; /* the shapes checked so far */
   size_t n_seen, cap_seen;
   long long checked;
   int dropped;
@@ -89,24 +94,26 @@ int pl_gemm_bound(int trans_a, int trans_b, int M, int N, int K, float alpha,
   return 0;
 }
 
-/* 1 when the shape is new, and records it; 0 when seen. -1: no memory to
- * record it (the caller leaves the call to BLAS). */
-static int first_time(int trans_a, int trans_b, int M, int N, int K,
-                      float beta) {
-  uint64_t key = (uint64_t)trans_a | (uint64_t)trans_b << 1 |
-                 (uint64_t)(beta != 0.0f) << 2 | (uint64_t)M << 3 |
-                 (uint64_t)N << 23 | (uint64_t)K << 43;
+/* Whether the shape was checked already. */
+static int seen(const shape *k) {
   for (size_t i = 0; i < hook.n_seen; i++)
-    if (hook.seen[i] == key) return 0;
+    if (!memcmp(&hook.seen[i], k, sizeof *k)) return 1;
+  return 0;
+}
+
+/* Records a shape once its check is complete (not before: a shape whose
+ * check could not run is checked again at its next call). -1 when there is
+ * no memory to record it (then it is checked every time). */
+static int remember(const shape *k) {
   if (hook.n_seen == hook.cap_seen) {
     size_t cap = hook.cap_seen ? 2 * hook.cap_seen : 64;
-    uint64_t *p = realloc(hook.seen, cap * sizeof *p);
+    shape *p = realloc(hook.seen, cap * sizeof *p);
     if (!p) return -1;
     hook.seen = p;
     hook.cap_seen = cap;
   }
-  hook.seen[hook.n_seen++] = key;
-  return 1;
+  hook.seen[hook.n_seen++] = *k;
+  return 0;
 }
 
 static int grow(size_t n) {
@@ -143,12 +150,14 @@ static int checked_call(int trans_a, int trans_b, int M, int N, int K,
     memcpy(C, hook.cd, nc * sizeof(float)); /* declined: BLAS's product */
     return 0;
   }
-  hook.checked++;
   if (pl_gemm_bound(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
                     hook.c0, hook.s, ldc) != 0) {
     memcpy(C, hook.cd, nc * sizeof(float)); /* unchecked: not used */
     return 0;
   }
+  hook.checked++;
+  shape k = {trans_a, trans_b, beta != 0.0f, M, N, K};
+  remember(&k); /* checked: later calls of this shape go to the hook */
   kl_fp32_agreement a;
   kl_compare_fp32(C, hook.cd, hook.s, M, N, ldc, &a);
   if (!a.pass) {
@@ -167,12 +176,11 @@ void pl_linear_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc) {
   if (hook.fn && !hook.dropped && M > 0 && N > 0 && K > 0) {
-    int first = first_time(trans_a, trans_b, M, N, K, beta);
-    if (first == 0 && hook.fn(hook.ctx, trans_a, trans_b, M, N, K, alpha, A,
-                              lda, B, ldb, beta, C, ldc) == 0)
-      return;
-    if (first == 1 && checked_call(trans_a, trans_b, M, N, K, alpha, A, lda, B,
-                                   ldb, beta, C, ldc) == 0)
+    shape k = {trans_a, trans_b, beta != 0.0f, M, N, K};
+    if (seen(&k) ? hook.fn(hook.ctx, trans_a, trans_b, M, N, K, alpha, A, lda,
+                           B, ldb, beta, C, ldc) == 0
+                 : checked_call(trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                                ldb, beta, C, ldc) == 0)
       return;
   }
   pl_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -376,10 +376,8 @@ int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
   lua_State *L = s->L;
   int top = lua_gettop(L);
   struct one_call oc = {s, NULL, ctx};
-  lua_pushcfunction(L, build_group_context);
-  lua_pushlightuserdata(L, &oc);
-  int code = rw__pcall(s, 1, 1, why, whylen);
-  int ctx_idx = lua_gettop(L);
+  int code = RW_OK;
+  int ctx_idx = top + 1;
   char inner[512];
   /* One member's failure leaves that member unscored, not the rest of its
    * group: a formula that errors on one odd candidate still scores the
@@ -387,8 +385,19 @@ int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
    * would most likely spend as long again). */
   int first = RW_OK;
   for (int i = 0; code == RW_OK && i < ctx->n_group; i++) {
+    /* ctx built again for each member: a field one call sets on it must
+     * not reach the next (nor may anything else: rw__fresh_score) */
+    lua_settop(L, top);
+    lua_pushcfunction(L, build_group_context);
+    lua_pushlightuserdata(L, &oc);
+    int c = rw__pcall(s, 1, 1, inner, sizeof inner);
+    if (c != RW_OK) { /* the engine itself: nothing else will work */
+      snprintf(why, whylen, "%s", inner);
+      code = c;
+      break;
+    }
     lua_pushcfunction(L, rw__fresh_score);
-    int c = rw__pcall(s, 0, 0, inner, sizeof inner);
+    c = rw__pcall(s, 0, 0, inner, sizeof inner);
     lua_pushcfunction(L, call_member);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->score_ref);
     lua_pushvalue(L, ctx_idx);
@@ -399,7 +408,10 @@ int rw_score_group(rw_script *s, const rw_context *ctx, rw_components *out,
       first = c;
       snprintf(why, whylen, "group[%d]: %s", i + 1, inner);
     }
-    if (c == RW_EBUDGET || c == RW_EMEM || c == RW_EENV) code = c;
+    if (c == RW_EBUDGET || c == RW_EMEM || c == RW_EENV) {
+      code = c; /* the code returned and its message name one member */
+      snprintf(why, whylen, "group[%d]: %s", i + 1, inner);
+    }
     lua_settop(L, ctx_idx);
   }
   lua_settop(L, top);

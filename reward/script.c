@@ -224,13 +224,19 @@ int rw_sandbox_call(rw_script *s, int nargs, int nresults, char *why,
 }
 
 /* Sets the chunk at idx's _ENV (its first upvalue) to a new table that
- * reads missing names from the globals. */
+ * reads missing names from the globals. Its _G is itself, and its
+ * metatable is hidden (getmetatable gives false), so no name leads a
+ * script to the shared global table to write there. */
 static void fresh_env(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  lua_newtable(L);          /* env */
-  lua_createtable(L, 0, 1); /* its metatable */
+  lua_newtable(L); /* env */
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -2, "_G");
+  lua_createtable(L, 0, 2); /* its metatable */
   lua_pushglobaltable(L);
   lua_setfield(L, -2, "__index");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
   lua_setmetatable(L, -2);
   lua_setupvalue(L, idx, 1); /* pops env */
 }
@@ -379,7 +385,7 @@ int rw_reload(rw_script **current, const char *path, char *why, size_t whylen) {
   const rw_limits *lim = *current ? &(*current)->lim : NULL;
   rw_script *s = load_bytes(path, buf, len, sha, lim, inner, sizeof inner);
   free(buf);
-  int code = s ? rw_validate(s, inner, sizeof inner) : RW_ERUN;
+  int code = s ? rw_validate(s, inner, sizeof inner) : load_error;
   if (code != RW_OK) {
     rw_free(s);
     snprintf(why, whylen, "kept the previous formula (%.12s): %s",

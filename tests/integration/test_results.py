@@ -231,6 +231,20 @@ def test_abandoned(tmp):
     check(rc == 0 and len(data_rows(out)) == 2, "top on an abandoned file")
 
 
+def test_compressed(run, tmp):
+    """A file compressed with h5repack (gzip: it stores less than its rows)
+    reads every record, and an append keeps them all."""
+    packed = os.path.join(tmp, "packed.h5")
+    p = subprocess.run(["h5repack", "-f", "GZIP=9", run, packed], capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0, "h5repack (hdf5-tools): %s" % p.stderr[-200:])
+    if p.returncode:
+        return
+    rc, out, err = kernlab("export", packed, "--format", "jsonl")
+    check(rc == 0 and len(out.splitlines()) == 30, "30 records from the packed file: %d %s"
+          % (len(out.splitlines()), err[-200:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         run = os.path.join(tmp, "RUN.h5")
@@ -242,6 +256,7 @@ def main():
         test_outputs(run, tmp)
         test_bad_files(run, tmp)
         test_abandoned(tmp)
+        test_compressed(run, tmp)
     done()
 
 

@@ -397,6 +397,20 @@ static int hook_wrong_at_2(void *ctx, int trans_a, int trans_b, int M, int N,
   return 0;
 }
 
+static int declined;
+static int hook_declines_once(void *ctx, int trans_a, int trans_b, int M, int N,
+                              int K, float alpha, const float *A, int lda,
+                              const float *B, int ldb, float beta, float *C,
+                              int ldc) {
+  (void)ctx, (void)trans_a, (void)trans_b, (void)K, (void)alpha, (void)A;
+  (void)lda, (void)B, (void)ldb, (void)beta;
+  if (!declined++) return 1;
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++)
+      C[(size_t)m * ldc + n] = 12345.0f;
+  return 0;
+}
+
 static void check_cpu_first_calls(void) {
   pl_set_gemm_hook(hook_wrong_at_2, NULL);
   /* (M, beta): 37 twice with beta 0 (checked once), 37 with beta 1 (a new
@@ -455,6 +469,21 @@ static void check_cpu_first_calls(void) {
   }
   pl_set_gemm_hook(NULL, NULL);
   CHECK(!pl_gemm_hook_dropped(NULL, NULL, 0), "a new hook: nothing dropped");
+
+  /* a hook that declines its first call and writes garbage after: the
+   * shape was not checked, so its second call is, and the hook dropped */
+  pl_set_gemm_hook(hook_declines_once, NULL);
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, c0[4], c1[4];
+  for (int t = 0; t < 2; t++) {
+    pl_blas_gemm(0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c0, 2);
+    pl_linear_gemm(0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c1, 2);
+    CHECK(!memcmp(c0, c1, sizeof c0), "call %d: BLAS's product (%g vs %g)",
+          t + 1, c1[0], c0[0]);
+  }
+  char why2[800] = "";
+  CHECK(pl_gemm_hook_dropped(NULL, why2, sizeof why2),
+        "the garbage of the second call was caught: %s", why2);
+  pl_set_gemm_hook(NULL, NULL);
 }
 
 static void check_packing(void) {

@@ -276,6 +276,27 @@ static void test_no_state_between_calls(void) {
           out.n == 2 ? out.items[1].value : -1);
     rw_components_free(&out);
   }
+  /* nor through _G, the environment's metatable, or ctx, in a group */
+  rw_free(s);
+  s = load_text("state2.lua",
+                "return { score = function(c, ctx)\n"
+                "  _G.k = (_G.k or 0) + 1\n"
+                "  local mt = getmetatable(_ENV)\n"
+                "  if mt then mt.__index.k2 = (mt.__index.k2 or 0) + 1 end\n"
+                "  ctx.group.carried = (ctx.group.carried or 0) + 1\n"
+                "  return { k = _G.k, x = ctx.group.carried } end }\n",
+                NULL, why, sizeof why);
+  rw_components g2[16];
+  CHECK(s && rw_score_group(s, &ctx, g2, why, sizeof why) == RW_OK, "group: %s",
+        why);
+  for (int i = 0; s && i < ctx.n_group; i++) {
+    CHECK(g2[i].n == 2 && g2[i].items[0].value == 1 &&
+              g2[i].items[1].value == 1,
+          "member %d: k %g x %g (1 and 1)", i + 1,
+          g2[i].n == 2 ? g2[i].items[0].value : -1,
+          g2[i].n == 2 ? g2[i].items[1].value : -1);
+    rw_components_free(&g2[i]);
+  }
   /* a member scored alone knows its place, as in a group */
   rw_free(s);
   s = load_text("index.lua",
