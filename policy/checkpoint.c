@@ -458,14 +458,23 @@ static int check_parsed(const uint8_t *b, const pl_ckpt_header *h,
   return PL_OK;
 }
 
+/* The checkpoint file for reading (kl_fopen_regular: a FIFO would block
+ * fopen); NULL with *rc and why when it cannot be. */
+static FILE *open_ckpt(const char *path, int *rc, char *why, size_t whylen) {
+  FILE *f = kl_fopen_regular(path, NULL);
+  if (!f && (errno == EINVAL || errno == EISDIR))
+    *rc = pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
+  else if (!f)
+    *rc = pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
+                  "%s: cannot open checkpoint: %s", path, strerror(errno));
+  return f;
+}
+
 int pl_ckpt_peek(const char *path, pl_ckpt_header *out, char *why,
                  size_t whylen) {
-  FILE *f = kl_fopen_regular(path, NULL); /* a FIFO would block fopen */
-  if (!f && (errno == EINVAL || errno == EISDIR))
-    return pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
-  if (!f)
-    return pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
-                   "%s: cannot open checkpoint: %s", path, strerror(errno));
+  int rc;
+  FILE *f = open_ckpt(path, &rc, why, whylen);
+  if (!f) return rc;
   struct stat st;
   uint8_t hb[PL_CKPT_HEADER_BYTES] = {0};
   int ok = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
@@ -484,12 +493,9 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
   *params = NULL;
   if (m) *m = NULL;
   if (v) *v = NULL;
-  FILE *f = kl_fopen_regular(path, NULL); /* a FIFO would block fopen */
-  if (!f && (errno == EINVAL || errno == EISDIR))
-    return pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
-  if (!f)
-    return pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
-                   "%s: cannot open checkpoint: %s", path, strerror(errno));
+  int rc;
+  FILE *f = open_ckpt(path, &rc, why, whylen);
+  if (!f) return rc;
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(f);
@@ -507,7 +513,7 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
   }
   if (got < sizeof hb) st.st_size = (off_t)got; /* parse_header: bad magic */
   pl_ckpt_header h;
-  int rc = parse_header(hb, path, (uint64_t)st.st_size, &h, why, whylen);
+  rc = parse_header(hb, path, (uint64_t)st.st_size, &h, why, whylen);
   if (rc) {
     fclose(f);
     return rc;
