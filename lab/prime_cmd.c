@@ -467,9 +467,14 @@ int lab_prime(int argc, char **argv) {
         goto done;
       }
       if (tok_pending && rename(tok_tmp, tok_out) != 0) {
+        /* the checkpoint is saved: its tokenizer stays where it is (the
+         * only copy), and the message says where */
         fprintf(stderr,
-                "\nkernlab prime: %s: cannot rename %s into place: %s\n",
-                tok_out, tok_tmp, strerror(errno));
+                "\nkernlab prime: %s: cannot rename %s into place: %s; the "
+                "checkpoint %s is saved and its tokenizer is %s (use --tok, "
+                "or rename it)\n",
+                tok_out, tok_tmp, strerror(errno), out, tok_tmp);
+        tok_pending = 0; /* kept, not removed at done: */
         exit_code = LAB_EXIT_ENV;
         goto done;
       }

@@ -283,6 +283,24 @@ with tempfile.TemporaryDirectory() as d:
           open(rep, "rb").read() == other_bytes,
           "a checkpoint replaced between saves: stop, the other kept: %d %s"
           % (proc.returncode, err_[-300:]))
+    # The tokenizer cannot be renamed into place after its checkpoint was
+    # (a folder appeared at its name): exit 3, and the message names where
+    # the checkpoint's tokenizer is, which is kept
+    tk = os.path.join(d, "tk.ckpt")
+    proc = subprocess.Popen([KERNLAB, "prime", "--corpus", corpus, "--out", tk, "--size",
+                             "tiny", "--steps", "150"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    for line in proc.stderr:
+        if line.startswith("step 1/"):
+            break
+    os.makedirs(os.path.join(tk + ".tok", "in-the-way"))
+    out_, err_ = proc.communicate(timeout=600)
+    kept = [f for f in os.listdir(d) if f.startswith("tk.ckpt.tok.tmp.")]
+    check(proc.returncode == 3 and "its tokenizer is" in err_ and len(kept) == 1 and
+          kept[0] in err_,
+          "a tokenizer that cannot take its name: kept and named: %d %s %s"
+          % (proc.returncode, kept, err_[-300:]))
     tok2 = os.path.join(d, "t2.tok")
     t = run("tokenizer", "train", "--corpus", os.path.join(SRC, "kernels", "seeds"),
             "--vocab", "300", "--out", tok2)
