@@ -79,6 +79,13 @@ void kl_outfile_abort(kl_outfile *o);
  * NULL with errno: the open's, or EINVAL for "not a regular file" (and
  * EISDIR for a folder). st (may be NULL) gets the file's stat. */
 FILE *kl_fopen_regular(const char *path, struct stat *st);
+/* kl_fopen_regular's errno in words: "not a regular file" for EINVAL (and
+ * EISDIR, naming the folder), strerror for the rest. */
+const char *kl_fopen_error(int err);
+/* Why writing f failed, after flushing it: fflush's errno, or for an
+ * earlier buffered write whose errno is gone, ENOSPC when f is a file on a
+ * full file system, else EIO; 0 when every write arrived. */
+int kl_stream_errno(FILE *f);
 
 /* Removes the temporary files a killed process left beside path: names
  * PATH.tmp.PID whose PID is no running process (a live one, perhaps a

@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <libgen.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,8 +77,7 @@ static void sync_folder(const char *path) {
 }
 
 int kl_outfile_commit(kl_outfile *o, int durable, char *why, size_t len) {
-  int err = 0;
-  if (fflush(o->f) != 0 || ferror(o->f)) err = errno ? errno : EIO;
+  int err = kl_stream_errno(o->f);
   if (!err && durable && fsync(fileno(o->f)) != 0) err = errno;
   if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
   o->f = NULL;
@@ -149,4 +149,22 @@ FILE *kl_fopen_regular(const char *path, struct stat *st) {
   FILE *f = fdopen(fd, "rb");
   if (!f) close(fd);
   return f;
+}
+
+const char *kl_fopen_error(int err) {
+  return err == EINVAL   ? "not a regular file"
+         : err == EISDIR ? "not a regular file (a folder)"
+                         : strerror(err);
+}
+
+int kl_stream_errno(FILE *f) {
+  errno = 0;
+  if (fflush(f) == 0 && !ferror(f)) return 0;
+  if (errno) return errno;
+  struct stat st;
+  struct statvfs vs;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+      fstatvfs(fileno(f), &vs) == 0 && vs.f_bavail == 0)
+    return ENOSPC;
+  return EIO;
 }

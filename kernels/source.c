@@ -65,8 +65,7 @@ int kl_source_load(const char *path, char **src, size_t *len, char *why,
   }
   FILE *f = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!f) {
-    snprintf(why, whylen, "%s: cannot open: %s", path,
-             errno == EINVAL ? "not a regular file" : strerror(errno));
+    snprintf(why, whylen, "%s: cannot open: %s", path, kl_fopen_error(errno));
     return KL_EINPUT;
   }
   char *p = malloc((size_t)st.st_size + 1);

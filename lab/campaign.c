@@ -227,7 +227,7 @@ static char *read_all(const char *path, char *why, size_t whylen) {
   FILE *f = kl_fopen_regular(path, NULL); /* a FIFO would block fopen */
   if (!f) {
     snprintf(why, whylen, "%s: cannot open the campaign file: %s", path,
-             errno == EINVAL ? "not a regular file" : strerror(errno));
+             kl_fopen_error(errno));
     return NULL;
   }
   size_t cap = 4096, n = 0;

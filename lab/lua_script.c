@@ -191,7 +191,7 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   }
   if (!fp || !text || text_len > SEED_SCRIPT_MAX_BYTES) {
     snprintf(why, whylen, "%s: cannot read the script: %s", path,
-             !fp ? (errno == EINVAL ? "not a regular file" : strerror(errno))
+             !fp     ? kl_fopen_error(errno)
              : !text ? "out of memory"
                      : "larger than 4 MiB");
     free(text);

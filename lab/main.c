@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -153,17 +152,14 @@ int main(int argc, char **argv) {
    * an environment problem, not a success. A pipe whose reader stopped
    * early (`kernlab top RUN.h5 | head`) is not: SIGPIPE, ignored for the
    * workers' sake, would have ended the command quietly. */
-  errno = 0;
-  int flushed = fflush(stdout) == 0, err = errno;
+  int err = kl_stream_errno(stdout);
   struct stat st;
   int to_pipe = fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
-  struct statvfs vs; /* an earlier write's errno is gone; a full disk says */
-  if (!err && ferror(stdout) && !to_pipe && fstatvfs(STDOUT_FILENO, &vs) == 0 &&
-      vs.f_bavail == 0)
-    err = ENOSPC;
-  if ((!flushed || ferror(stdout)) && !(to_pipe && (!err || err == EPIPE))) {
-    fprintf(stderr, "kernlab %s: writing standard output failed%s%s\n", cmd,
-            err ? ": " : "", err ? strerror(err) : "");
+  /* on a pipe an unknown cause (EIO: the errno is gone) is taken as the
+   * reader having stopped, like EPIPE */
+  if (err && !(to_pipe && (err == EPIPE || err == EIO))) {
+    fprintf(stderr, "kernlab %s: writing standard output failed: %s\n", cmd,
+            strerror(err));
     if (rc == LAB_EXIT_OK) rc = LAB_EXIT_ENV;
   }
   return rc;

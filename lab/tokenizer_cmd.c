@@ -90,7 +90,7 @@ static int corpus_add_file(corpus *c, const char *path) {
   FILE *f = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!f) {
     fprintf(stderr, "kernlab tokenizer: %s: cannot open: %s\n", path,
-            errno == EINVAL ? "not a regular file" : strerror(errno));
+            kl_fopen_error(errno));
     return LAB_EXIT_USAGE;
   }
   size_t len;

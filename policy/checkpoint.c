@@ -462,11 +462,12 @@ static int check_parsed(const uint8_t *b, const pl_ckpt_header *h,
  * fopen); NULL with *rc and why when it cannot be. */
 static FILE *open_ckpt(const char *path, int *rc, char *why, size_t whylen) {
   FILE *f = kl_fopen_regular(path, NULL);
-  if (!f && (errno == EINVAL || errno == EISDIR))
-    *rc = pl_fail(why, whylen, PL_EINPUT, "%s: not a regular file", path);
-  else if (!f)
-    *rc = pl_fail(why, whylen, errno == ENOENT ? PL_EINPUT : PL_EENV,
-                  "%s: cannot open checkpoint: %s", path, strerror(errno));
+  int err = errno; /* the file's fault (exit 2), or the machine's (3) */
+  if (!f)
+    *rc = pl_fail(why, whylen,
+                  err == ENOENT || err == EINVAL || err == EISDIR ? PL_EINPUT
+                                                                  : PL_EENV,
+                  "%s: cannot open checkpoint: %s", path, kl_fopen_error(err));
   return f;
 }
 

@@ -530,11 +530,9 @@ int pl_tok_load(pl_tokenizer **out, const char *path, char *why,
   *out = NULL;
   /* never a wait: a FIFO would block a plain open for ever */
   FILE *f = kl_fopen_regular(path, NULL);
-  if (!f && (errno == EINVAL || errno == EISDIR))
-    return pltok_fail(why, why_len, PL_EINPUT, "%s: not a regular file", path);
   if (!f)
     return pltok_fail(why, why_len, PL_EINPUT, "%s: cannot open: %s", path,
-                      strerror(errno));
+                      kl_fopen_error(errno));
   /* A tokenizer is at most 64 + 8 * 65536 + 32 bytes; read one byte more
    * to notice a longer file. */
   size_t cap = TOK_HEADER_BYTES + 8 * (size_t)PL_TOK_MAX_VOCAB + 32 + 1;

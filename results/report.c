@@ -28,11 +28,11 @@
  */
 #include "results/internal.h"
 
+#include "kernels/kernels.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
-#include <errno.h>
 
 /* ---- escaping ------------------------------------------------------------ */
 
@@ -512,16 +512,9 @@ int res_report_html(const res_reader *r, const res_report_opts *o, FILE *out,
   campaign_table(out, r);
   fputs("</main></body></html>\n", out);
   free(rows);
-  errno = 0;
-  if (fflush(out) != 0 || ferror(out)) {
-    /* an earlier buffered write may have failed, its errno gone: a full
-     * disk is the usual reason, and the file system says so */
-    int err = errno;
-    struct statvfs vs;
-    if (!err && fstatvfs(fileno(out), &vs) == 0 && vs.f_bavail == 0)
-      err = ENOSPC;
-    snprintf(why, whylen, "write failed%s%s", err ? ": " : "",
-             err ? strerror(err) : "");
+  int err = kl_stream_errno(out);
+  if (err) {
+    snprintf(why, whylen, "write failed: %s", strerror(err));
     return RES_EENV;
   }
   return RES_OK;

@@ -218,8 +218,7 @@ int res__check_signature(const char *path, char *why, size_t whylen) {
   }
   FILE *fp = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!fp) {
-    snprintf(why, whylen, "%s: cannot open: %s", path,
-             errno == EINVAL ? "not a regular file" : strerror(errno));
+    snprintf(why, whylen, "%s: cannot open: %s", path, kl_fopen_error(errno));
     return RES_EINPUT;
   }
   unsigned char head[8];

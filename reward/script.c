@@ -54,11 +54,8 @@ static int read_file(const char *path, char **buf, size_t *len, char *why,
   struct stat st;
   FILE *f = kl_fopen_regular(path, &st);
   if (!f) {
-    if (errno == EINVAL || errno == EISDIR)
-      snprintf(why, whylen, "%s: not a regular file", path);
-    else
-      snprintf(why, whylen, "%s: cannot open reward script: %s", path,
-               strerror(errno));
+    snprintf(why, whylen, "%s: cannot open reward script: %s", path,
+             kl_fopen_error(errno));
     return RW_EINPUT;
   }
   if (st.st_size > (off_t)RW_MAX_SCRIPT_BYTES) {

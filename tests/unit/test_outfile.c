@@ -223,6 +223,24 @@ static void test_fopen_regular(void) {
   unlink(path);
 }
 
+/* kl_stream_errno: 0 when every write arrived, the device's reason when
+ * one did not (/dev/full: ENOSPC). */
+static void test_stream_errno(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/fine.txt", dir);
+  FILE *f = fopen(path, "w");
+  fputs("fine\n", f);
+  CHECK(kl_stream_errno(f) == 0, "a file that took every write: 0");
+  fclose(f);
+  unlink(path);
+  f = fopen("/dev/full", "w");
+  if (!f) return; /* no /dev/full here */
+  fputs("lost\n", f);
+  int err = kl_stream_errno(f);
+  CHECK(err == ENOSPC, "/dev/full: ENOSPC, got %d", err);
+  fclose(f);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/kl_outfile_XXXXXX");
   if (!mkdtemp(dir)) {
@@ -234,6 +252,7 @@ int main(void) {
   test_interrupt();
   test_sweep();
   test_fopen_regular();
+  test_stream_errno();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
