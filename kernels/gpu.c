@@ -607,17 +607,19 @@ int kl_gpu_run_forked(void *ctx, const kl_run_job *job, const uint8_t *cubin,
  * too. Where the file cannot be opened, the mutex alone, said once. The
  * descriptor is close-on-exec: workers never hold it. */
 static pthread_mutex_t gpu_run_mu = PTHREAD_MUTEX_INITIALIZER;
-static int gpu_lock_fd = -2; /* -2: not opened yet; -1: unavailable */
+static int gpu_lock_fd = -2;    /* -2: not opened yet; -1: unavailable */
+static char gpu_lock_path[512]; /* for messages */
 
 void kl_gpu_lock(void) {
   pthread_mutex_lock(&gpu_run_mu);
   if (gpu_lock_fd == -2) {
-    char path[512];
+    char *path = gpu_lock_path;
+    size_t cap = sizeof gpu_lock_path;
     const char *env = getenv("KERNLAB_GPU_LOCK");
     if (env && env[0])
-      snprintf(path, sizeof path, "%s", env);
+      snprintf(path, cap, "%s", env);
     else
-      snprintf(path, sizeof path, "/tmp/kernlab-gpu-%ld.lock", (long)getuid());
+      snprintf(path, cap, "/tmp/kernlab-gpu-%ld.lock", (long)getuid());
     /* /tmp is shared: no symlink followed, and the file must be ours (one
      * another user made and holds would stall this user's runs). */
     const char *bad = NULL;
@@ -648,9 +650,7 @@ void kl_gpu_lock(void) {
       fprintf(stderr,
               "kernlab: waiting for the GPU: another kernlab process is "
               "running on it (the lock %s)\n",
-              getenv("KERNLAB_GPU_LOCK") && getenv("KERNLAB_GPU_LOCK")[0]
-                  ? getenv("KERNLAB_GPU_LOCK")
-                  : "/tmp/kernlab-gpu-UID.lock");
+              gpu_lock_path);
     }
     while (rc != 0 && (rc = flock(gpu_lock_fd, LOCK_EX)) != 0 &&
            errno == EINTR) {
