@@ -79,6 +79,7 @@ static void sync_folder(const char *path) {
 int kl_outfile_commit(kl_outfile *o, int durable, char *why, size_t len) {
   int err = kl_stream_errno(o->f);
   if (!err && durable && fsync(fileno(o->f)) != 0) err = errno;
+  errno = 0; /* fclose may fail without naming why (a stream already failed) */
   if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
   o->f = NULL;
   if (err) {
@@ -117,10 +118,19 @@ int kl_outfile_sweep(const char *path) {
   while (d && (e = readdir(d))) {
     const char *n = e->d_name;
     if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+    /* PATH.tmp.PID, or PATH.tmp.PID.tmp.PID: a rebuild writes its copy
+       beside PATH.tmp.PID, and that copy's own temporary nests the suffix */
     char *end;
-    long pid = strtol(n + blen + 5, &end, 10);
-    if (*end || end == n + blen + 5 || pid <= 0 || pid == (long)getpid())
-      continue;
+    const char *at = n + blen + 5;
+    long pid = strtol(at, &end, 10);
+    if (end == at || pid <= 0 || pid == (long)getpid()) continue;
+    if (!strncmp(end, ".tmp.", 5)) {
+      char *end2;
+      long pid2 = strtol(end + 5, &end2, 10);
+      if (end2 == end + 5 || pid2 != pid) continue;
+      end = end2;
+    }
+    if (*end) continue;
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive */
     char full[4200];
     snprintf(full, sizeof full, "%s/%s", dir, n);

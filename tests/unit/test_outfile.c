@@ -174,7 +174,8 @@ static void test_interrupt(void) {
 /* A killed writer's PATH.tmp.PID is swept; a live process's, and names
  * that only look alike, stay. */
 static void test_sweep(void) {
-  char path[128], dead[192], live[192], other[192], odd[192];
+  char path[128], dead[192], live[192], other[192], odd[192], nested[256],
+      mixed[256];
   snprintf(path, sizeof path, "%s/ck.ckpt", dir);
   pid_t kid = fork();
   if (kid == 0) _exit(0);
@@ -183,15 +184,22 @@ static void test_sweep(void) {
   snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)getppid());
   snprintf(other, sizeof other, "%s/ck.ckpt.tok.tmp.%ld", dir, (long)kid);
   snprintf(odd, sizeof odd, "%s.tmp.%ldx", path, (long)kid);
+  /* a rebuild's copy of a copy: swept; one whose two pids differ: kept */
+  snprintf(nested, sizeof nested, "%s.tmp.%ld", dead, (long)kid);
+  snprintf(mixed, sizeof mixed, "%s.tmp.%ld", dead, (long)getppid());
+  put(nested, "x");
+  put(mixed, "x");
   put(dead, "x");
   put(live, "x");
   put(other, "x");
   put(odd, "x");
-  CHECK(kl_outfile_sweep(path) == 1, "one file swept");
-  CHECK(access(dead, F_OK) != 0, "the dead writer's file is gone");
+  CHECK(kl_outfile_sweep(path) == 2, "two files swept");
+  CHECK(access(dead, F_OK) != 0 && access(nested, F_OK) != 0,
+        "the dead writer's file and its nested copy are gone");
   CHECK(access(live, F_OK) == 0 && access(other, F_OK) == 0 &&
-            access(odd, F_OK) == 0,
-        "a live process's file, another output's and an odd name stay");
+            access(odd, F_OK) == 0 && access(mixed, F_OK) == 0,
+        "a live process's file, another output's and odd names stay");
+  unlink(mixed);
   unlink(live);
   unlink(other);
   unlink(odd);
