@@ -357,27 +357,49 @@ int lab_score_groups(rw_script *script, const lab_eval_item *items, int n,
   return failed;
 }
 
-void lab_step_stats(const lab_eval_item *items, const rw_components *comps,
-                    int n, res_step *s) {
-  int scored = 0, correct = 0;
-  double sum = 0, sq = 0, mx = -INFINITY, mn = INFINITY;
-  for (int k = 0; k < n; k++) {
-    correct += items[k].r.correct;
-    if (!comps[k].script_sha256[0]) continue; /* not scored */
-    double v = comps[k].total;
-    scored++;
-    sum += v, sq += v * v;
-    mx = v > mx ? v : mx;
-    mn = v < mn ? v : mn;
-  }
-  double mean = scored ? sum / scored : NAN;
-  double var = scored > 1 ? (sq - scored * mean * mean) / (scored - 1) : 0;
-  s->n_candidates = n;
+/* Running sums for one step's /steps statistics. */
+typedef struct step_sums {
+  int n, scored, correct;
+  double sum, sq, mx, mn;
+} step_sums;
+
+static void sums_add(step_sums *a, double reward, int correct) {
+  a->n++;
+  a->correct += correct != 0;
+  if (isnan(reward)) return; /* not scored */
+  a->scored++;
+  a->sum += reward, a->sq += reward * reward;
+  a->mx = a->scored == 1 || reward > a->mx ? reward : a->mx;
+  a->mn = a->scored == 1 || reward < a->mn ? reward : a->mn;
+}
+
+static void sums_done(const step_sums *a, res_step *s) {
+  int k = a->scored;
+  double mean = k ? a->sum / k : NAN;
+  double var = k > 1 ? (a->sq - k * mean * mean) / (k - 1) : 0;
+  s->n_candidates = a->n;
   s->reward_mean = mean;
   s->reward_std = var > 0 ? sqrt(var) : 0;
-  s->reward_max = scored ? mx : NAN;
-  s->reward_min = scored ? mn : NAN;
-  s->correct_frac = n ? (double)correct / n : 0;
+  s->reward_max = k ? a->mx : NAN;
+  s->reward_min = k ? a->mn : NAN;
+  s->correct_frac = a->n ? (double)a->correct / a->n : 0;
+}
+
+void lab_step_stats(const lab_eval_item *items, const rw_components *comps,
+                    int n, res_step *s) {
+  step_sums a = {0};
+  for (int k = 0; k < n; k++)
+    sums_add(&a, comps[k].script_sha256[0] ? comps[k].total : NAN,
+             items[k].r.correct);
+  sums_done(&a, s);
+}
+
+void lab_step_stats_of(const double *reward, const uint8_t *correct, int n,
+                       res_step *s) {
+  step_sums a = {0};
+  for (int k = 0; k < n; k++)
+    sums_add(&a, reward[k], correct[k]);
+  sums_done(&a, s);
 }
 
 int lab_record_candidate(res_file *store, const lab_eval_item *it,

@@ -354,6 +354,9 @@ int lab_score_groups(rw_script *script, const lab_eval_item *items, int n,
  * NaN when none) and correct_frac from one step's items and comps. */
 void lab_step_stats(const lab_eval_item *items, const rw_components *comps,
                     int n, res_step *s);
+/* The same from values: reward[k] (NaN: not scored) and correct[k]. */
+void lab_step_stats_of(const double *reward, const uint8_t *correct, int n,
+                       res_step *s);
 /* Appends one evaluated item to store with its reward components (reward
  * NULL or unscored: none) at (step, group, sample). Returns RES_OK or
  * RES_EENV with why. */

@@ -157,6 +157,12 @@ typedef struct prior {
   double wall_s;       /* the last step's wall_s */
   int64_t candidates;  /* candidate records */
   uint64_t run_id;     /* the file's run_id attribute; 0: none (older) */
+  /* The step a killed run left partly recorded (step steps_done): the
+   * file's reward (NaN: unscored) and correctness of each of its
+   * candidates by group * group_size + sample, so that its /steps record
+   * describes the candidates the file holds, not the re-run's. */
+  double *file_reward;
+  uint8_t *file_correct, *file_has;
 } prior;
 
 /* A new run's id: 64 random bits, never 0 (0 is "none" in a checkpoint). */
@@ -219,17 +225,24 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
     const res_step *s = res_get_step(r, i);
     if (s && s->wall_s > pr->wall_s) pr->wall_s = s->wall_s;
   }
+  int per_step = camp->prompts_per_step * camp->group_size;
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
     if (!c) continue;
     if (c->step >= 0 && c->step < steps) pr->recorded[c->step]++;
+    int k = c->group * camp->group_size + c->sample;
+    if (c->step == pr->steps_done && c->group >= 0 && c->sample >= 0 &&
+        k < per_step) {
+      pr->file_reward[k] = c->reward;
+      pr->file_correct[k] = c->correct;
+      pr->file_has[k] = 1;
+    }
     if (c->correct && c->time_us > 0 &&
         (pr->best_time_us < 0 || c->time_us < pr->best_time_us))
       pr->best_time_us = c->time_us;
   }
   res_reader_close(r);
   /* a finished step holds prompts x group_size candidates */
-  int per_step = camp->prompts_per_step * camp->group_size;
   for (int64_t s = 0; s < pr->steps_done && s < steps; s++)
     if (pr->recorded[s] != per_step) {
       snprintf(why, whylen,
@@ -358,10 +371,11 @@ int lab_run(int argc, char **argv) {
   /* The step's completions: items[k].label points at labels[k], and
    * items[k].src is the decoded text, owned here. */
   lab_eval_item *items = NULL;
+  uint8_t *correct = NULL; /* (n_cand) a step's correctness, as recorded */
   char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
-  prior pr = {0, NULL, -1, 0, 0, 0};
+  prior pr = {0, NULL, -1, 0, 0, 0, NULL, NULL, NULL};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
@@ -376,10 +390,15 @@ int lab_run(int argc, char **argv) {
   } while (0)
 
   pr.recorded = calloc((size_t)c.steps, sizeof *pr.recorded);
+  pr.file_reward = calloc((size_t)n_cand, sizeof *pr.file_reward);
+  pr.file_correct = calloc((size_t)n_cand, 1);
+  pr.file_has = calloc((size_t)n_cand, 1);
   items = calloc((size_t)n_cand, sizeof *items);
+  correct = calloc((size_t)n_cand, 1);
   labels = calloc((size_t)n_cand, sizeof *labels);
   gens = calloc((size_t)P, sizeof *gens);
-  if (!pr.recorded || !items || !labels || !gens)
+  if (!pr.recorded || !pr.file_reward || !pr.file_correct || !pr.file_has ||
+      !items || !correct || !labels || !gens)
     FAIL(LAB_EXIT_ENV, "out of memory");
 
   int have_out = access(c.out, F_OK) == 0;
@@ -730,9 +749,19 @@ int lab_run(int argc, char **argv) {
         fprintf(stderr, "kernlab run: %s\n", why);
         exit_code = LAB_EXIT_ENV;
       }
+    /* The step's statistics: of the candidates the file holds, so those a
+     * killed run recorded count with their recorded rewards (a re-run's
+     * timings, and so its rewards, differ). */
+    n_correct = 0;
+    for (int k = 0; k < n_cand; k++) {
+      int from_file = step == pr.steps_done && pr.file_has[k];
+      rewards[k] = from_file ? pr.file_reward[k] : rewards[k];
+      correct[k] = from_file ? pr.file_correct[k] : items[k].r.correct != 0;
+      n_correct += correct[k];
+    }
     res_step s = {0};
     s.step = step;
-    lab_step_stats(items, comps, n_cand, &s);
+    lab_step_stats_of(rewards, correct, n_cand, &s);
     for (int k = 0; k < n_cand; k++)
       rw_components_free(&comps[k]);
     free(rewards), free(adv), free(comps);
@@ -872,6 +901,7 @@ cleanup:
   for (int k = 0; items && k < n_cand; k++)
     free((char *)items[k].src);
   free(items);
+  free(correct);
   free(labels);
   for (int g = 0; gens && g < P; g++)
     pl_generation_free(&gens[g]);
@@ -879,6 +909,9 @@ cleanup:
   free(prompt);
   free(hdr_ids);
   free(pr.recorded);
+  free(pr.file_reward);
+  free(pr.file_correct);
+  free(pr.file_has);
   free(ck_m);
   free(ck_v);
   rw_free(script);

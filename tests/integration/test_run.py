@@ -522,6 +522,63 @@ with tempfile.TemporaryDirectory() as d:
               "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
 
+    # A step a killed run left partly recorded: --resume records the rest,
+    # and the step's /steps record describes the candidates the file holds
+    # (the killed run's first one with its recorded reward), not the
+    # re-run's. The reward is the baseline, timed again by each run, so the
+    # two runs' rewards differ.
+    rb = os.path.join(d, "baseline_reward.lua")
+    with open(rb, "w") as f:
+        f.write("return {score = function(c, ctx) return {b = c.baseline_us or 0} end}\n")
+    cps = []
+    for n in (1, 2):
+        path = os.path.join(d, "part%d.lua" % n)
+        campaign(path, ck, n)
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace(os.path.join(SRC, "lua", "reward", "default.lua"), rb))
+        cps.append(path)
+    pout = os.path.join(d, "runs", "part.h5")
+    pck = os.path.join(d, "runs", "part.ckpt")
+    r1 = run("run", cps[0], "--out", pout)
+    shutil.copy(pck, pck + ".step1")
+    r2 = run("run", cps[1], "--out", pout, "--resume")
+    check(r1.returncode == 0 and r2.returncode == 0,
+          "the two-step run: %s %s" % (r1.stderr[-300:], r2.stderr[-300:]))
+    # as a kill after step 2's first record leaves it: 3 candidates, 1 step
+    # record, step 1's checkpoint
+    cut = subprocess.run(["/usr/bin/python3", "-c", """
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["candidates"].resize((3,))
+    f["reward_components"].resize((3, f["reward_components"].shape[1]))
+    f["steps"].resize((1,))
+""", pout], capture_output=True, text=True)
+    check(cut.returncode == 0, "h5py cuts the file to a partly recorded step: %s" % cut.stderr)
+    os.replace(pck + ".step1", pck)
+    kept = [c for c in candidates(pout) if c["step"] == 1]
+    r = run("run", cps[1], "--out", pout, "--resume")
+    check(r.returncode == 0, "resume of a partly recorded step: %s" % r.stderr[-500:])
+    pc = [c for c in candidates(pout) if c["step"] == 1]
+    check(len(kept) == 1 and sorted(c["sample"] for c in pc) == [0, 1] and
+          pc[0]["reward"] == kept[0]["reward"],
+          "step 2: the killed run's record kept, one added: %s -> %s" % (kept, pc))
+    st = subprocess.run(["/usr/bin/python3", "-c", """
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    s = f["steps"][1]
+    print(s["reward_mean"], s["reward_max"], s["correct_frac"])
+""", pout], capture_output=True, text=True)
+    got = [float(x) for x in st.stdout.split()] if st.returncode == 0 else []
+    want = [c["reward"] for c in pc]
+    check(len(got) == 3 and len(want) == 2 and
+          abs(got[0] - sum(want) / 2) <= 1e-9 * max(1, abs(got[0])) and
+          got[1] == max(want) and
+          got[2] == sum(1 for c in pc if c["correct"]) / 2,
+          "step 2's record is of the file's candidates: %s vs rewards %s (%s)" %
+          (got, want, st.stderr[-300:]))
+
     # No file: the built-in quick.lua, from any folder (here one without
     # lua/ or runs/: it names itself and the checkpoint it needs).
     r = run("run", "--out", os.path.join(d, "builtin.h5"), cwd=d)
