@@ -801,7 +801,19 @@ int lab_run(int argc, char **argv) {
     if (!rc)
       rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,
                         opt.m, opt.v, why, sizeof why);
-    if (rc) FAIL(LAB_EXIT_ENV, "%s", why);
+    /* PL_EINPUT from the save is a non-finite value in the weights or the
+     * moments: the update diverged, which is the campaign's doing (its
+     * learning rate, its rewards), not the checkpoint file's */
+    if (rc == PL_EINPUT && strstr(why, "expected a finite"))
+      FAIL(LAB_EXIT_USAGE,
+           "step %d: the update diverged: %s; not saved (a lower optim.lr or "
+           "smaller rewards may help): %s; %s holds step %d's records",
+           step + 1, why,
+           access(ckpt_out, F_OK) == 0 ? "the checkpoint keeps the last policy "
+                                         "saved"
+                                       : "no checkpoint was written",
+           c.out, step + 1);
+    if (rc) FAIL(pl_exit(rc), "%s", why);
 
     steps_run++;
     double per_step = (lab_now_s() - t_run) / steps_run;

@@ -101,6 +101,11 @@ static int check_config(const pl_config *c, const char *where, char *why,
       return pl_fail(why, whylen, PL_EINPUT,
                      "%s: header field %s = %d, expected 1..%d", where,
                      f[i].name, (int)f[i].v, PL_CKPT_MAX_DIM);
+  if (c->max_seq > PL_CKPT_MAX_SEQ)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field max_seq = %d, expected 1..%d (the RoPE "
+                   "tables and KV cache grow with it)",
+                   where, (int)c->max_seq, PL_CKPT_MAX_SEQ);
   if (c->d_model % c->n_heads != 0)
     return pl_fail(why, whylen, PL_EINPUT,
                    "%s: header field n_heads = %d does not divide d_model = %d",
@@ -444,6 +449,13 @@ static int check_parsed(const uint8_t *b, const pl_ckpt_header *h,
         path, (unsigned long long)h->n_params, (int)h->config.vocab,
         (int)h->config.d_model, (int)h->config.n_layers, (int)h->config.d_ff,
         (unsigned long long)want);
+  if (h->opt_step > PL_CKPT_MAX_OPT_STEP || h->step > PL_CKPT_MAX_OPT_STEP)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field %s = %llu, expected at most 2^53", path,
+                   h->step > PL_CKPT_MAX_OPT_STEP ? "step" : "opt_step",
+                   (unsigned long long)(h->step > PL_CKPT_MAX_OPT_STEP
+                                            ? h->step
+                                            : h->opt_step));
   if (!(h->flags & PL_CKPT_FLAG_OPTIMISER) && h->opt_step != 0)
     return pl_fail(why, whylen, PL_EINPUT,
                    "%s: header field opt_step = %llu without optimiser state, "

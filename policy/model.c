@@ -187,9 +187,19 @@ int pl_model_init(pl_model *m, const pl_config *cfg, uint64_t seed, char *why,
   m->rope_cos = malloc(rope_n * sizeof(float));
   m->rope_sin = malloc(rope_n * sizeof(float));
   if (!m->params_memory || !m->grads_memory || !m->rope_cos || !m->rope_sin) {
+    /* name what failed before pl_model_free clears it */
+    int tables = m->params_memory && m->grads_memory;
+    size_t n = m->num_params;
     pl_model_free(m);
-    snprintf(why, why_len, "model: out of memory for %zu parameters",
-             m->num_params);
+    if (tables)
+      snprintf(why, why_len,
+               "model: out of memory for the RoPE tables (max_seq %d x %d "
+               "floats, twice)",
+               (int)cfg->max_seq, hs / 2);
+    else
+      snprintf(why, why_len,
+               "model: out of memory for %zu parameters and their gradients",
+               n);
     return PL_EENV;
   }
   point_params(&m->params, m->params_memory, m->param_sizes);

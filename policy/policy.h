@@ -460,6 +460,15 @@ int pl_token_logprob(const float *logits, int vocab, float temperature,
  * parameters would already be 16 GiB of fp32 before optimiser state. */
 #define PL_CKPT_MAX_PARAMS (1ull << 32)
 #define PL_CKPT_MAX_DIM (1 << 24) /* any one of vocab, d_model, d_ff, ... */
+/* max_seq does not enter the parameter count, so the file's size does not
+ * bound it, yet the RoPE tables (max_seq x head size floats) and a
+ * sampler's KV cache grow with it; attention is quadratic in it too. A
+ * 2^16-token kernel is far past any the lab asks for (prime writes 2048). */
+#define PL_CKPT_MAX_SEQ (1 << 16)
+/* AdamW's step count: past 2^53 its double no longer counts by one, and a
+ * value that large (or a negative int64) is corruption; beta^t needs t >= 1
+ * after the increment. */
+#define PL_CKPT_MAX_OPT_STEP (1ull << 53)
 
 typedef struct pl_ckpt_header {
   pl_config config;

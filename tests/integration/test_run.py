@@ -579,6 +579,29 @@ with h5py.File(sys.argv[1], "r") as f:
           "step 2's record is of the file's candidates: %s vs rewards %s (%s)" %
           (got, want, st.stderr[-300:]))
 
+    # An update that diverges (rewards of +-1e300, unscaled: the advantages
+    # overflow float): exit 2 saying so, not blaming the checkpoint file;
+    # the step's records are kept and no checkpoint is written.
+    rd = os.path.join(d, "diverge_reward.lua")
+    with open(rd, "w") as f:
+        f.write("return {score = function(c, ctx)\n"
+                "  return {x = ctx.index == 1 and 1e300 or -1e300} end}\n")
+    cd_ = os.path.join(d, "diverge.lua")
+    campaign(cd_, ck, 1)
+    with open(cd_) as f:
+        text = f.read()
+    with open(cd_, "w") as f:
+        f.write(text.replace("grpo = {mask_truncated = false},",
+                             'grpo = {mask_truncated = false, scale_rewards = "none"},')
+                .replace(os.path.join(SRC, "lua", "reward", "default.lua"), rd))
+    dout = os.path.join(d, "runs", "diverge.h5")
+    r = run("run", cd_, "--out", dout)
+    check(r.returncode == 2 and "step 1: the update diverged" in r.stderr and
+          "no checkpoint was written" in r.stderr and
+          not os.path.exists(os.path.join(d, "runs", "diverge.ckpt")) and
+          len(candidates(dout)) == 2,
+          "a diverged update: exit 2 naming it, records kept: %d %s" % (r.returncode, r.stderr[-500:]))
+
     # No file: the built-in quick.lua, from any folder (here one without
     # lua/ or runs/: it names itself and the checkpoint it needs).
     r = run("run", "--out", os.path.join(d, "builtin.h5"), cwd=d)

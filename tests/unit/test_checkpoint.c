@@ -385,6 +385,15 @@ static void e_neg_v(uint8_t *b, long *len) {
   /* v's last element: just before the trailer */
   b[*len - 32 - 1] |= 0x80;
 }
+static void e_max_seq_huge(uint8_t *b, long *len) {
+  (void)len;
+  put32(b + 36, 1u << 24); /* within PL_CKPT_MAX_DIM: 3 GB of RoPE tables */
+}
+static void e_opt_step_huge(uint8_t *b, long *len) {
+  (void)len;
+  put32(b + 64, 0xffffffffu); /* opt_step 2^64 - 1: -1 as AdamW's int64 t */
+  put32(b + 68, 0xffffffffu);
+}
 static void e_opt_step_without_state(uint8_t *b, long *len) {
   /* drop the optimiser flag and m, v; keep opt_step nonzero */
   long n = (*len - 256 - 32) / 12;
@@ -428,6 +437,10 @@ static void test_corruption(void) {
           NULL, "nan param");
   corrupt(e_neg_v, 1, PL_EINPUT, "v[1263] (rms_final) is -", "non-negative",
           "negative v");
+  corrupt(e_max_seq_huge, 1, PL_EINPUT, "max_seq = 16777216",
+          "expected 1..65536", "max_seq past the cap");
+  corrupt(e_opt_step_huge, 1, PL_EINPUT, "opt_step = 18446744073709551615",
+          "at most 2^53", "opt_step past 2^53");
   corrupt(e_opt_step_without_state, 1, PL_EINPUT, "opt_step = 1000",
           "without optimiser state", "opt_step");
 
