@@ -258,9 +258,10 @@ static int capped_print(lua_State *L) {
     fprintf(stderr, "[%s] (further print output suppressed)\n", s->short_src);
     return 0;
   }
+  int n = lua_gettop(L); /* before luaL_buffinit, which may push a slot */
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  for (int i = 1, n = lua_gettop(L); i <= n; i++) {
+  for (int i = 1; i <= n; i++) {
     if (i > 1) luaL_addchar(&b, '\t');
     luaL_tolstring(L, i, NULL);
     luaL_addvalue(&b);

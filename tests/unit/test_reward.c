@@ -613,6 +613,53 @@ static void test_escapes(void) {
   }
 }
 
+/* print() writes its arguments, tab-separated, after the script's name:
+ * nothing else (an earlier version printed its own buffer slot too, as
+ * "userdata: 0x..."). */
+static void test_print(void) {
+  char why[512] = "", out[2048] = "";
+  rw_script *s = load_text("printer.lua",
+                           "return { score = function(c)\n"
+                           "  print('a') print() print(1, nil, 3)\n"
+                           "  return { x = 0 }\nend }\n",
+                           NULL, why, sizeof why);
+  CHECK(s != NULL, "printer.lua loads: %s", why);
+  if (!s) return;
+  int n;
+  const rw_candidate *g = rw_fixture_group(&n);
+  rw_context ctx;
+  rw_fixture_context(&ctx);
+  rw_components comps;
+  char cap[300];
+  snprintf(cap, sizeof cap, "%s/stderr.txt", tmpdir);
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *f = fopen(cap, "w+");
+  if (!f || saved < 0) {
+    CHECK(0, "cannot capture stderr in %s", cap);
+    rw_free(s);
+    return;
+  }
+  dup2(fileno(f), 2);
+  int rc = rw_score(s, &g[0], &ctx, &comps, why, sizeof why);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(f);
+  size_t got = fread(out, 1, sizeof out - 1, f);
+  out[got] = 0;
+  fclose(f);
+  CHECK(rc == RW_OK, "printer.lua scores: %s", why);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "[%s/printer.lua] a\n[%s/printer.lua] \n"
+           "[%s/printer.lua] 1\tnil\t3\n",
+           tmpdir, tmpdir, tmpdir);
+  CHECK(!strcmp(out, want), "print writes its arguments only: '%s'", out);
+  rw_components_free(&comps);
+  rw_free(s);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -625,6 +672,7 @@ int main(void) {
   test_endless();
   test_memory();
   test_escapes();
+  test_print();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
