@@ -350,6 +350,19 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
              "prompts_per_step|steps|sampling|grpo|optim|reward|seed|out|"
              "corpus|exhaustive|timeout");
   get_str(p, 1, NULL, "name", c->name, sizeof c->name);
+  /* the name makes runs/NAME.h5 and runs/NAME-exhaustive.h5: one file-name
+   * part, not a path that climbs or makes folders */
+  int bad_name = !c->name[0];
+  for (const char *q = c->name; *q; q++)
+    bad_name |= *q == '/' || (unsigned char)*q < 0x20 || *q == 0x7f;
+  if (bad_name) {
+    char shown[160];
+    lab_printable(c->name, strlen(c->name), shown, sizeof shown);
+    fail(p, "name",
+         "expected a file-name part (it names runs/NAME.h5: no '/', no "
+         "control characters), got '%s'",
+         shown);
+  }
 
   long long v;
   double d;
@@ -425,6 +438,11 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
     c->clip = (float)d;
     lua_pop(L, 1);
   }
+  /* the schedule warms up within the campaign (policy/adamw.c refuses
+   * more, and only after the baseline was timed) */
+  if (c->warmup > c->steps)
+    fail(p, "optim.warmup", "%d exceeds steps (%d); expected 0..%d", c->warmup,
+         c->steps, c->steps);
   get_str(p, 1, NULL, "reward", c->reward, sizeof c->reward);
   v = (long long)c->seed, get_int(p, 1, NULL, "seed", 0, 1LL << 62, &v);
   c->seed = (uint64_t)v;

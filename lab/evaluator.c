@@ -71,6 +71,21 @@ int lab_make_parent(const char *path) {
   return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+int lab_out_path_ok(const char *path, char *why, size_t whylen) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  struct stat st;
+  if (!path[0])
+    snprintf(why, whylen, "--out wants a file name, got ''");
+  else if (!base[0] || !strcmp(base, ".") || !strcmp(base, "..") ||
+           (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+    snprintf(why, whylen, "--out %s names a folder; name the file to write",
+             path);
+  else
+    return 0;
+  return -1;
+}
+
 int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
                         int max_parallel, uint64_t seed, char *why,
                         size_t whylen) {

@@ -280,6 +280,11 @@ uint64_t lab_derive_seed(uint64_t seed, int step, int group, int purpose);
 double lab_now_s(void);
 /* mkdir -p of path's folder. Returns 0 or -1 (errno set). */
 int lab_make_parent(const char *path);
+/* Whether path can name a results file to create: not empty, not ending in
+ * '/' or naming "." or "..", not an existing folder. 0, or -1 with why
+ * ("--out ...: ...", one line) filled; checked before lab_make_parent,
+ * which would make "x/" a folder. */
+int lab_out_path_ok(const char *path, char *why, size_t whylen);
 
 struct sbx_slot;
 typedef struct lab_evaluator {

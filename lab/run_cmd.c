@@ -101,6 +101,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,6 +314,13 @@ int lab_run(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       fputs(synopsis, stdout);
       return LAB_EXIT_OK;
+    } else if (i + 1 == argc && (!strcmp(argv[i], "--out") ||
+                                 !strcmp(argv[i], "--policy-device") ||
+                                 !strcmp(argv[i], "--policy-dtype") ||
+                                 !strcmp(argv[i], "--policy-matmul"))) {
+      fprintf(stderr, "kernlab run: missing value after %s\n%s", argv[i],
+              synopsis);
+      return LAB_EXIT_USAGE;
     } else if (argv[i][0] == '-' || campaign_path) {
       fprintf(stderr, "kernlab run: unexpected argument '%s'\n%s", argv[i],
               synopsis);
@@ -330,6 +338,11 @@ int lab_run(int argc, char **argv) {
     return ex;
   }
   if (out_arg) snprintf(c.out, sizeof c.out, "%s", out_arg);
+  if (lab_out_path_ok(c.out, why, sizeof why)) {
+    fprintf(stderr, "kernlab run: %s\n", why);
+    lab_campaign_free(&c);
+    return LAB_EXIT_USAGE;
+  }
   char ckpt_out[1100], ckpt_tmp[1200];
   {
     size_t l = strlen(c.out);
@@ -409,6 +422,16 @@ int lab_run(int argc, char **argv) {
          c.out);
   /* a checkpoint without its results: an earlier run's, whose results
    * were removed; neither overwritten nor continued without them */
+  /* the run saves its policy beside its results: never onto the policy it
+   * starts from (out = "pol.h5" with checkpoint = "pol.ckpt") */
+  struct stat st_in, st_out;
+  if (stat(c.checkpoint, &st_in) == 0 && stat(ckpt_out, &st_out) == 0 &&
+      st_in.st_dev == st_out.st_dev && st_in.st_ino == st_out.st_ino)
+    FAIL(LAB_EXIT_USAGE,
+         "the run's checkpoint %s (its results %s with .ckpt) is the "
+         "campaign's starting checkpoint %s: the run would overwrite the "
+         "policy it starts from; choose another out",
+         ckpt_out, c.out, c.checkpoint);
   if (!have_out && access(ckpt_out, F_OK) == 0)
     FAIL(LAB_EXIT_USAGE,
          "%s exists but its results file %s does not: remove the checkpoint "
@@ -506,8 +529,12 @@ int lab_run(int argc, char **argv) {
     FAIL(LAB_EXIT_ENV, "policy device: %s", why);
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
+    /* the trainer's token rows; in 64 bits (2048 x 2^20 wraps an int),
+     * capped: the kernel's grid check refuses what it cannot cover */
+    long long rows = (long long)n_cand * c.max_tokens;
     ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &model.cfg,
-                                n_cand * c.max_tokens, &mm, why, sizeof why);
+                                rows > INT_MAX ? INT_MAX : (int)rows, &mm, why,
+                                sizeof why);
     if (ex) FAIL(ex, "%s", why);
     fprintf(stderr, "kernlab run: policy GEMMs through %s\n",
             lab_policy_matmul_describe(mm));

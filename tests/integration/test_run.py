@@ -493,6 +493,10 @@ with tempfile.TemporaryDirectory() as d:
         "timeout.lua": ("return {timeout = 0, checkpoint = %r}\n" % ck, "timeout"),
         "nockpt.lua": ("return {checkpoint = %r}\n" % os.path.join(d, "nope.ckpt"), "nope.ckpt"),
         "notable.lua": ("return 5\n", "table"),
+        "slashname.lua": ("return {name = 'sub/../x', checkpoint = %r}\n" % ck,
+                          "name: expected a file-name part"),
+        "warmup.lua": ("return {steps = 2, optim = {warmup = 5}, checkpoint = %r}\n" % ck,
+                       "optim.warmup: 5 exceeds steps (2)"),
         # a metatable whose __index errs: fields are read raw, never through it
         "meta.lua": ("return setmetatable({group_sise = 3, checkpoint = %r}, "
                      "{__index = function() error('boom') end})\n" % ck, "group_sise"),
@@ -601,6 +605,22 @@ with h5py.File(sys.argv[1], "r") as f:
           not os.path.exists(os.path.join(d, "runs", "diverge.ckpt")) and
           len(candidates(dout)) == 2,
           "a diverged update: exit 2 naming it, records kept: %d %s" % (r.returncode, r.stderr[-500:]))
+
+    # --out: a value that is missing, empty, or a folder is refused before
+    # anything is made (an "x/" used to become a folder); out beside the
+    # campaign's own checkpoint would overwrite the policy it starts from.
+    for args, want in ((["--out"], "missing value after --out"),
+                       (["--out", ""], "--out wants a file name, got ''"),
+                       (["--out", os.path.join(d, "made", "")], "names a folder"),
+                       (["--out", d], "names a folder"),
+                       (["--policy-device"], "missing value after --policy-device")):
+        r = run("run", c1, *args)
+        check(r.returncode == 2 and want in r.stderr,
+              "run %s: exit 2 with %r: %d %s" % (args, want, r.returncode, r.stderr[-300:]))
+    check(not os.path.exists(os.path.join(d, "made")), "--out x/ makes no folder")
+    r = run("run", c1, "--out", ck[:-len(".ckpt")] + ".h5")
+    check(r.returncode == 2 and "would overwrite the policy it starts from" in r.stderr,
+          "out onto the starting checkpoint: %d %s" % (r.returncode, r.stderr[-300:]))
 
     # No file: the built-in quick.lua, from any folder (here one without
     # lua/ or runs/: it names itself and the checkpoint it needs).
