@@ -10,13 +10,16 @@
  *
  *   open   spawn, READY, a LOAD frame (the .so's path), LOADED (the load and
  *          its launch geometry checked in the worker);
- *   run    A and B copied into the worker's memfd (descriptor 5; layout A,
- *          B, C, grown by the supervisor only), a GO frame (M, N, K), DONE;
- *          C copied out. Each request has the deadline given at open.
+ *   run    A and B copied into the worker's memfd (descriptor 5; A, B, C
+ *          between canary bands, sbx_mm_layout; grown by the supervisor
+ *          only), a GO frame (M, N, K), DONE; the bands and the inputs
+ *          checked, C copied out. Each request has the deadline given at
+ *          open.
  *   close  the request pipe closed: the worker exits.
- * A trap, a crash, a timeout or a malformed frame ends the worker; the
- * server is then dead and every later request fails at once with the same
- * message (the lab falls back to BLAS and says so).
+ * A trap, a crash, a timeout, a malformed frame, or a write outside C or
+ * into A or B (which the harness flags canary_overwritten, input_mutated)
+ * ends the worker; the server is then dead and every later request fails at
+ * once with the same message (the lab falls back to BLAS and says so).
  *
  * The worker's RLIMIT_CPU (SBX_RUN_CPU_LIMIT_S) holds for its whole life,
  * which for a run worker is one candidate but here is every GEMM of a long
@@ -155,6 +158,25 @@ static double cpu_seconds(pid_t pid) {
   return hz > 0 ? (double)(ut + st) / hz : -1;
 }
 
+/* The four canary bands around A, B and C (sbx_mm_layout): filled when
+ * fill, else checked. Returns 1 when every band holds the canary. */
+static int bands(float *map, const size_t off[3], size_t na, size_t nb,
+                 size_t nc, int fill) {
+  const size_t from[4] = {0, off[0] + na, off[1] + nb, off[2] + nc};
+  const uint32_t canary = SBX_MM_CANARY;
+  for (int b = 0; b < 4; b++)
+    for (size_t i = from[b]; i < from[b] + KL_CANARY_FLOATS; i++) {
+      uint32_t bits;
+      if (fill) {
+        memcpy(&map[i], &canary, 4);
+        continue;
+      }
+      memcpy(&bits, &map[i], 4);
+      if (bits != canary) return 0;
+    }
+  return 1;
+}
+
 int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,
                     double deadline_s, sbx_matmul **out, char *why,
                     size_t whylen) {
@@ -208,7 +230,9 @@ int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
     ret = KL_EINPUT;
   }
   size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-  size_t bytes = (na + nb + nc) * sizeof(float);
+  size_t off[3];
+  size_t total = sbx_mm_layout(M, N, K, off);
+  size_t bytes = total * sizeof(float);
   if (bytes > s->map_bytes) { /* grow the memfd; the worker maps per call */
     if (s->map) munmap(s->map, s->map_bytes);
     s->map = NULL;
@@ -225,9 +249,10 @@ int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
     s->map = p;
     s->map_bytes = bytes;
   }
-  memcpy(s->map, A, na * sizeof(float));
-  memcpy(s->map + na, B, nb * sizeof(float));
-  kl_poison(s->map + na + nb, nc); /* written by the kernel, or visibly not */
+  bands(s->map, off, na, nb, nc, 1);
+  memcpy(s->map + off[0], A, na * sizeof(float));
+  memcpy(s->map + off[1], B, nb * sizeof(float));
+  kl_poison(s->map + off[2], nc); /* written by the kernel, or visibly not */
   int32_t mnk[3] = {M, N, K};
   char when[64];
   snprintf(when, sizeof when, "at %dx%dx%d", M, N, K);
@@ -241,7 +266,23 @@ int sbx_matmul_run(sbx_matmul *s, const float *A, const float *B, float *C,
     snprintf(why, whylen, "%s: %s", when, reply.why);
     goto out;
   }
-  memcpy(C, s->map + na + nb, nc * sizeof(float));
+  /* A write outside C, or into the inputs, is what the harness flags
+   * canary_overwritten or input_mutated: this kernel is not to be trusted
+   * with another GEMM, so the server ends as after a crash. */
+  const char *bad = bands(s->map, off, na, nb, nc, 0)
+                        ? NULL
+                        : "wrote outside C (a canary band changed)";
+  if (!bad && (memcmp(s->map + off[0], A, na * sizeof(float)) ||
+               memcmp(s->map + off[1], B, nb * sizeof(float))))
+    bad = "changed its input A or B";
+  if (bad) {
+    sbx_kill(&s->w);
+    snprintf(s->why, sizeof s->why, "%s: the kernel %s", when, bad);
+    s->dead = 1;
+    snprintf(why, whylen, "%s", s->why);
+    goto out;
+  }
+  memcpy(C, s->map + off[2], nc * sizeof(float));
   ret = KL_OK;
 out:
   pthread_mutex_unlock(&s->mu);

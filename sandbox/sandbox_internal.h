@@ -53,8 +53,6 @@ typedef struct sbx_run_reply {
   uint64_t n_outs;     /* floats of output */
 } sbx_run_reply;
 
-/* CRC-32C of data continuing from crc (0 to start): with the SSE4.2
- * instruction where the CPU has it, tables otherwise; the same value. */
 /* The matmul-cpu-emu worker's requests and replies (sandbox/matmul.c). */
 typedef struct sbx_mm_load {
   char so_path[512];
@@ -66,6 +64,22 @@ typedef struct sbx_mm_reply {
   char why[320];
 } sbx_mm_reply;
 
+/* The matmul worker's memfd for one M, N, K: A, B and C with a canary band
+ * of KL_CANARY_FLOATS floats before, between and after them, as the
+ * harness guards its buffers (kernels/run.c), so that a write outside C
+ * shows. Fills off[] with A's, B's and C's offsets in floats; returns the
+ * floats in all. */
+#define SBX_MM_CANARY 0x7fb1c0deu
+static inline size_t sbx_mm_layout(int M, int N, int K, size_t off[3]) {
+  size_t at = KL_CANARY_FLOATS;
+  off[0] = at, at += (size_t)M * K + KL_CANARY_FLOATS;
+  off[1] = at, at += (size_t)K * N + KL_CANARY_FLOATS;
+  off[2] = at, at += (size_t)M * N + KL_CANARY_FLOATS;
+  return at;
+}
+
+/* CRC-32C of data continuing from crc (0 to start): with the SSE4.2
+ * instruction where the CPU has it, tables otherwise; the same value. */
 uint32_t sbx_crc32c(uint32_t crc, const void *data, size_t len);
 uint32_t sbx_crc32c_portable(uint32_t crc, const void *data, size_t len);
 int sbx_crc32c_has_hw(void);

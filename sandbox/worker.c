@@ -251,20 +251,21 @@ static int matmul_worker(void) {
                                               : load.threads;
   if (mm_reply(KL_OK, NULL) != 0) return 1;
   /* Requests until the pipe closes: A, B, C in the memfd, laid out for
-   * this request's M, N, K (mapped per request: the supervisor grows it). */
+   * this request's M, N, K by sbx_mm_layout (mapped per request: the
+   * supervisor grows it and checks the canary bands after). */
   for (;;) {
     if (sbx_recv(SBX_FD_IN, &type, &msg, &len, 12, 1e18) != 0) break;
     int32_t mnk[3] = {0, 0, 0};
     if (type == SBX_MSG_MM_GO && len == sizeof mnk) memcpy(mnk, msg, len);
     free(msg);
     if (mnk[0] < 1 || mnk[1] < 1 || mnk[2] < 1) return 1;
-    size_t na = (size_t)mnk[0] * mnk[2], nb = (size_t)mnk[2] * mnk[1];
-    size_t bytes = (na + nb + (size_t)mnk[0] * mnk[1]) * sizeof(float);
+    size_t off[3];
+    size_t bytes = sbx_mm_layout(mnk[0], mnk[1], mnk[2], off) * sizeof(float);
     float *p =
         mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, SBX_FD_OUTS, 0);
     if (p == MAP_FAILED) return 1;
-    int rc = kl_emu_run(m, p, p + na, p + na + nb, mnk[0], mnk[1], mnk[2],
-                        threads, why, sizeof why);
+    int rc = kl_emu_run(m, p + off[0], p + off[1], p + off[2], mnk[0], mnk[1],
+                        mnk[2], threads, why, sizeof why);
     munmap(p, bytes);
     if (mm_reply(rc == KL_OK ? KL_OK : KL_EINPUT, why) != 0) return 1;
   }

@@ -13,6 +13,9 @@
  *   - a kernel that crashes on its second GEMM: crashed:<signal>;
  *   - a kernel that hangs on its second GEMM: a timeout within the
  *     deadline, the worker killed;
+ *   - a kernel that writes just past C, or into A, on its second GEMM
+ *     (what the harness flags canary_overwritten, input_mutated): that
+ *     GEMM fails saying so, and the server ends;
  *   - a worker past its CPU budget (sbx_matmul_set_recycle, here 0 s) is
  *     replaced by a fresh one before the next GEMM, the module loaded
  *     again, and the answers stay right; a kernel that counts its calls
@@ -65,6 +68,13 @@ static const char crashes_later[] = KERNEL(
 static const char hangs_later[] =
     KERNEL(SECOND_CALL_PRELUDE(""),
            "if (++kl_calls == 2) for (volatile int i = 0; i >= 0; i += 0) {}");
+
+/* Writes the harness flags on a second GEMM: past C's end (inside the
+ * canary band after it, where no page fault would tell), and into A. */
+static const char writes_past_c_later[] = KERNEL(
+    SECOND_CALL_PRELUDE(""), "if (++kl_calls == 2) C[M * N + 5] = 7.0f;");
+static const char writes_a_later[] = KERNEL(
+    SECOND_CALL_PRELUDE(""), "if (++kl_calls == 2) ((float*)A)[3] = 7.0f;");
 
 static int build(const char *src, char *so, size_t so_len) {
   char why[600];
@@ -185,6 +195,8 @@ int main(int argc, char **argv) {
   misbehaves_later(crashes_later, "crashed:SIGSEGV", 30);
 #endif
   misbehaves_later(hangs_later, "timeout", 2);
+  misbehaves_later(writes_past_c_later, "wrote outside C", 30);
+  misbehaves_later(writes_a_later, "changed its input A or B", 30);
   sbx_matmul *none = NULL;
   int rc = sbx_matmul_open("/nonexistent/module.so", 0, 1, 10, &none, why,
                            sizeof why);
