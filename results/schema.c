@@ -69,8 +69,12 @@ uint32_t res_step_crc(const res_step *r) {
 static int record_ok(const res_candidate *c, int64_t i, int64_t src_bytes,
                      int64_t n_samples, int schema) {
   return c->crc == res__candidate_crc(c, schema) && c->id == i &&
-         c->src_off + c->src_len <= (uint64_t)src_bytes &&
-         c->timing_off + c->timing_count <= (uint64_t)n_samples;
+         /* as differences: an offset near 2^64 would wrap a sum */
+         src_bytes >= 0 && n_samples >= 0 &&
+         c->src_off <= (uint64_t)src_bytes &&
+         c->src_len <= (uint64_t)src_bytes - c->src_off &&
+         c->timing_off <= (uint64_t)n_samples &&
+         c->timing_count <= (uint64_t)n_samples - c->timing_off;
 }
 
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,

@@ -6,6 +6,7 @@
  * (schema 2) and a schema-1 file read and appended to.
  */
 #include "kltest.h"
+#include "results/internal.h"
 #include "results_gen.h"
 
 #include <hdf5.h>
@@ -780,6 +781,34 @@ static void test_hostile_shapes(void) {
   res_reader_close(r);
 }
 
+/* A record whose source or sample offsets sit near 2^64 lies outside the
+ * heaps even though offset + length wraps to a small number: it is not
+ * complete (it was read as complete, and only its read failed later). */
+static void test_wrapping_offsets(void) {
+  res_candidate c[2];
+  memset(c, 0, sizeof c);
+  for (int i = 0; i < 2; i++) {
+    c[i].id = i;
+    c[i].src_len = 10;
+    c[i].src_off = (uint64_t)i * 10;
+    c[i].timing_count = 4;
+    c[i].timing_off = (uint64_t)i * 4;
+  }
+  c[1].crc = res__candidate_crc(&c[1], RES_SCHEMA_VERSION);
+  c[0].crc = res__candidate_crc(&c[0], RES_SCHEMA_VERSION);
+  CHECK(res__valid_prefix(c, 2, 20, 8, RES_SCHEMA_VERSION) == 2,
+        "two honest records are complete");
+  c[1].src_off = UINT64_MAX - 5; /* + 10 wraps to 4 */
+  c[1].crc = res__candidate_crc(&c[1], RES_SCHEMA_VERSION);
+  CHECK(res__valid_prefix(c, 2, 20, 8, RES_SCHEMA_VERSION) == 1,
+        "a source offset that wraps: not complete");
+  c[1].src_off = 10;
+  c[1].timing_off = UINT64_MAX - 1; /* + 4 wraps to 2 */
+  c[1].crc = res__candidate_crc(&c[1], RES_SCHEMA_VERSION);
+  CHECK(res__valid_prefix(c, 2, 20, 8, RES_SCHEMA_VERSION) == 1,
+        "a sample offset that wraps: not complete");
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   /* In a child: after the torn header HDF5 cannot close itself cleanly
@@ -807,6 +836,7 @@ int main(void) {
   test_removed_while_written();
   test_hostile_shapes();
   test_control_bytes();
+  test_wrapping_offsets();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
