@@ -96,6 +96,36 @@ static const char usage[] =
     "\n"
     "The candidate contract: kernels/abi.h. Seeds: kernels/seeds/.\n";
 
+/* `kernlab CMD --help` (-h): CMD's entries of the usage text above (a line
+ * "  CMD ..." and the more-indented lines under it), on stdout. Returns
+ * 0 when the text has no entry for CMD. */
+static int command_help(const char *cmd) {
+  size_t n = strlen(cmd);
+  int found = 0, in = 0;
+  for (const char *line = usage; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    int entry = len > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ';
+    if (entry) { /* "  run [..." and "  prime, run and generate also take" */
+      char head[80];
+      snprintf(head, sizeof head, "%.*s", (int)(len < 79 ? len : 79), line);
+      char *also = strstr(head, " also take");
+      if (also) *also = 0;
+      in = (len >= n + 2 && !strncmp(line + 2, cmd, n) &&
+            (line[n + 2] == ' ' || line[n + 2] == ',')) ||
+           (also && strstr(head, cmd) != NULL);
+    } else if (len < 4 || line[0] != ' ')
+      in = 0;
+    if (in) {
+      if (!found++) fputs("usage: kernlab\n", stdout);
+      fwrite(line, 1, len, stdout);
+      fputc('\n', stdout);
+    }
+    line += len + (end != NULL);
+  }
+  return found;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(usage, stderr);
@@ -112,6 +142,10 @@ int main(int argc, char **argv) {
     fputs(usage, stdout);
     return LAB_EXIT_OK;
   }
+  /* run and rescore print their own, longer synopses */
+  if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
+      strcmp(cmd, "run") && strcmp(cmd, "rescore") && command_help(cmd))
+    return LAB_EXIT_OK;
   int rc = -1;
   if (!strcmp(cmd, "eval"))
     rc = lab_eval(argc - 1, argv + 1);

@@ -301,7 +301,15 @@ static int decode(const pl_tokenizer *t) {
   int rc = ids ? LAB_EXIT_OK : LAB_EXIT_ENV;
   for (char *p = in; rc == LAB_EXIT_OK;) {
     p += strspn(p, " \t\r\n");
-    if (!*p) break;
+    if (p == in + n) break;
+    if (!*p) { /* strtol would stop here and the rest be lost */
+      fprintf(stderr,
+              "kernlab tokenizer: stdin: byte %zu is a NUL; expected integer "
+              "ids separated by white space\n",
+              (size_t)(p - in));
+      rc = LAB_EXIT_USAGE;
+      break;
+    }
     char *end;
     errno = 0;
     long v = strtol(p, &end, 10);

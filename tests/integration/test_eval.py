@@ -313,6 +313,13 @@ def group_cli():
     naive = os.path.join(SEEDS, "01_naive.cu")
     rc, out, _ = kernlab("--help")
     check(rc == 0 and "eval" in out, "--help lists eval")
+    # every command answers --help and -h with its usage, exit 0
+    for cmd in ("eval", "sandbox", "flags", "top", "show", "diff", "export", "report",
+                "rescore", "tokenizer", "generate", "corpus", "prime", "run", "search"):
+        for opt in ("--help", "-h"):
+            rc, out, err = kernlab(cmd, opt)
+            check(rc == 0 and cmd in out and "usage" in out,
+                  "%s %s: exit 0 with its usage: %d %r %r" % (cmd, opt, rc, out[:200], err[:200]))
     rc, _, err = kernlab("frobnicate")
     check(rc == 2 and "unknown command" in err, "unknown command exits 2")
     rc, _, err = kernlab("eval", naive, "--backend", "gpu")

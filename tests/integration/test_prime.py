@@ -211,6 +211,13 @@ with tempfile.TemporaryDirectory() as d:
                   "%s FIFO: refused: %d %s" % (cmd[0], t.returncode, t.stderr[-200:]))
         except subprocess.TimeoutExpired:
             check(False, "%s FIFO: hung" % cmd[0])
+    # decode: a NUL byte among the ids is refused, not the end of the input
+    for data, rc_want, says in ((b"65\0 66", 2, b"byte 2 is a NUL"), (b"65 66\n", 0, b"")):
+        t = subprocess.run([KERNLAB, "tokenizer", "decode", "--tok", ck + ".tok"], input=data,
+                           capture_output=True, timeout=60)
+        check(t.returncode == rc_want and says in t.stderr and
+              (rc_want or len(t.stdout) >= 2),
+              "decode %r: exit %d: %d %r %r" % (data, rc_want, t.returncode, t.stdout, t.stderr))
     # --out replaces only a tokenizer: not its own corpus file
     one = os.path.join(d, "one.txt")
     with open(one, "w") as f:
