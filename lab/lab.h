@@ -94,6 +94,9 @@ const char *lab_printable(const char *s, size_t len, char *buf, size_t cap);
 /* The same for a line of source text: tabs are kept. */
 const char *lab_printable_line(const char *s, size_t len, char *buf,
                                size_t cap);
+/* Writes s (len bytes) to f as a terminal may show it: newlines and tabs
+ * kept, other control bytes and bytes that are not UTF-8 as '?'. */
+void lab_fput_printable(const char *s, size_t len, FILE *f);
 /* Whether a command may write its output file at path (by writing beside
  * it and renaming): 0, or -1 with why (starting with the path). Nothing
  * there is fine; what is there is replaced only when it is a regular file

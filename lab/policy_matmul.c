@@ -381,7 +381,10 @@ int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
     goto fail;
   }
   const res_candidate *c = res_get(r, mm->id);
-  snprintf(mm->label, sizeof mm->label, "%.*s", (int)sizeof c->label, c->label);
+  /* the file's label is as a policy wrote it: shown on a terminal, so
+   * without control bytes (as the tables show it) */
+  lab_printable(c->label, strnlen(c->label, sizeof c->label), mm->label,
+                sizeof mm->label);
   if (res_source(r, mm->id, &src, &len, w, sizeof w) != RES_OK) {
     snprintf(why, whylen, "--policy-matmul %s: kernel %lld: %s", path,
              (long long)mm->id, w);
@@ -444,13 +447,15 @@ int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
       }
   }
   mm->calls = 0;
+  char backend[sizeof c->backend + 1];
+  lab_printable(c->backend, strnlen(c->backend, sizeof c->backend), backend,
+                sizeof backend);
   snprintf(mm->desc, sizeof mm->desc,
-           "kernel %lld (%s, %.1f us on %.*s) of %s, on %s; it agreed with "
+           "kernel %lld (%s, %.1f us on %s) of %s, on %s; it agreed with "
            "the default path on the policy's %d GEMMs (worst %.2g of the "
            "tolerance)",
-           (long long)mm->id, mm->label, c->time_us, (int)sizeof c->backend,
-           c->backend, path, ctx ? pcuda_describe(ctx) : "cpu-emu", checked,
-           mm->worst);
+           (long long)mm->id, mm->label, c->time_us, backend, path,
+           ctx ? pcuda_describe(ctx) : "cpu-emu", checked, mm->worst);
   if (!ctx) pl_set_gemm_hook(emu_gemm, mm);
   mm->in_use = 1;
   free(src);

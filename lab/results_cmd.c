@@ -43,46 +43,6 @@ int lab_arg_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
-/* The bytes of the character at s (len available) when a terminal may be
- * shown it, else 0 (a control other than newline and tab when keep_lines,
- * DEL, or bytes that are not UTF-8). */
-static size_t printable_char(const char *s, size_t len, int keep_lines) {
-  unsigned char c = (unsigned char)s[0];
-  if (c >= 0x80) return res_utf8_char(s, len < 4 ? len : 4);
-  if (c == 0x7f || (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))))
-    return 0;
-  return 1;
-}
-
-static const char *printable(const char *s, size_t len, char *buf, size_t cap,
-                             int tabs) {
-  size_t o = 0;
-  for (size_t i = 0; i < len && s[i] && o + 5 < cap;) {
-    size_t n =
-        printable_char(s + i, strnlen(s + i, len - i < 4 ? len - i : 4), tabs);
-    if (tabs && s[i] == '\n') n = 0; /* a line: no newline in it */
-    if (!n) {
-      buf[o++] = '?';
-      i++;
-    } else {
-      memcpy(buf + o, s + i, n);
-      o += n;
-      i += n;
-    }
-  }
-  buf[o] = 0;
-  return buf;
-}
-
-const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
-  return printable(s, len, buf, cap, 0);
-}
-
-const char *lab_printable_line(const char *s, size_t len, char *buf,
-                               size_t cap) {
-  return printable(s, len, buf, cap, 1);
-}
-
 int lab_output_ok(const char *path, const char *const *inputs, int n_inputs,
                   const char *magic, size_t magic_len, char *why,
                   size_t whylen) {
@@ -500,14 +460,7 @@ int lab_show(int argc, char **argv) {
       printf("\n");
       /* for a terminal: a policy's text may hold escape sequences; --source
        * keeps the bytes exact */
-      for (size_t i = 0; i < len;) {
-        size_t n = printable_char(src + i, len - i, 1);
-        if (!n)
-          putchar('?');
-        else
-          fwrite(src + i, 1, n, stdout);
-        i += n ? n : 1;
-      }
+      lab_fput_printable(src, len, stdout);
       if (len && src[len - 1] != '\n') printf("\n");
     }
     free(src);

@@ -110,7 +110,8 @@ with tempfile.TemporaryDirectory() as d:
     # first step try, wrong when M == 2 (the decode of two rows): the
     # first such GEMM is checked against BLAS, keeps BLAS's product, and
     # the kernel is dropped, said once
-    m4 = os.path.join(d, "m4.cu")
+    # (its name, the file's label, holds an escape sequence: never shown raw)
+    m4 = os.path.join(d, "m4\x1b[31m.cu")
     with open(os.path.join(SRC, "kernels/seeds/01_naive.cu")) as f:
         text = f.read()
     with open(m4, "w") as f:
@@ -130,6 +131,8 @@ with tempfile.TemporaryDirectory() as d:
           r2.stderr.count("disagrees") == 1,
           "run through a kernel wrong at M = 2 (two rows decoding): caught at "
           "its first such GEMM, dropped: %s" % r2.stderr[-800:])
+    check("\x1b" not in r2.stderr and "m4?[31m.cu" in r2.stderr,
+          "the kernel's label is shown without its escape byte: %r" % r2.stderr[-400:])
     # and the greedy completions of generate (checked at 2 rows before
     # its first step) are refused there
     g2 = run(*gen, "--policy-matmul", m4h5)
