@@ -195,7 +195,20 @@ static void print_95(const char *run_h5, const res_reader *run,
       fprintf(out, "compare: 95%% of the exhaustive best: %s\n", eb.why);
     return;
   }
+  /* an exhaustive search's file (its config is describe_search's text in
+   * lab/search_cmd.c): a random search's, or a campaign's, best is no
+   * baseline for "95% of the exhaustive best" */
+  static const char tag[] = "-- kernlab search exhaustive:";
+  int exhaustive = !strncmp(res_attr(ex, "config"), tag, sizeof tag - 1);
   res_reader_close(ex);
+  if (!exhaustive) {
+    fprintf(out,
+            "compare: 95%% of the exhaustive best: %s is not an exhaustive "
+            "search's results (its config does not start with \"%s\"); make "
+            "them with `kernlab search exhaustive CAMPAIGN.lua`\n",
+            exhaustive_h5, tag);
+    return;
+  }
   if (eb.id < 0) {
     fprintf(out,
             "compare: 95%% of the exhaustive best: %s holds no correct "

@@ -81,9 +81,52 @@ static const char *field_string(lua_State *L, int idx, const char *key,
 }
 
 /* Copies the list at the top of the stack into a fresh array. */
+/* Caps on a script's list: each variant's source is copied out of Lua
+ * (whose memory cap does not count the copies), and a search evaluates
+ * every variant, seconds each. */
+#define MAX_VARIANTS 65536
+#define MAX_VARIANT_BYTES ((size_t)256 << 20)
+
+typedef struct named {
+  const char *name;
+  int index;
+} named;
+
+static int by_name(const void *a, const void *b) {
+  const named *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* The first variant (in list order) whose name an earlier one has: its
+ * index, with *earlier set; -1 when the names are unique, -2 when out of
+ * memory. */
+static int first_duplicate(const lab_seed_variant *v, int n, int *earlier) {
+  named *ix = malloc(sizeof *ix * (size_t)(n > 0 ? n : 1));
+  if (!ix) return -2;
+  for (int i = 0; i < n; i++)
+    ix[i] = (named){v[i].name, i};
+  qsort(ix, (size_t)n, sizeof *ix, by_name);
+  int later = -1;
+  for (int k = 1; k < n; k++)
+    if (!strcmp(ix[k].name, ix[k - 1].name) &&
+        (later < 0 || ix[k].index < later)) {
+      later = ix[k].index;
+      *earlier = ix[k - 1].index;
+    }
+  free(ix);
+  return later;
+}
+
 static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
                          int *n, char *why, size_t whylen) {
   int count = (int)lua_rawlen(L, -1);
+  if (count > MAX_VARIANTS) {
+    snprintf(why, whylen, "%s: %d variants; expected at most %d", path, count,
+             MAX_VARIANTS);
+    return -1;
+  }
+  size_t bytes = 0;
   lab_seed_variant *v = calloc((size_t)(count > 0 ? count : 1), sizeof *v);
   if (!v) {
     snprintf(why, whylen, "%s: out of memory for %d variants", path, count);
@@ -108,14 +151,14 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
             ? "config: expected a non-empty string under 128 "
               "bytes"
             : NULL;
-    char dup[200];
-    for (int j = 0; !bad && j < i; j++)
-      if (!strcmp(v[j].name, name)) {
-        snprintf(dup, sizeof dup,
-                 "name '%.128s' is variant %d's too; expected unique names",
-                 name, j + 1);
-        bad = dup;
-      }
+    char big[96];
+    if (!bad && (bytes += len) > MAX_VARIANT_BYTES) {
+      snprintf(big, sizeof big,
+               "the sources so far pass %zu MiB; expected fewer or smaller "
+               "variants",
+               MAX_VARIANT_BYTES >> 20);
+      bad = big;
+    }
     if (!bad && !(v[i].source = malloc(len + 1)))
       bad = "out of memory for its source";
     if (bad) {
@@ -130,6 +173,19 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
     memcpy(v[i].name, name, nlen + 1);
     memcpy(v[i].config, config, clen + 1);
     lua_pop(L, 1);
+  }
+  /* unique names: sorted, not pairwise (a generated space may be large) */
+  int j = 0, i = first_duplicate(v, count, &j);
+  if (i != -1) {
+    if (i == -2)
+      snprintf(why, whylen, "%s: out of memory for %d variants", path, count);
+    else
+      snprintf(why, whylen,
+               "%s: variant %d: name '%.128s' is variant %d's too; expected "
+               "unique names",
+               path, i + 1, v[i].name, j + 1);
+    lab_seed_variants_free(v, count);
+    return -1;
   }
   *out = v;
   *n = count;

@@ -216,6 +216,13 @@ def main():
         b3 = [c["label"] for c in candidates(os.path.join(d, "b3.h5"))]
         check(p.returncode == 0 and b3 == labels[:3], "--budget 3: the first 3 "
               "draws of the same sequence: %s vs %s" % (b3, labels[:3]))
+        # a random search's file is no exhaustive baseline (not even its own)
+        b4 = os.path.join(d, "b4.h5")
+        p = kernlab("search", "random", camp, "--space", space, "--out", b4,
+                    "--budget", "2", "--exhaustive", rnd2)
+        check(p.returncode == 0 and "is not an exhaustive search's results" in p.stdout and
+              "reached after" not in p.stdout,
+              "--exhaustive a random search's file: said, no 95%% count: %s" % p.stdout[-400:])
         p = kernlab("search", "exhaustive", camp, "--space", space, "--limit", "2",
                     "--out", os.path.join(d, "lim.h5"))
         lim = [c["label"] for c in candidates(os.path.join(d, "lim.h5"))]
@@ -296,6 +303,15 @@ def main():
                     os.path.join(d, "dup.h5"))
         check(p.returncode == 2 and "'blocktile'" in p.stderr and
               "unique" in p.stderr, "duplicate names refused: %s" % p.stderr)
+        # a generated space past the cap: refused, naming it
+        many = os.path.join(d, "many.lua")
+        open(many, "w").write('return {generate = function(kl)\n'
+                              '  local t, s = {}, kl.seed("01_naive.cu")\n'
+                              '  for i = 1, 70000 do t[i] = {name = "n" .. i, source = s} end\n'
+                              '  return t end}\n')
+        p = kernlab("search", "exhaustive", camp, "--space", many, "--list")
+        check(p.returncode == 2 and "70000 variants; expected at most 65536" in p.stderr,
+              "a space of 70000 variants refused: %s" % p.stderr[-300:])
         check(not os.path.exists(os.path.join(d, "dup.h5")), "nothing written")
 
         # One report on several files.
