@@ -684,7 +684,9 @@ int lab_run(int argc, char **argv) {
                                &c.sampling, lab_derive_seed(c.seed, step, g, 1),
                                &gens[g], on_row_done, &sink, why, sizeof why);
       if (hold_gpu) kl_gpu_unlock();
-      if (rc) FAIL(pl_exit(rc), "step %d: sampling: %s", step + 1, why);
+      if (rc)
+        FAIL(pl_exit(rc), "step %d: %s%s", step + 1,
+             strncmp(why, "sampling", 8) ? "sampling: " : "", why);
       for (int i = 0; i < G; i++)
         gen_tokens += gens[g].lengths[i];
     }

@@ -352,6 +352,14 @@ static void test_bad_input(pl_model *m) {
         "two batch rows into cache row 1: %s", why);
   CHECK(pl_kv_cache_copy_prefix(&kv, 0, 2, 3) == PL_EINPUT, "copy to row 2");
   pl_kv_cache_free(&kv);
+
+  /* a model whose logits are not finite (as a final norm weight that
+   * overflowed leaves them): refused naming the model, not the sampler's
+   * input */
+  float keep = m->params.rms_final[0];
+  m->params.rms_final[0] = NAN;
+  expect_bad(m, prompt, 4, 2, 5, -1, s, "the model's logit");
+  m->params.rms_final[0] = keep;
 }
 
 static double now_s(void) {
