@@ -648,6 +648,7 @@ int lab_run(int argc, char **argv) {
   double best_time = pr.best_time_us, t_run = lab_now_s();
   double wall0 = pr.wall_s;
   int steps_run = 0, stopped_at = -1;
+  char kept_why[sizeof why] = ""; /* the last reload's failure */
   for (int step = start_step; step < c.steps; step++) {
     if (lab_interrupted()) {
       stopped_at = step;
@@ -659,9 +660,12 @@ int lab_run(int argc, char **argv) {
       if (rl == RW_RELOADED)
         printf("reward: reloaded %s (sha256 %.12s)\n", c.reward,
                rw_sha256(script));
-      else if (rl == RW_KEPT_OLD)
+      else if (rl == RW_KEPT_OLD && strcmp(why, kept_why))
         printf("reward: %s did not load, keeping the old script: %s\n",
                c.reward, why);
+      else if (rl == RW_KEPT_OLD) /* the same failure: said once in full */
+        printf("reward: %s still does not load (as above)\n", c.reward);
+      snprintf(kept_why, sizeof kept_why, "%s", rl == RW_KEPT_OLD ? why : "");
     }
     /* Sample; every row goes to the evaluation queue as soon as it stops. */
     if (lab_evaluator_begin(&ev, items, n_cand,

@@ -622,6 +622,32 @@ with h5py.File(sys.argv[1], "r") as f:
     check(r.returncode == 2 and "would overwrite the policy it starts from" in r.stderr,
           "out onto the starting checkpoint: %d %s" % (r.returncode, r.stderr[-300:]))
 
+    # The reward file broken after step 1: the old formula is kept, the
+    # failure said once in full, later steps say it is still broken.
+    rr = os.path.join(d, "reload_reward.lua")
+    shutil.copy(os.path.join(SRC, "lua", "reward", "default.lua"), rr)
+    crl = os.path.join(d, "reload.lua")
+    campaign(crl, ck, 4)
+    with open(crl) as f:
+        text = f.read()
+    with open(crl, "w") as f:
+        f.write(text.replace(os.path.join(SRC, "lua", "reward", "default.lua"), rr))
+    pr_ = subprocess.Popen([KERNLAB, "run", crl, "--out", os.path.join(d, "runs", "reload.h5")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           errors="replace")
+    lines = []
+    for line in pr_.stdout:
+        lines.append(line)
+        if line.startswith("step 1/4"):
+            with open(rr, "w") as f:
+                f.write("return {score = function(c) return {x = 1} end\n")  # unclosed
+    _, rerr = pr_.communicate(timeout=600)
+    out_text = "".join(lines)
+    check(pr_.returncode == 0 and out_text.count("did not load, keeping the old script") == 1 and
+          "still does not load (as above)" in out_text,
+          "a broken reward edit: said once, then 'still': %d %s %s" %
+          (pr_.returncode, out_text[-800:], rerr[-300:]))
+
     # No file: the built-in quick.lua, from any folder (here one without
     # lua/ or runs/: it names itself and the checkpoint it needs).
     r = run("run", "--out", os.path.join(d, "builtin.h5"), cwd=d)
