@@ -25,6 +25,7 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -84,6 +85,22 @@ int lab_out_path_ok(const char *path, char *why, size_t whylen) {
   else
     return 0;
   return -1;
+}
+
+int lab_try_write(const char *path, char *why, size_t whylen) {
+  char tmp[4200];
+  kl_outfile_tmpname(path, tmp, sizeof tmp);
+  int fd =
+      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = errno;
+    snprintf(why, whylen, "cannot write %s: %s%s", path, strerror(err),
+             err == ENOENT ? " (its folder does not exist)" : "");
+    return err;
+  }
+  close(fd);
+  unlink(tmp);
+  return 0;
 }
 
 int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,

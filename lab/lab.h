@@ -288,6 +288,11 @@ int lab_make_parent(const char *path);
  * ("--out ...: ...", one line) filled; checked before lab_make_parent,
  * which would make "x/" a folder. */
 int lab_out_path_ok(const char *path, char *why, size_t whylen);
+/* Whether a file can be written beside path as kl_outfile writes it (its
+ * temporary created and removed): 0, or the errno with why ("cannot write
+ * PATH: ...") filled. For commands that compute for minutes before they
+ * write: a missing or read-only folder is said first. */
+int lab_try_write(const char *path, char *why, size_t whylen);
 
 struct sbx_slot;
 typedef struct lab_evaluator {

@@ -452,14 +452,9 @@ int lab_run(int argc, char **argv) {
    * file, created in the same folder, tests that on its own; --resume opens
    * it for appending, which needs no folder write, so this does (unless
    * every step is recorded: then nothing will be written). */
-  if (have_out && pr.steps_done < c.steps) {
-    int fd = open(ckpt_tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-      FAIL(LAB_EXIT_ENV, "cannot write the checkpoint %s (tried %s): %s",
-           ckpt_out, ckpt_tmp, strerror(errno));
-    close(fd);
-    unlink(ckpt_tmp);
-  }
+  if (have_out && pr.steps_done < c.steps &&
+      lab_try_write(ckpt_out, why, sizeof why) != 0)
+    FAIL(LAB_EXIT_ENV, "the checkpoint: %s", why);
 
   ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
                        "kernlab run", &pol.ctx, &policy_dtype, why, sizeof why);

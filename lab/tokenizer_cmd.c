@@ -202,6 +202,12 @@ static int train(int argc, char **argv) {
     fprintf(stderr, "kernlab tokenizer: --out %s\n", owhy);
     rc = LAB_EXIT_USAGE;
   }
+  /* training takes minutes on a large corpus: a folder that cannot take
+   * the file is said before */
+  if (rc == LAB_EXIT_OK && lab_try_write(out, owhy, sizeof owhy) != 0) {
+    fprintf(stderr, "kernlab tokenizer: --out: %s\n", owhy);
+    rc = LAB_EXIT_ENV;
+  }
   if (rc == LAB_EXIT_OK && !explicit_corpus) {
     const char *root = getenv("KL_SOURCE_DIR");
     static const char *const sub[] = {"kernels/seeds", "tests/kernels/honest"};

@@ -218,6 +218,12 @@ with tempfile.TemporaryDirectory() as d:
         check(t.returncode == rc_want and says in t.stderr and
               (rc_want or len(t.stdout) >= 2),
               "decode %r: exit %d: %d %r %r" % (data, rc_want, t.returncode, t.stdout, t.stderr))
+    # --out in a folder that does not exist: said before training
+    t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out",
+            os.path.join(d, "nowhere", "x.tok"))
+    check(t.returncode == 3 and "cannot write" in t.stderr and "its folder does not exist" in t.stderr and
+          "vocab" not in t.stdout,
+          "tokenizer train --out in a missing folder: said first: %d %r" % (t.returncode, t.stderr))
     # --out replaces only a tokenizer: not its own corpus file
     one = os.path.join(d, "one.txt")
     with open(one, "w") as f:
