@@ -164,6 +164,7 @@ typedef struct prior {
    * describes the candidates the file holds, not the re-run's. */
   double *file_reward;
   uint8_t *file_correct, *file_has;
+  int config_edited; /* the campaign's text is not the file's config */
 } prior;
 
 /* A new run's id: 64 random bits, never 0 (0 is "none" in a checkpoint). */
@@ -221,6 +222,7 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
   }
   pr->steps_done = res_step_count(r);
   pr->candidates = res_count(r);
+  pr->config_edited = strcmp(res_attr(r, "config"), camp->text) != 0;
   pr->run_id = strtoull(res_attr(r, "run_id"), NULL, 16); /* "": 0 */
   for (int64_t i = 0; i < pr->steps_done; i++) {
     const res_step *s = res_get_step(r, i);
@@ -388,7 +390,7 @@ int lab_run(int argc, char **argv) {
   char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
-  prior pr = {0, NULL, -1, 0, 0, 0, NULL, NULL, NULL};
+  prior pr = {0, NULL, -1, 0, 0, 0, NULL, NULL, NULL, 0};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
@@ -638,6 +640,14 @@ int lab_run(int argc, char **argv) {
   else if (start_step > 0)
     printf("resuming at step %d (%lld steps recorded)\n", start_step + 1,
            (long long)pr.steps_done);
+  /* edits other than the task, seed and group shape (read_prior refuses
+   * those) continue the campaign: said, since they change what the rest of
+   * the file means (the file's config keeps the text it was started with) */
+  if (pr.config_edited && start_step < c.steps)
+    printf("note: %s is not the campaign text %s was started with (its "
+           "config attribute); the edits apply from step %d on\n",
+           campaign_path ? campaign_path : "the built-in campaign", c.out,
+           start_step + 1);
   fflush(stdout);
 
   double best_time = pr.best_time_us, t_run = lab_now_s();

@@ -178,6 +178,8 @@ with tempfile.TemporaryDirectory() as d:
     r = run("run", c3, "--out", out, "--resume")
     check(r.returncode == 0, "resume exits 0: %s" % r.stderr[-800:])
     check(len(re.findall(r"^step \d+/3 ", r.stdout, re.M)) == 1, "one new step: %s" % r.stdout)
+    check("is not the campaign text" in r.stdout and "the edits apply from step 3" in r.stdout,
+          "resume with an edited campaign (steps 2 -> 3) says so: %s" % r.stdout[:600])
     cands = candidates(out)
     check(len(cands) == 6, "6 candidates after resume, not 8: %d" % len(cands))
     check(sorted(c["step"] for c in cands) == [0, 0, 1, 1, 2, 2], "steps 0,1,2 once each")
@@ -376,6 +378,8 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode == 0 and sorted((c["step"], c["sample"]) for c in candidates(oddo)) ==
           [(s_, i) for s_ in range(5) for i in range(2)],
           "the printed command, pasted into a shell, finishes the run: %s" % r.stderr[-300:])
+    check("is not the campaign text" not in r.stdout,
+          "resume with the same campaign: no note of edits: %s" % r.stdout[:400])
     # Killed after step 1's records, before its checkpoint (as when the
     # checkpoint is lost): --resume runs step 1 again from the campaign's
     # checkpoint without recording it, then goes on
