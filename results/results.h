@@ -30,7 +30,8 @@
  *   /reward_components     float64 [n, k]: candidate i's value of component
  *                          j; NaN where a candidate has no such component.
  *                          Grows along both axes: a reward script may add a
- *                          component mid-campaign (hot reload).
+ *                          component mid-campaign (hot reload); at most
+ *                          RES_MAX_COMPONENT_NAMES columns.
  *   /reward_component_names  uint8 [k, RES_NAME_LEN]: NUL-padded name of
  *                          column j. The authoritative list; the attribute
  *                          `names` on /reward_components holds the names
@@ -101,6 +102,12 @@ enum {
 #define RES_SCHEMA_VERSION 2 /* 2: the candidates' error line */
 #define RES_NAME_LEN 64      /* component and flag names, NUL included */
 #define RES_MAX_FLAGS 64
+/* Distinct reward component names one file takes: every row holds every
+ * column, so a formula that invents a name per candidate (a bug) would
+ * grow the file with the square of the candidates. A formula's
+ * components are a handful (reward.h: at most RW_MAX_COMPONENTS per call);
+ * edits over a campaign add a few more. */
+#define RES_MAX_COMPONENT_NAMES 256
 
 /* One evaluated candidate, as stored in /candidates. The caller fills the
  * measurement fields; the fields marked (store) are assigned by

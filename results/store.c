@@ -685,6 +685,12 @@ res_file *res_create(const char *path, const res_campaign_meta *meta, int *code,
   }
 #define NORMALISE_FIELD(name, kind) NORMALISE_##kind(name)
 
+static int has_column(const res_file *f, const char *name) {
+  for (int j = 0; j < f->n_comp; j++)
+    if (!strncmp(f->comp_names[j], name, RES_NAME_LEN - 1)) return 1;
+  return 0;
+}
+
 static int column_of(res_file *f, const char *name) {
   for (int j = 0; j < f->n_comp; j++)
     if (!strncmp(f->comp_names[j], name, RES_NAME_LEN - 1)) return j;
@@ -707,6 +713,26 @@ int res_append_candidate(res_file *f, const res_candidate *c,
              source_len);
     return RES_EINPUT;
   }
+  /* Refused before anything is written: a name past the cap (new names
+   * are counted as if all were distinct, which errs only near the cap). */
+  if (n_comp > RES_MAX_COMPONENT_NAMES) {
+    snprintf(why, whylen, "%d reward components; at most %d", n_comp,
+             RES_MAX_COMPONENT_NAMES);
+    return RES_EINPUT;
+  }
+  int fresh = 0;
+  for (int i = 0; i < n_comp; i++)
+    if (!has_column(f, comp_names[i]) &&
+        f->n_comp + ++fresh > RES_MAX_COMPONENT_NAMES) {
+      char shown[RES_NAME_LEN];
+      res_strset(shown, sizeof shown, comp_names[i]);
+      snprintf(why, whylen,
+               "reward component '%s' would be name %d; a results file takes "
+               "at most %d distinct names (does the formula make a new name "
+               "per candidate?)",
+               shown, f->n_comp + fresh, RES_MAX_COMPONENT_NAMES);
+      return RES_EINPUT;
+    }
   /* 1. source bytes, once per distinct hash */
   sha256_raw(source ? source : "", source_len, rec.src_sha256);
   rec.src_len = (uint32_t)source_len;
@@ -734,12 +760,7 @@ int res_append_candidate(res_file *f, const res_candidate *c,
   }
   /* 3. reward components: the whole row, NaN where this candidate has none
    * (it may overwrite a row a killed writer left half-done). */
-  int cols[256];
-  if (n_comp > (int)(sizeof cols / sizeof cols[0])) {
-    snprintf(why, whylen, "%d reward components; at most %zu", n_comp,
-             sizeof cols / sizeof cols[0]);
-    return RES_EINPUT;
-  }
+  int cols[RES_MAX_COMPONENT_NAMES];
   for (int i = 0; i < n_comp; i++)
     if ((cols[i] = column_of(f, comp_names[i])) < 0)
       return fail(why, whylen, "cannot add a reward component name");

@@ -710,6 +710,46 @@ static void test_control_bytes(void) {
   res_reader_close(r);
 }
 
+/* A formula that names a new component per candidate: the file takes
+ * RES_MAX_COMPONENT_NAMES, then refuses the candidate before writing any
+ * of it; the candidates before stay readable. */
+static void test_component_cap(void) {
+  char path[512], why[512] = "";
+  path_in(path, sizeof path, "names.h5");
+  int code = 0;
+  res_file *w = res_create(path, &meta, &code, why, sizeof why);
+  CHECK(w != NULL, "create: %s", why);
+  if (!w) return;
+  res_candidate c;
+  int rc = RES_OK, i;
+  for (i = 0; i <= RES_MAX_COMPONENT_NAMES && rc == RES_OK; i++) {
+    gen_candidate(i, &c);
+    char name[32];
+    snprintf(name, sizeof name, "c%d", i);
+    const char *names[1] = {name};
+    double v = i;
+    rc = res_append_candidate(w, &c, "x", 1, NULL, 0, names, &v, 1, NULL, why,
+                              sizeof why);
+  }
+  int stored = i - 1; /* (meta names a few components already) */
+  CHECK(rc == RES_EINPUT && stored > 200 && stored < RES_MAX_COMPONENT_NAMES &&
+            strstr(why, "would be name 257") &&
+            strstr(why, "at most 256 distinct names"),
+        "name 257 refused: rc %d after %d: %s", rc, stored, why);
+  /* a known name still goes in */
+  gen_candidate(stored, &c);
+  const char *old[1] = {"c3"};
+  double v = 3;
+  CHECK(res_append_candidate(w, &c, "x", 1, NULL, 0, old, &v, 1, NULL, why,
+                             sizeof why) == RES_OK,
+        "a known name after the cap: %s", why);
+  res_close(w, why, sizeof why);
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == stored + 1,
+        "the file reads with its %d candidates: %s", stored + 1, why);
+  res_reader_close(r);
+}
+
 static void test_hostile_shapes(void) {
   char base[512], path[512], why[512] = "";
   path_in(base, sizeof base, "shapes.h5");
@@ -837,6 +877,7 @@ int main(void) {
   test_hostile_shapes();
   test_control_bytes();
   test_wrapping_offsets();
+  test_component_cap();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!kl_test_failures && !getenv("KL_KEEP") && system(cmd)) return 1;
