@@ -593,14 +593,19 @@ int lab_run(int argc, char **argv) {
       slash[slash == folder ? 1 : 0] = 0;
     else
       snprintf(folder, sizeof folder, ".");
-    if ((stat(ckpt_out, &cs) == 0 || stat(c.checkpoint, &cs) == 0) &&
-        statvfs(folder, &vs) == 0 &&
-        (uint64_t)vs.f_bavail * vs.f_frsize < (uint64_t)cs.st_size)
+    /* root may write into the blocks reserved for it (f_bfree); others
+     * only into f_bavail */
+    int known = statvfs(folder, &vs) == 0;
+    uint64_t room =
+        known ? (uint64_t)(geteuid() == 0 ? vs.f_bfree : vs.f_bavail) *
+                    vs.f_frsize
+              : 0;
+    if ((stat(ckpt_out, &cs) == 0 || stat(c.checkpoint, &cs) == 0) && known &&
+        room < (uint64_t)cs.st_size)
       FAIL(LAB_EXIT_ENV,
            "%s: %llu bytes free in its folder, a checkpoint needs %llu: free "
            "some space first",
-           ckpt_out, (unsigned long long)vs.f_bavail * vs.f_frsize,
-           (unsigned long long)cs.st_size);
+           ckpt_out, (unsigned long long)room, (unsigned long long)cs.st_size);
   }
   int code = 0;
   /* the run's id: the file's (0 for one from before ids: its checkpoints
