@@ -72,15 +72,16 @@ int lab_make_parent(const char *path) {
   return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-int lab_out_path_ok(const char *path, char *why, size_t whylen) {
+int lab_out_path_ok(const char *path, const char *where, char *why,
+                    size_t whylen) {
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
   struct stat st;
   if (!path[0])
-    snprintf(why, whylen, "--out wants a file name, got ''");
+    snprintf(why, whylen, "%s wants a file name, got ''", where);
   else if (!base[0] || !strcmp(base, ".") || !strcmp(base, "..") ||
            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-    snprintf(why, whylen, "--out %s names a folder; name the file to write",
+    snprintf(why, whylen, "%s %s names a folder; name the file to write", where,
              path);
   else
     return 0;

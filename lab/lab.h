@@ -285,9 +285,11 @@ double lab_now_s(void);
 int lab_make_parent(const char *path);
 /* Whether path can name a results file to create: not empty, not ending in
  * '/' or naming "." or "..", not an existing folder. 0, or -1 with why
- * ("--out ...: ...", one line) filled; checked before lab_make_parent,
+ * ("WHERE ...: ...", one line; where says where the path came from:
+ * "--out", "the campaign's out") filled; checked before lab_make_parent,
  * which would make "x/" a folder. */
-int lab_out_path_ok(const char *path, char *why, size_t whylen);
+int lab_out_path_ok(const char *path, const char *where, char *why,
+                    size_t whylen);
 /* Whether a file can be written beside path as kl_outfile writes it (its
  * temporary created and removed): 0, or the errno with why ("cannot write
  * PATH: ...") filled. For commands that compute for minutes before they

@@ -80,7 +80,6 @@ static const char *field_string(lua_State *L, int idx, const char *key,
   return s;
 }
 
-/* Copies the list at the top of the stack into a fresh array. */
 /* Caps on a script's list: each variant's source is copied out of Lua
  * (whose memory cap does not count the copies), and a search evaluates
  * every variant, seconds each. */
@@ -118,6 +117,7 @@ static int first_duplicate(const lab_seed_variant *v, int n, int *earlier) {
   return later;
 }
 
+/* Copies the list at the top of the stack into a fresh array. */
 static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
                          int *n, char *why, size_t whylen) {
   int count = (int)lua_rawlen(L, -1);

@@ -71,6 +71,8 @@ static const char usage[] =
     "      each verified on cpu-emu; fast configurations held out (the\n"
     "      script names them, or the fastest share as measured)\n"
     "  prime [--corpus DIR] [--out CKPT] [--steps N] [--size tiny|small]\n"
+    "      [--tok FILE.tok] [--batch B] [--seq T] [--lr X] [--seed S]\n"
+    "      [--keep-comments]\n"
     "      prime the policy on the corpus (next-token SFT, AdamW); trains a\n"
     "      tokenizer (CKPT.tok) unless --tok is given\n"
     "  run [CAMPAIGN.lua] [--out RUN.h5] [--resume]\n"
@@ -100,7 +102,14 @@ static const char usage[] =
  * "  CMD ..." and the more-indented lines under it), on stdout. Returns
  * 0 when the text has no entry for CMD. */
 static int command_help(const char *cmd) {
-  size_t n = strlen(cmd);
+  static const char *const known[] = {
+      "eval",     "sandbox", "flags",  "top",     "show",
+      "diff",     "export",  "report", "rescore", "tokenizer",
+      "generate", "corpus",  "prime",  "run",     "search"};
+  size_t n = strlen(cmd), k = 0;
+  while (k < sizeof known / sizeof known[0] && strcmp(known[k], cmd))
+    k++;
+  if (k == sizeof known / sizeof known[0]) return 0; /* not a command */
   int found = 0, in = 0;
   for (const char *line = usage; *line;) {
     const char *end = strchr(line, '\n');
@@ -111,9 +120,13 @@ static int command_help(const char *cmd) {
       snprintf(head, sizeof head, "%.*s", (int)(len < 79 ? len : 79), line);
       char *also = strstr(head, " also take");
       if (also) *also = 0;
+      int named = 0; /* cmd as a whole word of the "also take" list */
+      for (char *w = also ? strstr(head, cmd) : NULL; w && !named;
+           w = strstr(w + 1, cmd))
+        named = w[-1] == ' ' && (w[n] == ',' || w[n] == ' ' || !w[n]);
       in = (len >= n + 2 && !strncmp(line + 2, cmd, n) &&
             (line[n + 2] == ' ' || line[n + 2] == ',')) ||
-           (also && strstr(head, cmd) != NULL);
+           named;
     } else if (len < 4 || line[0] != ' ')
       in = 0;
     if (in) {

@@ -119,7 +119,7 @@ typedef struct lab_matmul lab_matmul;
  * kernel, a kernel that fails the checks, does not build, or disagrees)
  * or LAB_EXIT_ENV (I/O, no compiler or NVRTC), with why saying which. */
 int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
-                           const pl_config *cfg, int rows, lab_matmul **out,
+                           const pl_config *cfg, int64_t rows, lab_matmul **out,
                            char *why, size_t whylen);
 /* Puts the default GEMMs back and frees mm (NULL: nothing). */
 void lab_policy_matmul_close(lab_matmul *mm);

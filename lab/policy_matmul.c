@@ -83,8 +83,8 @@ struct lab_matmul {
   pcuda_ctx *ctx;  /* the device it is installed on; NULL: the CPU hook */
   sbx_matmul *srv; /* the CPU path: the kernel in its sandboxed worker */
   int64_t id;
-  char label[129];
-  float *a, *b, *c; /* host scratch of the CPU hook */
+  char label[4 * 128 + 8]; /* the file's 128 bytes, made printable */
+  float *a, *b, *c;        /* host scratch of the CPU hook */
   size_t cap_a, cap_b, cap_c;
   long long calls;
   int failed; /* the CPU hook gave up (a launch failed) */
@@ -350,7 +350,7 @@ static int build(lab_matmul *mm, const char *src, size_t len, char *why,
 }
 
 int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
-                           const pl_config *cfg, int rows, lab_matmul **out,
+                           const pl_config *cfg, int64_t rows, lab_matmul **out,
                            char *why, size_t whylen) {
   *out = NULL;
   char w[1024];
@@ -411,23 +411,24 @@ int lab_policy_matmul_open(const char *path, pcuda_ctx *ctx,
    * policy's tallest GEMM (its token rows, or a weight's output width in
    * the weight gradient) in that many tiles, which the check below, at 512
    * rows at most, would not show. */
-  int tallest = rows;
-  const int outs[4] = {cfg->vocab, 3 * cfg->d_model, 2 * cfg->d_ff,
-                       cfg->d_model};
+  int64_t tallest = rows; /* in 64 bits: a campaign's rows may pass 2^31 */
+  const int64_t outs[4] = {cfg->vocab, 3 * (int64_t)cfg->d_model,
+                           2 * (int64_t)cfg->d_ff, cfg->d_model};
   for (int i = 0; i < 4; i++)
     if (outs[i] > tallest) tallest = outs[i];
   if (mm->tile_rows > 0 &&
       (tallest + mm->tile_rows - 1) / mm->tile_rows > 65535) {
     snprintf(why, whylen,
              "--policy-matmul %s: kernel %lld (%s) covers %d rows per block; "
-             "the policy's GEMMs reach %d rows, over the device's 65535 "
+             "the policy's GEMMs reach %lld rows, over the device's 65535 "
              "blocks in y; refusing it",
-             path, (long long)mm->id, mm->label, mm->tile_rows, tallest);
+             path, (long long)mm->id, mm->label, mm->tile_rows,
+             (long long)tallest);
     ex = LAB_EXIT_USAGE;
     goto fail;
   }
   /* The check, before the policy sees it. */
-  const int sizes[3] = {1, 67, rows < 1 ? 1 : rows > 512 ? 512 : rows};
+  const int sizes[3] = {1, 67, rows < 1 ? 1 : rows > 512 ? 512 : (int)rows};
   int checked = 0;
   for (int s = 0; s < 3; s++) {
     if (s == 2 && (sizes[2] == 1 || sizes[2] == 67)) continue;

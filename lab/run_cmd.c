@@ -33,7 +33,9 @@
  *               then AdamW; num_iterations updates on the same batch;
  *   record      every candidate (step, group, sample, reward components;
  *               lab_record_candidate), then one /steps record
- *               (lab_step_stats and the update's), then the checkpoint
+ *               (lab_step_stats_of: over the candidates the file holds,
+ *               so a resumed step's killed-run records count with their
+ *               recorded rewards; and the update's), then the checkpoint
  *               (parameters and AdamW state) next to the results file:
  *               RUN.h5 -> RUN.ckpt.
  * One line per step on stdout: step, reward mean/max, correct fraction,
@@ -101,7 +103,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,7 +341,8 @@ int lab_run(int argc, char **argv) {
     return ex;
   }
   if (out_arg) snprintf(c.out, sizeof c.out, "%s", out_arg);
-  if (lab_out_path_ok(c.out, why, sizeof why)) {
+  if (lab_out_path_ok(c.out, out_arg ? "--out" : "the campaign's out", why,
+                      sizeof why)) {
     fprintf(stderr, "kernlab run: %s\n", why);
     lab_campaign_free(&c);
     return LAB_EXIT_USAGE;
@@ -422,8 +424,6 @@ int lab_run(int argc, char **argv) {
          "%s already exists: pass --resume to continue that campaign, or "
          "--out for a new file",
          c.out);
-  /* a checkpoint without its results: an earlier run's, whose results
-   * were removed; neither overwritten nor continued without them */
   /* the run saves its policy beside its results: never onto the policy it
    * starts from (out = "pol.h5" with checkpoint = "pol.ckpt") */
   struct stat st_in, st_out;
@@ -434,6 +434,8 @@ int lab_run(int argc, char **argv) {
          "campaign's starting checkpoint %s: the run would overwrite the "
          "policy it starts from; choose another out",
          ckpt_out, c.out, c.checkpoint);
+  /* a checkpoint without its results: an earlier run's, whose results
+   * were removed; neither overwritten nor continued without them */
   if (!have_out && access(ckpt_out, F_OK) == 0)
     FAIL(LAB_EXIT_USAGE,
          "%s exists but its results file %s does not: remove the checkpoint "
@@ -526,12 +528,13 @@ int lab_run(int argc, char **argv) {
     FAIL(LAB_EXIT_ENV, "policy device: %s", why);
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
-    /* the trainer's token rows; in 64 bits (2048 x 2^20 wraps an int),
-     * capped: the kernel's grid check refuses what it cannot cover */
-    long long rows = (long long)n_cand * c.max_tokens;
-    ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &model.cfg,
-                                rows > INT_MAX ? INT_MAX : (int)rows, &mm, why,
-                                sizeof why);
+    /* the trainer's token rows: each candidate's row holds at most
+     * max_seq tokens; in 64 bits (2048 x 2^20 wraps an int) */
+    int per_row =
+        c.max_tokens < model.cfg.max_seq ? c.max_tokens : model.cfg.max_seq;
+    ex =
+        lab_policy_matmul_open(policy_matmul, pol.ctx, &model.cfg,
+                               (int64_t)n_cand * per_row, &mm, why, sizeof why);
     if (ex) FAIL(ex, "%s", why);
     fprintf(stderr, "kernlab run: policy GEMMs through %s\n",
             lab_policy_matmul_describe(mm));

@@ -380,7 +380,12 @@ int lab_search(int argc, char **argv) {
            !a.random      ? out
            : a.exhaustive ? a.exhaustive
                           : c.exhaustive);
-  if (lab_out_path_ok(out, why, sizeof why)) FAIL(LAB_EXIT_USAGE, "%s", why);
+  if (lab_out_path_ok(out,
+                      a.out      ? "--out"
+                      : a.random ? "the results file"
+                                 : "the campaign's exhaustive",
+                      why, sizeof why))
+    FAIL(LAB_EXIT_USAGE, "%s", why);
   if (access(out, F_OK) == 0)
     FAIL(LAB_EXIT_USAGE,
          "%s already exists: remove it, or pass --out for a new file", out);

@@ -320,6 +320,10 @@ def group_cli():
             rc, out, err = kernlab(cmd, opt)
             check(rc == 0 and cmd in out and "usage" in out,
                   "%s %s: exit 0 with its usage: %d %r %r" % (cmd, opt, rc, out[:200], err[:200]))
+    for cmd in ("a", "un", ""):  # not commands, though words of the usage text
+        rc, out, err = kernlab(cmd, "--help")
+        check(rc == 2 and "unknown command" in err and not out,
+              "%r --help: unknown command, exit 2: %d %r" % (cmd, rc, out[:200]))
     rc, _, err = kernlab("frobnicate")
     check(rc == 2 and "unknown command" in err, "unknown command exits 2")
     rc, _, err = kernlab("eval", naive, "--backend", "gpu")
