@@ -322,7 +322,9 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   int rc = LAB_EXIT_USAGE;
   char chunk[1100];
   snprintf(chunk, sizeof chunk, "@%s", path);
-  if (luaL_loadbufferx(L, c->text, strlen(c->text), chunk, "t") != LUA_OK) {
+  size_t text_len = strlen(c->text), skip = rw_chunk_skip(c->text, text_len);
+  if (luaL_loadbufferx(L, c->text + skip, text_len - skip, chunk, "t") !=
+      LUA_OK) {
     /* Lua's message starts with "path:line:", except a memory error's. */
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "error object is not a string";

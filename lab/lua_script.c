@@ -255,7 +255,8 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
   }
   char chunk[1100];
   snprintf(chunk, sizeof chunk, "@%s", path); /* messages say "path:line:" */
-  int st = luaL_loadbufferx(L, text, text_len, chunk, "t");
+  size_t skip = rw_chunk_skip(text, text_len);
+  int st = luaL_loadbufferx(L, text + skip, text_len - skip, chunk, "t");
   free(text);
   if (st != LUA_OK) {
     /* Lua's messages start with "path:line:" except cannot-open ones,

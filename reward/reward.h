@@ -175,6 +175,11 @@ struct lua_State;
 rw_script *rw_sandbox_open(const char *path, const char *kind,
                            const rw_limits *limits, char *why, size_t whylen);
 struct lua_State *rw_sandbox_state(rw_script *s);
+/* Bytes of text (len) to skip before luaL_loadbufferx, as Lua's own file
+ * loader skips them: a UTF-8 byte-order mark, and a first line starting
+ * with '#' (a "#!" line) up to, not including, its newline, so line
+ * numbers stay those of the file. */
+size_t rw_chunk_skip(const char *text, size_t len);
 
 /* Calls the function below the nargs arguments on top of the state's stack
  * under the limits. RW_OK with nresults results pushed; else RW_ERUN,

@@ -550,3 +550,13 @@ int rw__sandbox_open(rw_script *s, char *why, size_t whylen) {
   lua_sethook(s->L, budget_hook, LUA_MASKCOUNT | LUA_MASKCALL, RW_HOOK_EVERY);
   return RW_OK;
 }
+
+size_t rw_chunk_skip(const char *text, size_t len) {
+  size_t at = 0;
+  if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) at = 3;
+  if (at < len && text[at] == '#') {
+    const char *nl = memchr(text + at, '\n', len - at);
+    at = nl ? (size_t)(nl - text) : len;
+  }
+  return at;
+}

@@ -126,7 +126,8 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
    * bytecode, which Lua does not verify. */
   char chunkname[1100];
   snprintf(chunkname, sizeof chunkname, "@%s", path);
-  int st = luaL_loadbufferx(L, buf, len, chunkname, "t");
+  size_t skip = rw_chunk_skip(buf, len);
+  int st = luaL_loadbufferx(L, buf + skip, len - skip, chunkname, "t");
   if (st != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (st == LUA_ERRMEM)

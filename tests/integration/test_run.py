@@ -497,6 +497,10 @@ with tempfile.TemporaryDirectory() as d:
         "timeout.lua": ("return {timeout = 0, checkpoint = %r}\n" % ck, "timeout"),
         "nockpt.lua": ("return {checkpoint = %r}\n" % os.path.join(d, "nope.ckpt"), "nope.ckpt"),
         "notable.lua": ("return 5\n", "table"),
+        # a byte-order mark and a "#!" line are skipped as Lua's loader does,
+        # the line numbers kept
+        "shebang.lua": ("\ufeff#!/usr/bin/env kernlab\nreturn {\n  group_size = ,\n}\n",
+                        "shebang.lua:3:"),
         "slashname.lua": ("return {name = 'sub/../x', checkpoint = %r}\n" % ck,
                           "name: expected a file-name part"),
         "warmup.lua": ("return {steps = 2, optim = {warmup = 5}, checkpoint = %r}\n" % ck,

@@ -660,6 +660,24 @@ static void test_print(void) {
   rw_free(s);
 }
 
+/* A byte-order mark and a "#!" first line are skipped, as Lua's own file
+ * loader skips them; line numbers stay the file's. */
+static void test_chunk_prefix(void) {
+  char why[512] = "";
+  rw_script *s =
+      load_text("bom.lua",
+                "\xEF\xBB\xBF#!/usr/bin/env lua\n"
+                "return { score = function(c) return { x = 1 } end }\n",
+                NULL, why, sizeof why);
+  CHECK(s != NULL, "a BOM and a #! line load: %s", why);
+  rw_free(s);
+  s = load_text("bom_bad.lua",
+                "\xEF\xBB\xBF#!/usr/bin/env lua\nreturn {\n  x = ,\n}\n", NULL,
+                why, sizeof why);
+  CHECK(!s && strstr(why, "bom_bad.lua:3:"), "the error keeps line 3: %s", why);
+  rw_free(s);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -673,6 +691,7 @@ int main(void) {
   test_memory();
   test_escapes();
   test_print();
+  test_chunk_prefix();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
