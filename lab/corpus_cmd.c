@@ -236,7 +236,7 @@ static const char corpus_synopsis[] =
 
 int lab_corpus(int argc, char **argv) {
   const char *script = "lua/corpus.lua", *out_dir = "runs/corpus";
-  int jobs = 0;
+  int jobs = 0, script_given = 0;
   long num;
   kl_eval_options opts;
   kl_eval_defaults(&opts);
@@ -248,6 +248,7 @@ int lab_corpus(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--script") && val) {
       script = val;
+      script_given = 1;
       i++;
     } else if (!strcmp(argv[i], "--out") && val) {
       out_dir = val;
@@ -277,6 +278,12 @@ int lab_corpus(int argc, char **argv) {
   snprintf(seeds_dir, sizeof seeds_dir, "kernels/seeds");
   const char *env = getenv("KL_SOURCE_DIR");
   if (env) snprintf(seeds_dir, sizeof seeds_dir, "%s/kernels/seeds", env);
+  /* the default script too, as search finds its default space there */
+  char default_script[1100];
+  if (env && !script_given) {
+    snprintf(default_script, sizeof default_script, "%s/lua/corpus.lua", env);
+    script = default_script;
+  }
 
   char why[1024];
   if (!out_dir[0]) {

@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -83,8 +84,20 @@ int lab_out_path_ok(const char *path, const char *where, char *why,
            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
     snprintf(why, whylen, "%s %s names a folder; name the file to write", where,
              path);
-  else
-    return 0;
+  else {
+    /* too long for the system: a typo, said as one (not as ENAMETOOLONG
+     * from a create much later); its temporary adds ".tmp.PID" */
+    size_t part = 0, longest = 0;
+    for (const char *p = path; *p; p++) {
+      part = *p == '/' ? 0 : part + 1;
+      longest = part > longest ? part : longest;
+    }
+    if (strlen(path) + 32 < PATH_MAX && longest + 16 <= NAME_MAX) return 0;
+    snprintf(why, whylen,
+             "%s %.60s... is too long (a name of %zu bytes, a path of %zu; "
+             "at most %d and %d here, less room for a temporary's suffix)",
+             where, path, longest, strlen(path), NAME_MAX - 16, PATH_MAX - 32);
+  }
   return -1;
 }
 

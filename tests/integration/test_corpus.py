@@ -178,4 +178,12 @@ with tempfile.TemporaryDirectory() as d:
         finally:
             subprocess.run(["umount", full])
 
+    # without --script: the default script of KL_SOURCE_DIR (as search's
+    # default space), named when it is missing
+    p = subprocess.run([KERNLAB, "corpus", "--out", os.path.join(d, "nos")], cwd=d,
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, KL_SOURCE_DIR=os.path.join(d, "nowhere")))
+    check(p.returncode == 2 and os.path.join(d, "nowhere", "lua", "corpus.lua") in p.stderr,
+          "corpus without --script reads KL_SOURCE_DIR's lua/corpus.lua: %s" % p.stderr[-300:])
+
 done()

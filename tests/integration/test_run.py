@@ -621,6 +621,7 @@ with h5py.File(sys.argv[1], "r") as f:
                        (["--out", ""], "--out wants a file name, got ''"),
                        (["--out", os.path.join(d, "made", "")], "names a folder"),
                        (["--out", d], "names a folder"),
+                       (["--out", os.path.join(d, "x" * 300 + ".h5")], "is too long"),
                        (["--policy-device"], "missing value after --policy-device")):
         r = run("run", c1, *args)
         check(r.returncode == 2 and want in r.stderr,
