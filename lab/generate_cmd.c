@@ -35,6 +35,7 @@
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,7 +120,15 @@ int lab_generate(int argc, char **argv) {
         return usage("--seed: expected an integer from 0 to 2^64-1, got", v);
     } else if (!parse_num(v, &x))
       return usage("expected a finite number, got", v);
-    else if (!strcmp(a, "-n"))
+    else if (a[1] == '-' && strcmp(a, "--max-tokens") &&
+             (isinf((float)x) || ((float)x == 0.0f && x != 0.0))) {
+      /* the sampler's checks would name the float it became (inf, 0),
+       * not what was typed */
+      char msg[160];
+      snprintf(msg, sizeof msg, "%s: %s does not fit a float (it would be %g)",
+               a, v, (double)(float)x);
+      return usage(msg, NULL);
+    } else if (!strcmp(a, "-n"))
       G = x;
     else if (!strcmp(a, "--max-tokens"))
       max_new = x;

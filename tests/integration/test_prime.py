@@ -152,6 +152,13 @@ with tempfile.TemporaryDirectory() as d:
         check(g.returncode == 2 and ("finite" in g.stderr or "--seed: expected an integer" in
                                      g.stderr or "whole number" in g.stderr),
               "generate %s: exit 2, said: %d %s" % (opt, g.returncode, g.stderr[-200:]))
+    # a value past float's range is named as typed, not as the inf or 0 it
+    # would become
+    for opt, says in ((["--temperature", "1e300"], "--temperature: 1e300 does not fit a float"),
+                      (["--top-p", "1e-50"], "--top-p: 1e-50 does not fit a float")):
+        g = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", *opt)
+        check(g.returncode == 2 and says in g.stderr,
+              "generate %s: exit 2 naming the value: %s" % (opt, g.stderr[-200:]))
     # a seed above 2^53 is kept whole (it was read as a double): two seeds
     # one apart give their own draws, and each replays itself
     outs = [run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", "-n", "2",
