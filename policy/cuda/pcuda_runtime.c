@@ -320,6 +320,7 @@ static int gemm_via_matmul(pcuda_ctx *ctx, float *c, const float *a,
     if (mm_compare(ctx, C, D, S, M, N, K) != 0) /* dropped: the default's */
       return gemm_default(ctx, c, a, b, M, N, K, lda, ldb, ldc, trans_a,
                           trans_b, alpha, beta);
+    if (ctx->failed) return PL_EENV; /* a download failed: not compared */
   }
   if (direct) return PL_OK;
   void *args[] = {&c, &C, &M, &N, &ldc, &alpha, &beta};

@@ -58,6 +58,7 @@ mkdir -p "$OUT"
 L=/tmp/gpu-check-logs # the step logs; $OUT/logs.tgz carries them back
 rm -rf "$L" && mkdir -p "$L"
 exec > >(tee -a "$OUT/check.log") 2>&1
+tee_pid=$!
 t_start=$(date +%s)
 elapsed() { echo $(($(date +%s) - t_start)); }
 # One budget for the whole script (run's timeout_s is 450: with the
@@ -67,8 +68,14 @@ elapsed() { echo $(($(date +%s) - t_start)); }
 # still comes back. `timeout $(t N)` expands to `timeout -k 5 N`: a
 # process stuck in the driver that ignores SIGTERM is killed 5 s later.
 BUDGET=${CHECK_BUDGET:-420}
+# STEP_END (seconds since the start; unset: none) caps the step running
+# now too, so that one slow step leaves the later ones their share.
+STEP_END=
 t() {
   local left=$((BUDGET - $(elapsed)))
+  if [ -n "$STEP_END" ] && [ $((STEP_END - $(elapsed))) -lt "$left" ]; then
+    left=$((STEP_END - $(elapsed)))
+  fi
   [ "$left" -lt 1 ] && left=1
   echo "-k 5 $(($1 < left ? $1 : left))"
 }
@@ -246,6 +253,9 @@ LUA
 
 # ---- 7. the policy's CUDA runtime against the CPU model ----
 if want 7; then
+# at most STEP7_CAP seconds (200; a rerun of step 7 alone has its budget),
+# so that steps 4 to 6 keep time after it on a full run
+STEP_END=$(($(elapsed) + ${STEP7_CAP:-200}))
 if [ ! -f "$cdir/p.ckpt" ]; then
   note "policy: the tiny policy (none made yet)"
   tiny_policy >"$L/tiny_policy.log" 2>&1 ||
@@ -266,7 +276,9 @@ for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy
     sum "- policy CUDA runtime ($t --device): exit $prc; $(grep -E 'passed|failed|skip|SKIP|worst' "$L/$t.log" | tail -n 2 | tr '\n' ' ')"
     # a failure: once more without the memory arena (a buffer per
     # cuMemAlloc), to tell an arena fault from a kernel's
-    if [ "$prc" -ne 0 ] && [ "$prc" -ne 77 ] && [ "$t" != test_policy_cuda_arena ]; then
+    # (not after a timeout: a hang would cost its time twice)
+    if [ "$prc" -ne 0 ] && [ "$prc" -ne 77 ] && [ "$prc" -ne 124 ] &&
+       [ "$prc" -ne 137 ] && [ "$t" != test_policy_cuda_arena ]; then
       PCUDA_ARENA=off KL_SOURCE_DIR="$root" kl timeout $(t 120) "$PCUDA" --device >"$L/$t.arena_off.log" 2>&1
       sum "  - again with PCUDA_ARENA=off: exit $?; $(grep -E 'passed|failed' "$L/$t.arena_off.log" | tail -n 1)"
     fi
@@ -340,6 +352,7 @@ if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
 else
   sum "- bench_policy_cuda: no binary in the bundle"
 fi
+STEP_END=
 fi # step 7
 
 # ---- 4. the seeds at 4096^3 against cuBLAS ----
@@ -437,3 +450,7 @@ sum "total: $(elapsed) s"
 pack
 echo
 cat "$summary"
+# the tee of check.log ends with our output: wait for it, so output_tail
+# holds the whole summary
+exec >&- 2>&-
+wait "$tee_pid" 2>/dev/null
