@@ -2,8 +2,9 @@
  * tests/unit/test_tokenizer.c — the policy's byte-level BPE tokenizer
  * (policy/tokenizer.c): exact round trips on random bytes and on every
  * corpus kernel, compression on the kernels at vocab 1024, determinism,
- * tie-breaking, training time on ~1 MB, and every way a .tok file can be
- * wrong (each rejected with a message naming the file and the problem).
+ * tie-breaking, training time on ~1 MB, training against a brute-force
+ * trainer, and every way a .tok file can be wrong (each rejected with a
+ * message naming the file and the problem).
  *
  * Corpus: kernels/seeds/ and tests/kernels/honest/ under $KL_SOURCE_DIR.
  * Timings are printed, and only checked against generous bounds (the ASan
@@ -342,6 +343,16 @@ static void test_corrupt(const pl_tokenizer *t, const char *dir) {
   put32(b + 8, 1000);
   reseal(b, len);
   expect_bad(b, len, "vocab field wrong", "vocab 1000, expected 1024");
+  /* one merge past the cap, resealed: the count is the fault, said so (the
+   * sizes need not be compared) */
+  memcpy(b, good, len);
+  put32(b + 12, PL_TOK_MAX_VOCAB - PL_TOK_FIRST_MERGE + 1);
+  reseal(b, len);
+  expect_bad(b, len, "too many merges", "merges, expected at most 65277");
+  memcpy(b, good, len);
+  put32(b + 12, 700); /* a count the file's size does not hold */
+  reseal(b, len);
+  expect_bad(b, len, "count and size disagree", "700 merges, which take");
   memcpy(b, good, len);
   put32(b + 4 * 7, 5);
   reseal(b, len);
@@ -496,6 +507,152 @@ static void test_speed(const texts *c) {
   free(tl);
 }
 
+/* Brute-force BPE over words given one per text, each a single chunk (the
+ * caller makes them so): every step recounts every adjacent pair, takes
+ * the most frequent (ties: the lowest (left, right)) if it occurs twice,
+ * and merges it left to right in every word. Writes the merges into m (2
+ * uint32 each, at most vocab - 259); returns their number. */
+static int brute_force_bpe(char **text, const size_t *len, int n, int vocab,
+                           uint32_t *m) {
+  size_t n_sym = 0;
+  for (int i = 0; i < n; i++)
+    n_sym += len[i];
+  uint32_t *sym = malloc(sizeof *sym * (n_sym + 1));
+  size_t *start = malloc(sizeof *start * (size_t)n);
+  size_t *cur = malloc(sizeof *cur * (size_t)n);
+  for (int i = 0, at = 0; i < n; at += (int)len[i++]) {
+    start[i] = (size_t)at;
+    cur[i] = len[i];
+    for (size_t k = 0; k < len[i]; k++)
+      sym[at + k] = (uint8_t)text[i][k];
+  }
+  size_t cap = 1;
+  while (cap < 2 * n_sym + 2)
+    cap *= 2;
+  uint32_t *key = malloc(sizeof *key * cap);
+  int64_t *count = malloc(sizeof *count * cap);
+  int n_merges = 0;
+  for (; n_merges < vocab - PL_TOK_FIRST_MERGE; n_merges++) {
+    memset(count, 0, sizeof *count * cap);
+    for (int i = 0; i < n; i++)
+      for (size_t k = 0; k + 1 < cur[i]; k++) {
+        uint32_t kk = sym[start[i] + k] << 16 | sym[start[i] + k + 1];
+        size_t h = (kk * 2654435761u) & (cap - 1);
+        while (count[h] && key[h] != kk)
+          h = (h + 1) & (cap - 1);
+        key[h] = kk;
+        count[h]++;
+      }
+    int64_t best = 1;
+    uint32_t best_key = 0;
+    for (size_t h = 0; h < cap; h++)
+      if (count[h] > best ||
+          (count[h] == best && best > 1 && key[h] < best_key)) {
+        best = count[h];
+        best_key = key[h];
+      }
+    if (best < 2) break;
+    uint32_t a = best_key >> 16, b = best_key & 0xffff;
+    m[2 * n_merges] = a;
+    m[2 * n_merges + 1] = b;
+    for (int i = 0; i < n; i++) {
+      uint32_t *x = sym + start[i];
+      size_t o = 0;
+      for (size_t k = 0; k < cur[i]; k++) {
+        if (k + 1 < cur[i] && x[k] == a && x[k + 1] == b) {
+          x[o++] = (uint32_t)(PL_TOK_FIRST_MERGE + n_merges);
+          k++;
+        } else {
+          x[o++] = x[k];
+        }
+      }
+      cur[i] = o;
+    }
+  }
+  free(sym);
+  free(start);
+  free(cur);
+  free(key);
+  free(count);
+  return n_merges;
+}
+
+/* Training keeps only the pairs that can still be merged (a pair counting
+ * less than 2 when it is made never is; a stored pair leaves when it drops
+ * below 2) and keeps each pair's word list delta-coded, inline when short.
+ * Here it must give exactly the brute force's merges on corpora made to
+ * stress that: every word twice (every pair stored, all leave one by one),
+ * many sparse words (lists past the inline size, word indices far apart),
+ * runs of one or two letters (overlapping merges such as (a, a) in
+ * "aaaaa"), each run until no pair occurs twice or the vocabulary is
+ * full. Each text is one identifier run of at most 64 bytes, so one chunk
+ * and the brute force needs no pre-split. */
+static void test_brute_force(void) {
+  static const struct {
+    const char *name, *alphabet;
+    int n_words, max_len, copies, vocab;
+  } cases[] = {
+      {"every word twice", "abcdefgh\x80\x81", 300, 24, 2, 65536},
+      {"sparse words", "abcdefghijklmnopqrstuvwxyz0123456789_\xc3\xa9\xff",
+       20000, 10, 1, 800},
+      {"runs", "ab", 600, 64, 1, 65536},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int n = cases[c].n_words * cases[c].copies;
+    char **text = malloc(sizeof *text * (size_t)n);
+    size_t *len = malloc(sizeof *len * (size_t)n);
+    size_t n_alpha = strlen(cases[c].alphabet);
+    rng_state = 0x5eedull + c;
+    for (int i = 0; i < cases[c].n_words; i++) {
+      size_t l = 1 + rng() % (uint32_t)cases[c].max_len;
+      char *s = malloc(l);
+      /* runs: one letter, or two alternating, or two in blocks */
+      int shape = (int)(rng() % 3);
+      for (size_t k = 0; k < l; k++)
+        s[k] = c != 2       ? cases[c].alphabet[rng() % n_alpha]
+               : shape == 0 ? 'a'
+               : shape == 1 ? "ab"[k % 2]
+                            : "ab"[k / (1 + i % 5) % 2];
+      for (int k = 0; k < cases[c].copies; k++) {
+        int at = k * cases[c].n_words + i;
+        text[at] = k ? memcpy(malloc(l), s, l) : s;
+        len[at] = l;
+      }
+    }
+    int vocab = cases[c].vocab;
+    uint32_t *want = malloc(sizeof *want * 2 * (size_t)vocab);
+    int n_want = brute_force_bpe(text, len, n, vocab, want);
+    pl_tokenizer *t = NULL;
+    char why[512];
+    CHECK(pl_tok_train(&t, (const char *const *)text, len, n, vocab, why,
+                       sizeof why) == PL_OK,
+          "%s: train: %s", cases[c].name, why);
+    uint8_t *b = NULL;
+    size_t lb = 0;
+    if (t) CHECK(pl_tok_serialize(t, &b, &lb) == PL_OK, "serialize");
+    int n_got = b ? (int)((lb - 64 - 32) / 8) : -1, first_diff = -1;
+    for (int r = 0; b && r < n_got && r < n_want && first_diff < 0; r++)
+      for (int k = 0; k < 2; k++) {
+        const uint8_t *p = b + 64 + 8 * r + 4 * k;
+        uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                     (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (v != want[2 * r + k]) first_diff = r;
+      }
+    CHECK(n_got == n_want && first_diff < 0,
+          "%s: %d merges, brute force %d; first difference at merge %d",
+          cases[c].name, n_got, n_want, first_diff);
+    printf("brute force, %s: %d words: %d merges, brute force %d\n",
+           cases[c].name, n, n_got, n_want);
+    free(b);
+    pl_tok_free(t);
+    free(want);
+    for (int i = 0; i < n; i++)
+      free(text[i]);
+    free(text);
+    free(len);
+  }
+}
+
 /* The merges a fixed synthetic corpus gives, frozen: a change to the
  * pre-split or to training shows here (and then needs a new pretokenizer
  * or format version, since saved tokenizers would encode differently).
@@ -545,6 +702,7 @@ int main(void) {
   load_dir(&c, root, "tests/kernels/honest");
   test_small();
   test_frozen();
+  test_brute_force();
   pl_tokenizer *t = test_corpus(&c);
   if (t) {
     test_random_bytes(t);
