@@ -112,17 +112,12 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
   return -1;
 }
 
-/* Copy of src with line splices joined and comments replaced by a space
- * (newlines kept, so line numbers stay right). String literals are kept. */
-static char *strip_comments(const char *src, size_t n) {
-  char *out = malloc(n + 1);
-  if (!out) return NULL;
-  size_t o = 0;
+/* Copy of src with line splices joined (the newlines they removed put
+ * back after the logical line, so line numbers stay right); *len gets its
+ * length. */
+static char *join_splices(const char *src, size_t n, size_t *len) {
   char *joined = malloc(n + 1);
-  if (!joined) {
-    free(out);
-    return NULL;
-  }
+  if (!joined) return NULL;
   size_t j = 0, nl_pending = 0;
   for (size_t i = 0; i < n; i++) {
     if (src[i] == '\\' && i + 1 < n && src[i + 1] == '\n') {
@@ -136,14 +131,28 @@ static char *strip_comments(const char *src, size_t n) {
       nl_pending++;
       continue;
     }
-    joined[j++] = src[i];
-    if (src[i] == '\n') {
+    /* a lone CR ends a line for some compilers (old Mac text): here too */
+    int lone_cr = src[i] == '\r' && (i + 1 >= n || src[i + 1] != '\n');
+    joined[j++] = lone_cr ? '\n' : src[i];
+    if (joined[j - 1] == '\n') {
       /* Re-emit the spliced newlines after the logical line ends. */
       for (; nl_pending; nl_pending--)
         joined[j++] = '\n';
     }
   }
   joined[j] = 0;
+  *len = j;
+  return joined;
+}
+
+/* Copy of joined (j bytes) with comments replaced by a space (newlines
+ * kept). String literals are kept. A lexer this small misreads some C++
+ * (digit separators, raw strings), so the directive check also reads the
+ * text with its comments: see kl_source_validate. */
+static char *strip_comments(const char *joined, size_t j) {
+  char *out = malloc(j + 1);
+  if (!out) return NULL;
+  size_t o = 0;
   for (size_t i = 0; i < j;) {
     if (joined[i] == '/' && joined[i + 1] == '/') {
       while (i < j && joined[i] != '\n')
@@ -170,7 +179,6 @@ static char *strip_comments(const char *src, size_t n) {
     }
   }
   out[o] = 0;
-  free(joined);
   return out;
 }
 
@@ -192,21 +200,37 @@ static int has_call_like(const char *text, const char *word) {
   return 0;
 }
 
-/* Checks every preprocessor directive of a comment-free text. */
+/* The preprocessor's white space inside a directive: blanks, form feed,
+ * vertical tab, a CR; and comments, each one space (phase 3), a block
+ * comment across lines too. Returns the first byte past them. */
+static const char *skip_blank(const char *p) {
+  for (;;) {
+    if (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r') {
+      p++;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *end = strstr(p + 2, "*/");
+      p = end ? end + 2 : p + strlen(p);
+    } else {
+      return p;
+    }
+  }
+}
+
+/* Checks every preprocessor directive of text (with or without its
+ * comments: kl_source_validate reads both). */
 static int check_directives(const char *text, char *why, size_t whylen) {
   int line = 1;
   for (const char *l = text; *l;) {
-    const char *p = l;
-    while (*p == ' ' || *p == '\t')
-      p++;
+    const char *p = skip_blank(l);
     int directive = 0;
     if (*p == '#')
       directive = 1, p++;
     else if (p[0] == '%' && p[1] == ':')
       directive = 1, p += 2;
+    else if (p[0] == '?' && p[1] == '?' && p[2] == '=') /* a trigraph */
+      directive = 1, p += 3;
     if (directive) {
-      while (*p == ' ' || *p == '\t')
-        p++;
+      p = skip_blank(p);
       const char *name = p;
       while (is_word_char(*p))
         p++;
@@ -216,8 +240,7 @@ static int check_directives(const char *text, char *why, size_t whylen) {
                        (nlen == 6 && !strncmp(name, "import", 6)) ||
                        (nlen == 5 && !strncmp(name, "embed", 5));
       if (is_include) {
-        while (*p == ' ' || *p == '\t')
-          p++;
+        p = skip_blank(p);
         char close = *p == '<' ? '>' : (*p == '"' ? '"' : 0);
         const char *end = close ? strchr(p + 1, close) : NULL;
         const char *eol = strchr(p, '\n');
@@ -284,12 +307,22 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
     snprintf(why, whylen, "invalid UTF-8 at byte offset %ld", bad);
     return KL_EINPUT;
   }
-  char *text = strip_comments(src, len);
+  size_t jlen = 0;
+  char *joined = join_splices(src, len, &jlen);
+  char *text = joined ? strip_comments(joined, jlen) : NULL;
   if (!text) {
+    free(joined);
     snprintf(why, whylen, "out of memory");
     return KL_EINPUT;
   }
+  /* The directives as the small lexer reads them (comments gone), and as
+   * written (comments in): a text the lexer misreads (a digit separator
+   * or a raw string taken for a quote, its "comment" hiding a real
+   * #include) is caught by the second; an include in a real comment is
+   * refused too, which costs a writer nothing. */
   int rc = check_directives(text, why, whylen);
+  if (rc == KL_OK) rc = check_directives(joined, why, whylen);
+  free(joined);
   if (rc == KL_OK && !has_call_like(text, "matmul")) {
     snprintf(why, whylen,
              "no `matmul` function: the entry point must be extern \"C\" "

@@ -37,13 +37,30 @@ static void test_includes(void) {
       "#embed \"/etc/passwd\"\n" BODY,
       "#pragma GCC dependency \"/etc/passwd\"\n" BODY,
       "/* c */ #include <stdio.h>\n" BODY,
+      /* white space the preprocessor takes around '#': form feed, vertical
+       * tab, a comment (one space, even across lines) */
+      "\f#include \"/etc/passwd\"\n" BODY,
+      "#\vinclude \"/etc/passwd\"\n" BODY,
+      "#/* x */include \"/etc/passwd\"\n" BODY,
+      "#/*\n*/include \"/etc/passwd\"\n" BODY,
+      "#include /* x */ \"/etc/passwd\"\n" BODY,
+      "?"
+      "?=include <stdio.h>\n" BODY, /* a trigraph, split for our cc */
+      /* a lone CR ends a line */
+      "int x;\r#include \"/etc/passwd\"\r" BODY,
+      /* what the comment stripper misreads: a digit separator or a raw
+       * string taken for a quote, whose "comment" hides a real #include */
+      "const int a = 1'2 + '/*';\n#include \"/etc/passwd\"\nconst int b = "
+      "'*/';\n" BODY,
+      "const char* s = R\"(\"/*)\";\n#include \"/etc/passwd\"\n// */\n" BODY,
   };
   for (size_t i = 0; i < sizeof rejected / sizeof *rejected; i++) {
     why[0] = 0;
     CHECK(validate(rejected[i], why, sizeof why) == KL_EINPUT && why[0],
           "case %zu must be rejected: %s", i, rejected[i]);
   }
-  /* Mentions inside comments and strings are not directives. */
+  /* Mentions inside comments and strings are not directives (a line of a
+   * block comment that reads as one is refused: see kl_source_validate). */
   CHECK(validate("// #include <stdio.h>\n/* #include <x> */\n" BODY, why,
                  sizeof why) == KL_OK,
         "commented include: %s", why);
