@@ -108,8 +108,21 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   posix_spawn_file_actions_adddup2(&fa, to[0], SBX_FD_IN);
   posix_spawn_file_actions_adddup2(&fa, from[1], SBX_FD_OUT);
   if (outs_fd >= 0) posix_spawn_file_actions_adddup2(&fa, outs_fd, SBX_FD_OUTS);
-  /* A candidate's printf must not land in the lab's output (--json). */
+  /* A candidate's printf must not land in the lab's output (--json), nor
+   * read what the lab's user types or pipes in. */
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  /* Nor write into the lab's stderr: where the candidate runs, fd 2 is
+   * /dev/null too (the lab's stderr may be a file, where RLIMIT_FSIZE 0
+   * would turn a write into SIGXFSZ: a verdict that hung on where the user
+   * sent stderr). Compile workers keep it (compilers' last words), and a
+   * run-gpu worker in KERNLAB_GPU_SECCOMP=record mode, which reports there
+   * (sandbox/worker.c). */
+  int runs_candidate = outs_fd >= 0;
+  const char *record = getenv("KERNLAB_GPU_SECCOMP");
+  if (runs_candidate &&
+      !(!strcmp(mode, "run-gpu") && record && !strcmp(record, "record")))
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   posix_spawnattr_t at;
   posix_spawnattr_init(&at);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |

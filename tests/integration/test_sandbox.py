@@ -130,4 +130,33 @@ with tempfile.TemporaryDirectory() as d:
           "the executable replaced mid-run: every seed still ok (exit %d, %s)"
           % (p.returncode, [r["status"] for r in rows]))
 
+# The lab's standard streams are not the candidate's: a kernel that reads
+# fd 0 and writes fd 2 on the host gets nothing from the user's stdin and
+# writes nowhere the user sees, whatever stderr is (a regular file, where
+# RLIMIT_FSIZE 0 made the write a SIGXFSZ crash).
+with tempfile.TemporaryDirectory() as d:
+    k = os.path.join(d, "std_streams.cu")
+    with open(HONEST) as f:
+        body = f.read()
+    with open(k, "w") as f:
+        f.write('#ifndef __CUDACC_RTC__\n'
+                'extern "C" long read(int, void*, unsigned long);\n'
+                'extern "C" long write(int, const void*, unsigned long);\n'
+                'static int kl_io = [] { char b[64]; long n = read(0, b, 64);\n'
+                '  if (n > 0) write(2, b, (unsigned long)n);\n'
+                '  write(2, "KL_STDERR_LEAK\\n", 15); return 0; }();\n'
+                '#endif\n' + body)
+    err_path = os.path.join(d, "err.txt")
+    with open(err_path, "w") as err_f:
+        p = subprocess.run([KERNLAB, "eval", k, "--json", "--shape", "64x64x64",
+                            "--timeout", "10"], input="USER_STDIN_SECRET_42\n",
+                           stdout=subprocess.PIPE, stderr=err_f, text=True, timeout=600)
+    err_text = open(err_path).read()
+    rows = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    check(p.returncode == 0 and rows and rows[0]["status"] == "ok" and
+          "USER_STDIN_SECRET_42" not in p.stdout + err_text and
+          "KL_STDERR_LEAK" not in p.stdout + err_text,
+          "a candidate's stdin and stderr are not the lab's: %d %s %r" %
+          (p.returncode, rows and rows[0]["status"], err_text[-300:]))
+
 done()
