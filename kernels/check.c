@@ -373,6 +373,14 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
     detail[sizeof detail - 1] = 0;
     add_detail(out, "%s", detail);
   }
+  /* the runner's own timed_output_wrong (timed runs that disagree): a
+   * wrong output, as the one below */
+  if ((rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1) && out->correct) {
+    out->correct = 0;
+    snprintf(out->error, sizeof out->error,
+             "timed runs on the same inputs disagree although the checked "
+             "runs were right");
+  }
   int n = job->n_shapes, unwritten = 0, others_fail = 0, others_pass = 0;
   for (int s = 0; s < n; s++) {
     unwritten |= out->checks[s].unwritten > 0;

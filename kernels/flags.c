@@ -100,7 +100,8 @@ static const kl_flag_info flag_table[] = {
      "races (missing barriers), reads of uninitialised memory, "
      "order-dependent atomics"},
     {KL_FLAG_TIMED_OUTPUT_WRONG, "timed_output_wrong", D,
-     "the output of a timed run (fresh buffers, fresh inputs) is wrong",
+     "the output of a timed run (fresh buffers, fresh inputs) is wrong, or "
+     "two timed runs on the same inputs disagree (cpu-emu)",
      "memoisation or stale output: correct once while checked, replays or "
      "skips work while timed"},
     {KL_FLAG_SHAPE_SPECIAL_CASED, "shape_special_cased", D,

@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,20 @@ static void note_flag(kl_run_report *rep, int bit, const char *what,
            "%s%s at %dx%dx%d", used ? "; " : "", what, sh.M, sh.N, sh.K);
 }
 
+/* Whether two outputs of the same kernel on the same inputs agree: bit for
+ * bit but for float rounding of a different summation order (atomics on a
+ * device), 1e-4 of the larger magnitude; NaN (the poison of an unwritten
+ * element) agrees with nothing. */
+static int outputs_agree(const float *a, const float *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    float x = a[i], y = b[i];
+    if (x == y) continue;
+    float d = fabsf(x - y), mag = fmaxf(fabsf(x), fabsf(y));
+    if (!(d <= 1e-4f * mag)) return 0;
+  }
+  return 1;
+}
+
 /* One launch on b (poisoned first), then the guards and input checksums.
  * Returns the launch's wall time in microseconds, or -1 on failure. */
 static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
@@ -234,13 +249,26 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
       }
     }
     double total = 0;
+    int seen[KL_MAX_TIMED_SETS] = {0};
     for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
       int k = (i + sets) % sets; /* the warm-up uses the last set */
       if (i == 0 && hooks->timing) hooks->timing(hooks->ctx, 0);
       double dt = launch(m, &b[k], job, rep);
       if (dt < 0) break;
-      if (job->n_timed_sets > 0)
-        memcpy(outs + offs[job->n_shapes + 1 + k], b[k].C, nc * sizeof(float));
+      if (job->n_timed_sets > 0) {
+        float *prev = outs + offs[job->n_shapes + 1 + k];
+        /* Only each set's last output is verified against the reference:
+         * every other must agree with the one before it on the same
+         * inputs, or a kernel could skip (or fake) the work on the launches
+         * it can tell are not verified (a launch counter). O(M N) next to
+         * the launch's O(M N K). */
+        if (seen[k]++ && !outputs_agree(prev, b[k].C, nc))
+          note_flag(rep, KL_FLAG_TIMED_OUTPUT_WRONG,
+                    "timed runs on the same inputs disagree (work skipped "
+                    "on some launches?)",
+                    sh);
+        memcpy(prev, b[k].C, nc * sizeof(float));
+      }
       if (i < 0) continue;
       rep->sample_us[rep->samples++] = dt;
       total += dt;
