@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -408,6 +409,32 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
   return rc;
 }
 
+/* The size of the module's thread-local block (its PT_TLS segment), 0
+ * when it has none or it cannot be found: the runtime poisons that block
+ * in every pool thread before each launch (emu_run.c). */
+typedef struct tls_find {
+  ElfW(Addr) base;
+  size_t bytes;
+} tls_find;
+
+static int tls_of_object(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  tls_find *f = arg;
+  if (info->dlpi_addr != f->base) return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_TLS)
+      f->bytes = info->dlpi_phdr[i].p_memsz;
+  return 1;
+}
+
+static size_t module_tls_bytes(void *so) {
+  struct link_map *lm = NULL;
+  if (dlinfo(so, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return 0;
+  tls_find f = {lm->l_addr, 0};
+  dl_iterate_phdr(tls_of_object, &f);
+  return f.bytes;
+}
+
 int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
                 char *why, size_t whylen) {
   *out = NULL;
@@ -450,6 +477,7 @@ int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
     return KL_ECOMPILE;
   }
   bind(&kl_emu_runtime_hooks);
+  m->tls_bytes = module_tls_bytes(m->so);
   m->launch = *g;
   m->needs_fibers = needs_fibers;
   *out = m;

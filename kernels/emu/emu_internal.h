@@ -19,6 +19,7 @@ struct kl_emu_module {
   int needs_fibers; /* the source names a barrier or warp op */
   int reverse;      /* kl_emu_set_reverse: threads resumed last first */
   char so_path[512];
+  size_t tls_bytes; /* the module's thread-local block: its __shared__ */
 };
 
 /* The hooks candidate code calls for barriers (emu_run.c). */

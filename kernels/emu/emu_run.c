@@ -32,6 +32,7 @@
 #include "kernels/emu/emu_internal.h"
 #include "kernels/emu/emu_launch.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <math.h>
@@ -300,9 +301,25 @@ static void run_block_plain(worker *w, int bx, int by, int bz) {
   }
 }
 
+/* A candidate's __shared__ variables are `static thread_local`, so what a
+ * launch leaves in them would still be there for the next launch on this
+ * thread: memoised results, a launch counter telling checked launches from
+ * timed ones. On a device shared memory starts undefined in every block;
+ * here it starts as 0xFF bytes (NaN floats, -1 ints) in every launch. The
+ * runtime's own fiber pointer lives in the same block and is written
+ * before every thread runs. Per launch, not per block: a block's cost
+ * would show in the timing. */
+static void poison_shared(const kl_emu_module *m) {
+  void *block = NULL;
+  if (m && m->tls_bytes && dlinfo(m->so, RTLD_DI_TLS_DATA, &block) == 0 &&
+      block)
+    memset(block, 0xFF, m->tls_bytes);
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   tl_worker = w;
+  poison_shared(w->m);
   w->tls = w->tls_of();
   launch *l = w->launch;
   for (;;) {

@@ -14,7 +14,11 @@
 #include "tests/unit/kltest.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static kl_emu_module *build(const char *src) {
   kl_emu_module *m = NULL;
@@ -369,6 +373,92 @@ static void test_reverse_order(void) {
   }
 }
 
+/* __shared__ storage starts undefined in every launch, as on a device
+ * (here 0xFF bytes, an int -1): what one launch leaves in it is gone by
+ * the next, so it cannot carry a memoised result or a launch count. */
+static void test_shared_starts_undefined(void) {
+  const char *src =
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  __shared__ int left;\n"
+      "  C[0] = (float)left;\n"
+      "  left = 1234;\n"
+      "}\n";
+  kl_emu_module *m = build(src);
+  if (!m) return;
+  float C[1];
+  char why[300];
+  for (int launch = 0; launch < 3; launch++) {
+    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
+          why);
+    CHECK(launch == 0 || C[0] == -1.0f,
+          "launch %d read %g from __shared__, expected the poison -1 (not "
+          "the 1234 the launch before left)",
+          launch, (double)C[0]);
+  }
+  kl_emu_free(m);
+}
+
+/* The runner compares every timed output with the one before it on the
+ * same inputs: a kernel that skips the work on some timed launch (here by
+ * a host-side counter, which the source scanner would flag in a candidate;
+ * this test builds it directly) raises timed_output_wrong even though the
+ * verified last outputs are right. */
+static void test_timed_outputs_agree(void) {
+  const char *src =
+      "#ifndef __CUDACC_RTC__\nstatic int kl_n;\n#endif\n"
+      "KL_LAUNCH(16, 16, 16, 16, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  int r = blockIdx.y * 16 + threadIdx.y, c = blockIdx.x * 16 + "
+      "threadIdx.x;\n"
+      "  if (r == 0 && c == 0) kl_n++;\n"
+      "  if (kl_n == 3 || r >= M || c >= N) return; /* the first timed run */\n"
+      "  float acc = 0.0f;\n"
+      "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + c];\n"
+      "  C[r * N + c] = acc;\n"
+      "}\n";
+  kl_run_job job;
+  memset(&job, 0, sizeof job);
+  char why[600];
+  int rc = kl_emu_compile(src, strlen(src), job.so_path, sizeof job.so_path,
+                          NULL, NULL, why, sizeof why);
+  CHECK(rc == KL_OK, "build: %s", why);
+  if (rc != KL_OK) return;
+  job.n_shapes = 1;
+  job.shapes[0] = (kl_shape){16, 16, 16};
+  job.timed_shape = (kl_shape){16, 16, 16};
+  job.seed = 5;
+  job.threads = 1;
+  job.timed = 1;
+  job.max_samples = 6;
+  job.time_budget_ms = 0;
+  job.n_timed_sets = 2;
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t n = kl_run_output_layout(&job, offs);
+  /* in a child, as the sandbox runs it: the module stays loaded */
+  size_t bytes = sizeof(kl_run_report) + n * sizeof(float);
+  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return;
+  kl_run_report *rep = map;
+  float *outs = (float *)(rep + 1);
+  /* launches: the check (1), the warm-up (2, set 1), sample 0 (3, set 0:
+   * skipped), samples 1..5 (sets 1, 0, 1, 0, 1): set 0's last is right */
+  pid_t kid = fork();
+  if (kid == 0) {
+    kl_run_execute(&job, rep, outs, NULL);
+    _exit(0);
+  }
+  waitpid(kid, NULL, 0);
+  CHECK(rep->done && !rep->failed, "run: %s", rep->why);
+  CHECK(rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1,
+        "timed runs that disagree raise timed_output_wrong: flags %#llx (%s)",
+        (unsigned long long)rep->flags, rep->flag_detail);
+  munmap(map, bytes);
+}
+
 int main(void) {
   /* First on purpose: as the process's first emulator launch (64-thread
    * blocks, later launches 256) it made LeakSanitizer's exit-time scan
@@ -377,6 +467,9 @@ int main(void) {
    * modules' dynamic TLS (__asan_default_options there), and ours, the
    * fibers' switches back to the scheduler naming no stack (LSan saw a
    * pool thread with a 0-0 stack; sched_stack_lo) */
+  /* (this one forks before any launch here: a child of a process whose
+   * pool threads exist would wait for them) */
+  test_timed_outputs_agree();
   test_reverse_order();
   test_barrier_static_smem();
   test_dynamic_smem();
@@ -386,5 +479,6 @@ int main(void) {
   test_deadlock_detected();
   test_hidden_barrier_fallback();
   test_compile_errors();
+  test_shared_starts_undefined();
   return kl_test_done("test_emu");
 }
