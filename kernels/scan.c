@@ -175,14 +175,11 @@ static int lex(scanner *s) {
     }
     if (c == '/' && i + 1 < n && t[i + 1] == '*') {
       i += 2;
+      /* A comment is one space (translation phase 3, before directives):
+       * one that spans lines inside a directive does not end it, as
+       * `#if /<star> newline <star>/ defined(__SSE2__)` would have it. */
       while (i < n && !(t[i] == '*' && i + 1 < n && t[i + 1] == '/')) {
-        if (t[i] == '\n' && cur_dir >= 0) {
-          /* a directive ends at the first newline, even inside a comment */
-          s->dir[cur_dir].end = s->ntok;
-          s->dir[cur_dir].stop = i;
-          cur_dir = -1;
-        }
-        if (t[i] == '\n') line_start = 1;
+        if (t[i] == '\n' && cur_dir < 0) line_start = 1;
         i++;
       }
       i = i < n ? i + 2 : n;
@@ -652,9 +649,14 @@ static void check_conditional(scanner *s, int d) {
     if (tok_is(s, i, "defined") || tok_is(s, i, "true") ||
         tok_is(s, i, "false"))
       continue;
-    if (!file_defines(s, w, t->len))
+    /* a reserved name (__X, _X) is the compiler's whatever the file says:
+     * a #define of it in a dead branch must not make it look the file's */
+    int reserved = w[0] == '_' && t->len > 1 &&
+                   (w[1] == '_' || (w[1] >= 'A' && w[1] <= 'Z'));
+    if (reserved || !file_defines(s, w, t->len))
       raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, t->line,
-                 "#if on %s (never #defined here)", w, t->len);
+                 "#if on %s (never #defined here, or a reserved name)", w,
+                 t->len);
   }
 }
 
