@@ -583,10 +583,14 @@ static int eval_impl(const char *label, const char *src, size_t len,
   rc = gpu ? KL_OK
            : kl_emu_compile(src, len, job->so_path, sizeof job->so_path, NULL,
                             NULL, why, sizeof why);
-  if (rc == KL_ECOMPILE) {
+  if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
     int sig = strstr(why, "kl_contract") != NULL;
-    set_status(out, sig ? "bad_signature" : "compile_error", "cpu-emu: %s",
-               why);
+    set_status(out,
+               rc == KL_ETIMEOUT ? "compile_timeout"
+               : rc == KL_EOOM   ? "oom"
+               : sig             ? "bad_signature"
+                                 : "compile_error",
+               "cpu-emu: %s", why);
     free(job);
     return KL_OK;
   }

@@ -233,6 +233,10 @@ int kl_emu_needs_fibers(const char *src);
  * host-compile worker, which sets limits and then execs the compiler).
  * NULL-terminated; NULL for none. The array must outlive the calls. */
 void kl_emu_set_launcher(const char *const *prefix);
+/* The host compile's wall deadline in seconds (default 60; <= 0 keeps
+ * it): past it kl_emu_compile kills the compiler and returns KL_ETIMEOUT.
+ * A compiler that runs out of memory gives KL_EOOM. */
+void kl_emu_set_compile_deadline(double seconds);
 /* Starts the emulator's OS threads now (they are reused by every launch).
  * Returns how many exist. A sandboxed runner calls it before loading the
  * candidate, then forbids creating threads. */

@@ -424,6 +424,7 @@ static int eval_files(int argc, char **argv, const char **files) {
   if (!opts.threads) opts.threads = cores / jobs > 0 ? cores / jobs : 1;
   /* Every compile and run goes through the sandbox. */
   kl_emu_set_launcher(sbx_host_compile_launcher());
+  kl_emu_set_compile_deadline(compile_timeout); /* NVRTC's and the host's */
 
   kl_shape target = opts.n_shapes ? opts.shapes[0] : (kl_shape){256, 256, 256};
   char task[32];

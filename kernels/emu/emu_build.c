@@ -273,6 +273,12 @@ void kl_emu_set_launcher(const char *const *prefix) {
   launcher = prefix;
 }
 
+static double compile_deadline_s = KL_HOST_COMPILE_DEADLINE_S;
+
+void kl_emu_set_compile_deadline(double seconds) {
+  if (seconds > 0) compile_deadline_s = seconds;
+}
+
 static int run_compiler(const char *dir, char *why, size_t whylen) {
   const char *argv[N_CXX_FLAGS + 16];
   int n = 0;
@@ -308,12 +314,11 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) break;
-    if (now_ms() - start > KL_HOST_COMPILE_DEADLINE_S * 1000.0) {
+    if (now_ms() - start > compile_deadline_s * 1000.0) {
       kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
-      snprintf(why, whylen, "host compile exceeded %d s",
-               KL_HOST_COMPILE_DEADLINE_S);
-      return KL_ECOMPILE;
+      snprintf(why, whylen, "host compile exceeded %.0f s", compile_deadline_s);
+      return KL_ETIMEOUT;
     }
     usleep(2000);
   }
@@ -330,8 +335,11 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
     fclose(f);
   }
   first_errors(log ? (const char *)log : "", why, whylen);
+  /* the compiler's own words for its memory limit (RLIMIT_AS) */
+  int oom = log && (strstr((const char *)log, "memory exhausted") ||
+                    strstr((const char *)log, "out of memory"));
   free(log);
-  return KL_ECOMPILE;
+  return oom ? KL_EOOM : KL_ECOMPILE;
 }
 
 static const char mma_stub[] =
