@@ -237,6 +237,10 @@ void kl_emu_set_launcher(const char *const *prefix);
  * it): past it kl_emu_compile kills the compiler and returns KL_ETIMEOUT.
  * A compiler that runs out of memory gives KL_EOOM. */
 void kl_emu_set_compile_deadline(double seconds);
+/* Kills every host compile in flight (each its own process group, out of
+ * a terminal's Ctrl-C's reach). Async-signal-safe: for a command's signal
+ * handler that stops the lab at once, so no compiler outlives it. */
+void kl_emu_kill_compiles(void);
 /* Starts the emulator's OS threads now (they are reused by every launch).
  * Returns how many exist. A sandboxed runner calls it before loading the
  * candidate, then forbids creating threads. */

@@ -425,6 +425,12 @@ static int eval_files(int argc, char **argv, const char **files) {
   /* Every compile and run goes through the sandbox. */
   kl_emu_set_launcher(sbx_host_compile_launcher());
   kl_emu_set_compile_deadline(compile_timeout); /* NVRTC's and the host's */
+  /* Ctrl-C: nothing in flight is worth finishing (each candidate's row is
+   * written when it is done): stop at once, killing the host compiles in
+   * flight, and removing a new results file being made beside its name */
+  char out_tmp[1200] = "";
+  if (out_path) kl_outfile_tmpname(out_path, out_tmp, sizeof out_tmp);
+  lab_interrupt_install("kernlab eval", NULL, out_path ? out_tmp : NULL);
 
   kl_shape target = opts.n_shapes ? opts.shapes[0] : (kl_shape){256, 256, 256};
   char task[32];
@@ -588,6 +594,7 @@ static int eval_files(int argc, char **argv, const char **files) {
     fprintf(stderr, "kernlab eval: --out %s\n", why);
     exit_code = LAB_EXIT_ENV;
   }
+  lab_interrupt_uninstall();
   rw_free(script);
   free(tids);
   pthread_mutex_destroy(&pool.mu);

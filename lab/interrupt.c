@@ -20,7 +20,9 @@
  * The sandbox workers and host compilers are in process groups of their
  * own (sandbox/supervisor.c, kernels/emu/emu_build.c), so a terminal's
  * Ctrl-C reaches the lab alone: a candidate being timed is not killed by
- * it and recorded as a crash.
+ * it and recorded as a crash. When the lab stops at once it kills the host
+ * compiles in flight (kl_emu_kill_compiles), which would otherwise run on
+ * orphaned; the workers end by themselves when the lab is gone.
  *
  * The handler does only what is async-signal-safe (write, unlink, signal,
  * raise) and is installed with SA_RESTART, so the lab's reads and writes
@@ -58,6 +60,7 @@ static void on_signal(int sig) {
   }
   for (int i = 0; i < n_tmp; i++)
     unlink(tmp_path[i]);
+  kl_emu_kill_compiles(); /* their own process groups: not killed with us */
   signal(sig, SIG_DFL);
   raise(sig); /* blocked until the handler returns, then the default */
 }

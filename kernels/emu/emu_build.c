@@ -275,6 +275,36 @@ void kl_emu_set_launcher(const char *const *prefix) {
 
 static double compile_deadline_s = KL_HOST_COMPILE_DEADLINE_S;
 
+/* The compiles in flight (process group ids; 0 free), for
+ * kl_emu_kill_compiles from a signal handler: plain atomics, no lock. */
+#define MAX_LIVE_COMPILES 64
+static pid_t live_compiles[MAX_LIVE_COMPILES];
+
+static void compile_started(pid_t pid) {
+  for (int i = 0; i < MAX_LIVE_COMPILES; i++) {
+    pid_t free_slot = 0;
+    if (__atomic_compare_exchange_n(&live_compiles[i], &free_slot, pid, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      return;
+  }
+}
+
+static void compile_ended(pid_t pid) {
+  for (int i = 0; i < MAX_LIVE_COMPILES; i++) {
+    pid_t mine = pid;
+    if (__atomic_compare_exchange_n(&live_compiles[i], &mine, 0, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      return;
+  }
+}
+
+void kl_emu_kill_compiles(void) {
+  for (int i = 0; i < MAX_LIVE_COMPILES; i++) {
+    pid_t pid = __atomic_load_n(&live_compiles[i], __ATOMIC_SEQ_CST);
+    if (pid > 0) kill(-pid, SIGKILL);
+  }
+}
+
 void kl_emu_set_compile_deadline(double seconds) {
   if (seconds > 0) compile_deadline_s = seconds;
 }
@@ -290,6 +320,23 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   argv[n] = NULL;
   char log_path[1024];
   snprintf(log_path, sizeof log_path, "%s/compile.log", dir);
+  /* the compiler's own temporaries (cc*.s, cc*.o) in the build folder,
+   * removed with it, also when the compile is killed */
+  char tmpdir[1100];
+  snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
+  size_t n_env = 0;
+  while (environ[n_env])
+    n_env++;
+  char **envp = calloc(n_env + 2, sizeof *envp);
+  if (!envp) {
+    snprintf(why, whylen, "out of memory");
+    return KL_EENV;
+  }
+  size_t e = 0;
+  for (size_t i = 0; i < n_env; i++)
+    if (strncmp(environ[i], "TMPDIR=", 7)) envp[e++] = environ[i];
+  envp[e++] = tmpdir;
+  envp[e] = NULL;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT, 0600);
@@ -300,9 +347,11 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&at, 0);
   pid_t pid;
-  int err = posix_spawnp(&pid, argv[0], &fa, &at, (char *const *)argv, environ);
+  int err = posix_spawnp(&pid, argv[0], &fa, &at, (char *const *)argv, envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
+  free(envp);
+  if (err == 0) compile_started(pid);
   if (err != 0) {
     snprintf(why, whylen, "cannot start host compiler %s: %s", argv[0],
              strerror(err));
@@ -317,11 +366,13 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
     if (now_ms() - start > compile_deadline_s * 1000.0) {
       kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
+      compile_ended(pid);
       snprintf(why, whylen, "host compile exceeded %.0f s", compile_deadline_s);
       return KL_ETIMEOUT;
     }
     usleep(2000);
   }
+  compile_ended(pid);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KL_OK;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
     snprintf(why, whylen, "host compiler %s not found", KL_HOST_CXX);
@@ -348,10 +399,34 @@ static const char mma_stub[] =
 
 /* Compiles text into the .so at so_path (through a temporary folder and an
  * atomic rename). */
+/* Removes the build folders (emu-build-PID-*) of processes that are gone:
+ * a lab killed mid-compile leaves its folder (and, before TMPDIR pointed
+ * there, the compiler's temporaries). Once per process. */
+static void sweep_build_dirs(void) {
+  static int swept;
+  if (__atomic_exchange_n(&swept, 1, __ATOMIC_SEQ_CST)) return;
+  DIR *d = opendir(kl_cache_dir());
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char *end;
+    if (strncmp(e->d_name, "emu-build-", 10)) continue;
+    long pid = strtol(e->d_name + 10, &end, 10);
+    if (end == e->d_name + 10 || *end != '-' || pid <= 0 ||
+        pid == (long)getpid())
+      continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", kl_cache_dir(), e->d_name);
+    remove_tree(path);
+  }
+  if (d) closedir(d);
+}
+
 static int host_compile(const char *text, const char *so_path, char *why,
                         size_t whylen) {
   char dir[600];
-  snprintf(dir, sizeof dir, "%s/emu-build-XXXXXX", kl_cache_dir());
+  snprintf(dir, sizeof dir, "%s/emu-build-%ld-XXXXXX", kl_cache_dir(),
+           (long)getpid());
   if (!mkdtemp(dir)) {
     snprintf(why, whylen, "cannot create build folder %s: %s", dir,
              strerror(errno));
@@ -392,6 +467,7 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
                    double *build_ms, int *cache_hit, char *why, size_t whylen) {
   double start = now_ms();
   (void)len;
+  sweep_build_dirs();
   char *text = rewrite_source(src);
   kl_sha256_ctx h;
   kl_sha256_init(&h);

@@ -9,6 +9,7 @@ only. Prints "N passed, N failed" and exits non-zero on any failure.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,9 +23,9 @@ FAST = ["--shape", "64x64x64"]  # small target: these tests are not about speed
 from kltest import check, done  # noqa: E402
 
 
-def kernlab(*args, timeout=600):
+def kernlab(*args, timeout=600, env=None):
     p = subprocess.run([KERNLAB, *args], capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env=env)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -377,6 +378,50 @@ def group_cli():
     # the table says cpu-emu and that its times are not GPU times
     rc, out, _ = kernlab("eval", naive, *FAST)
     check(rc == 0 and "cpu-emu" in out and "not GPU" in out, "table labels cpu-emu times")
+    # Ctrl-C while a host compile runs (its own process group, out of the
+    # terminal's reach): the lab stops at once and kills it; its build
+    # folder goes at the next eval with that cache
+    spin = os.path.join(SRC, "tests", "kernels", "hostile", "host_compile_spin.cu")
+    cache = tempfile.mkdtemp()
+    env = dict(os.environ, KERNLAB_CACHE=cache)
+
+    def compilers(name=None):
+        found = []
+        for pid in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    mine = ("TMPDIR=" + cache).encode() in f.read()
+                with open("/proc/%s/comm" % pid) as f:
+                    comm = f.read().strip()
+                if mine and (name is None or comm == name):
+                    found.append(int(pid))
+            except (OSError, ValueError):
+                pass
+        return found
+    p = subprocess.Popen([KERNLAB, "eval", spin, "--compile-timeout", "120"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    # (the compiler proper, not only its driver: the driver dies with the
+    # lab by itself, its children did not; and the spinning one, alive for
+    # seconds, not the baseline seed's quick compile)
+    seen, started = {}, False
+    while not started and time.time() - t0 < 60 and p.poll() is None:
+        now = time.time()
+        for pid in compilers("cc1plus"):
+            seen.setdefault(pid, now)
+            started = started or now - seen[pid] > 2
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    time.sleep(0.5)
+    check(started and p.returncode == -signal.SIGINT and "interrupted" in err and
+          not compilers(),
+          "Ctrl-C during a host compile: stopped, compiler killed: started %s, rc %s, "
+          "left %s, %r" % (started, p.returncode, compilers(), err[-200:]))
+    rc, _, _ = kernlab("eval", naive, *FAST, env=env)
+    check(rc == 0 and not [d for d in os.listdir(cache) if d.startswith("emu-build-")],
+          "the killed compile's build folder is swept: %s" % os.listdir(cache))
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 {"seeds": group_seeds, "broken": group_broken, "inputs": group_inputs,
