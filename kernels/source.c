@@ -3,10 +3,12 @@
  * it, and the contract check appended to every compiled source.
  *
  * Loading rejects what is not a source file (missing, a folder, empty, over
- * KL_MAX_SOURCE_BYTES). Validation rejects NUL bytes and invalid UTF-8, any
- * #include (or #include_next, #import, #embed, digraph spellings, spliced
- * lines) whose target is not a literal name on the allowlist, `#pragma GCC
- * dependency`, and texts that never mention the entry point or KL_LAUNCH.
+ * KL_MAX_SOURCE_BYTES). Validation rejects NUL bytes, invalid UTF-8, a
+ * leading byte-order mark, any #include (or #include_next, #import,
+ * #embed, digraph and trigraph spellings, spliced lines, comments or form
+ * feeds around the '#') whose target is not a literal name on the
+ * allowlist, `#pragma GCC dependency`, and texts that never mention the
+ * entry point or KL_LAUNCH.
  * The policy's text is untrusted: these checks are what keeps a host file
  * from being pulled into a compile, before any sandbox is involved.
  *
@@ -300,6 +302,12 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
   if (nul) {
     snprintf(why, whylen, "NUL byte at offset %zu: expected text",
              (size_t)(nul - src));
+    return KL_EINPUT;
+  }
+  if (len >= 3 && !memcmp(src, "\xEF\xBB\xBF", 3)) {
+    /* NVRTC reads it as a stray token, the scanner as an identifier */
+    snprintf(why, whylen,
+             "starts with a UTF-8 byte-order mark: save the file without it");
     return KL_EINPUT;
   }
   long bad = utf8_invalid_at((const unsigned char *)src, len);

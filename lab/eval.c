@@ -197,9 +197,20 @@ static void print_row(FILE *f, const kl_result *r, const rw_components *rw) {
 }
 
 int lab_arg_shape(const char *s, kl_shape *out) {
-  char tail;
-  if (sscanf(s, "%dx%dx%d%c", &out->M, &out->N, &out->K, &tail) != 3) return -1;
-  if (out->M < 1 || out->N < 1 || out->K < 1) return -1;
+  /* strtol, not sscanf's %d: 4294967297 must be refused, not wrap to 1 */
+  long v[3];
+  const char *p = s;
+  for (int i = 0; i < 3; i++) {
+    char *end;
+    errno = 0;
+    if (!(*p >= '0' && *p <= '9')) return -1; /* no sign, no blank */
+    v[i] = strtol(p, &end, 10);
+    if (errno || end == p || v[i] < 1 || v[i] > (1L << 28)) return -1;
+    if (i < 2 && *end != 'x') return -1;
+    if (i == 2 && *end) return -1;
+    p = end + 1;
+  }
+  out->M = (int)v[0], out->N = (int)v[1], out->K = (int)v[2];
   if ((long long)out->M * out->N > (1LL << 28) ||
       (long long)out->M * out->K > (1LL << 28) ||
       (long long)out->K * out->N > (1LL << 28))

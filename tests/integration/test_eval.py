@@ -331,7 +331,8 @@ def group_cli():
     check(rc == 3 and "gpu" in err, "--backend gpu without a device exits 3: %s" % err)
     rc, _, err = kernlab("eval", naive, "--backend", "tpu")
     check(rc == 2, "unknown backend exits 2")
-    for bad in (["--shape", "0x4x4"], ["--shape", "4x4"], ["--seed", "x"], ["--seed", "-1"],
+    for bad in (["--shape", "0x4x4"], ["--shape", "4x4"], ["--shape", "4294967297x1x1"],
+                ["--shape", "1x1x1 "], ["--seed", "x"], ["--seed", "-1"],
                 ["--seed", "5x"], ["--bogus"], [],
                 # NaN passes every `<= 0` test; atoi wrapped a huge count
                 ["--timeout", "nan"], ["--compile-timeout", "nan"],

@@ -69,6 +69,10 @@ static void test_includes(void) {
 static void test_text(void) {
   char why[300];
   char buf[512];
+  snprintf(buf, sizeof buf, "\xEF\xBB\xBF%s", BODY);
+  CHECK(validate(buf, why, sizeof why) == KL_EINPUT &&
+            strstr(why, "byte-order mark"),
+        "a leading BOM: %s", why);
   snprintf(buf, sizeof buf, "%s// caf\xe9\n", BODY);
   CHECK(validate(buf, why, sizeof why) == KL_EINPUT && strstr(why, "UTF-8"),
         "latin-1 byte: %s", why);
