@@ -351,8 +351,12 @@ void sbx_status_from_wait(int st, const char *what, kl_result *out) {
     const char *name = sigabbrev_np(WTERMSIG(st));
     snprintf(out->status, sizeof out->status, "crashed:SIG%s",
              name ? name : "?");
-    snprintf(out->error, sizeof out->error, "%s crashed (%s)", what,
-             strsignal(WTERMSIG(st)));
+    snprintf(out->error, sizeof out->error, "%s crashed (%s%s)", what,
+             strsignal(WTERMSIG(st)),
+             WTERMSIG(st) == SIGSEGV
+                 ? ": an access out of bounds, or, on cpu-emu, local arrays "
+                   "past an emulated thread's 128 KiB stack"
+                 : "");
   } else if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT) {
     snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");
     snprintf(out->error, sizeof out->error,

@@ -37,10 +37,14 @@
 
 extern char **environ;
 
+/* -fstack-clash-protection: a frame past a fiber's 128 KiB stack is probed
+ * page by page, so it meets the guard page (a clean SIGSEGV) instead of
+ * jumping over it into another emulated thread's stack. */
 static const char *const cxx_flags[] = {"-std=c++17",
                                         "-O2",
                                         "-march=native",
                                         "-fPIC",
+                                        "-fstack-clash-protection",
                                         "-shared",
                                         "-w",
                                         "-fno-strict-aliasing",
