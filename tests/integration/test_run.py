@@ -648,8 +648,10 @@ with h5py.File(sys.argv[1], "r") as f:
     for line in pr_.stdout:
         lines.append(line)
         if line.startswith("step 1/4"):
-            with open(rr, "w") as f:
+            # whole at once (a reload must not see it half written)
+            with open(rr + ".new", "w") as f:
                 f.write("return {score = function(c) return {x = 1} end\n")  # unclosed
+            os.replace(rr + ".new", rr)
     _, rerr = pr_.communicate(timeout=600)
     out_text = "".join(lines)
     check(pr_.returncode == 0 and out_text.count("did not load, keeping the old script") == 1 and
