@@ -6,6 +6,9 @@
  *   - Blocks are handed out through an atomic counter to `threads` OS
  *     threads (all cores by default). A block runs start to end on one OS
  *     thread, which is why `static thread_local` works as __shared__.
+ *     Before each launch every OS thread fills the candidate's
+ *     thread-local block with 0xFF (poison_shared): shared memory starts
+ *     undefined, and nothing carries over from one launch to the next.
  *   - Inside a block the scheduler resumes each runnable fiber in turn
  *     (thread 0 first, or the last first when asked: kl_emu_set_reverse,
  *     emu_launch.h's reverse); a fiber runs until it reaches a barrier or
