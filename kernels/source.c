@@ -4,9 +4,10 @@
  *
  * Loading rejects what is not a source file (missing, a folder, empty, over
  * KL_MAX_SOURCE_BYTES). Validation rejects NUL bytes, invalid UTF-8, a
- * leading byte-order mark, any #include (or #include_next, #import,
- * #embed, digraph and trigraph spellings, spliced lines, comments or form
- * feeds around the '#') whose target is not a literal name on the
+ * leading byte-order mark, a lone CR or a backslash-blanks-newline (line
+ * ends that g++ and NVRTC read differently), any #include (or #include_next,
+ * #import, #embed, digraph and trigraph spellings, spliced lines, comments or
+ * form feeds around the '#') whose target is not a literal name on the
  * allowlist, `#pragma GCC dependency`, and texts that never mention the
  * entry point or KL_LAUNCH.
  * The policy's text is untrusted: these checks are what keeps a host file
@@ -309,6 +310,33 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
     snprintf(why, whylen,
              "starts with a UTF-8 byte-order mark: save the file without it");
     return KL_EINPUT;
+  }
+  /* Line ends that compilers read differently: g++ ends a line (and a //
+   * comment) at a lone CR where NVRTC sees a blank, and splices a
+   * backslash followed by blanks before the newline where NVRTC does not.
+   * Either lets text reach one compiler and not the other (or the checks
+   * below): refused, an honest kernel has neither. */
+  for (size_t i = 0; i < len; i++) {
+    if (src[i] == '\r' && (i + 1 >= len || src[i + 1] != '\n')) {
+      snprintf(why, whylen,
+               "a carriage return not followed by a newline at byte offset "
+               "%zu: compilers disagree on where that line ends",
+               i);
+      return KL_EINPUT;
+    }
+    if (src[i] == '\\') {
+      size_t j = i + 1;
+      while (j < len && (src[j] == ' ' || src[j] == '\t' || src[j] == '\f' ||
+                         src[j] == '\v'))
+        j++;
+      if (j > i + 1 && j < len && (src[j] == '\n' || src[j] == '\r')) {
+        snprintf(why, whylen,
+                 "a backslash followed by blanks before the end of a line at "
+                 "byte offset %zu: g++ splices the lines, NVRTC does not",
+                 i);
+        return KL_EINPUT;
+      }
+    }
   }
   long bad = utf8_invalid_at((const unsigned char *)src, len);
   if (bad >= 0) {

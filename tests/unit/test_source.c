@@ -46,6 +46,12 @@ static void test_includes(void) {
       "#include /* x */ \"/etc/passwd\"\n" BODY,
       "?"
       "?=include <stdio.h>\n" BODY, /* a trigraph, split for our cc */
+      /* line ends g++ and NVRTC read differently: a lone CR (also inside
+       * a // comment, or after '#'), a backslash and blanks before one */
+      "#\rinclude \"/etc/passwd\"\n" BODY,
+      "// x\r int hidden = 1;\n" BODY,
+      "#\\ \ninclude \"/etc/passwd\"\n" BODY,
+      "// x \\ \nint hidden = 1;\n" BODY,
       /* a lone CR ends a line */
       "int x;\r#include \"/etc/passwd\"\r" BODY,
       /* what the comment stripper misreads: a digit separator or a raw
