@@ -638,6 +638,33 @@ static void check_include(scanner *s, int d) {
   }
 }
 
+/* Macros the emulator's shim (kernels/emu/cuda_shim.h) defines and NVRTC
+ * does not: an #if on one is a compiler-pass branch. */
+static int shim_macro(const char *w, int len) {
+  static const char *const names[] = {"threadIdx", "blockIdx",     "blockDim",
+                                      "gridDim",   "warpSize",     "KL_VEC2",
+                                      "KL_VEC4",   "KL_ATOMIC_INT"};
+  if (len > 6 && !memcmp(w, "KL_EMU", 6)) return 1;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if ((int)strlen(names[i]) == len && !memcmp(names[i], w, (size_t)len))
+      return 1;
+  return 0;
+}
+
+/* Directive d is an include guard around the whole file: the first
+ * directive, `#ifndef NAME`, then `#define NAME`, and the last directive an
+ * #endif. Only around the whole file: a "guard" on a name one compiler
+ * predefines (__SSE2__) around part of it would hide that part from that
+ * compiler, while a compiler that skips the whole file finds no kernel. */
+static int include_guard(const scanner *s, int d, const char *w, int len) {
+  if (d != 0 || !dir_is(s, d, "ifndef") || d + 1 >= s->ndir ||
+      !dir_is(s, d + 1, "define") || !dir_is(s, s->ndir - 1, "endif"))
+    return 0;
+  int nt = s->dir[d + 1].first + 1;
+  return nt < s->dir[d + 1].end && s->tok[nt].len == len &&
+         !memcmp(s->text + s->tok[nt].start, w, (size_t)len);
+}
+
 /* #if/#ifdef/#ifndef/#elif...: a macro the file never defines can only be
  * the compiler's or the platform's, so the branch depends on the pass. */
 static void check_conditional(scanner *s, int d) {
@@ -649,10 +676,14 @@ static void check_conditional(scanner *s, int d) {
     if (tok_is(s, i, "defined") || tok_is(s, i, "true") ||
         tok_is(s, i, "false"))
       continue;
-    /* a reserved name (__X, _X) is the compiler's whatever the file says:
-     * a #define of it in a dead branch must not make it look the file's */
-    int reserved = w[0] == '_' && t->len > 1 &&
-                   (w[1] == '_' || (w[1] >= 'A' && w[1] <= 'Z'));
+    /* a reserved name (__X, _X), or a macro only the emulator's shim
+     * defines, is the compiler's whatever the file says: a #define of it
+     * in a dead branch must not make it look the file's. An include guard
+     * (#ifndef X then #define X) is the file's own, reserved or not. */
+    int reserved = (w[0] == '_' && t->len > 1 &&
+                    (w[1] == '_' || (w[1] >= 'A' && w[1] <= 'Z'))) ||
+                   shim_macro(w, t->len);
+    if (reserved && include_guard(s, d, w, t->len)) continue;
     if (reserved || !file_defines(s, w, t->len))
       raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, t->line,
                  "#if on %s (never #defined here, or a reserved name)", w,
