@@ -7,8 +7,10 @@
  *     threads (all cores by default). A block runs start to end on one OS
  *     thread, which is why `static thread_local` works as __shared__.
  *     Before each launch every OS thread fills the candidate's
- *     thread-local block with 0xFF (poison_shared): shared memory starts
- *     undefined, and nothing carries over from one launch to the next.
+ *     thread-local block with 0xFF (poison_shared), dynamic shared memory
+ *     too, and (fiber-less kernels) 64 KiB of its stack below: shared
+ *     memory and uninitialised locals start undefined, not as the last
+ *     launch left them (a memo). Fiber stacks keep their bytes.
  *   - Inside a block the scheduler resumes each runnable fiber in turn
  *     (thread 0 first, or the last first when asked: kl_emu_set_reverse,
  *     emu_launch.h's reverse); a fiber runs until it reaches a barrier or
@@ -319,10 +321,21 @@ static void poison_shared(const kl_emu_module *m) {
     memset(block, 0xFF, m->tls_bytes);
 }
 
+/* Fills the stack below this frame, where a fiber-less kernel's frames
+ * will be, with 0xFF: an uninitialised local must not read what the last
+ * launch left at the same address. (Fiber stacks are not scrubbed: the
+ * next fiber's frames start where the last ones did; see the notes.) */
+static __attribute__((noinline)) void scrub_stack(void) {
+  unsigned char below[64 * 1024];
+  memset(below, 0xFF, sizeof below);
+  __asm__ volatile("" : : "r"(below) : "memory"); /* not elided */
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   tl_worker = w;
   poison_shared(w->m);
+  if (w->m && !w->use_fibers) scrub_stack();
   w->tls = w->tls_of();
   launch *l = w->launch;
   for (;;) {
@@ -366,9 +379,12 @@ static pthread_mutex_t grid_mu = PTHREAD_MUTEX_INITIALIZER;
 static int worker_alloc(worker *w, int idx, int use_fibers,
                         int dyn_smem_bytes) {
   w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
-  w->dyn_smem =
-      aligned_alloc(128, ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128);
+  size_t dyn_bytes = ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128;
+  w->dyn_smem = aligned_alloc(128, dyn_bytes);
   if (!w->fibers || !w->dyn_smem) return -1;
+  /* undefined at the start, as on a device: not the last launch's bytes,
+   * which malloc often hands back (a memo) */
+  memset(w->dyn_smem, 0xFF, dyn_bytes);
   if (!use_fibers) return 0;
   size_t page = (size_t)getpagesize();
   w->stack_size = KL_FIBER_STACK + page; /* guard page at the low end */

@@ -398,6 +398,26 @@ static void test_shared_starts_undefined(void) {
           launch, (double)C[0]);
   }
   kl_emu_free(m);
+  /* dynamic shared memory too (malloc hands back the last launch's bytes) */
+  const char *dyn =
+      "KL_LAUNCH(1, 1, 1, 1, 64);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  extern __shared__ int left[];\n"
+      "  C[0] = (float)left[0];\n"
+      "  left[0] = 1234;\n"
+      "}\n";
+  m = build(dyn);
+  if (!m) return;
+  for (int launch = 0; launch < 3; launch++) {
+    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
+          why);
+    CHECK(C[0] == -1.0f,
+          "launch %d read %g from dynamic shared memory, expected the "
+          "poison -1",
+          launch, (double)C[0]);
+  }
+  kl_emu_free(m);
 }
 
 /* The runner compares every timed output with the one before it on the
