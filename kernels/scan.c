@@ -73,6 +73,8 @@ typedef struct scanner {
   int ndir;
   int *device_fn; /* token index of each __device__/__global__ function name */
   int ndevice_fn;
+  int *constant_var; /* token index of each file-scope __constant__ name */
+  int nconstant_var;
   kl_flags flags;
   char note[64][96]; /* first finding per bit */
   int note_line[64];
@@ -323,6 +325,8 @@ typedef struct name_rule {
 #define R_(w, m, b)                                                            \
   { w, m, KL_FLAG_##b }
 static const name_rule name_rules[] = {
+    /* a mutable member makes a const (read-only looking) object state */
+    R_("mutable", M_EXACT, MUTABLE_DEVICE_STATE),
     R_("asm", M_EXACT, INLINE_ASM),
     R_("__asm__", M_EXACT, INLINE_ASM),
     R_("__asm", M_EXACT, INLINE_ASM),
@@ -781,6 +785,30 @@ static void check_paste(scanner *s, int d) {
   }
 }
 
+/* A #define whose body declares storage (`#define KEEP static`): the
+ * declaration checks read tokens before macros are expanded, so `KEEP
+ * float memo[...]` would pass as a plain local. `static` followed by inline,
+ * const or constexpr is a function or a constant, not state. */
+static void check_storage_macro(scanner *s, int d) {
+  const directive *dr = &s->dir[d];
+  for (int i = dr->first + 2; i < dr->end; i++) {
+    if (s->tok[i].kind != T_IDENT) continue;
+    int state = tok_is(s, i, "thread_local") || tok_is(s, i, "mutable") ||
+                tok_is(s, i, "__managed__");
+    if (tok_is(s, i, "static"))
+      state = !(i + 1 < dr->end &&
+                (tok_is(s, i + 1, "inline") || tok_is(s, i + 1, "__inline__") ||
+                 tok_is(s, i + 1, "__forceinline__") ||
+                 tok_is(s, i + 1, "const") || tok_is(s, i + 1, "constexpr")));
+    if (state) {
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, s->tok[i].line,
+                 "a macro that declares storage (%s)",
+                 s->text + s->tok[i].start, s->tok[i].len);
+      return;
+    }
+  }
+}
+
 static void check_directives(scanner *s) {
   for (int d = 0; d < s->ndir; d++) {
     if (s->dir[d].first < 0) continue;
@@ -791,9 +819,10 @@ static void check_directives(scanner *s) {
              dir_is(s, d, "ifndef") || dir_is(s, d, "elif") ||
              dir_is(s, d, "elifdef") || dir_is(s, d, "elifndef"))
       check_conditional(s, d);
-    else if (dir_is(s, d, "define"))
+    else if (dir_is(s, d, "define")) {
       check_paste(s, d);
-    else if (dir_is(s, d, "pragma")) {
+      check_storage_macro(s, d);
+    } else if (dir_is(s, d, "pragma")) {
       const directive *dr = &s->dir[d];
       if (memmem(s->text + dr->start, (size_t)(dr->stop - dr->start),
                  "dependency", 10))
@@ -914,6 +943,16 @@ static void declaration(scanner *s, int scope, int a, int b) {
     if (dc.is_extern && !dc.shared && dc.eq < 0)
       raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
                  "extern declaration of %s", nm, nl);
+    if (dc.constant) { /* its name: the identifier before '[', '=' or ';' */
+      int nm_tok = -1;
+      for (int i = a; i < b; i++) {
+        if (tok_punct(s, i, "[") || tok_punct(s, i, "=") ||
+            tok_punct(s, i, ";") || tok_punct(s, i, "{"))
+          break;
+        if (s->tok[i].kind == T_IDENT) nm_tok = i;
+      }
+      if (nm_tok >= 0) s->constant_var[s->nconstant_var++] = nm_tok;
+    }
     if (dc.shared || dc.constant || dc.is_const) return;
     if (dc.device || dc.managed)
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line,
@@ -946,7 +985,8 @@ static int check_declarations(scanner *s) {
   int *stack = malloc((size_t)cap * sizeof(int));
   int *idx = malloc((size_t)cap * sizeof(int));
   s->device_fn = malloc((size_t)cap * sizeof(int));
-  if (!stack || !idx || !s->device_fn) {
+  s->constant_var = malloc((size_t)cap * sizeof(int));
+  if (!stack || !idx || !s->device_fn || !s->constant_var) {
     free(stack);
     free(idx);
     return -1;
@@ -1042,6 +1082,34 @@ static void check_asm_strings(scanner *s) {
 /* ---- entry point --------------------------------------------------------
  */
 
+/* __constant__ is read-only on a device, but plain memory on cpu-emu (the
+ * shim drops the qualifier): a cast of a __constant__ variable (C-style to
+ * a pointer, const_cast, reinterpret_cast) is a way to write it, i.e. state
+ * kept between launches on the emulator. */
+static void check_constant_casts(scanner *s) {
+  for (int i = 0; i < s->ntok; i++) {
+    const token *t = &s->tok[i];
+    if (t->kind != T_IDENT || t->dir >= 0) continue;
+    int is_constant = 0;
+    for (int k = 0; k < s->nconstant_var && !is_constant; k++) {
+      const token *c = &s->tok[s->constant_var[k]];
+      is_constant =
+          c->start != t->start && c->len == t->len &&
+          !memcmp(s->text + c->start, s->text + t->start, (size_t)t->len);
+    }
+    if (!is_constant) continue;
+    int j = i - 1;
+    if (j >= 0 && tok_punct(s, j, "&")) j--; /* (T*)&name */
+    int cast = j >= 1 && tok_punct(s, j, ")") && tok_punct(s, j - 1, "*");
+    for (int b = i - 1; b >= 0 && b >= i - 8 && !cast; b--)
+      cast = tok_is(s, b, "const_cast") || tok_is(s, b, "reinterpret_cast");
+    if (cast)
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, t->line,
+                 "a cast of __constant__ %s (writable on cpu-emu)",
+                 s->text + t->start, t->len);
+  }
+}
+
 kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   scanner s;
   memset(&s, 0, sizeof s);
@@ -1068,6 +1136,7 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
         raise_flag(&s, KL_FLAG_GRAPH_OR_DYNPAR, t->line, "%s", "<<<", 3);
     }
     check_directives(&s);
+    check_constant_casts(&s);
     if (s.flags & KL_FLAG(KL_FLAG_INLINE_ASM)) check_asm_strings(&s);
   }
   if (detail && detail_len) {
@@ -1086,5 +1155,6 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   free(s.tok);
   free(s.dir);
   free(s.device_fn);
+  free(s.constant_var);
   return s.flags;
 }
