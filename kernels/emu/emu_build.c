@@ -390,11 +390,25 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
     fclose(f);
   }
   first_errors(log ? (const char *)log : "", why, whylen);
-  /* the compiler's own words for its memory limit (RLIMIT_AS) */
-  int oom = log && (strstr((const char *)log, "memory exhausted") ||
-                    strstr((const char *)log, "out of memory"));
+  /* The compiler's own words for its limits (RLIMIT_AS, RLIMIT_CPU), at
+   * the start of a line: a candidate's `#error out of memory` is a line
+   * that starts with its file name. */
+  int oom = 0, cpu = 0;
+  for (const char *l = log ? (const char *)log : ""; *l;) {
+    oom |= !strncmp(l, "virtual memory exhausted", 24) ||
+           !strncmp(l, "cc1plus: out of memory", 22);
+    const char *nl = strchr(l, '\n');
+    /* the driver's "g++-12: fatal error: CPU time limit exceeded signal
+     * terminated program cc1plus"; not a line of the candidate's own */
+    size_t n = nl ? (size_t)(nl - l) : strlen(l);
+    cpu |= strncmp(l, "candidate", 9) &&
+           memmem(l, n, ": fatal error: CPU time limit exceeded", 38) != NULL;
+    if (!nl) break;
+    l = nl + 1;
+  }
   free(log);
-  return oom ? KL_EOOM : KL_ECOMPILE;
+  if (cpu) snprintf(why, whylen, "host compile exceeded its CPU time limit");
+  return oom ? KL_EOOM : cpu ? KL_ETIMEOUT : KL_ECOMPILE;
 }
 
 static const char mma_stub[] =

@@ -310,6 +310,15 @@ static void test_compile_errors(void) {
                 KL_ECOMPILE &&
             strstr(why, "undeclared"),
         "compile error: %s", why);
+  /* a candidate's own words are not the compiler's: not oom, not timeout */
+  const char *spoof =
+      "#error virtual memory exhausted\n#error g++: fatal error: CPU time "
+      "limit exceeded signal terminated program cc1plus\n"
+      "KL_LAUNCH(1,1,1,1,0);\nextern \"C\" __global__ void matmul(const "
+      "float* A, const float* B, float* C, int M, int N, int K) {}\n";
+  int rc = kl_emu_build(spoof, strlen(spoof), &m, NULL, NULL, why, sizeof why);
+  CHECK(rc == KL_ECOMPILE, "#error naming a compiler limit: rc %d (%s)", rc,
+        why);
   const char *mma = "#include <mma.h>\nKL_LAUNCH(1,1,1,1,0);\nextern \"C\" "
                     "__global__ void matmul(const float* A, const float* B, "
                     "float* C, int M, int N, int K) {}\n";
