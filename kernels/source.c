@@ -134,10 +134,9 @@ static char *join_splices(const char *src, size_t n, size_t *len) {
       nl_pending++;
       continue;
     }
-    /* a lone CR ends a line for some compilers (old Mac text): here too */
-    int lone_cr = src[i] == '\r' && (i + 1 >= n || src[i + 1] != '\n');
-    joined[j++] = lone_cr ? '\n' : src[i];
-    if (joined[j - 1] == '\n') {
+    /* (a lone CR never gets here: kl_source_validate refuses it first) */
+    joined[j++] = src[i];
+    if (src[i] == '\n') {
       /* Re-emit the spliced newlines after the logical line ends. */
       for (; nl_pending; nl_pending--)
         joined[j++] = '\n';
@@ -230,7 +229,8 @@ static int check_directives(const char *text, char *why, size_t whylen) {
       directive = 1, p++;
     else if (p[0] == '%' && p[1] == ':')
       directive = 1, p += 2;
-    else if (p[0] == '?' && p[1] == '?' && p[2] == '=') /* a trigraph */
+    /* a trigraph: C++17 compilers ignore it; refused as one all the same */
+    else if (p[0] == '?' && p[1] == '?' && p[2] == '=')
       directive = 1, p += 3;
     if (directive) {
       p = skip_blank(p);
@@ -320,7 +320,8 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
     if (src[i] == '\r' && (i + 1 >= len || src[i + 1] != '\n')) {
       snprintf(why, whylen,
                "a carriage return not followed by a newline at byte offset "
-               "%zu: compilers disagree on where that line ends",
+               "%zu (compilers disagree on where that line ends); expected "
+               "LF or CRLF line ends",
                i);
       return KL_EINPUT;
     }
@@ -332,7 +333,8 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
       if (j > i + 1 && j < len && (src[j] == '\n' || src[j] == '\r')) {
         snprintf(why, whylen,
                  "a backslash followed by blanks before the end of a line at "
-                 "byte offset %zu: g++ splices the lines, NVRTC does not",
+                 "byte offset %zu (g++ splices the lines, NVRTC does not); "
+                 "expected the backslash last on its line, or none",
                  i);
         return KL_EINPUT;
       }
