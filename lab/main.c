@@ -98,18 +98,28 @@ static const char usage[] =
     "\n"
     "The candidate contract: kernels/abi.h. Seeds: kernels/seeds/.\n";
 
+/* The commands: dispatch and `CMD --help` read the same table. own_help:
+ * the command prints its own, longer synopsis for --help. */
+static const struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  int own_help;
+} commands[] = {
+    {"eval", lab_eval, 0},         {"corpus", lab_corpus, 0},
+    {"prime", lab_prime, 0},       {"run", lab_run, 1},
+    {"search", lab_search, 0},     {"sandbox", lab_sandbox, 0},
+    {"top", lab_top, 0},           {"show", lab_show, 0},
+    {"diff", lab_diff, 0},         {"export", lab_export, 0},
+    {"rescore", lab_rescore, 1},   {"report", lab_report, 0},
+    {"flags", lab_flags, 0},       {"tokenizer", lab_tokenizer, 0},
+    {"generate", lab_generate, 0},
+};
+
 /* `kernlab CMD --help` (-h): CMD's entries of the usage text above (a line
  * "  CMD ..." and the more-indented lines under it), on stdout. Returns
  * 0 when the text has no entry for CMD. */
 static int command_help(const char *cmd) {
-  static const char *const known[] = {
-      "eval",     "sandbox", "flags",  "top",     "show",
-      "diff",     "export",  "report", "rescore", "tokenizer",
-      "generate", "corpus",  "prime",  "run",     "search"};
-  size_t n = strlen(cmd), k = 0;
-  while (k < sizeof known / sizeof known[0] && strcmp(known[k], cmd))
-    k++;
-  if (k == sizeof known / sizeof known[0]) return 0; /* not a command */
+  size_t n = strlen(cmd);
   int found = 0, in = 0;
   for (const char *line = usage; *line;) {
     const char *end = strchr(line, '\n');
@@ -155,41 +165,14 @@ int main(int argc, char **argv) {
     fputs(usage, stdout);
     return LAB_EXIT_OK;
   }
-  /* run and rescore print their own, longer synopses */
-  if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
-      strcmp(cmd, "run") && strcmp(cmd, "rescore") && command_help(cmd))
+  const struct command *c = NULL;
+  for (size_t k = 0; k < sizeof commands / sizeof commands[0] && !c; k++)
+    if (!strcmp(commands[k].name, cmd)) c = &commands[k];
+  if (c && !c->own_help && argc == 3 &&
+      (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
+      command_help(cmd))
     return LAB_EXIT_OK;
-  int rc = -1;
-  if (!strcmp(cmd, "eval"))
-    rc = lab_eval(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "corpus"))
-    rc = lab_corpus(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "prime"))
-    rc = lab_prime(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "run"))
-    rc = lab_run(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "search"))
-    rc = lab_search(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "sandbox"))
-    rc = lab_sandbox(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "top"))
-    rc = lab_top(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "show"))
-    rc = lab_show(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "diff"))
-    rc = lab_diff(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "export"))
-    rc = lab_export(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "rescore"))
-    rc = lab_rescore(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "report"))
-    rc = lab_report(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "flags"))
-    rc = lab_flags(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "tokenizer"))
-    rc = lab_tokenizer(argc - 1, argv + 1);
-  else if (!strcmp(cmd, "generate"))
-    rc = lab_generate(argc - 1, argv + 1);
+  int rc = c ? c->fn(argc - 1, argv + 1) : -1;
   if (rc < 0) {
     fprintf(stderr, "kernlab: unknown command '%s' (see kernlab --help)\n",
             cmd);
