@@ -120,25 +120,27 @@ int lab_generate(int argc, char **argv) {
         return usage("--seed: expected an integer from 0 to 2^64-1, got", v);
     } else if (!parse_num(v, &x))
       return usage("expected a finite number, got", v);
-    else if (a[1] == '-' && strcmp(a, "--max-tokens") &&
-             (isinf((float)x) || ((float)x == 0.0f && x != 0.0))) {
-      /* the sampler's checks would name the float it became (inf, 0),
-       * not what was typed */
-      char msg[160];
-      snprintf(msg, sizeof msg, "%s: %s does not fit a float (it would be %g)",
-               a, v, (double)(float)x);
-      return usage(msg, NULL);
-    } else if (!strcmp(a, "-n"))
+    else if (!strcmp(a, "-n"))
       G = x;
     else if (!strcmp(a, "--max-tokens"))
       max_new = x;
-    else if (!strcmp(a, "--temperature"))
-      s.temperature = (float)x;
-    else if (!strcmp(a, "--top-p"))
-      s.top_p = (float)x;
-    else if (!strcmp(a, "--min-p"))
-      s.min_p = (float)x;
-    else
+    else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") ||
+             !strcmp(a, "--min-p")) {
+      /* the sampler's checks would name the float it became (inf, 0),
+       * not what was typed */
+      float f = (float)x;
+      if (isinf(f) || (f == 0.0f && x != 0.0)) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "%s: %s does not fit a float (it would be %g); expected 0 "
+                 "or a magnitude from about 1e-45 to 3e38",
+                 a, v, (double)f);
+        return usage(msg, NULL);
+      }
+      *(!strcmp(a, "--temperature") ? &s.temperature
+        : !strcmp(a, "--top-p")     ? &s.top_p
+                                    : &s.min_p) = f;
+    } else
       return usage("unknown option", a);
   }
   if (!ckpt || !tok_path || !prompt)
