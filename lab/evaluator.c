@@ -25,7 +25,6 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -102,19 +101,16 @@ int lab_out_path_ok(const char *path, const char *where, char *why,
 }
 
 int lab_try_write(const char *path, char *why, size_t whylen) {
-  char tmp[4200];
-  kl_outfile_tmpname(path, tmp, sizeof tmp);
-  int fd =
-      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    int err = errno;
-    snprintf(why, whylen, "cannot write %s: %s%s", path, strerror(err),
-             err == ENOENT ? " (its folder does not exist)" : "");
-    return err;
+  kl_outfile o; /* its temporary, as the write will make it, then gone */
+  char ignored[64];
+  if (kl_outfile_open(&o, path, ignored, sizeof ignored) == 0) {
+    kl_outfile_abort(&o);
+    return 0;
   }
-  close(fd);
-  unlink(tmp);
-  return 0;
+  int err = errno ? errno : EIO; /* open's: snprintf and free keep it */
+  snprintf(why, whylen, "cannot write %s: %s%s", path, strerror(err),
+           err == ENOENT ? " (its folder does not exist)" : "");
+  return err;
 }
 
 int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
