@@ -363,20 +363,26 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   }
   double start = now_ms();
   int status = 0;
+  /* The registry's slot is cleared before the process is reaped: until
+   * then its pid (and process group) cannot name another process. */
   for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
+    siginfo_t si;
+    si.si_pid = 0;
+    int r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && si.si_pid == pid) break;
     if (r < 0 && errno != EINTR) break;
     if (now_ms() - start > compile_deadline_s * 1000.0) {
       kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
       compile_ended(pid);
+      waitpid(pid, &status, 0);
       snprintf(why, whylen, "host compile exceeded %.0f s", compile_deadline_s);
       return KL_ETIMEOUT;
     }
     usleep(2000);
   }
   compile_ended(pid);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KL_OK;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
     snprintf(why, whylen, "host compiler %s not found", KL_HOST_CXX);
