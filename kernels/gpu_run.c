@@ -46,7 +46,6 @@
 #include <string.h>
 #include <time.h>
 
-#define CANARY_BITS 0x7fb1c0deu
 #define DEFAULT_SMEM_LIMIT (48 * 1024)
 
 static double now_us(void) {
@@ -105,10 +104,10 @@ static int dbuf_make(dbuf *b, const kl_run_job *job, kl_shape sh,
   for (int i = 0; i < 3; i++) {
     size_t total = b->n[i] + 2 * KL_CANARY_FLOATS;
     CK(cu->MemAlloc(&b->base[i], total * sizeof(float)), "cuMemAlloc");
-    CK(cu->MemsetD32(b->base[i], CANARY_BITS, KL_CANARY_FLOATS),
+    CK(cu->MemsetD32(b->base[i], KL_CANARY_BITS, KL_CANARY_FLOATS),
        "cuMemsetD32 (canary)");
-    CK(cu->MemsetD32(b->base[i] + (KL_CANARY_FLOATS + b->n[i]) * 4, CANARY_BITS,
-                     KL_CANARY_FLOATS),
+    CK(cu->MemsetD32(b->base[i] + (KL_CANARY_FLOATS + b->n[i]) * 4,
+                     KL_CANARY_BITS, KL_CANARY_FLOATS),
        "cuMemsetD32 (canary)");
   }
   b->dA = b->base[0] + KL_CANARY_FLOATS * 4;
@@ -149,7 +148,7 @@ static int dbuf_inspect(dbuf *b, kl_run_report *rep) {
           b->base[i] + (side ? (KL_CANARY_FLOATS + b->n[i]) * 4 : 0);
       CK(cu->MemcpyDtoH(band, at, sizeof band), "cuMemcpyDtoH (canary)");
       for (size_t k = 0; k < KL_CANARY_FLOATS; k++)
-        if (band[k] != CANARY_BITS) intact = 0;
+        if (band[k] != KL_CANARY_BITS) intact = 0;
     }
   }
   if (!intact)

@@ -334,7 +334,13 @@ typedef struct kl_run_job {
 
 #define KL_TIMED_STREAM 1000
 #define KL_MAX_TIMED_SETS 4
-#define KL_CANARY_FLOATS 1024 /* guard band on each side of every buffer */
+#define KL_CANARY_FLOATS 1024      /* guard band on each side of every buffer */
+#define KL_CANARY_BITS 0x7fb1c0deu /* each float of a band, as bits */
+/* Fills one band (KL_CANARY_FLOATS floats at band) with the canary; and
+ * whether one still holds it. The CPU runner's buffers and the sandbox's
+ * matmul memfd use them (the GPU runner writes KL_CANARY_BITS itself). */
+void kl_canary_fill(float *band);
+int kl_canary_intact(const float *band);
 
 /* What a GPU run adds to its report (kernels/gpu.c); all zero on cpu-emu.
  * Output slots are indexed as kl_run_output_layout's offs. */

@@ -52,28 +52,31 @@ size_t kl_run_output_layout(const kl_run_job *job, size_t *offs) {
 
 /* ---- guarded buffers: a canary band on each side ---- */
 
-#define CANARY_BITS 0x7fb1c0deu
+void kl_canary_fill(float *band) {
+  const uint32_t bits = KL_CANARY_BITS;
+  for (size_t i = 0; i < KL_CANARY_FLOATS; i++)
+    memcpy(&band[i], &bits, 4);
+}
+
+int kl_canary_intact(const float *band) {
+  for (size_t i = 0; i < KL_CANARY_FLOATS; i++) {
+    uint32_t bits;
+    memcpy(&bits, &band[i], 4);
+    if (bits != KL_CANARY_BITS) return 0;
+  }
+  return 1;
+}
 
 static float *guarded_alloc(size_t n) {
   float *p = malloc(sizeof(float) * (n + 2 * KL_CANARY_FLOATS));
   if (!p) return NULL;
-  uint32_t bits = CANARY_BITS;
-  for (size_t i = 0; i < KL_CANARY_FLOATS; i++) {
-    memcpy(&p[i], &bits, 4);
-    memcpy(&p[KL_CANARY_FLOATS + n + i], &bits, 4);
-  }
+  kl_canary_fill(p);
+  kl_canary_fill(p + KL_CANARY_FLOATS + n);
   return p + KL_CANARY_FLOATS;
 }
 
 static int guard_intact(const float *p, size_t n) {
-  uint32_t bits;
-  for (size_t i = 0; i < KL_CANARY_FLOATS; i++) {
-    memcpy(&bits, p - KL_CANARY_FLOATS + i, 4);
-    if (bits != CANARY_BITS) return 0;
-    memcpy(&bits, p + n + i, 4);
-    if (bits != CANARY_BITS) return 0;
-  }
-  return 1;
+  return kl_canary_intact(p - KL_CANARY_FLOATS) && kl_canary_intact(p + n);
 }
 
 static void guarded_free(float *p) {

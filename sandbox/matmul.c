@@ -163,18 +163,13 @@ static double cpu_seconds(pid_t pid) {
 static int bands(float *map, const size_t off[3], size_t na, size_t nb,
                  size_t nc, int fill) {
   const size_t from[4] = {0, off[0] + na, off[1] + nb, off[2] + nc};
-  const uint32_t canary = SBX_MM_CANARY;
+  int intact = 1;
   for (int b = 0; b < 4; b++)
-    for (size_t i = from[b]; i < from[b] + KL_CANARY_FLOATS; i++) {
-      uint32_t bits;
-      if (fill) {
-        memcpy(&map[i], &canary, 4);
-        continue;
-      }
-      memcpy(&bits, &map[i], 4);
-      if (bits != canary) return 0;
-    }
-  return 1;
+    if (fill)
+      kl_canary_fill(map + from[b]);
+    else
+      intact &= kl_canary_intact(map + from[b]);
+  return intact;
 }
 
 int sbx_matmul_open(const char *so_path, int needs_fibers, int threads,

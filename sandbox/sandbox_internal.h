@@ -69,7 +69,6 @@ typedef struct sbx_mm_reply {
  * harness guards its buffers (kernels/run.c), so that a write outside C
  * shows. Fills off[] with A's, B's and C's offsets in floats; returns the
  * floats in all. */
-#define SBX_MM_CANARY 0x7fb1c0deu
 static inline size_t sbx_mm_layout(int M, int N, int K, size_t off[3]) {
   size_t at = KL_CANARY_FLOATS;
   off[0] = at, at += (size_t)M * K + KL_CANARY_FLOATS;
