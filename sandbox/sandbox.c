@@ -180,6 +180,9 @@ static const rule run_cpu_emu_rules[] = {
      "stacking run-cpu-emu-loaded (filters can only add restrictions)"},
     {"ioctl", R_ISATTY_ONLY,
      "stdio's isatty() (device printf goes to /dev/null)"},
+    {"mincore", R_ALLOW,
+     "the emulator finds the fiber-stack pages a kernel touched, to poison "
+     "them before each launch (residency of its own pages only)"},
 };
 static const rule run_cpu_emu_loaded_rules[] = {
     {"openat", R_TRAP, "no file may be opened once the candidate is loaded"},

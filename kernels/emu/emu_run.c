@@ -8,9 +8,10 @@
  *     thread, which is why `static thread_local` works as __shared__.
  *     Before each launch every OS thread fills the candidate's
  *     thread-local block with 0xFF (poison_shared), dynamic shared memory
- *     too, and (fiber-less kernels) 64 KiB of its stack below: shared
- *     memory and uninitialised locals start undefined, not as the last
- *     launch left them (a memo). Fiber stacks keep their bytes.
+ *     too, and its stack: 64 KiB below (fiber-less kernels) or the pages
+ *     of the fiber stacks a kernel ever touched. Shared memory and
+ *     uninitialised locals start undefined, not as the last launch left
+ *     them (a memo).
  *   - Inside a block the scheduler resumes each runnable fiber in turn
  *     (thread 0 first, or the last first when asked: kl_emu_set_reverse,
  *     emu_launch.h's reverse); a fiber runs until it reaches a barrier or
@@ -323,12 +324,42 @@ static void poison_shared(const kl_emu_module *m) {
 
 /* Fills the stack below this frame, where a fiber-less kernel's frames
  * will be, with 0xFF: an uninitialised local must not read what the last
- * launch left at the same address. (Fiber stacks are not scrubbed: the
- * next fiber's frames start where the last ones did; see the notes.) */
+ * launch left at the same address. */
 static __attribute__((noinline)) void scrub_stack(void) {
   unsigned char below[64 * 1024];
   memset(below, 0xFF, sizeof below);
   __asm__ volatile("" : : "r"(below) : "memory"); /* not elided */
+}
+
+/* The same for fiber stacks, which are kept between launches
+ * (stack_cache): every fiber's frames start at the same address in every
+ * launch, so a kernel could keep a memo of its outputs (128 KiB a thread)
+ * in uninitialised locals. Only the pages a kernel ever touched are
+ * filled, found with mincore: a fiber stack of 128 KiB is mostly never
+ * mapped, and filling all of it would cost every launch 128 KiB a thread
+ * and make it resident. The cost left is the kernel's own stack depth. */
+static void scrub_fiber_stacks(const worker *w) {
+  size_t page = (size_t)getpagesize();
+  size_t total = w->stack_size * (size_t)w->nthreads;
+  unsigned char resident[1024];
+  for (size_t off = 0; off < total;) {
+    size_t len = total - off;
+    if (len > sizeof resident * page) len = sizeof resident * page;
+    int known = mincore(w->stacks + off, len, resident) == 0;
+    for (size_t p = 0; p < len / page; p++) {
+      size_t at = off + p * page;
+      if (at % w->stack_size < page) continue; /* the guard page */
+      /* without mincore (it cannot fail on our own mapping, but if it
+       * did), every page: slow, never a memo */
+      if (known && !(resident[p] & 1)) continue;
+#ifdef KL_ASAN
+      /* the last launch's frames are gone; their redzones are not */
+      __asan_unpoison_memory_region(w->stacks + at, page);
+#endif
+      memset(w->stacks + at, 0xFF, page);
+    }
+    off += len;
+  }
 }
 
 static void *worker_main(void *arg) {
@@ -336,6 +367,7 @@ static void *worker_main(void *arg) {
   tl_worker = w;
   poison_shared(w->m);
   if (w->m && !w->use_fibers) scrub_stack();
+  if (w->m && w->use_fibers) scrub_fiber_stacks(w);
   w->tls = w->tls_of();
   launch *l = w->launch;
   for (;;) {

@@ -427,6 +427,30 @@ static void test_shared_starts_undefined(void) {
           launch, (double)C[0]);
   }
   kl_emu_free(m);
+  /* and locals: a kernel with a barrier runs its threads as fibers, whose
+   * stacks are kept between launches at the same addresses */
+  const char *local =
+      "KL_LAUNCH(2, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  volatile int left[64];\n"
+      "  __syncthreads();\n"
+      "  if (threadIdx.x == 0) C[0] = (float)left[7];\n"
+      "  left[7] = 1234;\n"
+      "  __syncthreads();\n"
+      "}\n";
+  m = build(local);
+  if (!m) return;
+  for (int launch = 0; launch < 3; launch++) {
+    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
+          why);
+    /* launch 0 may read a fresh page's zero */
+    CHECK(launch == 0 || C[0] == -1.0f,
+          "launch %d read %g from an uninitialised local of a fiber, "
+          "expected the poison -1 (not the 1234 the launch before left)",
+          launch, (double)C[0]);
+  }
+  kl_emu_free(m);
 }
 
 /* The runner compares every timed output with the one before it on the
