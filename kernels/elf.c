@@ -1,7 +1,9 @@
 /*
  * kernels/elf.c — finds one named symbol's initialised bytes in an ELF64
  * little-endian image, which is what NVRTC's sm_90 cubins are. The harness
- * uses it to read the `kl_launch` geometry constant without a GPU.
+ * uses it to read the `kl_launch` geometry constant without a GPU. Also
+ * (kl_elf_load_time_code, at the end) tells whether a shared object runs
+ * code of its own while it loads.
  *
  * Path: ELF header -> section header table -> the first SHT_SYMTAB and the
  * string table it links to -> the symbol whose name matches -> the section
@@ -10,10 +12,10 @@
  * overflow-safe arithmetic, so truncated or hostile input gives an error
  * and never a read outside [elf, elf + size).
  *
- * What it deliberately does not do: program headers, relocations, dynamic
- * symbols, big-endian or 32-bit ELF, extended section numbering (more than
- * 65279 sections), or copying: the returned pointer aims into the caller's
- * image.
+ * What it deliberately does not do: program headers, relocation targets,
+ * symbol lookup by hash, big-endian or 32-bit ELF, extended section numbering
+ * (more than 65279 sections), or copying: the returned pointer aims into the
+ * caller's image.
  */
 #include "kernels/kernels.h"
 
@@ -76,6 +78,30 @@ static kl_shdr kl_section(const uint8_t *img, uint64_t shoff,
   return s;
 }
 
+/* Checks the ELF64 little-endian header and that its section header table
+ * lies inside the image. */
+static int kl_section_table(const uint8_t *img, size_t size, uint64_t *shoff,
+                            uint64_t *shentsize, unsigned *shnum, char *why,
+                            size_t whylen) {
+  if (!img || size < KL_EHDR_SIZE)
+    return kl_elf_fail(why, whylen, "shorter than an ELF64 header", NULL);
+  if (memcmp(img,
+             "\x7f"
+             "ELF",
+             4) != 0)
+    return kl_elf_fail(why, whylen, "no ELF magic", NULL);
+  if (img[4] != 2 || img[5] != 1)
+    return kl_elf_fail(why, whylen, "not ELF64 little-endian", NULL);
+  *shoff = kl_u64(img + 40);
+  *shentsize = kl_u16(img + 58);
+  *shnum = kl_u16(img + 60);
+  if (*shnum == 0 || *shentsize < KL_SHDR_SIZE)
+    return kl_elf_fail(why, whylen, "no usable section header table", NULL);
+  if (!kl_in_range(*shoff, (uint64_t)*shnum * *shentsize, size))
+    return kl_elf_fail(why, whylen, "section header table out of bounds", NULL);
+  return KL_OK;
+}
+
 /* Finds symbol `name` in the ELF64 little-endian image [elf, elf + size) and
  * points *data at its st_size initialised bytes inside its section (into
  * the caller's buffer; nothing is allocated). For relocatable images
@@ -89,24 +115,12 @@ int kl_elf_symbol(const void *elf, size_t size, const char *name,
   const uint8_t *img = elf;
   *data = NULL;
   *data_len = 0;
-  if (!img || size < KL_EHDR_SIZE)
-    return kl_elf_fail(why, whylen, "shorter than an ELF64 header", NULL);
-  if (memcmp(img,
-             "\x7f"
-             "ELF",
-             4) != 0)
-    return kl_elf_fail(why, whylen, "no ELF magic", NULL);
-  if (img[4] != 2 || img[5] != 1)
-    return kl_elf_fail(why, whylen, "not ELF64 little-endian", NULL);
 
+  uint64_t shoff, shentsize;
+  unsigned shnum;
+  int rc = kl_section_table(img, size, &shoff, &shentsize, &shnum, why, whylen);
+  if (rc != KL_OK) return rc;
   uint16_t type = kl_u16(img + 16);
-  uint64_t shoff = kl_u64(img + 40);
-  uint64_t shentsize = kl_u16(img + 58);
-  unsigned shnum = kl_u16(img + 60);
-  if (shnum == 0 || shentsize < KL_SHDR_SIZE)
-    return kl_elf_fail(why, whylen, "no usable section header table", NULL);
-  if (!kl_in_range(shoff, (uint64_t)shnum * shentsize, size))
-    return kl_elf_fail(why, whylen, "section header table out of bounds", NULL);
 
   /* The symbol table and the string table its sh_link names. */
   kl_shdr symtab = {0}, strtab;
@@ -164,4 +178,77 @@ int kl_elf_symbol(const void *elf, size_t size, const char *name,
     return KL_OK;
   }
   return kl_elf_fail(why, whylen, "no symbol named", name);
+}
+
+/* ---- code a shared object runs while it loads ----
+ * The emulator's host build of a candidate is dlopen'ed in a sandboxed
+ * worker whose filter still lets the dynamic loader open files (read-only)
+ * until the load is done. Whatever runs during the load runs under that
+ * filter: constructors and dynamic initialisers (.init_array,
+ * .preinit_array), an _init function (DT_INIT), and ifunc resolvers (run
+ * to resolve IRELATIVE relocations and relocations against STT_GNU_IFUNC
+ * symbols). A candidate's device code has none of these on a device
+ * (NVRTC refuses dynamic initialisation of device variables), and the
+ * emulator links without start files, so any of them is the candidate's
+ * host code. */
+
+#define KL_SHT_RELA 4
+#define KL_SHT_DYNAMIC 6
+#define KL_SHT_DYNSYM 11
+#define KL_SHT_INIT_ARRAY 14
+#define KL_SHT_PREINIT_ARRAY 16
+#define KL_DT_INIT 12
+#define KL_DT_INIT_ARRAY 25
+#define KL_DT_PREINIT_ARRAY 32
+#define KL_STT_GNU_IFUNC 10
+#define KL_EM_X86_64 62
+#define KL_EM_AARCH64 183
+
+int kl_elf_load_time_code(const void *elf, size_t size, char *why,
+                          size_t whylen) {
+  const uint8_t *img = elf;
+  uint64_t shoff, shentsize;
+  unsigned shnum;
+  int rc = kl_section_table(img, size, &shoff, &shentsize, &shnum, why, whylen);
+  if (rc != KL_OK) return rc;
+  uint16_t machine = kl_u16(img + 18);
+  uint32_t irelative = machine == KL_EM_X86_64    ? 37
+                       : machine == KL_EM_AARCH64 ? 1032
+                                                  : 0;
+  for (unsigned i = 0; i < shnum; i++) {
+    kl_shdr s = kl_section(img, shoff, shentsize, i);
+    if ((s.type == KL_SHT_INIT_ARRAY || s.type == KL_SHT_PREINIT_ARRAY) &&
+        s.size > 0)
+      return kl_elf_fail(
+          why, whylen, "a constructor or dynamic initialiser runs at load",
+          s.type == KL_SHT_INIT_ARRAY ? "(.init_array)" : "(.preinit_array)");
+    if (s.type != KL_SHT_RELA && s.type != KL_SHT_DYNAMIC &&
+        s.type != KL_SHT_SYMTAB && s.type != KL_SHT_DYNSYM)
+      continue;
+    if (!kl_in_range(s.offset, s.size, size))
+      return kl_elf_fail(why, whylen, "section out of bounds", NULL);
+    const uint8_t *p = img + s.offset;
+    if (s.type == KL_SHT_DYNAMIC) {
+      for (uint64_t k = 0; k + 16 <= s.size; k += 16) {
+        uint64_t tag = kl_u64(p + k);
+        if (tag == KL_DT_INIT || tag == KL_DT_INIT_ARRAY ||
+            tag == KL_DT_PREINIT_ARRAY)
+          return kl_elf_fail(why, whylen, "an init function runs at load",
+                             tag == KL_DT_INIT ? "(DT_INIT: _init)"
+                                               : "(DT_INIT_ARRAY)");
+        if (tag == 0) break;
+      }
+    } else if (s.type == KL_SHT_RELA) {
+      for (uint64_t k = 0; k + 24 <= s.size; k += 24)
+        if (irelative && kl_u32(p + k + 8) == irelative)
+          return kl_elf_fail(why, whylen, "an ifunc resolver runs at load",
+                             "(IRELATIVE relocation)");
+    } else {
+      for (uint64_t k = 0; k + KL_SYM_SIZE <= s.size; k += KL_SYM_SIZE)
+        if ((p[k + 4] & 0xf) == KL_STT_GNU_IFUNC)
+          return kl_elf_fail(why, whylen, "an ifunc resolver runs at load",
+                             "(STT_GNU_IFUNC symbol)");
+    }
+  }
+  return KL_OK;
 }

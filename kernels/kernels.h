@@ -127,6 +127,13 @@ int kl_source_load(const char *path, char **src, size_t *len, char *why,
  * macro-expanded names), no `matmul`, no `KL_LAUNCH`. Returns KL_OK or
  * KL_EINPUT. */
 int kl_source_validate(const char *src, size_t len, char *why, size_t whylen);
+/* src (n bytes) with its line splices (backslash-newline) joined, as the
+ * preprocessor's phase 2 does, each removed newline put back after the
+ * logical line so that line numbers stay; malloc'd, NUL-terminated, its
+ * length in *len; NULL when out of memory. Whatever rewrites a candidate
+ * for one compiler reads this text, so that it sees the comments and
+ * directives both compilers see. */
+char *kl_source_join_splices(const char *src, size_t n, size_t *len);
 
 /* ---- NVRTC (kernels/nvrtc.c, kernels/ptxas.c, kernels/elf.c) --------------
  */
@@ -187,6 +194,14 @@ int kl_ptxas_parse(const char *log, kl_resources *out);
 int kl_elf_symbol(const void *elf, size_t size, const char *name,
                   const void **data, size_t *data_len, char *why,
                   size_t whylen);
+
+/* Checks that a shared object (the emulator's host build of a candidate)
+ * runs none of its own code while it loads: no constructors or dynamic
+ * initialisers (.init_array, .preinit_array, DT_INIT) and no ifunc
+ * resolvers. Returns KL_OK, or KL_EINPUT with what it found in why (also
+ * for a malformed image). Never reads outside [elf, elf + size). */
+int kl_elf_load_time_code(const void *elf, size_t size, char *why,
+                          size_t whylen);
 
 /* ---- on-disk artifact cache (kernels/cache.c) -----------------------------
  */

@@ -22,8 +22,8 @@
  *    such as cl ## ock64, and parameter pastes resolved at each invocation
  *    of the macro with its literal arguments);
  *  - declarations: a small scope tracker (file, namespace, class, function
- *    body, initializer) finds file-scope __device__/__managed__ variables
- *    that are not const, static locals and static members that are not
+ *    or lambda body, initializer) finds file-scope __device__/__managed__
+ * variables that are not const, static locals and static members that are not
  *    const, file-scope variables without any CUDA qualifier (host memory on
  *    cpu-emu), functions without __device__/__global__ (host code), and
  *    extern declarations other than extern __shared__.
@@ -43,6 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Tokens check_paste may read, all macros together: an honest kernel's
+ * pastes read a few thousand. */
+#define KL_SCAN_PASTE_BUDGET (1 << 23)
 
 /* ---- tokens -------------------------------------------------------------
  */
@@ -73,8 +77,10 @@ typedef struct scanner {
   int ndir;
   int *device_fn; /* token index of each __device__/__global__ function name */
   int ndevice_fn;
-  int *constant_var; /* token index of each file-scope __constant__ name */
+  int *constant_var; /* token index of each read-only variable's name
+                       (check_const_casts) */
   int nconstant_var;
+  long paste_work; /* tokens read resolving pastes (check_paste) */
   kl_flags flags;
   char note[64][96]; /* first finding per bit */
   int note_line[64];
@@ -695,6 +701,23 @@ static void check_conditional(scanner *s, int d) {
   }
 }
 
+/* A name built by a paste: the names table, and the storage keywords the
+ * declaration checks look for (they read tokens before macros expand, so
+ * `S(tic) float memo[...]` with `S(x) sta##x` would be a plain local). */
+static void check_pasted(scanner *s, const char *w, int wl, int line) {
+  check_name(s, w, wl, line, -1);
+  static const char *const state[] = {"static", "thread_local", "mutable",
+                                      "__managed__"};
+  for (size_t k = 0; k < sizeof state / sizeof state[0]; k++)
+    if ((int)strlen(state[k]) == wl && !memcmp(w, state[k], (size_t)wl))
+      raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line,
+                 "a paste builds the keyword %s", w, wl);
+  if ((wl == 6 && !memcmp(w, "extern", 6)) ||
+      (wl == 8 && !memcmp(w, "__host__", 8)))
+    raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+               "a paste builds the keyword %s", w, wl);
+}
+
 /* Token pasting: `a ## b ## c` in a #define body. Literal pieces are joined
  * and checked at once; chains with parameters are joined again at each
  * invocation of the macro with its (literal) arguments. */
@@ -745,11 +768,23 @@ static void check_paste(scanner *s, int d) {
         if (bl + t->len < (int)sizeof buf)
           memcpy(buf + bl, s->text + t->start, (size_t)t->len), bl += t->len;
       }
-      check_name(s, buf, bl, s->tok[a].line, -1);
+      check_pasted(s, buf, bl, s->tok[a].line);
       continue;
     }
-    /* every invocation NAME( args ) outside this directive */
+    /* every invocation NAME( args ) outside this directive. Chains times
+     * invocations times argument lengths can be made cubic in the file's
+     * size (and an unclosed `NAME(` reads to its end): past a budget no
+     * honest kernel comes near, the names left unbuilt are a flag. */
     for (int j = 0; j + 1 < s->ntok; j++) {
+      if (++s->paste_work > KL_SCAN_PASTE_BUDGET) {
+        char w[48];
+        int wl = snprintf(w, sizeof w, "%d tokens", KL_SCAN_PASTE_BUDGET);
+        raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, s->tok[a].line,
+                   "macro pastes past the scanner's budget (%s): the names "
+                   "they build are unchecked",
+                   w, wl);
+        return;
+      }
       if (s->tok[j].dir == d || s->tok[j].kind != T_IDENT ||
           s->tok[j].len != nt->len ||
           memcmp(s->text + s->tok[j].start, s->text + nt->start,
@@ -758,7 +793,7 @@ static void check_paste(scanner *s, int d) {
         continue;
       int argstart[32], argend[32], na = 0, depth = 0, k = j + 2;
       argstart[0] = k;
-      for (; k < s->ntok; k++) {
+      for (; k < s->ntok && ++s->paste_work <= KL_SCAN_PASTE_BUDGET; k++) {
         if (tok_punct(s, k, "(")) depth++;
         if (tok_punct(s, k, ")") && depth-- == 0) break;
         if (tok_punct(s, k, ",") && depth == 0 && na < 31) {
@@ -780,7 +815,7 @@ static void check_paste(scanner *s, int d) {
             memcpy(buf + bl, s->text + t->start, (size_t)t->len), bl += t->len;
         }
       }
-      check_name(s, buf, bl, s->tok[j].line, -1);
+      check_pasted(s, buf, bl, s->tok[j].line);
     }
   }
 }
@@ -916,6 +951,19 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
   dc->is_const = dc->constexpr_ || (last_const >= 0 && last_const > last_star);
 }
 
+/* Records the name declared by tokens [a, b) as read-only storage that
+ * outlives a launch (check_const_casts). */
+static void note_const_var(scanner *s, int a, int b) {
+  int nm_tok = -1;
+  for (int i = a; i < b; i++) {
+    if (tok_punct(s, i, "[") || tok_punct(s, i, "=") || tok_punct(s, i, ";") ||
+        tok_punct(s, i, "{") || tok_punct(s, i, "("))
+      break;
+    if (s->tok[i].kind == T_IDENT) nm_tok = i;
+  }
+  if (nm_tok >= 0) s->constant_var[s->nconstant_var++] = nm_tok;
+}
+
 static void declaration(scanner *s, int scope, int a, int b) {
   if (a >= b) return;
   decl dc;
@@ -943,15 +991,9 @@ static void declaration(scanner *s, int scope, int a, int b) {
     if (dc.is_extern && !dc.shared && dc.eq < 0)
       raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
                  "extern declaration of %s", nm, nl);
-    if (dc.constant) { /* its name: the identifier before '[', '=' or ';' */
-      int nm_tok = -1;
-      for (int i = a; i < b; i++) {
-        if (tok_punct(s, i, "[") || tok_punct(s, i, "=") ||
-            tok_punct(s, i, ";") || tok_punct(s, i, "{"))
-          break;
-        if (s->tok[i].kind == T_IDENT) nm_tok = i;
-      }
-      if (nm_tok >= 0) s->constant_var[s->nconstant_var++] = nm_tok;
+    if (dc.constant || dc.is_const) { /* its name: the identifier before
+                                         '[', '=', ';' or '{' */
+      note_const_var(s, a, b);
     }
     if (dc.shared || dc.constant || dc.is_const) return;
     if (dc.device || dc.managed)
@@ -963,12 +1005,14 @@ static void declaration(scanner *s, int scope, int a, int b) {
     return;
   }
   if (scope == SC_CLASS) {
+    if (dc.is_static && !is_fn && dc.is_const) note_const_var(s, a, b);
     if (dc.is_static && !is_fn && !dc.is_const)
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line, "static member %s", nm,
                  nl);
     return;
   }
   if (scope == SC_CODE) {
+    if (dc.is_static && !dc.shared && dc.is_const) note_const_var(s, a, b);
     if (dc.is_static && !dc.shared && !dc.is_const)
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line, "static local %s", nm,
                  nl);
@@ -976,6 +1020,55 @@ static void declaration(scanner *s, int scope, int a, int b) {
       raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
                  "extern declaration of %s", nm, nl);
   }
+}
+
+/* The code token (an index into idx) of the bracket matching the closing
+ * one at k (`]` or `)`), searching back to `from`; -1 if none. */
+static int match_back(const scanner *s, const int *idx, int from, int k) {
+  const char *close = tok_punct(s, idx[k], "]") ? "]" : ")";
+  const char *open = close[0] == ']' ? "[" : "(";
+  int depth = 0;
+  for (int q = k; q >= from; q--) {
+    if (tok_punct(s, idx[q], close)) depth++;
+    if (tok_punct(s, idx[q], open) && --depth == 0) return q;
+  }
+  return -1;
+}
+
+/* 1 if the `{` at code token k opens a lambda's body: the statement before
+ * it (code tokens from..k-1) ends in `[captures]`, `(params)`, specifiers
+ * (mutable, __device__ ...) or a trailing return type. A lambda's body is
+ * code wherever it appears (an initializer, a call's argument), so its
+ * static locals are static locals. `[` after a name or `]` is an array
+ * declarator, not a lambda's captures. */
+static int lambda_body(const scanner *s, const int *idx, int from, int k) {
+  int q = k - 1;
+  /* back over specifiers and a trailing return type to `)` or `]` */
+  while (q >= from && !tok_punct(s, idx[q], ")") &&
+         !tok_punct(s, idx[q], "]")) {
+    const token *t = &s->tok[idx[q]];
+    if (t->kind != T_IDENT &&
+        !(tok_punct(s, idx[q], "->") || tok_punct(s, idx[q], "*") ||
+          tok_punct(s, idx[q], "&") || tok_punct(s, idx[q], "::") ||
+          tok_punct(s, idx[q], "<") || tok_punct(s, idx[q], ">") ||
+          tok_punct(s, idx[q], ",")))
+      return 0;
+    q--;
+  }
+  if (q < from) return 0;
+  if (tok_punct(s, idx[q], ")")) { /* the parameters, then the captures */
+    q = match_back(s, idx, from, q) - 1;
+    while (q >= from && s->tok[idx[q]].kind == T_IDENT &&
+           (tok_is(s, idx[q], "__device__") || tok_is(s, idx[q], "__host__")))
+      q--;
+    if (q < from || !tok_punct(s, idx[q], "]")) return 0;
+  }
+  int open = match_back(s, idx, from, q);
+  if (open < 0) return 0;
+  if (open == from) return 1;
+  const token *before = &s->tok[idx[open - 1]];
+  if (before->kind == T_IDENT) return tok_is(s, idx[open - 1], "return");
+  return !tok_punct(s, idx[open - 1], "]") && !tok_punct(s, idx[open - 1], ")");
 }
 
 /* Walks the tokens outside directives, tracking scopes, and hands every
@@ -1006,7 +1099,11 @@ static int check_declarations(scanner *s) {
       start = k + 1;
     } else if (tok_punct(s, i, "{")) {
       int next = SC_CODE;
-      if (scope == SC_INIT) {
+      if (start < k && lambda_body(s, idx, start, k)) {
+        if (scope != SC_INIT) /* auto f = [...](...) {: the variable */
+          declaration(s, scope, TK(start), i);
+        next = SC_CODE;
+      } else if (scope == SC_INIT) {
         next = SC_INIT;
       } else if (start < k) {
         int a = TK(start), b = i; /* the statement before the brace */
@@ -1082,30 +1179,80 @@ static void check_asm_strings(scanner *s) {
 /* ---- entry point --------------------------------------------------------
  */
 
-/* __constant__ is read-only on a device, but plain memory on cpu-emu (the
- * shim drops the qualifier): a cast of a __constant__ variable (C-style to
- * a pointer, const_cast, reinterpret_cast) is a way to write it, i.e. state
- * kept between launches on the emulator. */
-static void check_constant_casts(scanner *s) {
+/* Read-only storage that outlives a launch: __constant__ variables (plain
+ * memory on cpu-emu, where the shim drops the qualifier), file-scope
+ * const variables, static const locals and members. A const object of a
+ * class with a user-provided constructor is not in read-only memory on
+ * either backend, so a cast that drops const (C-style to a pointer or
+ * reference, const_cast, reinterpret_cast) is a way to write it: a memo
+ * kept between launches. A cast to a pointer to const reads only. */
+static const scanner *sort_scanner; /* qsort has no context argument */
+static int by_name(const void *x, const void *y) {
+  const token *a = &sort_scanner->tok[*(const int *)x];
+  const token *b = &sort_scanner->tok[*(const int *)y];
+  int n = a->len < b->len ? a->len : b->len;
+  int c = memcmp(sort_scanner->text + a->start, sort_scanner->text + b->start,
+                 (size_t)n);
+  return c ? c : a->len - b->len;
+}
+
+/* 1 if the cast type in tokens [a, b) points (or refers) to const: a
+ * `const` before its last `*` or `&`. */
+static int cast_to_const(const scanner *s, int a, int b) {
+  int last = -1;
+  for (int q = a; q < b; q++)
+    if (tok_punct(s, q, "*") || tok_punct(s, q, "&")) last = q;
+  for (int q = a; q < last; q++)
+    if (tok_is(s, q, "const")) return 1;
+  return 0;
+}
+
+static void check_const_casts(scanner *s) {
+  if (s->nconstant_var == 0) return;
+  sort_scanner = s;
+  qsort(s->constant_var, (size_t)s->nconstant_var, sizeof(int), by_name);
   for (int i = 0; i < s->ntok; i++) {
     const token *t = &s->tok[i];
     if (t->kind != T_IDENT || t->dir >= 0) continue;
-    int is_constant = 0;
-    for (int k = 0; k < s->nconstant_var && !is_constant; k++) {
-      const token *c = &s->tok[s->constant_var[k]];
-      is_constant =
-          c->start != t->start && c->len == t->len &&
-          !memcmp(s->text + c->start, s->text + t->start, (size_t)t->len);
-    }
-    if (!is_constant) continue;
+    int key = i;
+    const int *hit = bsearch(&key, s->constant_var, (size_t)s->nconstant_var,
+                             sizeof(int), by_name);
+    if (!hit) continue;
+    int declared_here = 0; /* the declaration's own name is no use */
+    for (const int *h = hit; h >= s->constant_var && !by_name(h, &key); h--)
+      declared_here |= *h == i;
+    for (const int *h = hit;
+         h < s->constant_var + s->nconstant_var && !by_name(h, &key); h++)
+      declared_here |= *h == i;
+    if (declared_here) continue;
+    /* (T*)name, (T*)&name, (T*)(&name), (T&)name */
     int j = i - 1;
-    if (j >= 0 && tok_punct(s, j, "&")) j--; /* (T*)&name */
-    int cast = j >= 1 && tok_punct(s, j, ")") && tok_punct(s, j - 1, "*");
-    for (int b = i - 1; b >= 0 && b >= i - 8 && !cast; b--)
-      cast = tok_is(s, b, "const_cast") || tok_is(s, b, "reinterpret_cast");
+    while (j >= 0 && (tok_punct(s, j, "&") || tok_punct(s, j, "(")))
+      j--;
+    int cast = 0;
+    if (j >= 1 && tok_punct(s, j, ")") &&
+        (tok_punct(s, j - 1, "*") || tok_punct(s, j - 1, "&"))) {
+      int depth = 0, open = -1;
+      for (int q = j; q >= 0 && q >= j - 64; q--) {
+        if (tok_punct(s, q, ")")) depth++;
+        if (tok_punct(s, q, "(") && --depth == 0) {
+          open = q;
+          break;
+        }
+      }
+      cast = open < 0 || !cast_to_const(s, open + 1, j);
+    }
+    for (int b = i - 1; b >= 0 && b >= i - 8 && !cast; b--) {
+      if (!tok_is(s, b, "const_cast") && !tok_is(s, b, "reinterpret_cast"))
+        continue;
+      int close = b + 2;
+      while (close < i && !tok_punct(s, close, ">"))
+        close++;
+      cast = !tok_punct(s, b + 1, "<") || !cast_to_const(s, b + 2, close);
+    }
     if (cast)
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, t->line,
-                 "a cast of __constant__ %s (writable on cpu-emu)",
+                 "a cast drops const from %s (a writable memo)",
                  s->text + t->start, t->len);
   }
 }
@@ -1136,7 +1283,7 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
         raise_flag(&s, KL_FLAG_GRAPH_OR_DYNPAR, t->line, "%s", "<<<", 3);
     }
     check_directives(&s);
-    check_constant_casts(&s);
+    check_const_casts(&s);
     if (s.flags & KL_FLAG(KL_FLAG_INLINE_ASM)) check_asm_strings(&s);
   }
   if (detail && detail_len) {

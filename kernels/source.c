@@ -118,7 +118,7 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
 /* Copy of src with line splices joined (the newlines they removed put
  * back after the logical line, so line numbers stay right); *len gets its
  * length. */
-static char *join_splices(const char *src, size_t n, size_t *len) {
+char *kl_source_join_splices(const char *src, size_t n, size_t *len) {
   char *joined = malloc(n + 1);
   if (!joined) return NULL;
   size_t j = 0, nl_pending = 0;
@@ -346,7 +346,7 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
     return KL_EINPUT;
   }
   size_t jlen = 0;
-  char *joined = join_splices(src, len, &jlen);
+  char *joined = kl_source_join_splices(src, len, &jlen);
   char *text = joined ? strip_comments(joined, jlen) : NULL;
   if (!text) {
     free(joined);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -39,13 +40,18 @@ extern char **environ;
 
 /* -fstack-clash-protection: a frame past a fiber's 128 KiB stack is probed
  * page by page, so it meets the guard page (a clean SIGSEGV) instead of
- * jumping over it into another emulated thread's stack. */
+ * jumping over it into another emulated thread's stack. -nostartfiles: no
+ * crt init code, so that any code run at load is the candidate's
+ * (check_load_time_code); -z noexecstack: loading the module never makes
+ * the threads' stacks executable. */
 static const char *const cxx_flags[] = {"-std=c++17",
                                         "-O2",
                                         "-march=native",
                                         "-fPIC",
                                         "-fstack-clash-protection",
                                         "-shared",
+                                        "-nostartfiles",
+                                        "-Wl,-z,noexecstack",
                                         "-w",
                                         "-fno-strict-aliasing",
                                         "-fvisibility=default",
@@ -134,9 +140,15 @@ static size_t rewrite_extern_shared(buf *out, const char *s, int depth,
     buf_put(&t, p, 1);
     p++;
   }
+  /* Only a type's own spelling (float4, unsigned char, ns::T<2>*) may go
+   * into the cast: anything else would be code that g++ sees in a macro
+   * and NVRTC never does. */
+  int type_only = t.p != NULL;
+  for (const char *c = t.p; c && *c; c++)
+    if (!is_ident(*c) && !strchr(" \t:<>,*", *c)) type_only = 0;
   char nm[128];
   size_t nlen = (size_t)(name_end - name);
-  if (nlen >= sizeof nm || !t.p) {
+  if (nlen >= sizeof nm || !type_only) {
     free(t.p);
     return 0;
   }
@@ -159,14 +171,47 @@ static size_t rewrite_extern_shared(buf *out, const char *s, int depth,
   return (size_t)(semi + 1 - s);
 }
 
+/* The end of the raw string literal R"delim( ... )delim" at p (pointing
+ * at the quote), or NULL when p does not open one. */
+static const char *raw_string_end(const char *p) {
+  const char *open = strchr(p + 1, '(');
+  if (!open || open - p - 1 > 16) return NULL;
+  for (const char *d = p + 1; d < open; d++)
+    if (strchr(" ()\\\t\v\f\n\"", *d)) return NULL;
+  size_t dlen = (size_t)(open - p - 1);
+  for (const char *e = open + 1; (e = strchr(e, ')')); e++)
+    if (strncmp(e + 1, p + 1, dlen) == 0 && e[1 + dlen] == '"')
+      return e + 2 + dlen;
+  return p + strlen(p); /* unterminated: the compilers reject it */
+}
+
 /* Copies src, rewriting `extern __shared__` declarations outside comments
- * and literals. Returns a malloc'd string. */
-static char *rewrite_source(const char *src) {
+ * and literals. Returns a malloc'd string.
+ * It reads the text with its line splices joined, as both compilers do:
+ * a `// comment \` ending in a splice must hide its next line here too,
+ * or a declaration there would become code for g++ alone. */
+static char *rewrite_source(const char *raw) {
+  size_t jlen;
+  char *src = kl_source_join_splices(raw, strlen(raw), &jlen);
+  if (!src) abort(); /* as buf_put: at most 256 KiB */
   buf out = {0};
   buf_puts(&out, "#line 1 \"candidate.cu\"\n");
   int depth = 0, line = 1;
   const char *p = src;
   while (*p) {
+    /* R"d(...)d", also after u8, u, U and L; a string for both compilers */
+    if (*p == '"' && p > src && p[-1] == 'R' &&
+        (p - 1 == src || !is_ident(p[-2]) ||
+         (p - 2 >= src && strchr("uUL8", p[-2])))) {
+      const char *e = raw_string_end(p);
+      if (e) {
+        for (const char *c = p; c < e; c++)
+          line += *c == '\n';
+        buf_put(&out, p, (size_t)(e - p));
+        p = e;
+        continue;
+      }
+    }
     if (p[0] == '/' && p[1] == '/') {
       const char *e = strchr(p, '\n');
       size_t n = e ? (size_t)(e - p) : strlen(p);
@@ -216,6 +261,7 @@ static char *rewrite_source(const char *src) {
   }
   buf_puts(&out, "\n");
   buf_puts(&out, kl_contract_check);
+  free(src);
   return out.p;
 }
 
@@ -446,6 +492,40 @@ static void sweep_build_dirs(void) {
   if (d) closedir(d);
 }
 
+/* The built module must run no code of its own while it loads: the
+ * worker that loads it may still open files until the load is done
+ * (sandbox.c, run-cpu-emu). Device code has nothing that runs at load on
+ * a device, and the module is linked without start files, so a
+ * constructor, a dynamic initialiser or an ifunc resolver is host code
+ * the source scanner missed. Refused before it enters the cache. */
+static int check_load_time_code(const char *so, char *why, size_t whylen) {
+  int fd = open(so, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
+    snprintf(why, whylen, "cannot read the built module %s: %s", so,
+             strerror(errno));
+    if (fd >= 0) close(fd);
+    return KL_EENV;
+  }
+  void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (img == MAP_FAILED) {
+    snprintf(why, whylen, "cannot map the built module %s: %s", so,
+             strerror(errno));
+    return KL_EENV;
+  }
+  char what[200];
+  int rc = kl_elf_load_time_code(img, (size_t)st.st_size, what, sizeof what);
+  munmap(img, (size_t)st.st_size);
+  if (rc == KL_OK) return KL_OK;
+  snprintf(why, whylen,
+           "error: the emulator's host build of this kernel runs code of its "
+           "own when it loads (%s); device variables must be initialised "
+           "with constants, and host code is not allowed",
+           what);
+  return KL_ECOMPILE;
+}
+
 static int host_compile(const char *text, const char *so_path, char *why,
                         size_t whylen) {
   char dir[600];
@@ -466,9 +546,10 @@ static int host_compile(const char *text, const char *so_path, char *why,
     snprintf(why, whylen, "cannot write to build folder %s", dir);
   } else {
     rc = run_compiler(dir, why, whylen);
+    char built[700];
+    snprintf(built, sizeof built, "%s/candidate.so", dir);
+    if (rc == KL_OK) rc = check_load_time_code(built, why, whylen);
     if (rc == KL_OK) {
-      char built[700];
-      snprintf(built, sizeof built, "%s/candidate.so", dir);
       if (rename(built, so_path) != 0) {
         snprintf(why, whylen, "cannot move %s to %s: %s", built, so_path,
                  strerror(errno));
@@ -510,7 +591,10 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
   kl_cache_path(key, ".emu.so", so_path, pathlen);
   struct stat st;
   int hit = stat(so_path, &st) == 0 && st.st_size > 0;
-  int rc = hit ? KL_OK : host_compile(text, so_path, why, whylen);
+  /* a cached module is checked again: the check is cheap, and the cache
+   * is a folder anyone with the user's rights can write to */
+  int rc = hit ? check_load_time_code(so_path, why, whylen)
+               : host_compile(text, so_path, why, whylen);
   free(text);
   if (build_ms) *build_ms = now_ms() - start;
   if (cache_hit) *cache_hit = hit;

@@ -137,18 +137,32 @@ with tempfile.TemporaryDirectory() as d:
 # fd 0 and writes fd 2 on the host gets nothing from the user's stdin and
 # writes nowhere the user sees, whatever stderr is (a regular file, where
 # RLIMIT_FSIZE 0 made the write a SIGXFSZ crash).
+# (From the kernel, at launch: the build refuses code run at load.)
 with tempfile.TemporaryDirectory() as d:
     k = os.path.join(d, "std_streams.cu")
-    with open(HONEST) as f:
-        body = f.read()
     with open(k, "w") as f:
         f.write('#ifndef __CUDACC_RTC__\n'
                 'extern "C" long read(int, void*, unsigned long);\n'
                 'extern "C" long write(int, const void*, unsigned long);\n'
-                'static int kl_io = [] { char b[64]; long n = read(0, b, 64);\n'
+                'static void kl_io() { char b[64]; long n = read(0, b, 64);\n'
                 '  if (n > 0) write(2, b, (unsigned long)n);\n'
-                '  write(2, "KL_STDERR_LEAK\\n", 15); return 0; }();\n'
-                '#endif\n' + body)
+                '  write(2, "KL_STDERR_LEAK\\n", 15); }\n'
+                '#define KL_IO() kl_io()\n'
+                '#else\n'
+                '#define KL_IO()\n'
+                '#endif\n'
+                'KL_LAUNCH(16, 16, 16, 16, 0);\n'
+                'extern "C" __global__ void matmul(const float* A, '
+                'const float* B, float* C, int M, int N, int K) {\n'
+                '  int r = blockIdx.y * 16 + threadIdx.y;\n'
+                '  int c = blockIdx.x * 16 + threadIdx.x;\n'
+                '  if (r == 0 && c == 0) KL_IO();\n'
+                '  if (r >= M || c >= N) return;\n'
+                '  float acc = 0.0f;\n'
+                '  for (int k = 0; k < K; ++k) acc += A[r * K + k] * '
+                'B[k * N + c];\n'
+                '  C[r * N + c] = acc;\n'
+                '}\n')
     err_path = os.path.join(d, "err.txt")
     with open(err_path, "w") as err_f:
         p = subprocess.run([KERNLAB, "eval", k, "--json", "--shape", "64x64x64",

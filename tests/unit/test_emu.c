@@ -512,6 +512,76 @@ static void test_timed_outputs_agree(void) {
   munmap(map, bytes);
 }
 
+/* The emulator rewrites `extern __shared__` declarations for g++; it must
+ * see the text as both compilers do. A `// comment \` ending in a line
+ * splice hides the next line from them (the declaration there must not
+ * become a g++-only macro: any code could hide in its type), and a raw
+ * string's contents are not code. */
+static void test_rewrite_sees_compilers_text(void) {
+  const char *src =
+      "// a note \\\n"
+      "extern __shared__ int kl_hidden[];\n"
+      "static const char kl_raw[] = R\"x(\" extern __shared__ int q[]; "
+      "\")x\";\n"
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "#ifdef kl_hidden\n"
+      "  C[0] = 1.0f;\n"
+      "#else\n"
+      "  C[0] = 2.0f;\n"
+      "#endif\n"
+      "  C[1] = (float)sizeof kl_raw;\n"
+      "}\n";
+  kl_emu_module *m = build(src);
+  if (!m) return;
+  float C[2] = {0, 0};
+  char why[300];
+  CHECK(run(m, NULL, NULL, C, 1, 2, 1, 1, why, sizeof why) == KL_OK, "%s",
+        why);
+  CHECK(C[0] == 2.0f,
+        "a declaration on a line spliced into a // comment became a macro "
+        "for g++ (C[0] = %g, expected 2)",
+        (double)C[0]);
+  CHECK(C[1] == 31.0f,
+        "the raw string's contents were rewritten: sizeof %g, expected 31",
+        (double)C[1]);
+  kl_emu_free(m);
+}
+
+/* Host code that runs when the module loads (under the loader's filter,
+ * which may still open files) is refused at build time, whichever way it
+ * got there: a constructor, a dynamic initialiser, an ifunc resolver. The
+ * scanner keeps such code out of candidates; this is the second wall. */
+static void test_no_code_at_load(void) {
+  static const char *const host[] = {
+      "static volatile int kl_v;\n"
+      "__attribute__((constructor)) static void kl_c(void) { kl_v = 1; }\n",
+      "static int kl_f(void) { return 3; }\nint kl_d = kl_f();\n",
+      "extern \"C\" { static void kl_i(void) {}\n"
+      "static void (*kl_r(void))(void) { return kl_i; }\n"
+      "void kl_g(void) __attribute__((ifunc(\"kl_r\"))); }\n"
+      "void (*kl_p)(void) = kl_g;\n",
+      "extern \"C\" void _init(void) {}\n",
+  };
+  const char *kernel =
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) { C[0] = 1.0f; }\n";
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+    char src[1024], so[512], why[600];
+    snprintf(src, sizeof src, "%s%s", host[i], kernel);
+    int rc = kl_emu_compile(src, strlen(src), so, sizeof so, NULL, NULL, why,
+                            sizeof why);
+    CHECK(rc == KL_ECOMPILE && strstr(why, "when it loads"),
+          "host code run at load (case %zu) gave rc %d: %s", i, rc,
+          rc == KL_OK ? "built" : why);
+  }
+  /* and an honest module still builds and loads */
+  kl_emu_module *m = build(kernel);
+  if (m) kl_emu_free(m);
+}
+
 int main(void) {
   /* First on purpose: as the process's first emulator launch (64-thread
    * blocks, later launches 256) it made LeakSanitizer's exit-time scan
@@ -533,5 +603,7 @@ int main(void) {
   test_hidden_barrier_fallback();
   test_compile_errors();
   test_shared_starts_undefined();
+  test_rewrite_sees_compilers_text();
+  test_no_code_at_load();
   return kl_test_done("test_emu");
 }

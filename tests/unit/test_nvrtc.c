@@ -292,6 +292,11 @@ static int kl_elf_probe(const uint8_t *img, size_t len, const char *name) {
   } else {
     ok = rc == KL_EINPUT && why[0] != '\0' && data == NULL && dlen == 0;
   }
+  /* the load-time-code check reads the same image (a cubin runs nothing
+   * at load: OK, or an error that explains) */
+  why[0] = 0;
+  int lrc = kl_elf_load_time_code(copy, len, why, sizeof why);
+  if (lrc != KL_OK && (lrc != KL_EINPUT || !why[0])) ok = 0;
   free(copy);
   return ok ? rc : -1;
 }

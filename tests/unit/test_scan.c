@@ -254,6 +254,69 @@ static void test_tricks(void) {
                         "static_cast<int>(1.5f); (void)y;"));
 }
 
+/* Memos that got past the declaration checks once (each passed the
+ * evaluation as correct, flag-free and 15-36x faster on cpu-emu). */
+static void test_memo_tricks(void) {
+  /* a static local inside a lambda inside an initializer */
+  raises("mutable_device_state",
+         kernel_with("", "auto memo = []() -> float* { static float m[64]; "
+                         "return m; }; (void)memo;"));
+  raises("mutable_device_state",
+         kernel_with("", "float* m = f([] __device__ (int i) { static float "
+                         "q[8]; return q + i; }); (void)m;"));
+  /* `static` built by a paste */
+  raises("mutable_device_state",
+         kernel_with("#define S(x) sta##x", "S(tic) float memo[64]; "
+                                            "(void)memo;"));
+  /* const objects of a class with a user-provided constructor are in
+   * writable memory on both backends: a cast writes them */
+  const char *ctor = "struct M { float v[64]; __device__ M() {} };\n";
+  char top[256];
+  snprintf(top, sizeof top, "%s__device__ const M memo;", ctor);
+  raises("mutable_device_state",
+         kernel_with(top, "float* w = (float*)&memo.v; (void)w;"));
+  raises("mutable_device_state",
+         kernel_with(ctor, "static const M memo; float* w = (float*)(&memo); "
+                           "(void)w;"));
+  raises("mutable_device_state",
+         kernel_with(ctor, "static const M memo; M* w = const_cast<M*>(&memo);"
+                           " (void)w;"));
+  raises("mutable_device_state",
+         kernel_with("__constant__ unsigned memo_k[16];",
+                     "unsigned* w = (unsigned*)(memo_k); (void)w;"));
+  /* reading through a cast that keeps const is fine; so are lambdas and
+   * arrays with braced initializers */
+  clean(kernel_with("__constant__ float table[16];",
+                    "const float4* t4 = (const float4*)table; (void)t4;"));
+  clean(kernel_with("__device__ const float tab[2] = {1.0f, 2.0f};",
+                    "const float* t = reinterpret_cast<const float*>(tab); "
+                    "(void)t;"));
+  clean(kernel_with("", "auto sq = [](float x) { float y = x * x; return y; "
+                        "}; int a[2]{1, 2}; (void)sq; (void)a;"));
+}
+
+/* Pastes cost chains x invocations x argument length; with unclosed
+ * invocations that is cubic in the file's size (a 5 KB file took 20 s, a
+ * 220 KB one days). Past a budget the scanner stops and flags the names it
+ * did not build. Without the budget this test does not end. */
+static void test_paste_budget(void) {
+  size_t cap = 64 * 1024;
+  char *src = malloc(cap);
+  size_t o = (size_t)snprintf(src, cap, "#define P(x)");
+  for (int i = 0; i < 2000; i++)
+    o += (size_t)snprintf(src + o, cap - o, " x##x");
+  src[o++] = '\n';
+  for (int i = 0; i < 6000 && o + 3 < cap; i++)
+    src[o++] = 'P', src[o++] = '(';
+  src[o] = 0;
+  char detail[512];
+  kl_flags f = kl_scan(src, o, detail, sizeof detail);
+  CHECK(f & KL_FLAG(KL_FLAG_COMPILE_PASS_BRANCH),
+        "paste budget not reported: %s", detail);
+  CHECK(strstr(detail, "budget") != NULL, "detail: %s", detail);
+  free(src);
+}
+
 /* Every seed and honest kernel scans clean. */
 static void scan_dir(const char *sub, int min_files) {
   const char *root = getenv("KL_SOURCE_DIR");
@@ -292,6 +355,8 @@ int main(void) {
   test_each_flag();
   test_size();
   test_tricks();
+  test_paste_budget();
+  test_memo_tricks();
   scan_dir("kernels/seeds", 8);
   scan_dir("tests/kernels/honest", 30);
   return kl_test_done("test_scan");

@@ -4,7 +4,11 @@
  * compiles it, the emulator's host compile does, and it runs when the module
  * is loaded — before any kernel launch, so the loader itself must be inside
  * the sandbox.
- * EXPECT-STATUS: killed:seccomp:clone | killed:seccomp:unknown
+ * The emulator's build refuses a module that runs code of its own while it
+ * loads (kl_elf_load_time_code), so it never gets that far; were it
+ * loaded, the loader runs inside the sandbox (run-cpu-emu), whose filter
+ * kills it (thread_spawn.cu and spawn.cu meet that wall at launch time).
+ * EXPECT-STATUS: compile_error
  */
 #ifndef __CUDA_ARCH__
 extern "C" int system(const char*);

@@ -4,7 +4,11 @@
  * would run beside the runner between launches, free to rewrite its
  * timings and outputs; run-cpu-emu lets no thread start at all (the
  * emulator's exist before the filter).
- * EXPECT-STATUS: killed:seccomp:clone | killed:seccomp:unknown
+ * The emulator's build refuses a module that runs code of its own while it
+ * loads (kl_elf_load_time_code), so it never gets that far; were it
+ * loaded, the loader runs inside the sandbox (run-cpu-emu), whose filter
+ * kills it (thread_spawn.cu and spawn.cu meet that wall at launch time).
+ * EXPECT-STATUS: compile_error
  */
 #ifndef __CUDA_ARCH__
 extern "C" int pthread_create(unsigned long *, const void *, void *(*)(void *),
