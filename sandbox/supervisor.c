@@ -355,7 +355,8 @@ void sbx_status_from_wait(int st, const char *what, kl_result *out) {
              strsignal(WTERMSIG(st)),
              WTERMSIG(st) == SIGSEGV
                  ? ": an access out of bounds, or, on cpu-emu, local arrays "
-                   "past an emulated thread's 128 KiB stack"
+                   "past an emulated thread's 128 KiB stack or a write to "
+                   "the kernel's own file-scope data, read-only there"
                  : "");
   } else if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT) {
     snprintf(out->status, sizeof out->status, "killed:seccomp:unknown");

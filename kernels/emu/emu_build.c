@@ -627,6 +627,44 @@ static size_t module_tls_bytes(void *so) {
   return f.bytes;
 }
 
+/* Makes the module's writable segments (.data, .bss, the GOT) read-only
+ * once it is bound. A candidate has no business writing its own globals:
+ * device code's file-scope state is flagged by the scanner, __shared__ is
+ * thread-local (another mapping), and the shim writes its one global in
+ * kl_emu_bind. Whatever file-scope memo got past the scanner (a const
+ * object written through a cast, say) then faults on its first write
+ * instead of outliving the launch. */
+typedef struct data_find {
+  ElfW(Addr) base;
+  int failed;
+} data_find;
+
+static int protect_data_of_object(struct dl_phdr_info *info, size_t size,
+                                  void *arg) {
+  (void)size;
+  data_find *f = arg;
+  if (info->dlpi_addr != f->base) return 0;
+  uintptr_t page = (uintptr_t)getpagesize();
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || ph->p_memsz == 0)
+      continue;
+    uintptr_t lo = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
+    uintptr_t hi =
+        (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + page - 1) & ~(page - 1);
+    if (mprotect((void *)lo, hi - lo, PROT_READ) != 0) f->failed = 1;
+  }
+  return 1;
+}
+
+static int protect_module_data(void *so) {
+  struct link_map *lm = NULL;
+  if (dlinfo(so, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return -1;
+  data_find f = {lm->l_addr, 0};
+  dl_iterate_phdr(protect_data_of_object, &f);
+  return f.failed ? -1 : 0;
+}
+
 int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
                 char *why, size_t whylen) {
   *out = NULL;
@@ -669,6 +707,14 @@ int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
     return KL_ECOMPILE;
   }
   bind(&kl_emu_runtime_hooks);
+  if (protect_module_data(m->so) != 0) {
+    snprintf(why, whylen,
+             "cannot make the emulated kernel's data read-only (%s): %s",
+             m->so_path, strerror(errno));
+    dlclose(m->so);
+    free(m);
+    return KL_EENV;
+  }
   m->tls_bytes = module_tls_bytes(m->so);
   m->launch = *g;
   m->needs_fibers = needs_fibers;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -455,18 +456,25 @@ static void test_shared_starts_undefined(void) {
 
 /* The runner compares every timed output with the one before it on the
  * same inputs: a kernel that skips the work on some timed launch (here by
- * a host-side counter, which the source scanner would flag in a candidate;
- * this test builds it directly) raises timed_output_wrong even though the
+ * a launch counter kept in the environment, host code the source scanner
+ * would flag in a candidate; a counter in the module's own data would
+ * fault, it is read-only) raises timed_output_wrong even though the
  * verified last outputs are right. */
 static void test_timed_outputs_agree(void) {
   const char *src =
-      "#ifndef __CUDACC_RTC__\nstatic int kl_n;\n#endif\n"
+      "extern \"C\" char* getenv(const char*);\n"
+      "extern \"C\" int setenv(const char*, const char*, int);\n"
+      "static int kl_bump() { const char* v = getenv(\"KL_TEST_N\");\n"
+      "  char b[2] = {(char)(v ? v[0] + 1 : '1'), 0};\n"
+      "  setenv(\"KL_TEST_N\", b, 1); return b[0] - '0'; }\n"
+      "static int kl_now() { const char* v = getenv(\"KL_TEST_N\");\n"
+      "  return v ? v[0] - '0' : 0; }\n"
       "KL_LAUNCH(16, 16, 16, 16, 0);\n"
       "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
       "    float* C, int M, int N, int K) {\n"
       "  int r = blockIdx.y * 16 + threadIdx.y, c = blockIdx.x * 16 + "
       "threadIdx.x;\n"
-      "  if (r == 0 && c == 0) kl_n++;\n"
+      "  int kl_n = r == 0 && c == 0 ? kl_bump() : kl_now();\n"
       "  if (kl_n == 3 || r >= M || c >= N) return; /* the first timed run */\n"
       "  float acc = 0.0f;\n"
       "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + c];\n"
@@ -510,6 +518,41 @@ static void test_timed_outputs_agree(void) {
         "timed runs that disagree raise timed_output_wrong: flags %#llx (%s)",
         (unsigned long long)rep->flags, rep->flag_detail);
   munmap(map, bytes);
+}
+
+/* The module's own data is read-only once loaded: a file-scope memo that
+ * got past the scanner (built here directly) faults on its first write
+ * instead of outliving the launch. In a child, before this process has
+ * pool threads (see main). */
+static void test_module_data_read_only(void) {
+  const char *src =
+      "#ifndef __CUDACC_RTC__\nstatic int kl_memo;\n#endif\n"
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) { C[0] = (float)kl_memo++; }\n";
+  char so[512], why[600];
+  int rc = kl_emu_compile(src, strlen(src), so, sizeof so, NULL, NULL, why,
+                          sizeof why);
+  CHECK(rc == KL_OK, "build: %s", why);
+  if (rc != KL_OK) return;
+  pid_t kid = fork();
+  if (kid == 0) {
+    kl_emu_module *m = NULL;
+    if (kl_emu_load(so, 0, &m, why, sizeof why) != KL_OK) _exit(3);
+    float C[1];
+    kl_emu_run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(kid, &st, 0);
+  int segv = WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+#if defined(__SANITIZE_ADDRESS__)
+  segv |= WIFEXITED(st) && WEXITSTATUS(st) == 1; /* ASan's SEGV report */
+#endif
+  CHECK(segv,
+        "a write to the module's own global: expected SIGSEGV, got %s %d",
+        WIFSIGNALED(st) ? "signal" : "exit",
+        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
 /* The emulator rewrites `extern __shared__` declarations for g++; it must
@@ -593,6 +636,7 @@ int main(void) {
   /* (this one forks before any launch here: a child of a process whose
    * pool threads exist would wait for them) */
   test_timed_outputs_agree();
+  test_module_data_read_only();
   test_reverse_order();
   test_barrier_static_smem();
   test_dynamic_smem();

@@ -54,27 +54,34 @@
           "}\n"
 
 /* Host code the emulator compiles (NVRTC never sees it): a call counter
- * shared by the kernel's blocks, and the misbehaviour on call two. */
+ * shared by the kernel's blocks, and the misbehaviour on call two. The
+ * counter lives in the worker's environment: the module's own data is
+ * read-only once loaded. */
 #define SECOND_CALL_PRELUDE(DECL)                                              \
-  "#ifndef __CUDA_ARCH__\n" DECL "\nstatic int kl_calls;\n#endif\n"
+  "#ifndef __CUDA_ARCH__\n" DECL                                              \
+  "\nextern \"C\" char* getenv(const char*);\n"                              \
+  "extern \"C\" int setenv(const char*, const char*, int);\n"                \
+  "static int kl_next_call() { const char* v = getenv(\"KL_CALLS\");\n"       \
+  "  char b[2] = {(char)(v ? v[0] + 1 : '1'), 0};\n"                          \
+  "  setenv(\"KL_CALLS\", b, 1); return b[0] - '0'; }\n#endif\n"
 
 static const char honest[] = KERNEL("", "");
 static const char opens_later[] =
     KERNEL(SECOND_CALL_PRELUDE("extern \"C\" int open(const char*, int, ...);"),
-           "if (++kl_calls == 2) open(\"/tmp/kernlab_sbx_matmul_leak\", 0101, "
+           "if (kl_next_call() == 2) open(\"/tmp/kernlab_sbx_matmul_leak\", 0101, "
            "0644);");
 static const char crashes_later[] = KERNEL(
-    SECOND_CALL_PRELUDE(""), "if (++kl_calls == 2) *(volatile int*)0 = 1;");
+    SECOND_CALL_PRELUDE(""), "if (kl_next_call() == 2) *(volatile int*)0 = 1;");
 static const char hangs_later[] =
     KERNEL(SECOND_CALL_PRELUDE(""),
-           "if (++kl_calls == 2) for (volatile int i = 0; i >= 0; i += 0) {}");
+           "if (kl_next_call() == 2) for (volatile int i = 0; i >= 0; i += 0) {}");
 
 /* Writes the harness flags on a second GEMM: past C's end (inside the
  * canary band after it, where no page fault would tell), and into A. */
 static const char writes_past_c_later[] = KERNEL(
-    SECOND_CALL_PRELUDE(""), "if (++kl_calls == 2) C[M * N + 5] = 7.0f;");
+    SECOND_CALL_PRELUDE(""), "if (kl_next_call() == 2) C[M * N + 5] = 7.0f;");
 static const char writes_a_later[] = KERNEL(
-    SECOND_CALL_PRELUDE(""), "if (++kl_calls == 2) ((float*)A)[3] = 7.0f;");
+    SECOND_CALL_PRELUDE(""), "if (kl_next_call() == 2) ((float*)A)[3] = 7.0f;");
 
 static int build(const char *src, char *so, size_t so_len) {
   char why[600];

