@@ -25,7 +25,9 @@
  *    event, cuCtxSynchronize, host clock, CUPTI timestamp. The sample is the
  *    sum of the CUPTI kernel records inside that window (every kernel the
  *    launch caused), or the event time when CUPTI is unavailable
- *    (rep->gpu.timer says which). kernels/stats.c decides when to stop: at
+ *    (rep->gpu.timer says which). After the window C is copied back and
+ *    compared with the set's last output (timed_output_wrong when they
+ *    disagree, as on cpu-emu). kernels/stats.c decides when to stop: at
  *    least 10 samples and 0.5 s of measured time, then relative noise
  *    < 0.5%, or the caps (KL_MAX_TIMING_SAMPLES samples; the job's budget,
  *    at least 5 s).
@@ -397,6 +399,51 @@ static int load_candidate(const uint8_t *cubin, size_t cubin_size, target *t,
 
 #define MAX_CUPTI_MISSES 5
 
+/* Every timed output must agree with the one before it on the same inputs
+ * (kernels/run.c does the same on cpu-emu): only each set's last output is
+ * verified against the reference, so a kernel that can tell launches
+ * apart (a counter in device memory the scanner missed) could skip or
+ * fake the work on the others. C is copied back after the sample's timing
+ * window has closed; KL_AGREE_SAMPLES elements spread over it are kept per
+ * set, so the host memory stays small at any shape. */
+#define KL_AGREE_SAMPLES 65536
+
+typedef struct agree {
+  size_t nc, ns;            /* elements of C; kept per set */
+  float *cur, *pick, *prev; /* C; its sample; sets x ns */
+  int seen[KL_MAX_TIMED_SETS];
+} agree;
+
+static int agree_init(agree *a, size_t nc, int n_sets) {
+  memset(a, 0, sizeof *a);
+  a->nc = nc;
+  a->ns = nc < KL_AGREE_SAMPLES ? nc : KL_AGREE_SAMPLES;
+  a->cur = malloc(nc * sizeof(float));
+  a->pick = malloc(a->ns * sizeof(float));
+  a->prev = malloc((size_t)n_sets * a->ns * sizeof(float));
+  return a->cur && a->pick && a->prev ? 0 : -1;
+}
+
+static void agree_free(agree *a) {
+  free(a->cur);
+  free(a->pick);
+  free(a->prev);
+}
+
+/* Compares set k's output (already in a->cur) with the set's last one. */
+static void agree_check(agree *a, int k, kl_shape sh, kl_run_report *rep) {
+  size_t step = a->nc / a->ns;
+  for (size_t j = 0; j < a->ns; j++)
+    a->pick[j] = a->cur[j * step];
+  float *was = a->prev + (size_t)k * a->ns;
+  if (a->seen[k]++ && !kl_outputs_agree(was, a->pick, a->ns))
+    note_flag(rep, KL_FLAG_TIMED_OUTPUT_WRONG,
+              "timed runs on the same inputs disagree (work skipped on some "
+              "launches?)",
+              sh);
+  memcpy(was, a->pick, a->ns * sizeof(float));
+}
+
 static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
                        int n_sets, kl_run_report *rep) {
   kl_cuda_api *cu = &kl_gpu.cu;
@@ -410,6 +457,14 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
   double *ev = malloc(sizeof(double) * KL_MAX_TIMING_SAMPLES);
   double *host = malloc(sizeof(double) * KL_MAX_TIMING_SAMPLES);
   if (!smp || !ev || !host) {
+    free(smp);
+    free(ev);
+    free(host);
+    return fail(rep, "out of memory for timing");
+  }
+  agree ag;
+  if (agree_init(&ag, sets[0].n[2], n_sets) != 0) {
+    agree_free(&ag);
     free(smp);
     free(ev);
     free(host);
@@ -462,6 +517,13 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     }
     uint64_t ns = 0;
     int nk = kl_gpu_cupti_collect(lo, hi, &ns);
+    if (job->n_timed_sets > 0) { /* after the window: not in the sample */
+      if ((r = cu->MemcpyDtoH(ag.cur, b->dC, ag.nc * sizeof(float)))) {
+        rc = cuda_failed(r, "cuMemcpyDtoH (a timed C)", rep);
+        break;
+      }
+      agree_check(&ag, k, b->sh, rep);
+    }
     if (i < 0) continue;
     double ev_us = ms * 1e3, sample = ev_us;
     if (use_cupti && nk > 0) {
@@ -522,6 +584,7 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     gs->event_median_us = kl_stats_median(ev, (size_t)n_cross);
     gs->host_median_us = kl_stats_median(host, (size_t)n_cross);
   }
+  agree_free(&ag);
   free(smp);
   free(ev);
   free(host);

@@ -416,6 +416,13 @@ typedef struct kl_run_report {
  * offs[n_shapes] the second run, offs[n_shapes + 1 + k] timed set k. */
 size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
 
+/* Whether two outputs of one kernel on the same inputs agree: equal but
+ * for float rounding of another summation order (atomics), 1e-4 of the
+ * larger magnitude; NaN (the poison of an unwritten element) agrees with
+ * nothing. Every timed output must agree with the one before it on the
+ * same inputs, on both backends (kernels/run.c, kernels/gpu_run.c). */
+int kl_outputs_agree(const float *a, const float *b, size_t n);
+
 /* What the caller of kl_run_execute hears on the way (any may be NULL):
  * after_load once the .so is loaded (the sandbox tightens its filter
  * there); timing(ctx, 0) right before the first timed launch (after the

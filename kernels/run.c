@@ -145,11 +145,7 @@ static void note_flag(kl_run_report *rep, int bit, const char *what,
            "%s%s at %dx%dx%d", used ? "; " : "", what, sh.M, sh.N, sh.K);
 }
 
-/* Whether two outputs of the same kernel on the same inputs agree: bit for
- * bit but for float rounding of a different summation order (atomics on a
- * device), 1e-4 of the larger magnitude; NaN (the poison of an unwritten
- * element) agrees with nothing. */
-static int outputs_agree(const float *a, const float *b, size_t n) {
+int kl_outputs_agree(const float *a, const float *b, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float x = a[i], y = b[i];
     if (x == y) continue;
@@ -265,7 +261,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
          * inputs, or a kernel could skip (or fake) the work on the launches
          * it can tell are not verified (a launch counter). O(M N) next to
          * the launch's O(M N K). */
-        if (seen[k]++ && !outputs_agree(prev, b[k].C, nc))
+        if (seen[k]++ && !kl_outputs_agree(prev, b[k].C, nc))
           note_flag(rep, KL_FLAG_TIMED_OUTPUT_WRONG,
                     "timed runs on the same inputs disagree (work skipped "
                     "on some launches?)",
