@@ -8,8 +8,9 @@
  *     thread, which is why `static thread_local` works as __shared__.
  *     Before each launch every OS thread fills the candidate's
  *     thread-local block with 0xFF (poison_shared), dynamic shared memory
- *     too, and its stack: 64 KiB below (fiber-less kernels) or the pages
- *     of the fiber stacks a kernel ever touched. Shared memory and
+ *     too, and its stack: 64 KiB below and the deeper pages a kernel ever
+ *     touched (fiber-less kernels), or the pages of the fiber stacks a
+ *     kernel ever touched. Shared memory and
  *     uninitialised locals start undefined, not as the last launch left
  *     them (a memo).
  *   - Inside a block the scheduler resumes each runnable fiber in turn
@@ -362,11 +363,43 @@ static void scrub_fiber_stacks(const worker *w) {
   }
 }
 
+/* The pool threads' stacks are 16 MiB (fiber-less kernels may keep big
+ * local arrays), too much to fill every launch: below scrub_stack's 64
+ * KiB, only the pages a kernel ever touched (mincore) are filled. Called
+ * from a shallow frame; the 16 KiB it leaves below itself (for its own
+ * calls' frames) lie inside what scrub_stack fills next. */
+static _Thread_local uintptr_t tl_stack_lo; /* 0: not a pool thread */
+
+static __attribute__((noinline)) void scrub_deep(void) {
+  unsigned char here;
+  uintptr_t page = (uintptr_t)getpagesize();
+  uintptr_t lo = tl_stack_lo;
+  uintptr_t hi = ((uintptr_t)&here - 16 * 1024) & ~(page - 1);
+  if (!lo || hi <= lo) return;
+  unsigned char resident[256];
+  for (uintptr_t at = lo; at < hi;) {
+    size_t n = (size_t)((hi - at) / page);
+    if (n > sizeof resident) n = sizeof resident;
+    if (mincore((void *)at, n * page, resident) == 0)
+      for (size_t p = 0; p < n; p++) {
+        if (!(resident[p] & 1)) continue;
+#ifdef KL_ASAN
+        __asan_unpoison_memory_region((void *)(at + p * page), page);
+#endif
+        memset((void *)(at + p * page), 0xFF, page);
+      }
+    at += n * page;
+  }
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   tl_worker = w;
   poison_shared(w->m);
-  if (w->m && !w->use_fibers) scrub_stack();
+  if (w->m && !w->use_fibers) {
+    scrub_deep();
+    scrub_stack();
+  }
   if (w->m && w->use_fibers) scrub_fiber_stacks(w);
   w->tls = w->tls_of();
   launch *l = w->launch;
@@ -513,6 +546,15 @@ typedef struct pool_arg {
 static void *pool_main(void *arg) {
   pool_arg a = *(pool_arg *)arg;
   free(arg);
+  /* this thread's stack, for scrub_deep (read now: before any filter) */
+  pthread_attr_t self;
+  if (pthread_getattr_np(pthread_self(), &self) == 0) {
+    void *lo = NULL;
+    size_t size = 0;
+    if (pthread_attr_getstack(&self, &lo, &size) == 0)
+      tl_stack_lo = (uintptr_t)lo;
+    pthread_attr_destroy(&self);
+  }
   int idx = a.idx;
   uint64_t seen = a.generation;
   pthread_mutex_lock(&pool.mu);

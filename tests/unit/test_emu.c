@@ -428,6 +428,27 @@ static void test_shared_starts_undefined(void) {
           launch, (double)C[0]);
   }
   kl_emu_free(m);
+  /* a fiber-less kernel's locals far below the 64 KiB scrubbed under its
+   * frame (pool threads have 16 MiB stacks) */
+  const char *deep =
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  volatile int left[64 * 1024];\n"
+      "  C[0] = (float)left[7];\n"
+      "  left[7] = 1234;\n"
+      "}\n";
+  m = build(deep);
+  if (!m) return;
+  for (int launch = 0; launch < 3; launch++) {
+    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
+          why);
+    CHECK(launch == 0 || C[0] == -1.0f,
+          "launch %d read %g from a local 256 KiB down a pool thread's "
+          "stack, expected the poison -1",
+          launch, (double)C[0]);
+  }
+  kl_emu_free(m);
   /* and locals: a kernel with a barrier runs its threads as fibers, whose
    * stacks are kept between launches at the same addresses */
   const char *local =
