@@ -383,18 +383,10 @@ static void test_reverse_order(void) {
   }
 }
 
-/* __shared__ storage starts undefined in every launch, as on a device
- * (here 0xFF bytes, an int -1): what one launch leaves in it is gone by
- * the next, so it cannot carry a memoised result or a launch count. */
-static void test_shared_starts_undefined(void) {
-  const char *src =
-      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
-      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
-      "    float* C, int M, int N, int K) {\n"
-      "  __shared__ int left;\n"
-      "  C[0] = (float)left;\n"
-      "  left = 1234;\n"
-      "}\n";
+/* Runs `src` three times: each launch must read the poison -1 where the
+ * launch before left 1234 (launch 0 may read a fresh page's zero unless
+ * `first_too`). */
+static void expect_poison(const char *src, const char *where, int first_too) {
   kl_emu_module *m = build(src);
   if (!m) return;
   float C[1];
@@ -402,77 +394,50 @@ static void test_shared_starts_undefined(void) {
   for (int launch = 0; launch < 3; launch++) {
     CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
           why);
-    CHECK(launch == 0 || C[0] == -1.0f,
-          "launch %d read %g from __shared__, expected the poison -1 (not "
-          "the 1234 the launch before left)",
-          launch, (double)C[0]);
+    CHECK((launch == 0 && !first_too) || C[0] == -1.0f,
+          "launch %d read %g from %s, expected the poison -1 (not the 1234 "
+          "the launch before left)",
+          launch, (double)C[0], where);
   }
   kl_emu_free(m);
+}
+
+#define POISON_KERNEL(LAUNCH, BODY)                                            \
+  LAUNCH "extern \"C\" __global__ void matmul(const float* A, "               \
+         "const float* B, float* C, int M, int N, int K) {\n" BODY "}\n"
+
+/* __shared__ storage and uninitialised locals start undefined in every
+ * launch, as on a device (here 0xFF bytes, an int -1): what one launch
+ * leaves in them is gone by the next, so they cannot carry a memoised
+ * result or a launch count. */
+static void test_shared_starts_undefined(void) {
+  expect_poison(POISON_KERNEL("KL_LAUNCH(1, 1, 1, 1, 0);\n",
+                              "  __shared__ int left;\n"
+                              "  C[0] = (float)left;\n"
+                              "  left = 1234;\n"),
+                "__shared__", 0);
   /* dynamic shared memory too (malloc hands back the last launch's bytes) */
-  const char *dyn =
-      "KL_LAUNCH(1, 1, 1, 1, 64);\n"
-      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
-      "    float* C, int M, int N, int K) {\n"
-      "  extern __shared__ int left[];\n"
-      "  C[0] = (float)left[0];\n"
-      "  left[0] = 1234;\n"
-      "}\n";
-  m = build(dyn);
-  if (!m) return;
-  for (int launch = 0; launch < 3; launch++) {
-    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
-          why);
-    CHECK(C[0] == -1.0f,
-          "launch %d read %g from dynamic shared memory, expected the "
-          "poison -1",
-          launch, (double)C[0]);
-  }
-  kl_emu_free(m);
+  expect_poison(POISON_KERNEL("KL_LAUNCH(1, 1, 1, 1, 64);\n",
+                              "  extern __shared__ int left[];\n"
+                              "  C[0] = (float)left[0];\n"
+                              "  left[0] = 1234;\n"),
+                "dynamic shared memory", 1);
   /* a fiber-less kernel's locals far below the 64 KiB scrubbed under its
    * frame (pool threads have 16 MiB stacks) */
-  const char *deep =
-      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
-      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
-      "    float* C, int M, int N, int K) {\n"
-      "  volatile int left[64 * 1024];\n"
-      "  C[0] = (float)left[7];\n"
-      "  left[7] = 1234;\n"
-      "}\n";
-  m = build(deep);
-  if (!m) return;
-  for (int launch = 0; launch < 3; launch++) {
-    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
-          why);
-    CHECK(launch == 0 || C[0] == -1.0f,
-          "launch %d read %g from a local 256 KiB down a pool thread's "
-          "stack, expected the poison -1",
-          launch, (double)C[0]);
-  }
-  kl_emu_free(m);
+  expect_poison(POISON_KERNEL("KL_LAUNCH(1, 1, 1, 1, 0);\n",
+                              "  volatile int left[64 * 1024];\n"
+                              "  C[0] = (float)left[7];\n"
+                              "  left[7] = 1234;\n"),
+                "a local 256 KiB down a pool thread's stack", 0);
   /* and locals: a kernel with a barrier runs its threads as fibers, whose
    * stacks are kept between launches at the same addresses */
-  const char *local =
-      "KL_LAUNCH(2, 1, 1, 1, 0);\n"
-      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
-      "    float* C, int M, int N, int K) {\n"
-      "  volatile int left[64];\n"
-      "  __syncthreads();\n"
-      "  if (threadIdx.x == 0) C[0] = (float)left[7];\n"
-      "  left[7] = 1234;\n"
-      "  __syncthreads();\n"
-      "}\n";
-  m = build(local);
-  if (!m) return;
-  for (int launch = 0; launch < 3; launch++) {
-    CHECK(run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why) == KL_OK, "%s",
-          why);
-    /* launch 0 may read a fresh page's zero */
-    CHECK(launch == 0 || C[0] == -1.0f,
-          "launch %d read %g from an uninitialised local of a fiber, "
-          "expected the poison -1 (not the 1234 the launch before left)",
-          launch, (double)C[0]);
-  }
-  kl_emu_free(m);
+  expect_poison(POISON_KERNEL("KL_LAUNCH(2, 1, 1, 1, 0);\n",
+                              "  volatile int left[64];\n"
+                              "  __syncthreads();\n"
+                              "  if (threadIdx.x == 0) C[0] = (float)left[7];\n"
+                              "  left[7] = 1234;\n"
+                              "  __syncthreads();\n"),
+                "an uninitialised local of a fiber", 0);
 }
 
 /* The runner compares every timed output with the one before it on the
