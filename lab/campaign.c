@@ -7,7 +7,9 @@
  * but cannot read files or the environment) and an instruction budget
  * against accidental infinite loops. It is trusted configuration, not a
  * sandboxed script like a reward formula. Unknown fields are errors, so a
- * typo ("group_sise") does not silently fall back to a default. Messages
+ * typo ("group_sise") does not silently fall back to a default. The file
+ * is text: a NUL byte in it is refused, naming its offset, and strings
+ * are compared with their Lua length ("gpu\0x" is no "gpu"). Messages
  * name the file and the field: "quick.lua: grpo.loss_type: expected one of
  * grpo|bnpo|dr_grpo|dapo, got 'foo'". The fields, their types and defaults
  * are documented at the top of lua/campaigns/quick.lua.
@@ -59,9 +61,18 @@ static void fail(parser *p, const char *field, const char *fmt, ...) {
 /* What a value is, for messages: its type and, for short scalars, itself. */
 static void describe(lua_State *L, int idx, char *out, size_t n) {
   int t = lua_type(L, idx);
-  if (t == LUA_TSTRING)
-    snprintf(out, n, "'%.60s'", lua_tostring(L, idx));
-  else if (t == LUA_TNUMBER && lua_isinteger(L, idx))
+  if (t == LUA_TSTRING) {
+    /* as a terminal may show it; a NUL inside is said, not hidden */
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    char shown[40];
+    lab_printable(s, len, shown, sizeof shown);
+    if (strlen(s) != len)
+      snprintf(out, n, "'%s' (with a NUL byte at offset %zu)", shown,
+               strlen(s));
+    else
+      snprintf(out, n, "'%s'", shown);
+  } else if (t == LUA_TNUMBER && lua_isinteger(L, idx))
     snprintf(out, n, "%lld", (long long)lua_tointeger(L, idx));
   else if (t == LUA_TNUMBER)
     snprintf(out, n, "%g", lua_tonumber(L, idx));
@@ -162,9 +173,11 @@ static void get_enum(parser *p, int tidx, const char *prefix, const char *key,
   int t = push_field(p, tidx, key);
   if (t != LUA_TNIL) {
     describe(p->L, -1, got, sizeof got);
-    const char *s = t == LUA_TSTRING ? lua_tostring(p->L, -1) : NULL;
+    /* the Lua length: "gpu\0x" is not "gpu" */
+    size_t len = 0;
+    const char *s = t == LUA_TSTRING ? lua_tolstring(p->L, -1, &len) : NULL;
     int found = -1;
-    if (s && strlen(s) < sizeof v) {
+    if (s && len < sizeof v && strlen(s) == len) {
       snprintf(v, sizeof v, "%s", s);
       const char *q = names;
       for (int i = 0; *q; i++) {
@@ -204,18 +217,21 @@ static void check_keys(parser *p, int tidx, const char *prefix,
     lua_pop(p->L, 1); /* the value */
     char got[96];
     describe(p->L, -1, got, sizeof got);
-    const char *k =
-        lua_type(p->L, -1) == LUA_TSTRING ? lua_tostring(p->L, -1) : NULL;
+    size_t klen = 0; /* the Lua length: "name\0x" is no "name" */
+    const char *k = lua_type(p->L, -1) == LUA_TSTRING
+                        ? lua_tolstring(p->L, -1, &klen)
+                        : NULL;
     int ok = 0;
     for (const char *q = allowed; k && *q;) {
       const char *bar = strchr(q, '|');
       size_t l = bar ? (size_t)(bar - q) : strlen(q);
-      if (strlen(k) == l && !strncmp(q, k, l)) ok = 1;
+      if (klen == l && !memcmp(q, k, l)) ok = 1;
       q += l + (bar ? 1 : 0);
     }
     if (!ok) {
-      char f[96];
-      field_name(f, sizeof f, prefix, k ? k : got);
+      char f[96], shown[64];
+      if (k) lab_printable(k, klen, shown, sizeof shown);
+      field_name(f, sizeof f, prefix, k && strlen(k) == klen ? shown : got);
       fail(p, f, "unknown field (expected one of %s)", allowed);
       lua_pop(p->L, 1);
       return;
@@ -246,6 +262,18 @@ static char *read_all(const char *path, char *why, size_t whylen) {
   }
   fclose(f);
   if (buf) buf[n] = 0;
+  /* Lua would read up to the end, but the text is kept as a C string (the
+   * results file's config): a NUL would cut it there, and what follows be
+   * run yet never recorded. A campaign file is text: refused. */
+  const char *nul = buf ? memchr(buf, 0, n) : NULL;
+  if (nul) {
+    snprintf(why, whylen,
+             "%s: a NUL byte at offset %zu; expected a text file (Lua "
+             "source)",
+             path, (size_t)(nul - buf));
+    free(buf);
+    buf = NULL;
+  }
   return buf;
 }
 

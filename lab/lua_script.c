@@ -17,7 +17,10 @@
  *
  * A seed script's only window on the disk is kl.seed(name), which returns
  * the text of one file of the seeds folder; names are restricted to
- * [a-z0-9_.] so "../" cannot leave it.
+ * [a-z0-9_.] (every byte of the Lua string: no NUL) so "../" cannot leave
+ * it. What generate() returns is checked before anyone prints or writes
+ * it: a list without holes, variant names that are file names, labels
+ * without control bytes, holdout_fraction a number.
  */
 #include "lab/lab.h"
 
@@ -42,16 +45,29 @@ rw_script *lab_lua_open(const char *path, const char *kind,
 /* A seed script is source text; 4 MiB is far past any real one. */
 #define SEED_SCRIPT_MAX_BYTES (4u << 20)
 
-/* kl.seed(name): the text of <seeds_dir>/<name>; seeds_dir is upvalue 1. */
+/* kl.seed(name): the text of <seeds_dir>/<name>; seeds_dir is upvalue 1.
+ * Every byte of the Lua string is checked, so "01_naive.cu\0/../x" (which
+ * C would read as "01_naive.cu") is refused too; a refused name is shown
+ * with what a terminal would act on replaced. */
 static int lua_seed(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
+  size_t nlen;
+  const char *name = luaL_checklstring(L, 1, &nlen);
   const char *dir = lua_tostring(L, lua_upvalueindex(1));
-  for (const char *p = name; *p; p++)
-    if (!(*p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
-          (*p >= 'a' && *p <= 'z')))
-      return luaL_error(L, "kl.seed: '%s' is not a seed file name", name);
-  if (!name[0] || !strcmp(name, ".") || !strcmp(name, ".."))
-    return luaL_error(L, "kl.seed: '%s' is not a seed file name", name);
+  int bad = !nlen || !strcmp(name, ".") || !strcmp(name, "..");
+  for (size_t i = 0; i < nlen; i++)
+    bad |= !(name[i] == '_' || name[i] == '.' ||
+             (name[i] >= '0' && name[i] <= '9') ||
+             (name[i] >= 'a' && name[i] <= 'z'));
+  if (bad) {
+    char shown[160];
+    for (size_t i = 0; i < nlen && i + 1 < sizeof shown; i++)
+      shown[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
+    shown[nlen < sizeof shown ? nlen : sizeof shown - 1] = 0;
+    return luaL_error(L,
+                      "kl.seed: '%s' is not a seed file name (expected "
+                      "a-z, 0-9, '_' and '.', no NUL)",
+                      shown);
+  }
   char path[1200], why[600];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   char *src;
@@ -78,6 +94,70 @@ static const char *field_string(lua_State *L, int idx, const char *key,
       lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, len) : NULL;
   lua_pop(L, 1);
   return s;
+}
+
+/* A variant's name is a file name (the corpus's train/NAME.cu) and a line
+ * of `kernlab search --list`: letters, digits, '_', '-', '+' and '.', not
+ * starting with '.' (so no "..", no '/', no control bytes). The same rule
+ * as lab/corpus_cmd.c's name_ok, mirrored here (that file is not this
+ * one's to change) so that every seed script's caller gets it; corpus_cmd.c
+ * can drop its copy. */
+static int variant_name_ok(const char *name, size_t len) {
+  if (!len || name[0] == '.') return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '+' ||
+          c == '.'))
+      return 0;
+  }
+  return 1;
+}
+
+/* A configuration label (a column of the corpus's MANIFEST.tsv, a holdout
+ * name): any bytes but C0 controls, DEL and NUL. */
+static int label_ok(const char *s, size_t len) {
+  if (!len) return 0;
+  for (size_t i = 0; i < len; i++)
+    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+  return 1;
+}
+
+/* The number of entries of the list at idx, read raw (no metamethod runs
+ * outside a protected call): entries 1..n, every one present. lua_rawlen
+ * alone gives a border, any border, so {a, nil, b} could pass as {a} and
+ * silently lose b. Returns n, or -1 with why naming the first missing
+ * entry ("path: variant 2 is missing ...", item "variant"), or more than
+ * max entries. */
+static long long list_length(lua_State *L, int idx, long long max,
+                             const char *path, const char *item, char *why,
+                             size_t whylen) {
+  idx = lua_absindex(L, idx);
+  lua_Integer last = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1); /* the value */
+    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > last)
+      last = lua_tointeger(L, -1);
+  }
+  lua_Integer upto = last < max + 1 ? last : max + 1;
+  for (lua_Integer i = 1; i <= upto; i++) {
+    int t = lua_rawgeti(L, idx, i);
+    lua_pop(L, 1);
+    if (t == LUA_TNIL) {
+      snprintf(why, whylen,
+               "%s: %s %lld is missing (the list goes on to %lld); expected "
+               "a list without holes",
+               path, item, (long long)i, (long long)last);
+      return -1;
+    }
+  }
+  if (last > max) {
+    snprintf(why, whylen, "%s: %lld %ss; expected at most %lld", path,
+             (long long)last, item, max);
+    return -1;
+  }
+  return last;
 }
 
 /* Caps on a script's list: each variant's source is copied out of Lua
@@ -120,12 +200,10 @@ static int first_duplicate(const lab_seed_variant *v, int n, int *earlier) {
 /* Copies the list at the top of the stack into a fresh array. */
 static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
                          int *n, char *why, size_t whylen) {
-  int count = (int)lua_rawlen(L, -1);
-  if (count > MAX_VARIANTS) {
-    snprintf(why, whylen, "%s: %d variants; expected at most %d", path, count,
-             MAX_VARIANTS);
-    return -1;
-  }
+  long long len =
+      list_length(L, -1, MAX_VARIANTS, path, "variant", why, whylen);
+  if (len < 0) return -1;
+  int count = (int)len;
   size_t bytes = 0;
   lab_seed_variant *v = calloc((size_t)(count > 0 ? count : 1), sizeof *v);
   if (!v) {
@@ -142,14 +220,17 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
       src = field_string(L, -1, "source", &len);
       if (!config) config = name, clen = nlen;
     }
+    int bad_name = name && src &&
+                   (nlen >= sizeof v[i].name || !variant_name_ok(name, nlen));
     const char *bad =
         !name || !src ? "expected {name = string, config = "
                         "string (optional), source = string}"
-        : !nlen || nlen >= sizeof v[i].name || strlen(name) != nlen
-            ? "name: expected a non-empty string under 128 bytes"
-        : !clen || clen >= sizeof v[i].config || strlen(config) != clen
-            ? "config: expected a non-empty string under 128 "
-              "bytes"
+        : bad_name    ? "name: expected letters, digits, '_', '-', '+' and "
+                        "'.', not starting with '.', under 128 bytes (a file "
+                        "name)"
+        : !clen || clen >= sizeof v[i].config || !label_ok(config, clen)
+            ? "config: expected a non-empty string under 128 bytes, no "
+              "control bytes"
             : NULL;
     char big[96];
     if (!bad && (bytes += len) > MAX_VARIANT_BYTES) {
@@ -162,7 +243,13 @@ static int read_variants(lua_State *L, const char *path, lab_seed_variant **out,
     if (!bad && !(v[i].source = malloc(len + 1)))
       bad = "out of memory for its source";
     if (bad) {
-      snprintf(why, whylen, "%s: variant %d: %s", path, i + 1, bad);
+      char shown[64] = ""; /* a bad name as a terminal may show it */
+      if (bad_name) lab_printable(name, nlen, shown, sizeof shown);
+      snprintf(why, whylen, "%s: variant %d: %s%s%s%s", path, i + 1, bad,
+               bad_name ? "; got '" : "", shown, bad_name ? "'" : "");
+      if (bad_name && strlen(name) != nlen)
+        snprintf(why + strlen(why), whylen - strlen(why),
+                 " (a NUL byte at offset %zu)", strlen(name));
       lua_pop(L, 1);
       lab_seed_variants_free(v, i + 1);
       return -1;
@@ -197,30 +284,34 @@ static int read_holdout(lua_State *L, const char *path, lab_seed_split *split,
                         char *why, size_t whylen) {
   if (lua_isnil(L, -1)) return 0;
   /* raw reads: no metamethod runs outside a protected call */
-  int count = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
-  if (count < 1 || count > LAB_HOLDOUT_MAX) {
+  long long count = lua_istable(L, -1)
+                        ? list_length(L, -1, LAB_HOLDOUT_MAX, path,
+                                      "holdout name", why, whylen)
+                        : 0;
+  if (count < 0) return -1;
+  if (count < 1) {
     snprintf(why, whylen,
              "%s: holdout: expected a list of 1 to %d configuration names",
              path, LAB_HOLDOUT_MAX);
     return -1;
   }
-  for (int i = 0; i < count; i++) {
+  for (int i = 0; i < (int)count; i++) {
     lua_rawgeti(L, -1, i + 1);
     size_t len = 0;
     const char *name =
         lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-    if (!name || !len || len >= sizeof split->names[0] || strlen(name) != len) {
+    if (!name || len >= sizeof split->names[0] || !label_ok(name, len)) {
       lua_pop(L, 1);
       snprintf(why, whylen,
                "%s: holdout[%d]: expected a configuration name (a non-empty "
-               "string under 128 bytes)",
+               "string under 128 bytes, no control bytes)",
                path, i + 1);
       return -1;
     }
     memcpy(split->names[i], name, len + 1);
     lua_pop(L, 1);
   }
-  split->n_names = count;
+  split->n_names = (int)count;
   return 0;
 }
 
@@ -273,9 +364,16 @@ int lab_seed_script_run(const char *path, const char *seeds_dir,
     snprintf(why, whylen, "%s: expected the script to return a table", path);
     goto done;
   }
-  lab_lua_field(L, -1, "holdout_fraction");
-  sp.fraction = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  /* a number, not what lua_isnumber takes ("0.5", a string) */
+  int ft = lab_lua_field(L, -1, "holdout_fraction");
+  sp.fraction = ft == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
   lua_pop(L, 1);
+  if (ft != LUA_TNIL && ft != LUA_TNUMBER) {
+    snprintf(why, whylen,
+             "%s: holdout_fraction: expected a number in [0, 1), got a %s",
+             path, lua_typename(L, ft));
+    goto done;
+  }
   if (!(sp.fraction >= 0 && sp.fraction < 1)) {
     snprintf(why, whylen, "%s: holdout_fraction must be in [0, 1)", path);
     goto done;

@@ -42,6 +42,13 @@ struct rw_script {
   double deadline_ms;    /* monotonic clock */
   int stop;              /* 0 running, 1 instruction budget, 2 deadline */
   int mem_error;         /* a memory error was caught by pcall/xpcall */
+  /* the allocator refused a request at the cap (the request, so that Lua's
+   * retry after its emergency collection can be recognised) and nothing
+   * since showed the script survived it: a stop raised while that memory
+   * error unwinds (by a __close call) is reported as the memory error */
+  int mem_refused;
+  const void *refused_ptr;
+  size_t refused_size;
   char stop_msg[256];
   char traceback[4096];
 };
@@ -58,6 +65,17 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen);
  * an upvalue) reaches the next: a reward is a function of its candidate
  * and context only, and rescoring reproduces it. */
 int rw__fresh_score(lua_State *L);
+
+/* The rw_script that owns L, kept in the state's extra space (a pointer's
+ * worth of bytes Lua reserves for the host) so the hook reaches it fast. */
+static inline rw_script *rw__owner(lua_State *L) {
+  return *(rw_script **)lua_getextraspace(L);
+}
+
+/* Installs the guarded string.rep, find, match, gmatch, gsub and
+ * table.move, insert, remove, sort (guards.c) into the library tables at
+ * string_t and table_t. May raise (memory): from a protected call. */
+void rw__install_guards(lua_State *L, int string_t, int table_t);
 
 /* Clock in milliseconds (CLOCK_MONOTONIC). */
 double rw__now_ms(void);

@@ -26,10 +26,17 @@
  *     a count hook; once exceeded the hook keeps raising, and pcall/xpcall
  *     are replaced by versions that re-raise budget and memory errors, so a
  *     script cannot swallow them;
- *   - C functions that loop without running Lua code are bounded too:
- *     string.rep of an empty string returns at once and the pattern
- *     functions (find, match, gmatch, gsub) refuse subject/pattern pairs
- *     whose worst-case backtracking is too large.
+ *   - C functions that loop without running Lua code are bounded too
+ *     (reward/guards.c): string.rep of an empty string returns at once;
+ *     the pattern functions (find, match, gmatch, gsub) refuse
+ *     subject/pattern pairs whose worst-case work is too large;
+ *     table.move, insert and remove move at most 2^22 elements (#t as
+ *     __len says); table.sort takes at most 2^22 and compares through a
+ *     call, so the deadline is checked between comparisons;
+ *   - a stop is reported at the script's line, or "(in a C function)";
+ *     a memory error wins over a stop met while it unwinds;
+ *   - print writes at most 100 lines per script (1 KiB per call), control
+ *     bytes escaped.
  *
  * Errors are values: every call returns an RW_* code and writes one line to
  * `why` naming the script file and line ("lua/reward/x.lua:12: ...").

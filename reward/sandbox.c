@@ -11,24 +11,19 @@
  * What it cannot: touch files, processes, the clock, other scripts, the
  * lab's memory, or keep the lab waiting past its deadline.
  *
- * Not here: loading files (script.c) and the metrics (score.c).
+ * Not here: loading files (script.c), the metrics (score.c), and the
+ * guards on library functions that loop in C out of the hook's reach
+ * (guards.c).
  */
 #include "reward/internal.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* The rw_script that owns L, kept in the state's extra space (a pointer's
- * worth of bytes Lua reserves for the host) so the hook reaches it fast. */
-static rw_script *owner(lua_State *L) {
-  return *(rw_script **)lua_getextraspace(L);
-}
 
 double rw__now_ms(void) {
   struct timespec ts;
@@ -60,10 +55,19 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   if (nsize > old && (!s->cap_in_calls || s->in_call) &&
       (s->mem_used > s->lim.mem_bytes ||
-       nsize - old > s->lim.mem_bytes - s->mem_used))
-    return NULL; /* over the cap (written so that it cannot overflow) */
+       nsize - old > s->lim.mem_bytes - s->mem_used)) {
+    /* over the cap (written so that it cannot overflow) */
+    s->mem_refused = 1;
+    s->refused_ptr = ptr;
+    s->refused_size = nsize;
+    return NULL;
+  }
   void *p = realloc(ptr, nsize);
   if (!p) return nsize <= old ? ptr : NULL; /* a failed shrink keeps ptr */
+  /* Lua asks again, the same, after an emergency collection: granted, no
+   * memory error follows */
+  if (s->mem_refused && ptr == s->refused_ptr && nsize == s->refused_size)
+    s->mem_refused = 0;
   s->mem_used = s->mem_used - old + nsize;
   return p;
 }
@@ -77,7 +81,10 @@ static int message_handler(lua_State *L);
  * script that catches the error (even with a hand-made pcall loop) is
  * stopped again at its next call or next thousand instructions. */
 static void budget_hook(lua_State *L, lua_Debug *ar) {
-  rw_script *s = owner(L);
+  rw_script *s = rw__owner(L);
+  /* Lua code ran on after a refusal: it was survived (a caller that
+   * tolerates it, such as the string table's resize), not unwinding */
+  if (ar->event == LUA_HOOKCOUNT) s->mem_refused = 0;
   if (!s->stop) {
     if (ar->event == LUA_HOOKCOUNT) s->hook_events++;
     if (s->hook_events * RW_HOOK_EVERY > s->lim.instructions)
@@ -86,26 +93,28 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
       s->stop = 2;
     if (s->stop) {
       /* Name the Lua line that was running: for a call event that is the
-       * caller (the callee has not started). */
+       * caller (the callee has not started). With no Lua frame (a C
+       * function called from C: a __close while an error unwinds, the
+       * lab's own C function), the script and "(in a C function)". */
       lua_Debug where;
-      int line = -1;
-      char src[LUA_IDSIZE] = "?";
+      char place[LUA_IDSIZE + 32];
+      snprintf(place, sizeof place, "%s (in a C function)", s->short_src);
       for (int level = 0; lua_getstack(L, level, &where); level++) {
         lua_getinfo(L, "Sl", &where);
         if (where.currentline > 0) {
-          line = where.currentline;
-          snprintf(src, sizeof src, "%s", where.short_src);
+          snprintf(place, sizeof place, "%s:%d", where.short_src,
+                   where.currentline);
           break;
         }
       }
       if (s->stop == 1)
         snprintf(s->stop_msg, sizeof s->stop_msg,
-                 "%s:%d: instruction budget exceeded (%lld instructions; an "
+                 "%s: instruction budget exceeded (%lld instructions; an "
                  "endless loop?)",
-                 src, line, s->lim.instructions);
+                 place, s->lim.instructions);
       else
         snprintf(s->stop_msg, sizeof s->stop_msg,
-                 "%s:%d: wall-clock deadline exceeded (%.0f ms)", src, line,
+                 "%s: wall-clock deadline exceeded (%.0f ms)", place,
                  s->lim.wall_ms);
     }
   }
@@ -127,7 +136,7 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
  * A budget stop or a memory error is raised again instead: a formula may
  * catch its own mistakes, not the lab's limits. */
 static int finish_pcall(lua_State *L, int status, int extra) {
-  rw_script *s = owner(L);
+  rw_script *s = rw__owner(L);
   if (status == LUA_ERRMEM) s->mem_error = 1;
   if (status != LUA_OK && (s->stop || s->mem_error)) return lua_error(L);
   if (status != LUA_OK) {
@@ -150,7 +159,7 @@ static int safe_pcall(lua_State *L) {
  * (a budget stop), Lua leaves hooks off until the error has unwound to a
  * pcall, so a script handler run then could loop forever unchecked. */
 static int xpcall_handler(lua_State *L) {
-  rw_script *s = owner(L);
+  rw_script *s = rw__owner(L);
   if (s->stop) return 1; /* the error object, as is */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
@@ -176,7 +185,7 @@ static int safe_xpcall(lua_State *L) {
  * of its own: the first Lua frame's is used), and keeps the traceback in
  * s->traceback. Not called for memory errors (Lua's rule). */
 static int message_handler(lua_State *L) {
-  rw_script *s = owner(L);
+  rw_script *s = rw__owner(L);
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
     /* __tostring is Lua code: not after a stop, when hooks are off */
@@ -211,6 +220,7 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   s->hook_events = 0;
   s->stop = 0;
   s->mem_error = 0;
+  s->mem_refused = 0;
   s->stop_msg[0] = 0;
   s->traceback[0] = 0;
   s->deadline_ms = rw__now_ms() + s->lim.wall_ms;
@@ -218,10 +228,15 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   int status = lua_pcall(L, nargs, nresults, fn);
   s->in_call--;
   int code = RW_OK;
-  if (s->stop) {
+  /* A memory error first: when the allocator refused and nothing ran on
+   * since, a stop is what the hook met while that error unwound (a
+   * __close call: ('a'):rep(33 * 2^20) past the deadline), not the cause. */
+  int mem = status == LUA_ERRMEM || s->mem_error ||
+            (status != LUA_OK && s->mem_refused);
+  if (s->stop && !mem) {
     code = RW_EBUDGET; /* even if the script claims success */
     rw__one_line(why, whylen, s->stop_msg);
-  } else if (status == LUA_ERRMEM || s->mem_error) {
+  } else if (mem) {
     code = RW_EMEM;
     snprintf(why, whylen,
              "%s: memory cap exceeded (%zu KiB; not enough memory)",
@@ -249,15 +264,47 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
 /* ---- replacements for unsafe or nondeterministic functions ---------------
  */
 
-/* print writes to stderr, one line each at most 1 KiB, at most 100 lines
- * per script: a formula that prints in a loop cannot flood the lab's log. */
-static int capped_print(lua_State *L) {
-  rw_script *s = owner(L);
-  if (s->print_lines > 100) return 0;
-  if (s->print_lines++ == 100) {
-    fprintf(stderr, "[%s] (further print output suppressed)\n", s->short_src);
-    return 0;
+/* print writes to stderr what a terminal shows as text: each line of the
+ * output after "[script] ", at most 1 KiB per print and 100 lines per
+ * script, newlines inside one print counted, so a formula that prints in a
+ * loop (or one print of many lines) cannot flood the lab's log; and with
+ * what a terminal would act on escaped as \xNN (C0 controls but tab, DEL,
+ * C1 controls, bytes that are not UTF-8), so no ESC sequence clears the
+ * screen or fakes a lab message in colour. */
+#define PRINT_MAX_LINES 100
+#define PRINT_MAX_BYTES 1024
+
+/* The bytes of the UTF-8 character at p (len available) that is no C1
+ * control, or 0. */
+static size_t utf8_char(const unsigned char *p, size_t len) {
+  size_t n = p[0] > 0xF4    ? 0
+             : p[0] >= 0xF0 ? 4
+             : p[0] >= 0xE0 ? 3
+             : p[0] >= 0xC2 ? 2
+                            : 0;
+  if (!n || n > len) return 0;
+  for (size_t k = 1; k < n; k++)
+    if ((p[k] & 0xC0) != 0x80) return 0;
+  if (n == 2 && p[0] == 0xC2 && p[1] < 0xA0) return 0; /* U+0080..U+009F */
+  return n;
+}
+
+static void put_escaped(const unsigned char *p, size_t len, FILE *f) {
+  for (size_t i = 0; i < len;) {
+    size_t n = p[i] < 0x80 ? 1 : utf8_char(p + i, len - i);
+    if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f || !n) {
+      fprintf(f, "\\x%02x", p[i]);
+      i++;
+    } else {
+      fwrite(p + i, 1, n, f);
+      i += n;
+    }
   }
+}
+
+static int capped_print(lua_State *L) {
+  rw_script *s = rw__owner(L);
+  if (s->print_lines > PRINT_MAX_LINES) return 0;
   int n = lua_gettop(L); /* before luaL_buffinit, which may push a slot */
   luaL_Buffer b;
   luaL_buffinit(L, &b);
@@ -267,7 +314,23 @@ static int capped_print(lua_State *L) {
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
-  fprintf(stderr, "[%s] %.1024s\n", s->short_src, lua_tostring(L, -1));
+  size_t len;
+  const char *text = lua_tolstring(L, -1, &len);
+  if (len > PRINT_MAX_BYTES) len = PRINT_MAX_BYTES;
+  /* one line per line of the text (a final newline starts none) */
+  size_t at = 0;
+  do {
+    if (s->print_lines++ == PRINT_MAX_LINES) {
+      fprintf(stderr, "[%s] (further print output suppressed)\n", s->short_src);
+      return 0;
+    }
+    const char *nl = memchr(text + at, '\n', len - at);
+    size_t end = nl ? (size_t)(nl - text) : len;
+    fprintf(stderr, "[%s] ", s->short_src);
+    put_escaped((const unsigned char *)text + at, end - at, stderr);
+    fputc('\n', stderr);
+    at = end + 1;
+  } while (at < len);
   return 0;
 }
 
@@ -287,13 +350,13 @@ static int global_index(lua_State *L) {
       return luaL_error(L,
                         "'%s' is not available in %s (the sandbox allows "
                         "only base, string, table and math)",
-                        k, owner(L)->kind);
+                        k, rw__owner(L)->kind);
   return 0;
 }
 
 static int disabled(lua_State *L) {
   return luaL_error(L, "%s is disabled in %s (%s)",
-                    lua_tostring(L, lua_upvalueindex(1)), owner(L)->kind,
+                    lua_tostring(L, lua_upvalueindex(1)), rw__owner(L)->kind,
                     lua_tostring(L, lua_upvalueindex(2)));
 }
 
@@ -313,7 +376,7 @@ static int safe_setmetatable(lua_State *L) {
     if (lua_rawget(L, 2) != LUA_TNIL)
       return luaL_error(L,
                         "setmetatable: __gc finalizers are not allowed in %s",
-                        owner(L)->kind);
+                        rw__owner(L)->kind);
     lua_pop(L, 1);
   }
   lua_pushvalue(L, lua_upvalueindex(1)); /* the original */
@@ -322,119 +385,9 @@ static int safe_setmetatable(lua_State *L) {
   return 1;
 }
 
-/* string.rep("", huge) loops huge times in C without allocating. */
-static int safe_rep(lua_State *L) {
-  size_t l, lsep;
-  luaL_checklstring(L, 1, &l);
-  lua_Integer n = luaL_checkinteger(L, 2);
-  luaL_optlstring(L, 3, "", &lsep);
-  if (n <= 0 || l + lsep == 0) {
-    lua_pushliteral(L, "");
-    return 1;
-  }
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, 1);
-  return 1;
-}
-
-/* Pattern matching backtracks inside one C call, out of the hooks' reach:
- * ("a"):rep(700):find(".-.-.-.-x") would run for hours. Worst case for a
- * subject of n bytes and q quantifiers that something after them can make
- * fail is about n^(q+1) steps; refuse above the limit's pattern_steps
- * (2e7 by default, ~0.1 s).
- * Plain finds and patterns without quantifiers pass. */
-enum { PAT_OTHER, PAT_FIND, PAT_GMATCH };
-
-static int pattern_quantifiers(const char *p, size_t len) {
-  int q = 0, pending = 0; /* quantifiers not yet followed by anything */
-  for (size_t i = 0; i < len; i++) {
-    char ch = p[i];
-    if (ch == '%') {
-      i++;
-      if (i < len && (p[i] == 'b')) i += 2;
-      q += pending, pending = 0;
-    } else if (ch == '[') {
-      i++;
-      if (i < len && p[i] == '^') i++;
-      if (i < len && p[i] == ']') i++;
-      while (i < len && p[i] != ']')
-        i += p[i] == '%' ? 2 : 1;
-      q += pending, pending = 0;
-    } else if (ch == '*' || ch == '+' || ch == '-' || ch == '?') {
-      pending++;
-    } else if (ch == '(' || ch == ')' || (ch == '$' && i + 1 == len)) {
-      /* captures and the end anchor cannot fail after a quantifier */
-    } else {
-      q += pending, pending = 0;
-    }
-  }
-  return q; /* trailing quantifiers are not counted: they cannot backtrack */
-}
-
-static int guarded_pattern(lua_State *L) {
-  size_t n, plen;
-  luaL_checklstring(L, 1, &n);
-  const char *p = luaL_checklstring(L, 2, &plen);
-  int kind = (int)lua_tointeger(L, lua_upvalueindex(3));
-  int plain = kind == PAT_FIND && lua_toboolean(L, 4);
-  if (!plain) {
-    int q = pattern_quantifiers(p, plen);
-    int anchored = kind != PAT_GMATCH && plen > 0 && p[0] == '^';
-    double steps = pow((double)n + 1, q + (anchored ? 0 : 1));
-    if (q > 0 && steps > owner(L)->lim.pattern_steps) {
-      char msg[200];
-      snprintf(msg, sizeof msg,
-               "pattern too expensive for %s (%d quantifiers on %zu bytes: "
-               "worst case ~%.0e steps); use a plain find or a shorter "
-               "subject",
-               owner(L)->kind, q, n, steps);
-      return luaL_error(L, "%s: %s", lua_tostring(L, lua_upvalueindex(2)), msg);
-    }
-  }
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-  return lua_gettop(L);
-}
-
-/* table.move(a, f, e, t) loops e - f times in C even over nils, and
- * table.sort is n log n in one C call: both are capped at 2^22 elements. */
-static int guarded_move(lua_State *L) {
-  lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
-  if (e >= f && (lua_Unsigned)e - (lua_Unsigned)f >= (1u << 22))
-    return luaL_error(L, "table.move: at most 2^22 elements in %s",
-                      owner(L)->kind);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, 1);
-  return 1;
-}
-
-static int guarded_sort(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  if (lua_rawlen(L, 1) > (1u << 22))
-    return luaL_error(L, "table.sort: at most 2^22 elements in %s",
-                      owner(L)->kind);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, 0);
-  return 0;
-}
-
-/* Wraps table[field] (at index t) with fn, the original as upvalue 1. */
-static void wrap(lua_State *L, int t, const char *field, lua_CFunction fn,
-                 const char *full, int kind) {
-  lua_getfield(L, t, field);
-  lua_pushstring(L, full);
-  lua_pushinteger(L, kind);
-  lua_pushcclosure(L, fn, 3);
-  lua_setfield(L, t, field);
-}
-
 static int readonly_newindex(lua_State *L) {
   return luaL_error(L, "%s is read-only in %s",
-                    lua_tostring(L, lua_upvalueindex(1)), owner(L)->kind);
+                    lua_tostring(L, lua_upvalueindex(1)), rw__owner(L)->kind);
 }
 
 /* Replaces global `name` (a library table) with an empty proxy whose
@@ -490,25 +443,18 @@ static int build_sandbox(lua_State *L) {
 
   lua_getglobal(L, "string"); /* 2 */
   set_disabled(L, 2, "dump", "string.dump", "no bytecode");
-  lua_getfield(L, 2, "rep");
-  lua_pushcclosure(L, safe_rep, 1);
-  lua_setfield(L, 2, "rep");
-  wrap(L, 2, "find", guarded_pattern, "string.find", PAT_FIND);
-  wrap(L, 2, "match", guarded_pattern, "string.match", PAT_OTHER);
-  wrap(L, 2, "gmatch", guarded_pattern, "string.gmatch", PAT_GMATCH);
-  wrap(L, 2, "gsub", guarded_pattern, "string.gsub", PAT_OTHER);
   /* The string metatable is shared by every string: protect it so that
    * getmetatable("") cannot hand it out. */
   lua_pushliteral(L, "");
   lua_getmetatable(L, -1);
   lua_pushliteral(L, "locked");
   lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 3);
+  lua_pop(L, 2);
 
-  lua_getglobal(L, "table");
-  wrap(L, 2, "move", guarded_move, "table.move", 0);
-  wrap(L, 2, "sort", guarded_sort, "table.sort", 0);
-  lua_pop(L, 1);
+  /* C library loops the hook cannot reach: guards.c */
+  lua_getglobal(L, "table"); /* 3 */
+  rw__install_guards(L, 2, 3);
+  lua_pop(L, 2);
 
   lua_getglobal(L, "math");
   const char *why = "a reward must be a deterministic function of the "

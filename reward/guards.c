@@ -1,0 +1,306 @@
+/*
+ * reward/guards.c — the library functions the sandbox wraps or replaces
+ * because they can loop inside one C call: string.rep, the pattern
+ * functions (find, match, gmatch, gsub), table.move, table.insert,
+ * table.remove and table.sort.
+ *
+ * The budget hook (sandbox.c) runs on calls and every RW_HOOK_EVERY VM
+ * instructions, so a C loop that calls nothing is out of its reach: ten
+ * seconds inside one strcoll or one backtracking match keep the lab waiting
+ * ten seconds past the deadline. Each guard here either bounds the work
+ * before the call (an estimate it can refuse, with a message naming the
+ * function and the limit), or turns the loop's steps into calls the hook
+ * sees (sort's comparisons).
+ *
+ * Not here: the hook itself, pcall/xpcall, print (sandbox.c).
+ */
+#include "reward/internal.h"
+
+#include <lauxlib.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* string.rep("", huge) loops huge times in C without allocating. */
+static int safe_rep(lua_State *L) {
+  size_t l, lsep;
+  luaL_checklstring(L, 1, &l);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_optlstring(L, 3, "", &lsep);
+  if (n <= 0 || l + lsep == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+/* ---- patterns ------------------------------------------------------------
+ * Pattern matching backtracks inside one C call: ("a"):rep(700):find(
+ * ".-.-.-.-x") would run for hours. Before each call the guard computes an
+ * upper bound on the steps (single-item tests) of the call and refuses it
+ * above lim.pattern_steps (2e7 by default, ~0.1 s).
+ *
+ * The bound follows lstrlib.c's matcher. For a subject of n bytes, one
+ * attempt at one start position costs, item by item from the left:
+ *   - a single item ('a', '.', '%d', a set [...], '%f[set]'): its length
+ *     in the pattern (a set is scanned byte by byte), then the rest once;
+ *   - a '*', '+' or '-' quantifier: up to n + 1 expansions, each item test
+ *     its length, and the rest tried after each, so n + 1 times;
+ *   - '?': the rest tried twice;
+ *   - '%bxy' and a backreference '%1'..'%9': one scan or compare of up to
+ *     n bytes (no backtracking: the rest once);
+ *   - '$' at the end is a single item: it can fail, and make everything
+ *     before it backtrack (find("a*$") on "aaa...b" is n^2);
+ *   - captures cost nothing.
+ * Unanchored calls try every one of the n + 1 start positions, so a
+ * literal pattern of m bytes costs n * m ((aaa...ab) on aaa...a), and each
+ * quantifier before something that can fail multiplies that by n + 1.
+ * One exception keeps gsub("%s+", " ") cheap:
+ * the last item's quantifier, when only captures follow it, cannot
+ * backtrack (the rest cannot fail), and its expansion ends in a match, which
+ * the next search starts after: n in all, not per start.
+ *
+ * A find with plain = true, or a find pattern without special characters
+ * (which Lua searches the same way), is memchr then memcmp of up to m bytes
+ * at each of n - m + 1 starts; memcmp compares 16 bytes or more a step. */
+enum { PAT_OTHER, PAT_FIND, PAT_GMATCH };
+
+/* The index just past the set that starts at p[i] == '[' (as lstrlib's
+ * classEnd: the first byte after '[' or '[^' belongs to the set even when
+ * it is ']'; '%' escapes the next byte). m when the set is not closed (Lua
+ * raises "malformed pattern" itself). */
+static size_t set_end(const char *p, size_t m, size_t i) {
+  i++;
+  if (i < m && p[i] == '^') i++;
+  do {
+    if (i >= m) return m;
+    if (p[i++] == '%' && i < m) i++;
+  } while (i < m && p[i] != ']');
+  return i < m ? i + 1 : m;
+}
+
+/* lstrlib's nospecials: a find with such a pattern is a plain find. */
+static int no_specials(const char *p, size_t m) {
+  for (size_t i = 0; i < m; i++)
+    if (p[i] && strchr("^$*+?.([%-", p[i])) return 0;
+  return 1;
+}
+
+/* Upper bound on the steps of one call with pattern p (m bytes) on a
+ * subject of n bytes (the comment above says how). */
+static double pattern_steps(const char *p, size_t m, size_t n, int kind,
+                            int plain) {
+  double n1 = (double)n + 1;
+  if (kind == PAT_FIND && (plain || no_specials(p, m)))
+    return n < m ? 0 : ((double)(n - m) + 1) * (double)m / 16;
+  size_t i = 0;
+  int anchored = kind != PAT_GMATCH && m > 0 && p[0] == '^';
+  if (anchored) i = 1;
+  /* items at or past tail are captures only: nothing there can fail */
+  size_t tail = m;
+  while (tail > i && (p[tail - 1] == '(' || p[tail - 1] == ')'))
+    tail--;
+  /* one attempt costs a + b * (cost of the rest of the pattern) */
+  double a = 0, b = 1, once = 0;
+  while (i < m) {
+    size_t at = i;
+    if (p[i] == '(' || p[i] == ')') {
+      i++;
+      continue;
+    }
+    if (p[i] == '%' && i + 1 < m &&
+        (p[i + 1] == 'b' || (p[i + 1] >= '0' && p[i + 1] <= '9'))) {
+      i += p[i + 1] == 'b' ? 4 : 2; /* %bxy, %1 */
+      a += b * n1;
+      continue;
+    }
+    if (p[i] == '%' && i + 1 < m && p[i + 1] == 'f') { /* %f[set] */
+      i += 2;
+      if (i < m && p[i] == '[') i = set_end(p, m, i);
+      a += b * (double)(i - at);
+      continue;
+    }
+    if (p[i] == '[')
+      i = set_end(p, m, i);
+    else
+      i += p[i] == '%' ? 2 : 1;
+    if (i > m) i = m;
+    double len = (double)(i - at);
+    char q = i < m ? p[i] : 0;
+    if (q == '*' || q == '+' || q == '-') {
+      i++;
+      if (i >= tail) { /* the last item: see above */
+        a += b * len;
+        once += n1 * len;
+      } else {
+        a += b * n1 * len;
+        b *= n1;
+      }
+    } else if (q == '?') {
+      i++;
+      a += b * len;
+      b *= 2;
+    } else {
+      a += b * len;
+    }
+  }
+  return (anchored ? 1 : n1) * (a + b) + once;
+}
+
+static int guarded_pattern(lua_State *L) {
+  size_t n, m;
+  luaL_checklstring(L, 1, &n);
+  const char *p = luaL_checklstring(L, 2, &m);
+  int kind = (int)lua_tointeger(L, lua_upvalueindex(3));
+  int plain = kind == PAT_FIND && lua_toboolean(L, 4);
+  double steps = pattern_steps(p, m, n, kind, plain);
+  rw_script *s = rw__owner(L);
+  if (steps > s->lim.pattern_steps) {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "%s too expensive for %s (worst case ~%.0e steps for a %zu-byte "
+             "%s on %zu bytes; the limit is %.0e); use %s",
+             plain ? "plain find" : "pattern", s->kind, steps, m,
+             plain ? "string" : "pattern", n, s->lim.pattern_steps,
+             plain ? "a shorter subject"
+                   : "a plain find, a simpler pattern or a shorter subject");
+    return luaL_error(L, "%s: %s", lua_tostring(L, lua_upvalueindex(2)), msg);
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* ---- tables --------------------------------------------------------------
+ * table.move, insert and remove move elements one by one in C (lua_geti,
+ * lua_seti: no call unless the table has __index/__newindex, so no hook);
+ * #t is whatever __len says, 2^62 included. Each moves at most 2^22
+ * elements here. */
+#define TABLE_SHIFT_MAX ((lua_Unsigned)1 << 22)
+
+static int too_many(lua_State *L, const char *fn) {
+  return luaL_error(L,
+                    "%s: at most 2^22 elements moved in %s (the length, "
+                    "__len included, is too large)",
+                    fn, rw__owner(L)->kind);
+}
+
+static int guarded_move(lua_State *L) {
+  lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+  if (e >= f && (lua_Unsigned)e - (lua_Unsigned)f >= TABLE_SHIFT_MAX)
+    return too_many(L, "table.move");
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+/* table.insert and table.remove are Lua 5.4's tinsert and tremove (ltablib.c)
+ * with the guard in between, not wrappers: a wrapper would take the length
+ * once and the original again, and a __len that answers 1 and then 2^62
+ * would slip past. The length is taken once, as Lua takes it (luaL_len:
+ * __len, then an integer check), and only tables are accepted (the
+ * sandbox has no userdata). */
+static int guarded_insert(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer e = luaL_len(L, 1);
+  e = (lua_Integer)((lua_Unsigned)e + 1u); /* first empty element */
+  lua_Integer pos;
+  switch (lua_gettop(L)) {
+  case 2:
+    pos = e;
+    break;
+  case 3:
+    pos = luaL_checkinteger(L, 2);
+    /* check 1 <= pos <= e, as Lua does */
+    luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2,
+                  "position out of bounds");
+    if ((lua_Unsigned)e - (lua_Unsigned)pos >= TABLE_SHIFT_MAX)
+      return too_many(L, "table.insert");
+    for (lua_Integer i = e; i > pos; i--) { /* t[i] = t[i - 1] */
+      lua_geti(L, 1, i - 1);
+      lua_seti(L, 1, i);
+    }
+    break;
+  default:
+    return luaL_error(L, "wrong number of arguments to 'insert'");
+  }
+  lua_seti(L, 1, pos); /* t[pos] = v */
+  return 0;
+}
+
+static int guarded_remove(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer size = luaL_len(L, 1);
+  lua_Integer pos = luaL_optinteger(L, 2, size);
+  if (pos != size) /* check 1 <= pos <= size + 1, as Lua does */
+    luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2,
+                  "position out of bounds");
+  if (pos < size && (lua_Unsigned)size - (lua_Unsigned)pos >= TABLE_SHIFT_MAX)
+    return too_many(L, "table.remove");
+  lua_geti(L, 1, pos); /* the result */
+  for (; pos < size; pos++) {
+    lua_geti(L, 1, pos + 1);
+    lua_seti(L, 1, pos); /* t[pos] = t[pos + 1] */
+  }
+  lua_pushnil(L);
+  lua_seti(L, 1, pos); /* t[pos] = nil */
+  return 1;
+}
+
+/* The comparator table.sort gets when the script passes none: the same
+ * order (lua_compare, __lt included), but each comparison is now a call,
+ * so the call hook checks the deadline before each one. Without it a sort
+ * compares inside one C call: 4096 references to one 16 MiB string make
+ * 50,000 strcoll()s of 16 MiB, a minute with no hook. Bounding the bytes
+ * compared instead would need a second pass over the table's strings; a
+ * call per comparison costs some 30 ns. */
+static int sort_less(lua_State *L) {
+  lua_pushboolean(L, lua_compare(L, 1, 2, LUA_OPLT));
+  return 1;
+}
+
+/* table.sort is n log n comparisons: at most 2^22 elements. */
+static int guarded_sort(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_rawlen(L, 1) > (1u << 22))
+    return luaL_error(L, "table.sort: at most 2^22 elements in %s",
+                      rw__owner(L)->kind);
+  if (lua_isnoneornil(L, 2)) {
+    lua_settop(L, 1);
+    lua_pushcfunction(L, sort_less);
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 0);
+  return 0;
+}
+
+/* Wraps table[field] (at index t) with fn, the original as upvalue 1, the
+ * full name upvalue 2, kind upvalue 3. */
+static void wrap(lua_State *L, int t, const char *field, lua_CFunction fn,
+                 const char *full, int kind) {
+  lua_getfield(L, t, field);
+  lua_pushstring(L, full);
+  lua_pushinteger(L, kind);
+  lua_pushcclosure(L, fn, 3);
+  lua_setfield(L, t, field);
+}
+
+void rw__install_guards(lua_State *L, int string_t, int table_t) {
+  wrap(L, string_t, "rep", safe_rep, "string.rep", 0);
+  wrap(L, string_t, "find", guarded_pattern, "string.find", PAT_FIND);
+  wrap(L, string_t, "match", guarded_pattern, "string.match", PAT_OTHER);
+  wrap(L, string_t, "gmatch", guarded_pattern, "string.gmatch", PAT_GMATCH);
+  wrap(L, string_t, "gsub", guarded_pattern, "string.gsub", PAT_OTHER);
+  wrap(L, table_t, "move", guarded_move, "table.move", 0);
+  wrap(L, table_t, "sort", guarded_sort, "table.sort", 0);
+  lua_pushcfunction(L, guarded_insert);
+  lua_setfield(L, table_t, "insert");
+  lua_pushcfunction(L, guarded_remove);
+  lua_setfield(L, table_t, "remove");
+}

@@ -1,0 +1,331 @@
+/*
+ * tests/unit/test_reward_guards.c — the sandbox against C library loops
+ * that call nothing, out of the budget hook's reach (reward/guards.c), and
+ * how a stop is reported (reward/sandbox.c): table.insert/remove past a
+ * huge __len, a sort of huge equal strings, patterns whose work the guard
+ * used to miss (a quantifier before '$', %b, a long literal, a
+ * backreference), a memory error unwinding past the deadline, a deadline
+ * met in C, and print's line cap. Each hostile case hung for minutes or
+ * said the wrong thing before its fix; each must now end in its error at
+ * once. No time is asserted: a hang shows as ctest's timeout.
+ *
+ * Usage: test_reward_guards [CASE]: one case by name (to run one under a
+ * timeout by hand), or all.
+ */
+#include "reward/reward.h"
+
+#include "kltest.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmpdir[] = "/tmp/kl-test-reward-guards-XXXXXX";
+
+/* For the cases where the deadline is not what is tested: building a
+ * 10 MB subject under ASan on a loaded machine must not meet it first (a
+ * guard that let the work through would hang past any deadline anyway). */
+static const rw_limits slow = {0, 0, 10000, 0};
+
+static const char *write_script(const char *name, const char *text) {
+  static char path[256];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) return path;
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+/* Loads text as script `name` (limits NULL: the defaults), scores one
+ * candidate, and checks the code and that why names the script and holds
+ * want1 and want2 (NULL to skip). */
+static void expect_score(const char *name, const char *text,
+                         const rw_limits *lim, int code, const char *want1,
+                         const char *want2) {
+  char why[512] = "";
+  rw_script *s = rw_load(write_script(name, text), lim, why, sizeof why);
+  CHECK(s != NULL, "%s: load failed: %s", name, why);
+  if (!s) return;
+  rw_candidate c;
+  rw_candidate_init(&c);
+  rw_components out;
+  int rc = rw_score(s, &c, NULL, &out, why, sizeof why);
+  CHECK(rc == code, "%s: code %d, expected %d (%s)", name, rc, code, why);
+  CHECK(strstr(why, name) != NULL || code == RW_OK,
+        "%s: why does not name the script: %s", name, why);
+  if (want1)
+    CHECK(strstr(why, want1), "%s: want '%s' in: %s", name, want1, why);
+  if (want2)
+    CHECK(strstr(why, want2), "%s: want '%s' in: %s", name, want2, why);
+  CHECK(!strstr(why, "?:-1"), "%s: a stop without a place: %s", name, why);
+  rw_components_free(&out);
+  rw_free(s);
+}
+
+/* 1. insert/remove shift #t elements in C; __len makes #t 2^62. */
+static void test_insert_remove(void) {
+  expect_score("insert_len.lua",
+               "return { score = function()\n"
+               "  local t = setmetatable({}, {__len = function() return 1 << "
+               "62 end})\n"
+               "  table.insert(t, 1, 0)\n  return {}\nend }\n",
+               &slow, RW_ERUN, "insert_len.lua:3: table.insert", "2^22");
+  expect_score("remove_len.lua",
+               "return { score = function()\n"
+               "  local t = setmetatable({}, {__len = function() return "
+               "math.maxinteger end})\n"
+               "  table.remove(t, 1)\n  return {}\nend }\n",
+               &slow, RW_ERUN, "remove_len.lua:3: table.remove", "2^22");
+  /* the length is taken once: a __len that grows between two reads (the
+   * guard's and the library's) shifts what it said first */
+  expect_score("insert_len_twice.lua",
+               "return { score = function()\n"
+               "  local n = 0\n"
+               "  local t = setmetatable({}, {__len = function()\n"
+               "    n = n + 1; return n == 1 and 1 or 1 << 62 end})\n"
+               "  table.insert(t, 1, 0)\n  return { n = n }\nend }\n",
+               &slow, RW_OK, NULL, NULL);
+  /* what formulas do with them still works, Lua's way */
+  expect_score("insert_ok.lua",
+               "return { score = function()\n"
+               "  local t = {}\n"
+               "  table.insert(t, 'b') table.insert(t, 1, 'a')\n"
+               "  table.insert(t, 3, 'c') table.insert(t, 2, 'x')\n"
+               "  local r = table.remove(t, 2)\n"
+               "  local last = table.remove(t)\n"
+               "  local none = table.remove({})\n"
+               "  assert(table.concat(t) == 'ab' and r == 'x' and last == 'c'\n"
+               "         and none == nil, table.concat(t))\n"
+               "  assert(not pcall(table.insert, t, 5, 'y'))\n"
+               "  assert(not pcall(table.insert, t, 1, 2, 3))\n"
+               "  assert(not pcall(table.remove, t, 7))\n"
+               "  return { n = #t }\nend }\n",
+               &slow, RW_OK, NULL, NULL);
+}
+
+/* 2. 4096 references to one 16 MiB string: each comparison a strcoll of
+ * 16 MiB inside one C call. Now each comparison is a call: the deadline
+ * (1 s, so that building the table never meets it first). */
+static void test_sort(void) {
+  const rw_limits second = {0, 0, 1000, 0};
+  expect_score("sort_strings.lua",
+               "return { score = function()\n"
+               "  local s = ('a'):rep(1 << 20):rep(16)\n"
+               "  local t = {}\n  for i = 1, 4096 do t[i] = s end\n"
+               "  table.sort(t)\n  return {}\nend }\n",
+               &second, RW_EBUDGET, "sort_strings.lua:5:", "deadline");
+  expect_score("sort_ok.lua",
+               "return { score = function()\n"
+               "  local t = {5, 3, 9, 1}\n  table.sort(t)\n"
+               "  local u = {'b', 'c', 'a'}\n"
+               "  table.sort(u, function(x, y) return x > y end)\n"
+               "  assert(table.concat(t, ',') == '1,3,5,9')\n"
+               "  assert(table.concat(u) == 'cba')\n"
+               "  assert(not pcall(table.sort, {1, 'a'}))\n"
+               "  return {}\nend }\n",
+               &slow, RW_OK, NULL, NULL);
+}
+
+/* 3. Patterns whose work the guard did not count. */
+static void test_patterns(void) {
+  static const struct {
+    const char *name, *body;
+  } cases[] = {
+      /* a quantifier before a final '$', which can fail: n^2 */
+      {"pat_dollar.lua", "local s = ('a'):rep(100000):rep(10) .. 'b'\n"
+                         "  return { x = s:find('a*$') or 0 }\n"},
+      /* %b: O(n) at each start */
+      {"pat_balance.lua", "local s = ('('):rep(100000):rep(10)\n"
+                          "  return { x = s:find('%b()') or 0 }\n"},
+      /* no quantifier, a long literal: n * m */
+      {"pat_literal.lua",
+       "local s = ('a'):rep(100000):rep(100)\n"
+       "  return { x = s:match(('a'):rep(100000) .. '.b') and 1 or 0 }\n"},
+      /* a backreference to a long capture */
+      {"pat_backref.lua",
+       "local s = ('a'):rep(100000):rep(40)\n"
+       "  return { x = s:match('(' .. ('a'):rep(100000) .. ')%1b') and 1 "
+       "or 0 }\n"},
+      /* a plain find is memcmp at each start: n * m too */
+      {"pat_plain.lua",
+       "local s = ('a'):rep(100000):rep(100)\n"
+       "  return { x = s:find(('a'):rep(100000) .. 'b', 1, true) or 0 }\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text[512], want[64];
+    snprintf(text, sizeof text, "return { score = function()\n  %send }\n",
+             cases[i].body);
+    snprintf(want, sizeof want, "%s:3:", cases[i].name);
+    expect_score(cases[i].name, text, &slow, RW_ERUN, want, "too expensive");
+  }
+  /* what formulas and seed scripts do still passes */
+  expect_score(
+      "pat_ok.lua",
+      "return { score = function()\n"
+      "  local big = ('word  '):rep(20000)\n"
+      "  local squeezed = big:gsub('%s+', ' ')\n"
+      "  local n = 0 for w in big:gmatch('%a+') do n = n + 1 end\n"
+      "  local e = 'kernel.cu(12): error: line 7: x' .. ('y'):rep(700)\n"
+      "  local line = e:match('line (%d+): (.*)')\n"
+      "  local trimmed = ('  x  '):match('^%s*(.-)%s*$')\n"
+      "  local name = ('05_blocktile_2d.cu'):gsub('%.cu$', '')\n"
+      "  local src = ('#define BM 64\\nint x;\\n'):rep(20)\n"
+      "  local d = src:gsub('#define ([%w_]+) [^\\n]*', '#define %1 128')\n"
+      "  assert(#squeezed == 100000 and n == 20000 and line == '7')\n"
+      "  assert(trimmed == 'x' and name == '05_blocktile_2d')\n"
+      "  assert(big:find('word', 1, true) == 1 and big:find('d  w') == 4)\n"
+      "  return { d = #d }\nend }\n",
+      &slow, RW_OK, NULL, NULL);
+}
+
+/* 4. How a stop is reported. The C functions below run through
+ * rw_sandbox_call; usleep makes sure the deadline has passed without any
+ * hook event. */
+static int noop(lua_State *L) {
+  (void)L;
+  return 0;
+}
+
+/* Past the deadline in C, then a call: the hook stops it there. */
+static int late_call(lua_State *L) {
+  usleep(60 * 1000);
+  lua_pushcfunction(L, noop);
+  lua_call(L, 0, 0);
+  return 0;
+}
+
+/* Past the deadline in C, then over the memory cap with a luaL_Buffer's
+ * box open: unwinding the memory error calls the box's __close, and the
+ * hook sees the deadline there (what ('a'):rep(33 * 2^20) does when the
+ * copy takes longer than the deadline). */
+static int late_bomb(lua_State *L) {
+  luaL_Buffer b;
+  luaL_buffinitsize(L, &b, 1 << 20);
+  usleep(60 * 1000);
+  lua_newuserdatauv(L, (size_t)1 << 30, 0);
+  return 0;
+}
+
+/* A refusal Lua recovers from (its emergency collection makes room: the
+ * collector was stopped over 40 MiB of garbage), then past the deadline:
+ * no memory error is in flight, so the stop is the deadline's. */
+static int recovered_then_late(lua_State *L) {
+  lua_gc(L, LUA_GCSTOP);
+  for (int i = 0; i < 40; i++) {
+    lua_newuserdatauv(L, (size_t)1 << 20, 0);
+    lua_pop(L, 1);
+  }
+  lua_newuserdatauv(L, (size_t)30 << 20, 0);
+  lua_gc(L, LUA_GCRESTART);
+  return late_call(L);
+}
+
+static void test_stop_reports(void) {
+  rw_limits lim = {0, 0, 20, 0};
+  char why[512] = "";
+  rw_script *s = rw_sandbox_open(write_script("stops.lua", "return {}\n"),
+                                 "campaign files", &lim, why, sizeof why);
+  CHECK(s != NULL, "rw_sandbox_open: %s", why);
+  if (!s) return;
+  lua_State *L = rw_sandbox_state(s);
+  lua_pushcfunction(L, late_call);
+  int rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
+  CHECK(rc == RW_EBUDGET && strstr(why, "deadline"), "late call: %d %s", rc,
+        why);
+  CHECK(strstr(why, "(in a C function)") && !strstr(why, "?:-1") &&
+            strstr(why, "stops.lua"),
+        "a stop in C says so, naming the script: %s", why);
+  lua_pushcfunction(L, late_bomb);
+  rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
+  CHECK(rc == RW_EMEM && strstr(why, "memory cap"),
+        "the memory error, not the deadline met unwinding it: %d %s", rc, why);
+  lua_pushcfunction(L, recovered_then_late);
+  rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
+  CHECK(rc == RW_EBUDGET && strstr(why, "deadline"),
+        "a refusal Lua recovered from is no memory error: %d %s", rc, why);
+  rw_free(s);
+
+  /* the case found: a 33 MiB string.rep under a 64 MiB cap, whose copy
+   * took longer than the deadline */
+  expect_score("rep33.lua",
+               "return { score = function()\n"
+               "  local s = ('a'):rep(33 * 2^20)\n  return { x = #s }\nend }\n",
+               NULL, RW_EMEM, "memory cap", NULL);
+}
+
+/* 5. print: at most 100 lines, newlines inside one print counted, control
+ * bytes escaped. */
+static void test_print_lines(void) {
+  char why[512] = "";
+  rw_script *s =
+      rw_load(write_script("flood.lua",
+                           "return { score = function()\n"
+                           "  for i = 1, 300 do\n"
+                           "    print(('\\27[2J\\27[31mfake: ok\\n'):rep(40))\n"
+                           "  end\n  return {}\nend }\n"),
+              &slow, why, sizeof why);
+  CHECK(s != NULL, "flood.lua loads: %s", why);
+  if (!s) return;
+  char cap[300];
+  snprintf(cap, sizeof cap, "%s/stderr.txt", tmpdir);
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *f = fopen(cap, "w+");
+  if (!f || saved < 0) {
+    CHECK(0, "cannot capture stderr in %s", cap);
+    rw_free(s);
+    return;
+  }
+  dup2(fileno(f), 2);
+  rw_candidate c;
+  rw_candidate_init(&c);
+  rw_components out;
+  int rc = rw_score(s, &c, NULL, &out, why, sizeof why);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(f);
+  static char text[1 << 20];
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  text[got] = 0;
+  fclose(f);
+  CHECK(rc == RW_OK, "flood.lua scores: %s", why);
+  int lines = 0;
+  for (size_t i = 0; i < got; i++)
+    lines += text[i] == '\n';
+  CHECK(lines <= 101,
+        "print wrote %d lines; expected at most 100 and one "
+        "saying the rest is suppressed",
+        lines);
+  CHECK(strstr(text, "suppressed") != NULL, "the cap is said: %.200s", text);
+  CHECK(memchr(text, 27, got) == NULL, "an ESC byte reached stderr");
+  CHECK(strstr(text, "fake: ok") != NULL, "the text itself is kept: %.200s",
+        text);
+  rw_components_free(&out);
+  rw_free(s);
+}
+
+int main(int argc, char **argv) {
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  static const struct {
+    const char *name;
+    void (*fn)(void);
+  } tests[] = {{"insert_remove", test_insert_remove},
+               {"sort", test_sort},
+               {"patterns", test_patterns},
+               {"stops", test_stop_reports},
+               {"print", test_print_lines}};
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+    if (argc < 2 || !strcmp(argv[1], tests[i].name)) tests[i].fn();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  return kl_test_done("test_reward_guards");
+}
