@@ -168,7 +168,9 @@ static void delta_row(const char *name, double x, double y, const char *fmt) {
 }
 
 static void signed_row(const char *name, double x, double y) {
-  printf("  %-16s %14.4f %14.4f", name, x, y);
+  char a[32], b[32];
+  printf("  %-16s %14s %14s", name, lab_fmt_reward(a, sizeof a, "%.4f", x),
+         lab_fmt_reward(b, sizeof b, "%.4f", y));
   if (!isnan(x) && !isnan(y) && x != y) printf("  %+.4g", y - x);
   printf("\n");
 }

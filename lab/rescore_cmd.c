@@ -568,12 +568,16 @@ int lab_rescore(int argc, char **argv) {
     printf("rescore %s: %lld candidates (%lld scored before), %lld totals "
            "changed; nothing was compiled or run, the file is unchanged\n",
            run, (long long)n, (long long)scored, (long long)changed);
-    char shown[4096];
+    char shown[4096], old_sha[64];
+    /* an attribute of the file: printable, like the formula's name */
+    const char *sha_attr = res_attr(r, "reward_sha256");
     printf("old formula: %s (sha256 %.12s",
            *old_script ? lab_printable(old_script, strlen(old_script), shown,
                                        sizeof shown)
                        : "-",
-           res_attr(r, "reward_sha256"));
+           *sha_attr ? lab_printable(sha_attr, strnlen(sha_attr, 12), old_sha,
+                                     sizeof old_sha)
+                     : "-");
     if (n_versions > 1)
       printf("; the stored totals come from %d%s versions of it, reloaded "
              "during the campaign",

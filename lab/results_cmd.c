@@ -180,10 +180,14 @@ void lab_flag_list(const res_reader *r, uint64_t flags, const char *sep,
 }
 
 const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v) {
+  /* past 1e15 a fixed format prints digits a double does not hold (1.2345e40
+   * came out as 12344999999999999218686), and it may not fit buf */
   if (isnan(v) || v < 0)
     snprintf(buf, len, "-");
-  else
-    snprintf(buf, len, fmt, v);
+  else if (isfinite(v) && v >= 1e15)
+    snprintf(buf, len, "%.4g", v);
+  else if (snprintf(buf, len, fmt, v) >= (int)len)
+    snprintf(buf, len, "%.4g", v);
   return buf;
 }
 
@@ -259,7 +263,9 @@ int lab_top(int argc, char **argv) {
   for (int64_t i = 0; i < total; i++) {
     const res_candidate *c = res_get(r, i);
     correct += c->correct;
-    if (rank_time ? c->correct && c->time_us > 0 : !isnan(c->reward))
+    /* an infinite time (an edited file) is no fastest kernel */
+    if (rank_time ? c->correct && c->time_us > 0 && isfinite(c->time_us)
+                  : !isnan(c->reward))
       rows[m++] = c;
   }
   qsort(rows, (size_t)m, sizeof *rows, rank_time ? by_time : by_reward);
@@ -475,17 +481,29 @@ int lab_show(int argc, char **argv) {
 static const char export_synopsis[] =
     "export RUN.h5 --format csv|jsonl [-o FILE] [--source]";
 
+/* One text cell. A cell starting with = + - @ (or a tab or CR) is a
+ * formula to a spreadsheet (=HYPERLINK(...) from an edited label): it gets a
+ * leading apostrophe, as OWASP's CSV-injection advice says. Bytes that are
+ * not UTF-8 become U+FFFD, as the JSONL export writes them. */
 static void csv_field(FILE *f, const char *s) {
-  if (!strpbrk(s, ",\"\n\r")) {
-    fputs(s, f);
-    return;
+  int formula = strchr("=+-@\t\r", s[0]) && s[0];
+  int quote = strpbrk(s, ",\"\n\r") != NULL;
+  if (quote) fputc('"', f);
+  if (formula) fputc('\'', f);
+  for (size_t i = 0; s[i];) {
+    size_t n = (unsigned char)s[i] < 0x80
+                   ? 1
+                   : res_utf8_char(s + i, strnlen(s + i, 4));
+    if (!n) {
+      fputs("\xEF\xBF\xBD", f);
+      i++;
+      continue;
+    }
+    if (s[i] == '"') fputc('"', f);
+    fwrite(s + i, 1, n, f);
+    i += n;
   }
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputc('"', f);
+  if (quote) fputc('"', f);
 }
 
 /* A double for export: NaN (and -1 for "not measured" times) as missing. */

@@ -234,7 +234,7 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
     const res_candidate *c = res_get(r, i);
     if (!c) continue;
     if (c->step >= 0 && c->step < steps) pr->recorded[c->step]++;
-    int k = c->group * camp->group_size + c->sample;
+    int64_t k = (int64_t)c->group * camp->group_size + c->sample;
     if (c->step == pr->steps_done && c->group >= 0 && c->sample >= 0 &&
         k < per_step) {
       pr->file_reward[k] = c->reward;

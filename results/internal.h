@@ -137,6 +137,25 @@ const char *res__reader_damage(const res_reader *r);
  * no `error` field, so its crc stops before it. */
 uint32_t res__candidate_crc(const res_candidate *r, int schema);
 
+/* Whether the link `name` in the root of fid is a hard link: NULL when it
+ * is, else a phrase ("missing", "an external link (to another file)", ...).
+ * A results file holds its own data: a soft or external link is refused
+ * before anything follows it (an external link to a FIFO blocked every
+ * reader in open(), one to another campaign's file took a writer's
+ * appends). */
+const char *res__link_problem(hid_t fid, const char *name);
+/* res__link_problem for every dataset of the schema: RES_OK, or
+ * RES_EINPUT with why naming the first dataset behind a link. */
+int res__check_links(hid_t fid, const char *path, char *why, size_t whylen);
+/* Opens the schema dataset `name` of fid: -1 unless its link is hard, and
+ * with an access list that refuses to follow external links (a second
+ * wall). HDF5's error stack is left quiet. The caller closes it. */
+hid_t res__open_ds(hid_t fid, const char *name);
+/* Why the compound records of ds do not read as mt (a file edited with
+ * other tools): a field missing (`error` may be, in a schema-1 file), or
+ * of a type HDF5 cannot convert. 0 with out "" when nothing is found. */
+int res__field_problem(hid_t ds, hid_t mt, int schema, char *out, size_t n);
+
 /* Current extent of a 1-D (or the first axis of a 2-D) dataset; -1 on
  * error. */
 int64_t res__extent(hid_t ds, int axis);

@@ -116,11 +116,7 @@ static const char *bad_shape(hid_t fid) {
               {RES_DS_COMPONENT_NAMES, 2, H5T_INTEGER},
               {RES_DS_STEPS, 1, H5T_COMPOUND}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    hid_t ds = -1;
-    H5E_BEGIN_TRY {
-      ds = H5Dopen2(fid, want[i].name, H5P_DEFAULT);
-    }
-    H5E_END_TRY;
+    hid_t ds = res__open_ds(fid, want[i].name);
     if (ds < 0) continue; /* missing: load() says so (or /steps' rule) */
     hid_t sp = H5Dget_space(ds), t = H5Dget_type(ds);
     int ok = sp >= 0 && t >= 0 &&
@@ -139,33 +135,78 @@ static const char *bad_shape(hid_t fid) {
   return NULL;
 }
 
+/* What is wrong with the root's schema_version attribute, as a phrase
+ * (into out), or "" when it holds one integer; the value in *v. */
+static void schema_problem(hid_t fid, int64_t *v, char *out, size_t n) {
+  out[0] = 0;
+  *v = 0;
+  htri_t there = H5Aexists(fid, "schema_version");
+  if (there <= 0) {
+    snprintf(out, n, "it has no schema_version attribute");
+    return;
+  }
+  hid_t a = H5Aopen(fid, "schema_version", H5P_DEFAULT);
+  hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+  if (t < 0 || H5Tget_class(t) != H5T_INTEGER || !one_value(a)) {
+    snprintf(out, n, "its schema_version attribute is not one integer");
+  } else if (H5Tget_sign(t) == H5T_SGN_NONE) {
+    uint64_t u = 0;
+    if (H5Aread(a, H5T_NATIVE_UINT64, &u) < 0)
+      snprintf(out, n, "its schema_version attribute does not read");
+    *v = u > INT64_MAX ? INT64_MAX : (int64_t)u;
+  } else if (H5Aread(a, H5T_NATIVE_INT64, v) < 0) {
+    snprintf(out, n, "its schema_version attribute does not read");
+  }
+  if (t >= 0) H5Tclose(t);
+  if (a >= 0) H5Aclose(a);
+}
+
 int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
   char *kind = read_str_attr(fid, "kind");
   int ok = kind && !strcmp(kind, RES_KIND);
   free(kind);
-  int32_t schema = 0;
-  if (!ok || read_int_attr(fid, "schema_version", H5T_NATIVE_INT32, &schema)) {
-    /* H5Aexists < 0: the root's header did not read, which is damage, not
-     * another program's file */
-    if (H5Aexists(fid, "kind") < 0 || H5Aexists(fid, "schema_version") < 0)
-      snprintf(why, whylen,
-               "%s: truncated or damaged results file: the root group's "
-               "attributes (kind, schema_version) cannot be read",
-               path);
-    else
-      snprintf(why, whylen,
-               "%s: an HDF5 file but not a kernlab results file (no kind = "
-               "\"%s\" attribute)",
-               path, RES_KIND);
-    return RES_EINPUT;
-  }
-  if (schema > RES_SCHEMA_VERSION || schema < 1) {
+  /* H5Aexists < 0: the root's header did not read, which is damage, not
+   * another program's file */
+  if (H5Aexists(fid, "kind") < 0 || H5Aexists(fid, "schema_version") < 0) {
     snprintf(why, whylen,
-             "%s: results schema version %d; this kernlab reads versions 1 "
-             "to %d (a newer kernlab wrote it)",
-             path, (int)schema, RES_SCHEMA_VERSION);
+             "%s: truncated or damaged results file: the root group's "
+             "attributes (kind, schema_version) cannot be read",
+             path);
     return RES_EINPUT;
   }
+  if (!ok) {
+    snprintf(why, whylen,
+             "%s: an HDF5 file but not a kernlab results file (no kind = "
+             "\"%s\" attribute)",
+             path, RES_KIND);
+    return RES_EINPUT;
+  }
+  int64_t schema = 0;
+  char problem[96];
+  schema_problem(fid, &schema, problem, sizeof problem);
+  if (problem[0]) {
+    snprintf(why, whylen,
+             "%s: damaged results file: kind is \"%s\" but %s (versions 1 "
+             "to %d are read)",
+             path, RES_KIND, problem, RES_SCHEMA_VERSION);
+    return RES_EINPUT;
+  }
+  if (schema < 1) {
+    snprintf(why, whylen,
+             "%s: damaged results file: schema_version %lld is not a version "
+             "(they start at 1; this kernlab reads 1 to %d)",
+             path, (long long)schema, RES_SCHEMA_VERSION);
+    return RES_EINPUT;
+  }
+  if (schema > RES_SCHEMA_VERSION) {
+    snprintf(why, whylen,
+             "%s: results schema version %lld; this kernlab reads versions 1 "
+             "to %d (a newer kernlab wrote it)",
+             path, (long long)schema, RES_SCHEMA_VERSION);
+    return RES_EINPUT;
+  }
+  int links = res__check_links(fid, path, why, whylen);
+  if (links != RES_OK) return links;
   const char *ds = bad_shape(fid);
   if (ds) {
     snprintf(why, whylen,
@@ -243,37 +284,60 @@ void res_reader_close(res_reader *r) {
 }
 
 static int damaged(res_reader *r, const char *what, char *why, size_t whylen) {
-  char prefix[4200];
+  char prefix[4400];
   snprintf(prefix, sizeof prefix, "%s: truncated or damaged results file: %s",
            r->path, what);
   res__h5_error(why, whylen, prefix);
   return RES_EINPUT;
 }
 
-/* Control characters (and DEL) of a one-line field become '?'. */
+/* Control characters of a one-line field become '?': C0, DEL, C1
+ * (U+0080..U+009F, which terminals also obey: U+009B is CSI), and bytes
+ * that are not UTF-8 (a lone 0x9b is CSI to an 8-bit terminal). */
 static void no_controls(char *s) {
-  for (; *s; s++)
-    if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+  while (*s) {
+    unsigned char c = (unsigned char)*s;
+    size_t n = c < 0x80 ? 1 : res_utf8_char(s, strnlen(s, 4));
+    int c1 = n == 2 && c == 0xC2 && (unsigned char)s[1] < 0xA0;
+    if (!n || c1 || c < 0x20 || c == 0x7f) {
+      for (size_t i = 0; i < (n ? n : 1); i++)
+        s[i] = '?';
+      n = n ? n : 1;
+    }
+    s += n;
+  }
+}
+
+/* The name of the first dataset of the schema (/steps aside) that does
+ * not open, with what is wrong with it, into out. */
+static void missing_phrase(res_reader *r, hid_t cand, hid_t comp, hid_t cname,
+                           char *out, size_t n) {
+  const char *name = cand < 0     ? RES_DS_CANDIDATES
+                     : comp < 0   ? RES_DS_COMPONENTS
+                     : cname < 0  ? RES_DS_COMPONENT_NAMES
+                     : r->src < 0 ? RES_DS_SOURCE
+                                  : RES_DS_TIMINGS;
+  const char *problem = res__link_problem(r->fid, name);
+  snprintf(out, n, "/%s of the results schema is %s", name,
+           problem ? problem : "unreadable");
 }
 
 static int load(res_reader *r, char *why, size_t whylen) {
-  hid_t cand = H5Dopen2(r->fid, RES_DS_CANDIDATES, H5P_DEFAULT);
+  hid_t cand = res__open_ds(r->fid, RES_DS_CANDIDATES);
   /* A kill can tear the step records' object header (seen once in the
    * crash test); the candidates are what matters, so a damaged /steps
    * costs the step records, said on stderr, and nothing else. */
-  hid_t steps = -1;
-  H5E_BEGIN_TRY {
-    steps = H5Dopen2(r->fid, RES_DS_STEPS, H5P_DEFAULT);
-  }
-  H5E_END_TRY;
-  hid_t comp = H5Dopen2(r->fid, RES_DS_COMPONENTS, H5P_DEFAULT);
-  hid_t cname = H5Dopen2(r->fid, RES_DS_COMPONENT_NAMES, H5P_DEFAULT);
-  r->src = H5Dopen2(r->fid, RES_DS_SOURCE, H5P_DEFAULT);
-  r->tim = H5Dopen2(r->fid, RES_DS_TIMINGS, H5P_DEFAULT);
+  hid_t steps = res__open_ds(r->fid, RES_DS_STEPS);
+  hid_t comp = res__open_ds(r->fid, RES_DS_COMPONENTS);
+  hid_t cname = res__open_ds(r->fid, RES_DS_COMPONENT_NAMES);
+  r->src = res__open_ds(r->fid, RES_DS_SOURCE);
+  r->tim = res__open_ds(r->fid, RES_DS_TIMINGS);
   int rc = RES_OK;
   hid_t ct = res__candidate_type(), st = res__step_type();
   if (cand < 0 || comp < 0 || cname < 0 || r->src < 0 || r->tim < 0) {
-    rc = damaged(r, "a dataset of the schema is missing", why, whylen);
+    char what[160];
+    missing_phrase(r, cand, comp, cname, what, sizeof what);
+    rc = damaged(r, what, why, whylen);
     goto done;
   }
   int32_t schema = 0;
@@ -284,10 +348,25 @@ static int load(res_reader *r, char *why, size_t whylen) {
    * as the buffer held it */
   r->recs = calloc((size_t)(n > 0 ? n : 1), sizeof *r->recs);
   if (n < 0 || !r->recs || res__read_rows(cand, ct, 0, n, 0, r->recs)) {
-    rc = damaged(r, "cannot read /candidates", why, whylen);
+    char what[200], field[160];
+    if (n >= 0 && r->recs &&
+        res__field_problem(cand, ct, schema, field, sizeof field) < 0) {
+      snprintf(why, whylen,
+               "%s: damaged results file: /candidates cannot be read: %s",
+               r->path, field);
+      rc = RES_EINPUT;
+      goto done;
+    }
+    snprintf(what, sizeof what, "cannot read /candidates%s",
+             n < 0 ? " (its extent does not read)" : "");
+    rc = damaged(r, what, why, whylen);
     goto done;
   }
-  int64_t src_bytes = res__extent(r->src, 0), samples = res__extent(r->tim, 0);
+  /* what the heaps hold, not the extents they declare (an extent can be
+   * edited to gigabytes with no data: a record over it would be read as
+   * gigabytes of fill values) */
+  int64_t src_bytes = res__stored_rows(r->src),
+          samples = res__stored_rows(r->tim);
   r->n = res__valid_prefix(r->recs, n, src_bytes, samples, schema);
   if (res__damage(r->recs, n, r->n, src_bytes, samples, schema, r->damage,
                   sizeof r->damage))
@@ -304,6 +383,10 @@ static int load(res_reader *r, char *why, size_t whylen) {
     c->backend[sizeof c->backend - 1] = c->status[sizeof c->status - 1] = 0;
     c->reward_sha256[sizeof c->reward_sha256 - 1] = 0;
     c->error[sizeof c->error - 1] = 0;
+    /* bools as the lab writes them (an edited byte of 7 counted 7 correct
+     * kernels); after the crc, which covers the bytes as stored */
+    c->compiled = c->compiled != 0;
+    c->correct = c->correct != 0;
     /* the lab writes these as one line of text; control bytes in them
      * come from an edited file and would reach a terminal as escape
      * sequences (the label is kept exact: the tables filter it) */

@@ -37,18 +37,40 @@ static int is_num(double v) {
 /* A "nice" tick spacing (1, 2 or 5 times a power of ten) giving about
  * `target` intervals over span. */
 static double nice_step(double span, int target) {
+  if (!(span > 0) || !isfinite(span)) return 1; /* callers keep spans sane */
   double raw = span / target, mag = pow(10, floor(log10(raw))), r = raw / mag;
   return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
+}
+
+/* Data past +-1e300 (an edited file's 1e308) is drawn at the edge: the
+ * span of -1e308 to 1e308 is infinite, and every coordinate computed over
+ * it came out NaN. */
+#define AXIS_MAX 1e300
+static double axis_clamp(double v) {
+  return v > AXIS_MAX ? AXIS_MAX : v < -AXIS_MAX ? -AXIS_MAX : v;
+}
+
+/* Pads a range too narrow to draw: a single value, or values so large that
+ * their difference is below a double's precision there (at 1e20, lo - 0.5
+ * is lo). */
+static void pad_degenerate(double *lo, double *hi, double least) {
+  *lo = axis_clamp(*lo), *hi = axis_clamp(*hi);
+  double mid = 0.5 * *lo + 0.5 * *hi;
+  if (*hi - *lo > fabs(mid) * 1e-9) return;
+  double pad = fabs(mid) * 0.1 > least ? fabs(mid) * 0.1 : least;
+  *lo = mid - pad, *hi = mid + pad;
 }
 
 /* Widens [*lo, *hi] to whole ticks; returns the tick spacing. A degenerate
  * range is padded so a single value sits mid-axis. */
 static double nice_range(double *lo, double *hi, int integer) {
+  *lo = axis_clamp(*lo), *hi = axis_clamp(*hi);
   if (!(*hi > *lo)) {
     double pad = fabs(*lo) > 0 ? fabs(*lo) * 0.1 : 1;
     if (integer && pad < 1) pad = 1;
     *lo -= pad, *hi += pad;
   }
+  pad_degenerate(lo, hi, integer ? 1 : 1e-300);
   double step = nice_step(*hi - *lo, 5);
   if (integer && step < 1) step = 1;
   *lo = floor(*lo / step + 1e-9) * step;
@@ -97,12 +119,21 @@ typedef struct plot {
   int ylog; /* y0, y1 are log10 of the values; ticks at 1, 2, 5 x 10^k */
 } plot;
 
+/* A coordinate the SVG can hold: never NaN or infinite (a browser drops
+ * such an element), and far points kept at a finite distance. */
+static double coord(double v, double fallback) {
+  if (!isfinite(v)) return fallback;
+  return v > 1e6 ? 1e6 : v < -1e6 ? -1e6 : v;
+}
+
 static double px(const plot *p, double x) {
-  return PL + (x - p->x0) / (p->x1 - p->x0) * (W - PL - PR);
+  double span = p->x1 - p->x0;
+  return coord(PL + (axis_clamp(x) - p->x0) / span * (W - PL - PR), PL);
 }
 
 static double py(const plot *p, double y) {
-  return H - PB - (y - p->y0) / (p->y1 - p->y0) * (H - PT - PB);
+  double span = p->y1 - p->y0;
+  return coord(H - PB - (axis_clamp(y) - p->y0) / span * (H - PT - PB), H - PB);
 }
 
 /* Opens a <figure> with its caption. */
@@ -358,14 +389,14 @@ static void plot_hist(FILE *f, const res_reader *r, const char *unit) {
   }
   int bins = (int)ceil(sqrt((double)n));
   bins = bins < 5 ? 5 : bins > 30 ? 30 : bins;
-  if (!(hi > lo)) lo -= 0.5, hi += 0.5;
+  pad_degenerate(&lo, &hi, 0.5);
   double width = (hi - lo) / bins;
   int64_t count[30] = {0}, most = 0;
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
     if (!c->correct || !(c->time_us > 0 && is_num(c->time_us))) continue;
-    int b = (int)((c->time_us - lo) / width);
-    count[b < 0 ? 0 : b >= bins ? bins - 1 : b]++;
+    double q = (c->time_us - lo) / width; /* no int overflow past 2^31 */
+    count[q < 1 ? 0 : q >= bins ? bins - 1 : (int)q]++;
   }
   for (int b = 0; b < bins; b++)
     most = count[b] > most ? count[b] : most;

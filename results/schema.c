@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -210,9 +211,23 @@ hid_t res__step_type(void) {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-int res__check_signature(const char *path, char *why, size_t whylen) {
+/* Where HDF5 looks for its signature: offset 0, then 512, 1024, 2048, ...
+ * (a file with a user block, as h5jam makes, starts its superblock after
+ * it). Returns the offset, or -1 when there is none. */
+static int64_t signature_offset(FILE *fp) {
   static const unsigned char sig[8] = {0x89, 'H',  'D',  'F',
                                        '\r', '\n', 0x1a, '\n'};
+  for (int64_t off = 0; off <= ((int64_t)1 << 40); off = off ? off * 2 : 512) {
+    unsigned char head[8];
+    if (fseeko(fp, (off_t)off, SEEK_SET) != 0 ||
+        fread(head, 1, sizeof head, fp) != sizeof head)
+      return -1;
+    if (!memcmp(head, sig, sizeof sig)) return off;
+  }
+  return -1;
+}
+
+int res__check_signature(const char *path, char *why, size_t whylen) {
   struct stat st;
   /* a FIFO or a device would block the open below, or read for ever */
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -225,17 +240,85 @@ int res__check_signature(const char *path, char *why, size_t whylen) {
     snprintf(why, whylen, "%s: cannot open: %s", path, kl_fopen_error(errno));
     return RES_EINPUT;
   }
-  unsigned char head[8];
-  size_t got = fread(head, 1, sizeof head, fp);
+  int64_t off = signature_offset(fp);
   fclose(fp);
-  if (got != sizeof head || memcmp(head, sig, sizeof sig)) {
+  if (off < 0) {
     snprintf(why, whylen,
-             "%s: not an HDF5 file (no HDF5 signature at offset 0); expected "
-             "a kernlab results file",
+             "%s: not an HDF5 file (no HDF5 signature at offset 0 or after a "
+             "user block); expected a kernlab results file",
              path);
     return RES_EINPUT;
   }
   return RES_OK;
+}
+
+/* ---- links --------------------------------------------------------------- */
+
+/* An external link met while opening a dataset: refused (a results file
+ * holds its own data; following one opened any file the link names, a
+ * FIFO with no writer blocked for ever, and a writer appended into
+ * another campaign's file). */
+static herr_t refuse_elink(const char *parent_file, const char *parent_group,
+                           const char *child_file, const char *child_object,
+                           unsigned *acc_flags, hid_t fapl, void *data) {
+  (void)parent_file, (void)parent_group, (void)child_file, (void)child_object;
+  (void)acc_flags, (void)fapl, (void)data;
+  return -1;
+}
+
+const char *res__link_problem(hid_t fid, const char *name) {
+  htri_t there = -1;
+  H5L_info_t info;
+  herr_t e = -1;
+  H5E_BEGIN_TRY {
+    there = H5Lexists(fid, name, H5P_DEFAULT);
+    if (there > 0) e = H5Lget_info(fid, name, &info, H5P_DEFAULT);
+  }
+  H5E_END_TRY;
+  if (there == 0) return "missing";
+  if (there < 0 || e < 0) return "unreadable (its link does not read)";
+  switch (info.type) {
+  case H5L_TYPE_HARD:
+    return NULL;
+  case H5L_TYPE_SOFT:
+    return "a soft link (to another object of the file)";
+  case H5L_TYPE_EXTERNAL:
+    return "an external link (to another file)";
+  default:
+    return "a user-defined link";
+  }
+}
+
+int res__check_links(hid_t fid, const char *path, char *why, size_t whylen) {
+  static const char *const names[] = {RES_DS_CANDIDATES,      RES_DS_SOURCE,
+                                      RES_DS_TIMINGS,         RES_DS_COMPONENTS,
+                                      RES_DS_COMPONENT_NAMES, RES_DS_STEPS};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *problem = res__link_problem(fid, names[i]);
+    if (problem && strcmp(problem, "missing")) {
+      snprintf(why, whylen,
+               "%s: /%s is %s; a results file holds its own datasets, so "
+               "kernlab neither reads nor writes through a link",
+               path, names[i], problem);
+      return RES_EINPUT;
+    }
+  }
+  return RES_OK;
+}
+
+hid_t res__open_ds(hid_t fid, const char *name) {
+  if (res__link_problem(fid, name)) return -1;
+  hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+  if (dapl < 0) return -1;
+  hid_t ds = -1;
+  if (H5Pset_elink_cb(dapl, refuse_elink, NULL) >= 0) {
+    H5E_BEGIN_TRY {
+      ds = H5Dopen2(fid, name, dapl);
+    }
+    H5E_END_TRY;
+  }
+  H5Pclose(dapl);
+  return ds;
 }
 
 /* The schema's datasets have rank 1 or 2; a file edited to hold another
@@ -251,6 +334,31 @@ int64_t res__extent(hid_t ds, int axis) {
   return (int64_t)dims[axis];
 }
 
+/* The rows covered by the chunks that are allocated, or -1 when they
+ * cannot be listed. Rows past the last allocated chunk, and rows of a
+ * chunk that is not allocated, read as the fill value, which no record
+ * passes: a prefix of complete records ends within the first
+ * n_chunks * chunk rows. */
+static int64_t chunk_rows_bound(hid_t ds, hid_t dcpl) {
+  hsize_t chunk[2] = {0, 0}, n_chunks = 0;
+  int rank =
+      H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_chunk(dcpl, 2, chunk) : -1;
+  if (rank < 1 || rank > 2 || chunk[0] == 0) return -1;
+  hid_t sp = H5Dget_space(ds);
+  herr_t e = sp >= 0 ? H5Dget_num_chunks(ds, sp, &n_chunks) : -1;
+  if (sp >= 0) H5Sclose(sp);
+  if (e < 0) return -1;
+  /* a rank-2 dataset's chunks also tile the columns: counting every chunk
+   * as a new band of rows overcounts, which only loosens the bound */
+  if (n_chunks > (hsize_t)INT64_MAX / chunk[0]) return INT64_MAX;
+  return (int64_t)(n_chunks * chunk[0]);
+}
+
+/* Deflate's best case is about 1032:1; a filtered dataset holds no more
+ * rows than its stored bytes at that ratio (with room for shuffle and
+ * fletcher32), whatever extent it declares. */
+#define RES_MAX_FILTER_RATIO 1100
+
 int64_t res__stored_rows(hid_t ds) {
   int64_t rows = res__extent(ds, 0);
   if (rows <= 0) return rows;
@@ -259,16 +367,98 @@ int64_t res__stored_rows(hid_t ds) {
   size_t size = t >= 0 ? H5Tget_size(t) : 0;
   if (t >= 0) H5Tclose(t);
   uint64_t row = (uint64_t)size * (uint64_t)(cols > 0 ? cols : 1);
-  /* a filtered (compressed: h5repack -f GZIP) dataset stores less than its
-   * rows; its extent is taken as it is */
-  hid_t dcpl = H5Dget_create_plist(ds);
-  int filters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 1;
-  if (dcpl >= 0) H5Pclose(dcpl);
-  if (filters != 0) return rows;
-  uint64_t stored = H5Dget_storage_size(ds);
   if (!row) return rows;
-  uint64_t can = (stored + row - 1) / row;
+  hid_t dcpl = H5Dget_create_plist(ds);
+  if (dcpl < 0) return -1;
+  int filters = H5Pget_nfilters(dcpl);
+  int64_t by_chunks = chunk_rows_bound(ds, dcpl);
+  H5Pclose(dcpl);
+  uint64_t stored = H5Dget_storage_size(ds);
+  uint64_t can;
+  if (filters == 0) {
+    can = (stored + row - 1) / row;
+  } else {
+    /* a filtered (compressed: h5repack -f GZIP) dataset stores less than
+     * its rows: its allocated chunks and the best ratio bound them (an
+     * extent of 10M rows over a few kB of gzip was allocated in full) */
+    if (filters < 0 || by_chunks < 0) return -1;
+    can = stored > UINT64_MAX / RES_MAX_FILTER_RATIO
+              ? UINT64_MAX
+              : (stored * RES_MAX_FILTER_RATIO + row - 1) / row;
+  }
+  if (by_chunks >= 0 && (uint64_t)by_chunks < can) can = (uint64_t)by_chunks;
   return (uint64_t)rows > can ? (int64_t)can : rows;
+}
+
+static const char *class_name(H5T_class_t c) {
+  switch (c) {
+  case H5T_INTEGER:
+    return "an integer";
+  case H5T_FLOAT:
+    return "a float";
+  case H5T_STRING:
+    return "a string";
+  case H5T_ENUM:
+    return "an enum (bool)";
+  case H5T_ARRAY:
+    return "an array";
+  case H5T_COMPOUND:
+    return "a compound";
+  case H5T_VLEN:
+    return "a variable-length sequence";
+  default:
+    return "of another kind";
+  }
+}
+
+int res__field_problem(hid_t ds, hid_t mt, int schema, char *out, size_t n) {
+  out[0] = 0;
+  hid_t ft = H5Dget_type(ds);
+  if (ft < 0 || H5Tget_class(ft) != H5T_COMPOUND) {
+    snprintf(out, n, "its element type is not a compound record");
+    if (ft >= 0) H5Tclose(ft);
+    return -1;
+  }
+  /* first a field HDF5 cannot convert (what fails a read), then a missing
+   * one (which reads, and fails the records' crc) */
+  int members = H5Tget_nmembers(mt);
+  for (int pass = 0; pass < 2 && !out[0]; pass++)
+    for (int i = 0; i < members && !out[0]; i++) {
+      char *name = H5Tget_member_name(mt, (unsigned)i);
+      if (!name) continue;
+      int idx = H5Tget_member_index(ft, name);
+      if (idx < 0) {
+        if (pass == 1 && (schema >= 2 || strcmp(name, "error")))
+          snprintf(out, n, "its records have no field `%s`", name);
+      } else if (pass == 0) {
+        hid_t fm = H5Tget_member_type(ft, (unsigned)idx);
+        hid_t mm = H5Tget_member_type(mt, (unsigned)i);
+        H5T_cdata_t *cdata = NULL;
+        H5T_conv_t conv = NULL;
+        H5E_BEGIN_TRY {
+          conv = H5Tfind(fm, mm, &cdata);
+        }
+        H5E_END_TRY;
+        int vlen = fm >= 0 && H5Tget_class(fm) == H5T_STRING &&
+                   H5Tis_variable_str(fm) > 0;
+        char have[64];
+        if (vlen)
+          snprintf(have, sizeof have, "a variable-length string");
+        else
+          snprintf(have, sizeof have, "%s of %zu bytes",
+                   class_name(H5Tget_class(fm)), H5Tget_size(fm));
+        if (!conv || vlen)
+          snprintf(out, n,
+                   "field `%s` is %s in the file, which does not convert to "
+                   "the schema's type, %s of %zu bytes",
+                   name, have, class_name(H5Tget_class(mm)), H5Tget_size(mm));
+        if (fm >= 0) H5Tclose(fm);
+        if (mm >= 0) H5Tclose(mm);
+      }
+      H5free_memory(name);
+    }
+  H5Tclose(ft);
+  return out[0] ? -1 : 0;
 }
 
 int res__read_rows(hid_t ds, hid_t mt, int64_t start, int64_t count,

@@ -40,6 +40,9 @@ typedef struct dedup_entry {
   uint64_t off;
   uint32_t len;
   int used;
+  int verified; /* the bytes at off were compared with a source: written by
+                 * this writer, or checked on the first reuse (an edited
+                 * file's record can carry a sha256 its bytes lack) */
 } dedup_entry;
 
 struct res_file {
@@ -103,7 +106,7 @@ static dedup_entry *dedup_find(res_file *f, const uint8_t sha[32]) {
 }
 
 static int dedup_add(res_file *f, const uint8_t sha[32], uint64_t off,
-                     uint32_t len) {
+                     uint32_t len, int verified) {
   if (dedup_find(f, sha)) return 0;
   if ((f->dedup_n + 1) * 2 > f->dedup_cap) {
     size_t cap = f->dedup_cap ? f->dedup_cap * 2 : 256;
@@ -117,7 +120,8 @@ static int dedup_add(res_file *f, const uint8_t sha[32], uint64_t off,
     f->dedup_cap = cap;
     f->dedup_n = 0;
     for (size_t i = 0; i < oldcap; i++)
-      if (old[i].used) dedup_add(f, old[i].sha, old[i].off, old[i].len);
+      if (old[i].used)
+        dedup_add(f, old[i].sha, old[i].off, old[i].len, old[i].verified);
     free(old);
   }
   size_t i = sha_key(sha) & (f->dedup_cap - 1);
@@ -127,7 +131,25 @@ static int dedup_add(res_file *f, const uint8_t sha[32], uint64_t off,
   f->dedup[i].off = off;
   f->dedup[i].len = len;
   f->dedup[i].used = 1;
+  f->dedup[i].verified = verified;
   f->dedup_n++;
+  return 0;
+}
+
+/* Whether the bytes entry d points at (from the file being continued) are
+ * source's: 0, and d is marked verified; -1 when they differ or do not
+ * read. */
+static int reuse_ok(res_file *f, dedup_entry *d, const char *source,
+                    size_t len) {
+  if (d->used != 1 || d->len != len) return -1;
+  char *held = malloc(len ? len : 1);
+  int same = held &&
+             !res__read_rows(f->src, H5T_NATIVE_UINT8, (int64_t)d->off,
+                             (int64_t)len, 0, held) &&
+             !memcmp(held, source, len);
+  free(held);
+  if (!same) return -1;
+  d->verified = 1;
   return 0;
 }
 
@@ -484,17 +506,22 @@ static int unreadable(const char *path, char *why, size_t whylen,
 /* Rebuilds the writer's state from an existing file: valid record count,
  * heap ends, component names, the dedup table. */
 static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
-  f->cand = H5Dopen2(f->fid, RES_DS_CANDIDATES, H5P_DEFAULT);
-  f->src = H5Dopen2(f->fid, RES_DS_SOURCE, H5P_DEFAULT);
-  f->tim = H5Dopen2(f->fid, RES_DS_TIMINGS, H5P_DEFAULT);
-  f->comp = H5Dopen2(f->fid, RES_DS_COMPONENTS, H5P_DEFAULT);
-  f->cname = H5Dopen2(f->fid, RES_DS_COMPONENT_NAMES, H5P_DEFAULT);
-  f->steps = H5Dopen2(f->fid, RES_DS_STEPS, H5P_DEFAULT);
-  if (f->cand < 0 || f->src < 0 || f->tim < 0 || f->comp < 0 || f->cname < 0 ||
-      f->steps < 0) {
-    snprintf(why, whylen, "%s: a dataset of the results schema is missing",
-             path);
-    return RES_EINPUT;
+  static const char *const names[] = {RES_DS_CANDIDATES,      RES_DS_SOURCE,
+                                      RES_DS_TIMINGS,         RES_DS_COMPONENTS,
+                                      RES_DS_COMPONENT_NAMES, RES_DS_STEPS};
+  hid_t *ids[] = {&f->cand, &f->src, &f->tim, &f->comp, &f->cname, &f->steps};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    /* hard links only: an external link took this writer's appends into
+     * another file (res__validate said so first) */
+    *ids[i] = res__open_ds(f->fid, names[i]);
+    if (*ids[i] < 0) {
+      const char *problem = res__link_problem(f->fid, names[i]);
+      snprintf(why, whylen,
+               "%s: truncated or damaged results file: /%s of the results "
+               "schema is %s",
+               path, names[i], problem ? problem : "unreadable");
+      return RES_EINPUT;
+    }
   }
   int32_t schema = 0;
   hid_t root = H5Gopen2(f->fid, "/", H5P_DEFAULT);
@@ -521,13 +548,24 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   }
   if (n > 0 && res__read_rows(f->cand, f->cand_t, 0, n, 0, recs)) {
     free(recs);
+    char field[160];
+    if (res__field_problem(f->cand, f->cand_t, schema, field, sizeof field)) {
+      snprintf(why, whylen,
+               "%s: damaged results file: /candidates cannot be read: %s", path,
+               field);
+      return RES_EINPUT;
+    }
     return unreadable(path, why, whylen, "/candidates");
   }
+  /* appends go after the declared extents; records are checked against
+   * what the heaps hold, as a reader checks them */
   f->src_end = res__extent(f->src, 0);
   f->tim_end = res__extent(f->tim, 0);
-  f->n_cand = res__valid_prefix(recs, n, f->src_end, f->tim_end, f->schema);
+  int64_t src_held = res__stored_rows(f->src),
+          tim_held = res__stored_rows(f->tim);
+  f->n_cand = res__valid_prefix(recs, n, src_held, tim_held, f->schema);
   char what[256];
-  if (res__damage(recs, n, f->n_cand, f->src_end, f->tim_end, f->schema, what,
+  if (res__damage(recs, n, f->n_cand, src_held, tim_held, f->schema, what,
                   sizeof what)) {
     free(recs);
     snprintf(why, whylen,
@@ -537,7 +575,7 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
   }
   for (int64_t i = 0; i < f->n_cand; i++)
     if (recs[i].src_len)
-      dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len);
+      dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len, 0);
   free(recs);
   int64_t k = res__stored_rows(f->cname);
   if (k > 0) {
@@ -737,6 +775,13 @@ int res_append_candidate(res_file *f, const res_candidate *c,
   sha256_raw(source ? source : "", source_len, rec.src_sha256);
   rec.src_len = (uint32_t)source_len;
   dedup_entry *d = source_len ? dedup_find(f, rec.src_sha256) : NULL;
+  if (d && !d->verified && reuse_ok(f, d, source, source_len) < 0) {
+    /* the bytes there are not this source (an edited record): a record
+     * pointing at them would not read; the source is written anew and
+     * later duplicates share the new copy */
+    d->used = 2;
+    d = NULL;
+  }
   if (d) {
     rec.src_off = d->off;
   } else {
@@ -746,7 +791,13 @@ int res_append_candidate(res_file *f, const res_candidate *c,
                      0, source) < 0)
         return fail(why, whylen, "cannot append to /source_bytes");
       f->src_end += (int64_t)source_len;
-      dedup_add(f, rec.src_sha256, rec.src_off, rec.src_len);
+      dedup_entry *stale = dedup_find(f, rec.src_sha256);
+      if (stale) { /* its bytes failed reuse_ok: point it at the new ones */
+        stale->off = rec.src_off, stale->len = rec.src_len;
+        stale->verified = 1, stale->used = 1;
+      } else {
+        dedup_add(f, rec.src_sha256, rec.src_off, rec.src_len, 1);
+      }
     }
   }
   /* 2. raw timing samples */

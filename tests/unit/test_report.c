@@ -202,6 +202,47 @@ static void test_huge_axes(const char *dir) {
   free(html);
 }
 
+/* Ranges a plot cannot span as they are: every correct time equal at
+ * 1e20 (the histogram padded its range by 0.5, which at 1e20 is nothing,
+ * and drew x="-nan"), and rewards and components at +-1e308 (the axis
+ * span overflowed to inf). No coordinate may be NaN or infinite. */
+static void test_degenerate_axes(const char *dir) {
+  char path[512], why[512] = "";
+  snprintf(path, sizeof path, "%s/degenerate.h5", dir);
+  int code = 0;
+  const res_campaign_meta m = {.component_names = (const char *const[]){"c"},
+                               .n_components = 1};
+  res_file *w = res_create(path, &m, &code, why, sizeof why);
+  CHECK(w, "create: %s", why);
+  for (int i = 0; w && i < 12; i++) {
+    res_candidate c;
+    gen_candidate(i, &c);
+    c.correct = c.compiled = 1;
+    c.time_us = 1e20;
+    c.reward = i % 2 ? 1e308 : -1e308;
+    const char *names[1] = {"c"};
+    double v = i % 2 ? -1e308 : 1e308;
+    CHECK(res_append_candidate(w, &c, "x", 1, NULL, 0, names, &v, 1, NULL, why,
+                               sizeof why) == RES_OK,
+          "append %d: %s", i, why);
+  }
+  for (int s = 0; w && s < 2; s++) {
+    res_step st;
+    gen_step(s, &st);
+    st.reward_mean = s ? 1e308 : -1e308;
+    st.reward_max = s ? -1e308 : 1e308;
+    CHECK(res_append_step(w, &st, why, sizeof why) == RES_OK, "step: %s", why);
+  }
+  res_close(w, why, sizeof why);
+  size_t len = 0;
+  char *html = render(path, &len);
+  if (!html) return;
+  CHECK(!strstr(html, "nan\"") && !strstr(html, "inf\""),
+        "no NaN or infinite coordinate");
+  CHECK(count(html, "<rect class=\"bar\"") >= 5, "the histogram is drawn");
+  free(html);
+}
+
 int main(int argc, char **argv) {
   char why[512] = "";
   if (argc == 3 && !strcmp(argv[1], "--write-hostile")) {
@@ -216,6 +257,7 @@ int main(int argc, char **argv) {
   test_empty(dir);
   test_write_failure(dir);
   test_huge_axes(dir);
+  test_degenerate_axes(dir);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
