@@ -14,7 +14,9 @@
  *
  * The checks:
  *  - names: a table of identifiers (exact, prefix or substring matches,
- *    some only when called: `write(` but not `int write = 0;`);
+ *    some only when called: `write(` but not `int write = 0;`; a
+ *    __device__ helper named like a banned host function is flagged too,
+ *    since the emulator's g++ may resolve its calls to the host one);
  *  - punctuators: `<<<` (a device-side launch);
  *  - directives: #include targets, #if/#ifdef/#elif on any macro the file
  *    itself never #defines (that can only be the compiler's: a branch on the
@@ -75,8 +77,6 @@ typedef struct scanner {
   int ntok;
   directive *dir; /* preprocessor directives */
   int ndir;
-  int *device_fn; /* token index of each __device__/__global__ function name */
-  int ndevice_fn;
   int *constant_var; /* token index of each read-only variable's name
                        (check_const_casts) */
   int nconstant_var;
@@ -373,6 +373,16 @@ static const name_rule name_rules[] = {
     R_("posix_memalign", M_EXACT, DEVICE_MALLOC),
     R_("memalign", M_EXACT, DEVICE_MALLOC),
     R_("alloca", M_EXACT, DEVICE_MALLOC),
+    R_("reallocarray", M_EXACT, DEVICE_MALLOC),
+    R_("valloc", M_EXACT, DEVICE_MALLOC),
+    R_("pvalloc", M_EXACT, DEVICE_MALLOC),
+    R_("__libc_", M_PREFIX, DEVICE_MALLOC), /* __libc_malloc, __libc_calloc */
+    R_("strdup", M_EXACT, DEVICE_MALLOC),
+    R_("strndup", M_EXACT, DEVICE_MALLOC),
+    R_("asprintf", M_EXACT, DEVICE_MALLOC),
+    R_("vasprintf", M_EXACT, DEVICE_MALLOC),
+    R_("sbrk", M_CALL, DEVICE_MALLOC),
+    R_("brk", M_CALL, DEVICE_MALLOC),
     R_("__builtin_alloca", M_PREFIX, DEVICE_MALLOC),
     R_("__nv_aligned_device_malloc", M_EXACT, DEVICE_MALLOC),
     R_("cudaMalloc", M_PREFIX, DEVICE_MALLOC),
@@ -499,6 +509,14 @@ static const name_rule name_rules[] = {
     R_("getenv", M_CALL, COMPILE_PASS_BRANCH),
     R_("setenv", M_CALL, COMPILE_PASS_BRANCH),
     R_("putenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("unsetenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("clearenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("secure_getenv", M_CALL, COMPILE_PASS_BRANCH),
+    R_("memfd_create", M_CALL, COMPILE_PASS_BRANCH),
+    R_("shmget", M_CALL, COMPILE_PASS_BRANCH),
+    R_("shmat", M_CALL, COMPILE_PASS_BRANCH),
+    R_("tmpfile", M_CALL, COMPILE_PASS_BRANCH),
+    R_("mkstemp", M_CALL, COMPILE_PASS_BRANCH),
     R_("atexit", M_CALL, COMPILE_PASS_BRANCH),
     R_("exit", M_CALL, COMPILE_PASS_BRANCH),
     R_("_exit", M_CALL, COMPILE_PASS_BRANCH),
@@ -560,14 +578,6 @@ static int half_as_type(const scanner *s, int i) {
   return 0;
 }
 
-static int is_device_fn_name(const scanner *s, const char *w, int len) {
-  for (int k = 0; k < s->ndevice_fn; k++) {
-    const token *t = &s->tok[s->device_fn[k]];
-    if (t->len == len && !memcmp(s->text + t->start, w, (size_t)len)) return 1;
-  }
-  return 0;
-}
-
 /* Applies the name table to w[0..len). i: its token (context for M_CALL and
  * M_TYPE), or -1 for a name built by pasting (counted as called). */
 static void check_name(scanner *s, const char *w, int len, int line, int i) {
@@ -587,9 +597,15 @@ static void check_name(scanner *s, const char *w, int len, int line, int i) {
       break;
     case M_CALL:
       hit = wl == len && !memcmp(w, nr->word, (size_t)len);
+      /* Called, or named in parentheses: `(getenv)("X")` calls it too.
+       * A __device__ function of the same name does not clear it: the
+       * emulator's g++ sees the host one as well and may pick it (a
+       * template getenv(T) loses to glibc's getenv(const char*)), so a
+       * helper named like a host function is flagged with it. */
       if (hit && i >= 0)
-        hit = tok_punct(s, i + 1, "(") && !tok_punct(s, i - 1, ".") &&
-              !tok_punct(s, i - 1, "->") && !is_device_fn_name(s, w, len);
+        hit = (tok_punct(s, i + 1, "(") ||
+               (tok_punct(s, i + 1, ")") && tok_punct(s, i - 1, "("))) &&
+              !tok_punct(s, i - 1, ".") && !tok_punct(s, i - 1, "->");
       break;
     case M_TYPE:
       hit = wl == len && !memcmp(w, nr->word, (size_t)len);
@@ -974,9 +990,6 @@ static void declaration(scanner *s, int scope, int a, int b) {
   int nl = dc.name >= 0 ? s->tok[dc.name].len : 1;
   int is_fn = dc.fn_paren >= 0;
 
-  if (is_fn && (dc.device || dc.global))
-    s->device_fn[s->ndevice_fn++] = dc.name;
-
   if (scope == SC_FILE) {
     if (is_fn) {
       if (dc.host && !dc.device)
@@ -1077,9 +1090,8 @@ static int check_declarations(scanner *s) {
   int cap = s->ntok + 1;
   int *stack = malloc((size_t)cap * sizeof(int));
   int *idx = malloc((size_t)cap * sizeof(int));
-  s->device_fn = malloc((size_t)cap * sizeof(int));
   s->constant_var = malloc((size_t)cap * sizeof(int));
-  if (!stack || !idx || !s->device_fn || !s->constant_var) {
+  if (!stack || !idx || !s->constant_var) {
     free(stack);
     free(idx);
     return -1;
@@ -1301,7 +1313,6 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   free(s.line_of);
   free(s.tok);
   free(s.dir);
-  free(s.device_fn);
   free(s.constant_var);
   return s.flags;
 }

@@ -161,16 +161,30 @@ static void test_each_flag(void) {
   raises("compile_pass_branch",
          kernel_with("__host__ int helper(int x) { return x; }", ""));
   raises("compile_pass_branch", kernel_with("", "system(\"ls\");"));
+  /* a device overload of a host function: g++ in the emulator picks
+   * glibc's getenv(const char*) over the template, so the call is host */
+  raises("compile_pass_branch",
+         kernel_with("template <class T> __device__ char* getenv(T);",
+                     "char* m = getenv(\"KL_MEMO\"); (void)m;"));
+  raises("compile_pass_branch",
+         kernel_with("template <class T> __device__ char*(getenv)(T);",
+                     "char* m = (getenv)(\"KL_MEMO\"); (void)m;"));
+  raises(
+      "compile_pass_branch",
+      kernel_with("__device__ float read(const float* p) { return *p; }", ""));
+  raises("device_malloc",
+         kernel_with("", "void* p = reallocarray(0, 4, 4); (void)p;"));
+  raises("device_malloc", kernel_with("", "void* p = sbrk(64); (void)p;"));
   raises("compile_pass_branch",
          kernel_with("extern \"C\" void kl_reference(const float*);", ""));
   clean(kernel_with("#define BM 64\n#ifndef BM\n#define BM 32\n#endif\n"
                     "#if BM > 32 && defined(BM)\n#endif\n"
                     "__host__ __device__ inline int twice(int x) { return 2 "
                     "* x; }\n"
-                    "__device__ float read(const float* p) { return *p; }\n"
+                    "__device__ float load(const float* p) { return *p; }\n"
                     "constexpr int cdiv(int a, int b) { return (a + b - 1) / "
                     "b; }",
-                    "int write = 0, system = 1; float v = read(A); (void)v;"
+                    "int write = 0, system = 1; float v = load(A); (void)v;"
                     " (void)write; (void)system;"
                     " extern __shared__ float dyn[]; (void)dyn;"));
 
