@@ -252,3 +252,52 @@ int kl_elf_load_time_code(const void *elf, size_t size, char *why,
   }
   return KL_OK;
 }
+
+/* ---- what a shared object imports ----
+ * Every symbol the dynamic loader binds for a shared object is an undefined
+ * entry of its .dynsym (weak ones too: bound when the process has them).
+ * The emulator's host build of a device kernel may only import what device
+ * code can call on a GPU; anything else (getenv, strtok, rand, fopen) is
+ * host state or host I/O reached through a name NVRTC saw as a __device__
+ * function of the candidate's own. This reads the table the linker wrote,
+ * through the section headers: the candidate writes source, not the ELF
+ * layout, so the two agree. */
+
+int kl_elf_imports_allowed(const void *elf, size_t size,
+                           int (*allowed)(const char *name), char *why,
+                           size_t whylen) {
+  const uint8_t *img = elf;
+  uint64_t shoff, shentsize;
+  unsigned shnum;
+  int rc = kl_section_table(img, size, &shoff, &shentsize, &shnum, why, whylen);
+  if (rc != KL_OK) return rc;
+  for (unsigned i = 0; i < shnum; i++) {
+    kl_shdr sy = kl_section(img, shoff, shentsize, i);
+    if (sy.type != KL_SHT_DYNSYM) continue;
+    if (sy.entsize < KL_SYM_SIZE || !kl_in_range(sy.offset, sy.size, size))
+      return kl_elf_fail(why, whylen, "dynamic symbol table out of bounds",
+                         NULL);
+    if (sy.link == 0 || sy.link >= shnum)
+      return kl_elf_fail(why, whylen,
+                         "dynamic symbol table has no string table", NULL);
+    kl_shdr st = kl_section(img, shoff, shentsize, sy.link);
+    if (st.type != KL_SHT_STRTAB || !kl_in_range(st.offset, st.size, size))
+      return kl_elf_fail(why, whylen, "dynamic string table out of bounds",
+                         NULL);
+    const char *strs = (const char *)img + st.offset;
+    uint64_t count = sy.size / sy.entsize;
+    for (uint64_t k = 1; k < count; k++) { /* entry 0 is the null symbol */
+      const uint8_t *sym = img + sy.offset + k * sy.entsize;
+      if (kl_u16(sym + 6) != 0) continue; /* defined here */
+      uint32_t st_name = kl_u32(sym);
+      if (st_name >= st.size ||
+          !memchr(strs + st_name, '\0', (size_t)(st.size - st_name)))
+        return kl_elf_fail(why, whylen, "dynamic symbol name out of bounds",
+                           NULL);
+      const char *name = strs + st_name;
+      if (*name && !allowed(name))
+        return kl_elf_fail(why, whylen, "imports", name);
+    }
+  }
+  return KL_OK;
+}

@@ -203,6 +203,14 @@ int kl_elf_symbol(const void *elf, size_t size, const char *name,
 int kl_elf_load_time_code(const void *elf, size_t size, char *why,
                           size_t whylen);
 
+/* Checks every symbol the shared object imports (an undefined .dynsym
+ * entry, weak or not) with allowed(name). Returns KL_OK, or KL_EINPUT with
+ * "ELF image: imports NAME" for the first refused one (or what is
+ * malformed) in why. Never reads outside [elf, elf + size). */
+int kl_elf_imports_allowed(const void *elf, size_t size,
+                           int (*allowed)(const char *name), char *why,
+                           size_t whylen);
+
 /* ---- on-disk artifact cache (kernels/cache.c) -----------------------------
  */
 

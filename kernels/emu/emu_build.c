@@ -42,7 +42,7 @@ extern char **environ;
  * page by page, so it meets the guard page (a clean SIGSEGV) instead of
  * jumping over it into another emulated thread's stack. -nostartfiles: no
  * crt init code, so that any code run at load is the candidate's
- * (check_load_time_code); -z noexecstack: loading the module never makes
+ * (check_module); -z noexecstack: loading the module never makes
  * the threads' stacks executable. */
 static const char *const cxx_flags[] = {"-std=c++17",
                                         "-O2",
@@ -492,13 +492,66 @@ static void sweep_build_dirs(void) {
   if (d) closedir(d);
 }
 
+/* What the host build of device code may import: what device code can
+ * call on a GPU (the CUDA device runtime's malloc, free, memcpy, memset,
+ * printf and assert; operator new and delete; the C math library that
+ * CUDA's math API mirrors) plus what the compiler itself emits (TLS
+ * access, memmove/memcmp for copies, the stack protector, C++ runtime
+ * entries for virtual functions). Everything else is a host function:
+ * state that outlives a launch (getenv, setenv, strtok, rand), or I/O. A
+ * candidate reaches one by giving NVRTC a __device__ function of the same
+ * name that g++ resolves to glibc's (see tests/cheats/memo_env_heap.cu),
+ * or by a host-only block; the scanner and the sandbox are the other two
+ * walls. */
+static const char *const allowed_imports[] = {
+    "__tls_get_addr", "malloc", "free", "memcpy", "memset", "memmove", "memcmp",
+    "printf", "vprintf", "puts", "putchar", "__assert_fail", "__stack_chk_fail",
+    /* the same under _FORTIFY_SOURCE, which some compilers define */
+    "__memcpy_chk", "__memset_chk", "__memmove_chk", "__printf_chk",
+    "__vprintf_chk", "__cxa_pure_virtual", "__cxa_deleted_virtual",
+    "__gxx_personality_v0", "_Unwind_Resume",
+    /* operator new/delete, sized, aligned and array forms */
+    "_Znwm", "_Znam", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "_ZdlPv",
+    "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvSt11align_val_t",
+    "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t",
+    "_ZdaPvmSt11align_val_t"};
+
+/* C99 math functions, each also with an f suffix (expf) */
+static const char *const allowed_math[] = {
+    "acos",      "acosh",     "asin",        "asinh",    "atan",    "atan2",
+    "atanh",     "cbrt",      "ceil",        "copysign", "cos",     "cosh",
+    "erf",       "erfc",      "exp",         "exp2",     "exp10",   "expm1",
+    "fabs",      "fdim",      "floor",       "fma",      "fmax",    "fmin",
+    "fmod",      "frexp",     "hypot",       "ilogb",    "ldexp",   "lgamma",
+    "llrint",    "llround",   "log",         "log10",    "log1p",   "log2",
+    "logb",      "lrint",     "lround",      "modf",     "nan",     "nearbyint",
+    "nextafter", "pow",       "remainder",   "remquo",   "rint",    "round",
+    "scalbln",   "scalbn",    "sin",         "sincos",   "sinh",    "sqrt",
+    "tan",       "tanh",      "tgamma",      "trunc",    "__isnan", "__isinf",
+    "__finite",  "__signbit", "__fpclassify"};
+
+static int import_allowed(const char *name) {
+  for (size_t i = 0; i < sizeof allowed_imports / sizeof(char *); i++)
+    if (!strcmp(name, allowed_imports[i])) return 1;
+  size_t n = strlen(name);
+  for (size_t i = 0; i < sizeof allowed_math / sizeof(char *); i++) {
+    size_t m = strlen(allowed_math[i]);
+    if (!strncmp(name, allowed_math[i], m) &&
+        (n == m || (n == m + 1 && name[m] == 'f')))
+      return 1;
+  }
+  return 0;
+}
+
 /* The built module must run no code of its own while it loads: the
  * worker that loads it may still open files until the load is done
  * (sandbox.c, run-cpu-emu). Device code has nothing that runs at load on
  * a device, and the module is linked without start files, so a
  * constructor, a dynamic initialiser or an ifunc resolver is host code
- * the source scanner missed. Refused before it enters the cache. */
-static int check_load_time_code(const char *so, char *why, size_t whylen) {
+ * the source scanner missed. Nor may it import a host function
+ * (import_allowed). Refused before it enters the cache, and again on
+ * every cache hit. */
+static int check_module(const char *so, char *why, size_t whylen) {
   int fd = open(so, O_RDONLY | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
@@ -516,13 +569,33 @@ static int check_load_time_code(const char *so, char *why, size_t whylen) {
   }
   char what[200];
   int rc = kl_elf_load_time_code(img, (size_t)st.st_size, what, sizeof what);
+  if (rc != KL_OK) {
+    munmap(img, (size_t)st.st_size);
+    snprintf(why, whylen,
+             "error: the emulator's host build of this kernel runs code of "
+             "its own when it loads (%s); device variables must be "
+             "initialised with constants, and host code is not allowed",
+             what);
+    return KL_ECOMPILE;
+  }
+  rc = kl_elf_imports_allowed(img, (size_t)st.st_size, import_allowed, what,
+                              sizeof what);
   munmap(img, (size_t)st.st_size);
   if (rc == KL_OK) return KL_OK;
-  snprintf(why, whylen,
-           "error: the emulator's host build of this kernel runs code of its "
-           "own when it loads (%s); device variables must be initialised "
-           "with constants, and host code is not allowed",
-           what);
+  const char *name = strstr(what, "imports ");
+  if (name)
+    snprintf(why, whylen,
+             "error: the emulator's host build of this kernel calls the host "
+             "library function %s, which device code cannot call (a "
+             "__device__ function of that name, or code outside device "
+             "code, resolved to the host's); device code may call malloc, "
+             "free, memcpy, memset, printf, assert and the math library",
+             name + 8);
+  else
+    snprintf(why, whylen,
+             "error: cannot read the imports of the emulator's host build "
+             "of this kernel (%s)",
+             what);
   return KL_ECOMPILE;
 }
 
@@ -548,7 +621,7 @@ static int host_compile(const char *text, const char *so_path, char *why,
     rc = run_compiler(dir, why, whylen);
     char built[700];
     snprintf(built, sizeof built, "%s/candidate.so", dir);
-    if (rc == KL_OK) rc = check_load_time_code(built, why, whylen);
+    if (rc == KL_OK) rc = check_module(built, why, whylen);
     if (rc == KL_OK) {
       if (rename(built, so_path) != 0) {
         snprintf(why, whylen, "cannot move %s to %s: %s", built, so_path,
@@ -593,7 +666,7 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
   int hit = stat(so_path, &st) == 0 && st.st_size > 0;
   /* a cached module is checked again: the check is cheap, and the cache
    * is a folder anyone with the user's rights can write to */
-  int rc = hit ? check_load_time_code(so_path, why, whylen)
+  int rc = hit ? check_module(so_path, why, whylen)
                : host_compile(text, so_path, why, whylen);
   free(text);
   if (build_ms) *build_ms = now_ms() - start;

@@ -9,18 +9,27 @@
  * block and keeps its address in an environment variable, and later launches
  * read C from that block instead of computing it (filling the block is left
  * out: the point is that the memo survives launches outside the kernel's
- * memory, where neither scrub nor poison reaches). The scanner used to let calls through when a
- * __device__ function of that name existed.
+ * memory, where neither scrub nor poison reaches). Two walls stop it: the
+ * scanner flags the calls (it used to let a call through when a __device__
+ * function of that name existed), and the emulator's build refuses a
+ * module importing getenv (a compile_error on cpu-emu).
  *
  * EXPECT: compile_pass_branch, device_malloc
+ * EXPECT-VERDICT: wrong
  */
 #define BS 16
 KL_LAUNCH(BS, BS, BS, BS, 0);
 
-template <class T> __device__ char* getenv(T name);
-template <class T, class U> __device__ int setenv(T name, U value, int over);
+/* bodies for NVRTC, which compiles the kernel as it reads */
+template <class T> __device__ char* getenv(T name) { return 0; }
+template <class T, class U>
+__device__ int setenv(T name, U value, int over) {
+  return 0;
+}
 template <class T>
-__device__ void* reallocarray(T p, unsigned long n, unsigned long size);
+__device__ void* reallocarray(T p, unsigned long n, unsigned long size) {
+  return 0;
+}
 
 extern "C" __global__ void matmul(const float* A, const float* B, float* C,
                                   int M, int N, int K) {

@@ -13,7 +13,10 @@
 #include "kernels/kernels.h"
 #include "tests/unit/kltest.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -403,7 +406,7 @@ static void expect_poison(const char *src, const char *where, int first_too) {
 }
 
 #define POISON_KERNEL(LAUNCH, BODY)                                            \
-  LAUNCH "extern \"C\" __global__ void matmul(const float* A, "               \
+  LAUNCH "extern \"C\" __global__ void matmul(const float* A, "                \
          "const float* B, float* C, int M, int N, int K) {\n" BODY "}\n"
 
 /* __shared__ storage and uninitialised locals start undefined in every
@@ -442,30 +445,31 @@ static void test_shared_starts_undefined(void) {
 
 /* The runner compares every timed output with the one before it on the
  * same inputs: a kernel that skips the work on some timed launch (here by
- * a launch counter kept in the environment, host code the source scanner
- * would flag in a candidate; a counter in the module's own data would
- * fault, it is read-only) raises timed_output_wrong even though the
- * verified last outputs are right. */
+ * a launch counter in a page this test maps and writes into the source as
+ * an address: host memory the kernel's module does not own, so neither
+ * its read-only data nor the poisoned stacks and TLS reset it) raises
+ * timed_output_wrong even though the verified last outputs are right. */
 static void test_timed_outputs_agree(void) {
-  const char *src =
-      "extern \"C\" char* getenv(const char*);\n"
-      "extern \"C\" int setenv(const char*, const char*, int);\n"
-      "static int kl_bump() { const char* v = getenv(\"KL_TEST_N\");\n"
-      "  char b[2] = {(char)(v ? v[0] + 1 : '1'), 0};\n"
-      "  setenv(\"KL_TEST_N\", b, 1); return b[0] - '0'; }\n"
-      "static int kl_now() { const char* v = getenv(\"KL_TEST_N\");\n"
-      "  return v ? v[0] - '0' : 0; }\n"
+  int *counter = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(counter != MAP_FAILED, "counter page: %s", strerror(errno));
+  if (counter == MAP_FAILED) return;
+  char src[2048];
+  snprintf(
+      src, sizeof src,
+      "#define KL_N (*(volatile int*)%#llxull)\n"
       "KL_LAUNCH(16, 16, 16, 16, 0);\n"
       "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
       "    float* C, int M, int N, int K) {\n"
       "  int r = blockIdx.y * 16 + threadIdx.y, c = blockIdx.x * 16 + "
       "threadIdx.x;\n"
-      "  int kl_n = r == 0 && c == 0 ? kl_bump() : kl_now();\n"
+      "  int kl_n = r == 0 && c == 0 ? ++KL_N : KL_N;\n"
       "  if (kl_n == 3 || r >= M || c >= N) return; /* the first timed run */\n"
       "  float acc = 0.0f;\n"
       "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + c];\n"
       "  C[r * N + c] = acc;\n"
-      "}\n";
+      "}\n",
+      (unsigned long long)(uintptr_t)counter);
   kl_run_job job;
   memset(&job, 0, sizeof job);
   char why[600];
@@ -504,6 +508,7 @@ static void test_timed_outputs_agree(void) {
         "timed runs that disagree raise timed_output_wrong: flags %#llx (%s)",
         (unsigned long long)rep->flags, rep->flag_detail);
   munmap(map, bytes);
+  munmap(counter, 4096);
 }
 
 /* The module's own data is read-only once loaded: a file-scope memo that
@@ -535,8 +540,7 @@ static void test_module_data_read_only(void) {
 #if defined(__SANITIZE_ADDRESS__)
   segv |= WIFEXITED(st) && WEXITSTATUS(st) == 1; /* ASan's SEGV report */
 #endif
-  CHECK(segv,
-        "a write to the module's own global: expected SIGSEGV, got %s %d",
+  CHECK(segv, "a write to the module's own global: expected SIGSEGV, got %s %d",
         WIFSIGNALED(st) ? "signal" : "exit",
         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
@@ -566,8 +570,7 @@ static void test_rewrite_sees_compilers_text(void) {
   if (!m) return;
   float C[2] = {0, 0};
   char why[300];
-  CHECK(run(m, NULL, NULL, C, 1, 2, 1, 1, why, sizeof why) == KL_OK, "%s",
-        why);
+  CHECK(run(m, NULL, NULL, C, 1, 2, 1, 1, why, sizeof why) == KL_OK, "%s", why);
   CHECK(C[0] == 2.0f,
         "a declaration on a line spliced into a // comment became a macro "
         "for g++ (C[0] = %g, expected 2)",
@@ -611,6 +614,108 @@ static void test_no_code_at_load(void) {
   if (m) kl_emu_free(m);
 }
 
+/* A host library function reached from device code is refused at build
+ * time (the module's imports), however the source named it: a __device__
+ * template that g++ resolves to glibc's non-template function (NVRTC sees
+ * only the template, the scanner knows neither name), a plain extern
+ * declaration, a weak one. What device code may call still builds: math,
+ * memcpy/memset, printf, malloc/free, new/delete. */
+static int deny_all(const char *name) {
+  return name == NULL;
+}
+static int allow_all(const char *name) {
+  return name != NULL;
+}
+
+/* kl_elf_imports_allowed on a real module: it names an import when one is
+ * refused, and truncated or corrupted images give OK or an explained
+ * KL_EINPUT, never a read outside the image (ASan watches this build). */
+static void test_imports_reader(const char *so) {
+  FILE *f = fopen(so, "rb");
+  CHECK(f != NULL, "open %s", so);
+  if (!f) return;
+  static uint8_t img[1 << 20], m[1 << 20];
+  size_t n = fread(img, 1, sizeof img, f);
+  fclose(f);
+  CHECK(n > 0 && n < sizeof img, "module size %zu", n);
+  char why[200];
+  int rc = kl_elf_imports_allowed(img, n, deny_all, why, sizeof why);
+  CHECK(rc == KL_EINPUT && strstr(why, "ELF image: imports "),
+        "deny-all names the import: rc %d %s", rc, why);
+  CHECK(kl_elf_imports_allowed(img, n, allow_all, why, sizeof why) == KL_OK,
+        "allow-all passes: %s", why);
+  int bad = 0;
+  unsigned r = 12345;
+  for (int it = 0; it < 4000; it++) {
+    size_t len = it < 1000 ? n * (size_t)it / 1000 : n;
+    memcpy(m, img, len);
+    for (int k = 0; it >= 1000 && k < 1 + it % 8; k++) {
+      r = r * 1103515245u + 12345u;
+      m[(r >> 8) % len] = (uint8_t)(r >> 3);
+    }
+    /* a copy of exactly len bytes on the heap, so ASan sees its end */
+    uint8_t *c = malloc(len ? len : 1);
+    if (!c) break;
+    memcpy(c, m, len);
+    why[0] = 0;
+    rc = kl_elf_imports_allowed(c, len, allow_all, why, sizeof why);
+    if (rc != KL_OK && (rc != KL_EINPUT || !why[0])) bad++;
+    free(c);
+  }
+  CHECK(bad == 0, "%d truncations or mutations broke the contract", bad);
+}
+
+static void test_host_imports_refused(void) {
+  static const struct {
+    const char *decl, *call, *name;
+  } host[] = {
+      {"template <class T> __device__ char* strtok(T s, const char* d) "
+       "{ return 0; }\n",
+       "char b[4] = {'a', ',', 'b', 0}; if (strtok(b, \",\")) C[1] = 0.0f;",
+       "strtok"},
+      {"extern \"C\" int rand(void);\n", "C[1] = (float)(rand() & 1);", "rand"},
+      {"extern \"C\" __attribute__((weak)) char* getenv(const char*);\n",
+       "if (getenv && getenv(\"X\")) C[1] = 0.0f;", "getenv"},
+  };
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+    char src[1024], so[512], why[600];
+    snprintf(src, sizeof src,
+             "%sKL_LAUNCH(1, 1, 1, 1, 0);\n"
+             "extern \"C\" __global__ void matmul(const float* A, const "
+             "float* B,\n    float* C, int M, int N, int K) { C[0] = 1.0f; "
+             "%s }\n",
+             host[i].decl, host[i].call);
+    int rc = kl_emu_compile(src, strlen(src), so, sizeof so, NULL, NULL, why,
+                            sizeof why);
+    CHECK(rc == KL_ECOMPILE && strstr(why, "host library function") &&
+              strstr(why, host[i].name),
+          "a call to host %s gave rc %d: %s", host[i].name, rc,
+          rc == KL_OK ? "built" : why);
+  }
+  const char *ok_src =
+      "#include <cuda_fp16.h>\n"
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "struct S { virtual float f(float x) { return x; } };\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  volatile float x = A[0];\n"
+      "  float* t = (float*)malloc(64); memset(t, 0, 64);\n"
+      "  memcpy(t, A, 4); float* u = new float[4]; u[0] = t[0];\n"
+      "  C[0] = expf(x) + sqrt((double)x) + powf(x, 2.5f) + tanhf(x) +\n"
+      "         erff(x) + u[0] * 0.0f;\n"
+      "  S s; C[0] += s.f(0.0f);\n"
+      "  if (M < 0) printf(\"%d\\n\", M);\n"
+      "  delete[] u; free(t);\n"
+      "}\n";
+  kl_emu_module *m = build(ok_src);
+  CHECK(m != NULL, "device-callable library functions still build");
+  if (m) kl_emu_free(m);
+  char so[512], why[600];
+  if (kl_emu_compile(ok_src, strlen(ok_src), so, sizeof so, NULL, NULL, why,
+                     sizeof why) == KL_OK)
+    test_imports_reader(so);
+}
+
 int main(void) {
   /* First on purpose: as the process's first emulator launch (64-thread
    * blocks, later launches 256) it made LeakSanitizer's exit-time scan
@@ -635,5 +740,6 @@ int main(void) {
   test_shared_starts_undefined();
   test_rewrite_sees_compilers_text();
   test_no_code_at_load();
+  test_host_imports_refused();
   return kl_test_done("test_emu");
 }

@@ -1,18 +1,34 @@
 /*
  * HOSTILE: forge_timing_mark.cu — writes a well-formed MARK frame ("the
- * timed runs ended") into the run worker's reply pipe (descriptor 4) from
- * its first launch, hoping the supervisor's clock stops early. The runner's
+ * timed runs ended") into the run worker's reply pipe (descriptor 4) at
+ * each launch, hoping the supervisor's clock stops early (it has nowhere to
+ * keep a "done once" mark: its data is read-only and it imports no
+ * getenv; the first forged frame decides anyway). The runner's
  * own marks still come, so the supervisor sees them out of order and
  * refuses the run; a frame of another protocol version is refused as
  * malformed. Either way a run_error, never a timing.
+ * It makes its system calls itself (the x86-64 `syscall` instruction) and
+ * imports nothing from libc: the emulator refuses a module that imports a
+ * host function device code could not call, so raw system calls are what
+ * an attacker is left with, and the seccomp filter must hold against them.
+ * (Written for x86-64 hosts; elsewhere the host-only part does nothing.)
  * EXPECT-STATUS: run_error
  */
 #ifndef __CUDA_ARCH__
-extern "C" long write(int, const void *, unsigned long);
-/* once per worker: the mark is kept in the environment (the module's own
- * data is read-only on cpu-emu) */
-extern "C" char *getenv(const char *);
-extern "C" int setenv(const char *, const char *, int);
+#if defined(__x86_64__)
+/* A system call without libc: number in rax, arguments in rdi, rsi, rdx,
+ * r10, r8, r9; the kernel clobbers rcx and r11. */
+static long kl_sys6(long n, long a, long b, long c, long d, long e, long f) {
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  register long r9 __asm__("r9") = f;
+  long r;
+  __asm__ volatile("syscall"
+                   : "=a"(r)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return r;
+}
 static unsigned kl_crc32c(const unsigned char *p, int n) {
   unsigned c = ~0u;
   for (int i = 0; i < n; i++) {
@@ -22,8 +38,6 @@ static unsigned kl_crc32c(const unsigned char *p, int n) {
   return ~c;
 }
 static void kl_forge(void) {
-  if (getenv("KL_FORGED")) return;
-  setenv("KL_FORGED", "1", 1);
   int phase = 1;
   struct {
     unsigned magic;
@@ -32,10 +46,13 @@ static void kl_forge(void) {
     unsigned crc, reserved;
   } h = {0x31464c4bu, 3, 7, sizeof phase, 0, 0};
   h.crc = kl_crc32c((const unsigned char *)&phase, sizeof phase);
-  write(4, &h, sizeof h);
-  write(4, &phase, sizeof phase);
+  kl_sys6(1 /* write */, 4, (long)&h, sizeof h, 0, 0, 0);
+  kl_sys6(1 /* write */, 4, (long)&phase, sizeof phase, 0, 0, 0);
 }
 #define KL_EVIL() kl_forge()
+#else
+#define KL_EVIL() /* not written for this architecture */
+#endif
 #else
 #define KL_EVIL()
 #endif
