@@ -348,7 +348,10 @@ typedef struct kl_run_job {
   double deadline_s; /* wall deadline for the whole job (the supervisor's) */
   /* Anti-cheat: timed samples rotate over n_timed_sets fresh input sets
    * (streams KL_TIMED_STREAM + 2k, + 2k + 1) on fresh poisoned outputs, and
-   * the last output of each set comes back to be verified. */
+   * the last output of each set comes back to be verified. On cpu-emu each
+   * launch scales the set's rows of A and columns of B by its own powers
+   * of two (exact; undone on the output), so no two launches see the same
+   * inputs (kernels/run.c, scaled_inputs). */
   int n_timed_sets;
   int second_run; /* run shapes[0] again on a fresh output (determinism;
                      on cpu-emu with each block's threads in reverse order,

@@ -182,6 +182,82 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
   return dt;
 }
 
+/* ---- timed inputs that never repeat ----
+ * Every timed launch of a set gets the set's inputs with each row of A and
+ * each column of B scaled by its own power of two, 2^-3 .. 2^3, drawn
+ * afresh per launch. Scaling by powers of two is exact in floating point
+ * (the inputs lie in [-1, 1), far from overflow and subnormals), so
+ * C' = Dr C Dc exactly for any kernel that only adds and multiplies, and
+ * dividing the scales back out gives the bits the set's own inputs would
+ * have: the agreement check between a set's launches and the verification
+ * of its last output stay as they were. What changes is that no launch
+ * sees inputs an earlier launch saw: a memo kept anywhere in the process
+ * (the emulator runs native code; test_emu.c, test_timed_inputs_never_repeat)
+ * misses, and one keyed on anything but the values replays a C with the wrong
+ * scales, which the agreement check catches. A kernel would have to detect
+ * the scaling itself to replay. */
+typedef struct scaled_set {
+  float *A0, *B0;       /* the set's own inputs */
+  signed char *er, *ec; /* this launch's exponents, per row and column */
+} scaled_set;
+
+static uint64_t run_mix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int scaled_make(scaled_set *ss, const buffers *b) {
+  size_t na = (size_t)b->sh.M * b->sh.K, nb = (size_t)b->sh.K * b->sh.N;
+  ss->A0 = malloc(na * sizeof(float));
+  ss->B0 = malloc(nb * sizeof(float));
+  ss->er = malloc((size_t)b->sh.M);
+  ss->ec = malloc((size_t)b->sh.N);
+  if (!ss->A0 || !ss->B0 || !ss->er || !ss->ec) return -1;
+  memcpy(ss->A0, b->A, na * sizeof(float));
+  memcpy(ss->B0, b->B, nb * sizeof(float));
+  return 0;
+}
+
+static void scaled_free(scaled_set *ss) {
+  free(ss->A0);
+  free(ss->B0);
+  free(ss->er);
+  free(ss->ec);
+}
+
+/* Writes this launch's scaled inputs into b (and their checksums). */
+static void scaled_inputs(scaled_set *ss, buffers *b, uint64_t seed,
+                          uint64_t launch_no) {
+  kl_shape sh = b->sh;
+  uint64_t s = seed ^ (launch_no * 0xd1b54a32d192ed03ull) ^ 0x5ca1ed;
+  for (int r = 0; r < sh.M; r++)
+    ss->er[r] = (signed char)((int)(run_mix(&s) % 7) - 3);
+  for (int c = 0; c < sh.N; c++)
+    ss->ec[c] = (signed char)((int)(run_mix(&s) % 7) - 3);
+  for (int r = 0; r < sh.M; r++)
+    for (int k = 0; k < sh.K; k++)
+      b->A[(size_t)r * sh.K + k] =
+          ldexpf(ss->A0[(size_t)r * sh.K + k], ss->er[r]);
+  for (int k = 0; k < sh.K; k++)
+    for (int c = 0; c < sh.N; c++)
+      b->B[(size_t)k * sh.N + c] =
+          ldexpf(ss->B0[(size_t)k * sh.N + c], ss->ec[c]);
+  b->sum_a = checksum(b->A, (size_t)sh.M * sh.K);
+  b->sum_b = checksum(b->B, (size_t)sh.K * sh.N);
+}
+
+/* Divides this launch's scales back out of C. */
+static void scaled_output(const scaled_set *ss, buffers *b) {
+  kl_shape sh = b->sh;
+  for (int r = 0; r < sh.M; r++)
+    for (int c = 0; c < sh.N; c++) {
+      float *x = &b->C[(size_t)r * sh.N + c];
+      *x = ldexpf(*x, -(ss->er[r] + ss->ec[c]));
+    }
+}
+
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
                     const kl_run_hooks *hooks) {
   static const kl_run_hooks none = {NULL, NULL, NULL};
@@ -220,30 +296,46 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     if (ok && s == 0 && job->second_run) {
       /* the same inputs with every block's threads in the other order: a
        * race (a missing barrier) that the first order hid shows here */
+      /* ... and scaled (scaled_inputs), so a memo cannot hand back the
+       * first run's output instead */
+      scaled_set ss;
+      memset(&ss, 0, sizeof ss);
+      ok = scaled_make(&ss, &b) == 0;
+      if (!ok) snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
+      if (ok) scaled_inputs(&ss, &b, job->seed, 0x5ec0d);
       kl_emu_set_reverse(m, 1);
-      ok = launch(m, &b, job, rep) >= 0;
+      ok = ok && launch(m, &b, job, rep) >= 0;
       kl_emu_set_reverse(m, 0);
+      if (ok) scaled_output(&ss, &b);
+      scaled_free(&ss);
+      if (!ok && !rep->failed) rep->failed = 1;
       if (ok) memcpy(outs + offs[job->n_shapes], b.C, nc * sizeof(float));
     }
     buffers_free(&b);
     if (!ok) return;
   }
   /* Timing: rotate over fresh input sets, each launch on a fresh poisoned
-   * output; the last output of each set goes back for verification. */
+   * output and on its own scaling of the set's inputs (scaled_inputs); the
+   * last output of each set, scaled back, goes back for verification. */
   if (job->timed) {
     int sets = job->n_timed_sets < 1 ? 1 : job->n_timed_sets;
     if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
     buffers b[KL_MAX_TIMED_SETS];
+    scaled_set ss[KL_MAX_TIMED_SETS];
     memset(b, 0, sizeof b);
+    memset(ss, 0, sizeof ss);
     kl_shape sh = job->timed_shape;
     size_t nc = (size_t)sh.M * sh.N;
     for (int k = 0; k < sets; k++) {
       if (buffers_make(&b[k], job, sh, KL_TIMED_STREAM + 2 * (uint64_t)k) !=
-          0) {
+              0 ||
+          scaled_make(&ss[k], &b[k]) != 0) {
         snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
         rep->failed = 1;
-        for (int j = 0; j <= k; j++)
+        for (int j = 0; j <= k; j++) {
           buffers_free(&b[j]);
+          scaled_free(&ss[j]);
+        }
         return;
       }
     }
@@ -252,8 +344,10 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
       int k = (i + sets) % sets; /* the warm-up uses the last set */
       if (i == 0 && hooks->timing) hooks->timing(hooks->ctx, 0);
+      scaled_inputs(&ss[k], &b[k], job->seed, (uint64_t)(i + 1));
       double dt = launch(m, &b[k], job, rep);
       if (dt < 0) break;
+      scaled_output(&ss[k], &b[k]);
       if (job->n_timed_sets > 0) {
         float *prev = outs + offs[job->n_shapes + 1 + k];
         /* Only each set's last output is verified against the reference:
@@ -276,8 +370,10 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
         break;
     }
     if (rep->samples > 0 && hooks->timing) hooks->timing(hooks->ctx, 1);
-    for (int k = 0; k < sets; k++)
+    for (int k = 0; k < sets; k++) {
       buffers_free(&b[k]);
+      scaled_free(&ss[k]);
+    }
     if (rep->failed) return;
   }
   rep->done = 1;

@@ -511,6 +511,111 @@ static void test_timed_outputs_agree(void) {
   munmap(counter, 4096);
 }
 
+/* Timed launches never see the inputs an earlier launch saw (run.c,
+ * scaled_inputs): a memo kept in host memory the module does not own
+ * (here a page this test maps; a candidate would find libc's) and keyed
+ * on the input values never hits, and one keyed on the input pointer
+ * replays outputs with the wrong scales, which timed_output_wrong names.
+ * Before, every timed launch of a set repeated its inputs (and the
+ * reversed rerun of the check its check's) and both memos replayed
+ * unnoticed. */
+typedef struct kl_memo_page {
+  unsigned long long key[8];
+  int filled[8];
+  int launches, replays;
+  float c[8][256];
+} kl_memo_page;
+
+static void memo_run(const char *key_expr, kl_memo_page *page,
+                     kl_run_report *out) {
+  memset(page, 0, sizeof *page);
+  char src[4096];
+  snprintf(
+      src, sizeof src,
+      "struct kl_memo_page { unsigned long long key[8]; int filled[8];\n"
+      "  int launches, replays; float c[8][256]; };\n"
+      "#define KL_M ((kl_memo_page*)%#llxull)\n"
+      "KL_LAUNCH(16, 16, 16, 16, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) {\n"
+      "  int r = threadIdx.y, c = threadIdx.x, last = r == 15 && c == 15;\n"
+      "  float vs = 0.0f;\n"
+      "  for (int i = 0; i < 16; i++) vs += A[i * K] * (i + 1) + B[i] * (i + "
+      "17);\n"
+      "  unsigned long long key = %s;\n"
+      "  for (int s = 0; s < 8; s++)\n"
+      "    if (KL_M->filled[s] && KL_M->key[s] == key) {\n"
+      "      C[r * N + c] = KL_M->c[s][r * 16 + c];\n"
+      "      if (last) KL_M->replays++;\n"
+      "      return;\n"
+      "    }\n"
+      "  float acc = 0.0f;\n"
+      "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + c];\n"
+      "  C[r * N + c] = acc;\n"
+      "  int w = KL_M->launches %% 8;\n"
+      "  KL_M->c[w][r * 16 + c] = acc;\n"
+      "  if (last) { KL_M->key[w] = key; KL_M->filled[w] = 1; "
+      "KL_M->launches++; }\n"
+      "}\n",
+      (unsigned long long)(uintptr_t)page, key_expr);
+  kl_run_job job;
+  memset(&job, 0, sizeof job);
+  char why[600];
+  int rc = kl_emu_compile(src, strlen(src), job.so_path, sizeof job.so_path,
+                          NULL, NULL, why, sizeof why);
+  CHECK(rc == KL_OK, "build: %s", why);
+  memset(out, 0, sizeof *out);
+  if (rc != KL_OK) return;
+  job.n_shapes = 1;
+  job.shapes[0] = (kl_shape){16, 16, 16};
+  job.timed_shape = (kl_shape){16, 16, 16};
+  job.seed = 7;
+  job.second_run = 1; /* the reversed rerun of the check is scaled too */
+  job.threads = 1;
+  job.timed = 1;
+  job.max_samples = 6;
+  job.n_timed_sets = 2;
+  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t n = kl_run_output_layout(&job, offs);
+  size_t bytes = sizeof(kl_run_report) + n * sizeof(float);
+  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return;
+  pid_t kid = fork(); /* as the sandbox runs it: the module stays loaded */
+  if (kid == 0) {
+    kl_run_execute(&job, map, (float *)((kl_run_report *)map + 1), NULL);
+    _exit(0);
+  }
+  waitpid(kid, NULL, 0);
+  *out = *(kl_run_report *)map;
+  munmap(map, bytes);
+}
+
+static void test_timed_inputs_never_repeat(void) {
+  kl_memo_page *page = mmap(NULL, sizeof(kl_memo_page), PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(page != MAP_FAILED, "memo page: %s", strerror(errno));
+  if (page == MAP_FAILED) return;
+  kl_run_report rep;
+  uint64_t wrong = (uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG;
+  /* keyed on the values: it never hits, and the launches agree */
+  memo_run("(unsigned long long)A ^ (unsigned long long)(long long)(vs * "
+           "1e6f)",
+           page, &rep);
+  CHECK(rep.done && !rep.failed, "value-keyed memo run: %s", rep.why);
+  CHECK(page->launches >= 7 && page->replays == 0,
+        "a value-keyed memo replayed %d of %d timed launches", page->replays,
+        page->launches + page->replays);
+  CHECK(!(rep.flags & wrong), "a kernel that computes: %s", rep.flag_detail);
+  /* keyed on the pointer: it replays, with the last launch's scales */
+  memo_run("(unsigned long long)A", page, &rep);
+  CHECK(page->replays > 0, "a pointer-keyed memo replays (%d)", page->replays);
+  CHECK(rep.flags & wrong,
+        "replayed timed outputs raise timed_output_wrong: flags %#llx (%s)",
+        (unsigned long long)rep.flags, rep.flag_detail);
+  munmap(page, sizeof(kl_memo_page));
+}
+
 /* The module's own data is read-only once loaded: a file-scope memo that
  * got past the scanner (built here directly) faults on its first write
  * instead of outliving the launch. In a child, before this process has
@@ -727,6 +832,7 @@ int main(void) {
   /* (this one forks before any launch here: a child of a process whose
    * pool threads exist would wait for them) */
   test_timed_outputs_agree();
+  test_timed_inputs_never_repeat();
   test_module_data_read_only();
   test_reverse_order();
   test_barrier_static_smem();
