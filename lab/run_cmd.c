@@ -844,13 +844,16 @@ int lab_run(int argc, char **argv) {
            ckpt_out, (unsigned long long)there.run_id,
            (unsigned long long)run_id, step + 1, c.out);
     rc = lab_policy_sync(&pol, why, sizeof why);
-    if (!rc)
+    /* a non-finite value in the weights or the moments: the update
+     * diverged, which is the campaign's doing (its learning rate, its
+     * rewards), not the checkpoint file's */
+    int diverged = !rc && pl_ckpt_values_finite(
+                              &h.config, model.params_memory, model.num_params,
+                              opt.m, opt.v, "policy", why, sizeof why) != PL_OK;
+    if (!rc && !diverged)
       rc = pl_ckpt_save(ckpt_out, &h, model.params_memory, model.num_params,
                         opt.m, opt.v, why, sizeof why);
-    /* PL_EINPUT from the save is a non-finite value in the weights or the
-     * moments: the update diverged, which is the campaign's doing (its
-     * learning rate, its rewards), not the checkpoint file's */
-    if (rc == PL_EINPUT && strstr(why, "expected a finite"))
+    if (diverged)
       FAIL(LAB_EXIT_USAGE,
            "step %d: the update diverged: %s; not saved (a lower optim.lr or "
            "smaller rewards may help): %s; %s holds step %d's records",

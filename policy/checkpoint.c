@@ -215,6 +215,17 @@ static int check_values(const pl_config *c, const float *a, uint64_t n,
   return PL_OK;
 }
 
+int pl_ckpt_values_finite(const pl_config *c, const float *params, size_t n,
+                          const float *m, const float *v, const char *where,
+                          char *why, size_t whylen) {
+  int rc;
+  if ((rc = check_values(c, params, n, "params", 0, where, why, whylen)) ||
+      (m && (rc = check_values(c, m, n, "m", 0, where, why, whylen))) ||
+      (v && (rc = check_values(c, v, n, "v", 1, where, why, whylen))))
+    return rc;
+  return PL_OK;
+}
+
 /* ---- save ---------------------------------------------------------------- */
 
 /* Buffered, hashing writer over one FILE. */
@@ -278,10 +289,8 @@ int pl_ckpt_save(const char *path, const pl_ckpt_header *h, const float *params,
                    "%s: optimiser state needs both m and v (got %s only)", path,
                    m ? "m" : "v");
   /* A diverged model must not replace a good checkpoint. */
-  if ((rc = check_values(&h->config, params, n, "params", 0, path, why,
-                         whylen)) ||
-      (m && (rc = check_values(&h->config, m, n, "m", 0, path, why, whylen))) ||
-      (v && (rc = check_values(&h->config, v, n, "v", 1, path, why, whylen))))
+  if ((rc = pl_ckpt_values_finite(&h->config, params, n, m, v, path, why,
+                                  whylen)))
     return rc;
 
   uint32_t flags = m ? PL_CKPT_FLAG_OPTIMISER : 0;

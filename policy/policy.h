@@ -487,6 +487,15 @@ typedef struct pl_ckpt_header {
  * dividing d_model into an even head size, more than PL_CKPT_MAX_PARAMS). */
 uint64_t pl_config_param_count(const pl_config *c);
 
+/* PL_OK when params, m and v (n each; m, v may be NULL) are finite and v
+ * is non-negative; else PL_EINPUT naming the first bad value, its tensor
+ * and layer, after `where`. A training loop asks this before it saves: a
+ * non-finite value means the update diverged, which pl_ckpt_save refuses
+ * too. */
+int pl_ckpt_values_finite(const pl_config *c, const float *params, size_t n,
+                          const float *m, const float *v, const char *where,
+                          char *why, size_t whylen);
+
 /* Writes a checkpoint atomically: to "path.tmp.PID" in the same folder,
  * fsync'd, renamed over path, folder fsync'd; on any failure the temporary
  * file is removed and path is untouched. params (n,) with n the config's
