@@ -27,10 +27,14 @@
  *    launch caused), or the event time when CUPTI is unavailable
  *    (rep->gpu.timer says which). After the window C is copied back and
  *    compared with the set's last output (timed_output_wrong when they
- *    disagree, as on cpu-emu). kernels/stats.c decides when to stop: at
- *    least 10 samples and 0.5 s of measured time, then relative noise
- *    < 0.5%, or the caps (KL_MAX_TIMING_SAMPLES samples; the job's budget,
- *    at least 5 s).
+ *    disagree, as on cpu-emu). Before each timed launch (and the second
+ *    run of shape 0) the set's inputs are scaled by that launch's powers
+ *    of two and uploaded again (kl_scaled, as on cpu-emu), and C is
+ *    scaled back when it is copied: no launch sees inputs an earlier one
+ *    saw, so a memo in device memory cannot replay unseen. kernels/stats.c
+ * decides when to stop: at least 10 samples and 0.5 s of measured time, then
+ * relative noise < 0.5%, or the caps (KL_MAX_TIMING_SAMPLES samples; the job's
+ * budget, at least 5 s).
  *  - The cuBLAS baseline is the same job with no cubin: SGEMM row-major
  *    through the column-major identity C^T = B^T A^T (default math: true
  *    fp32, no TF32).
@@ -84,10 +88,12 @@ static int fail(kl_run_report *rep, const char *msg) {
 
 typedef struct dbuf {
   kl_shape sh;
-  float *A, *B;           /* host copies of the inputs */
+  float *A, *B;           /* host copies of the inputs (as on the device) */
   CUdeviceptr base[3];    /* allocations, canary bands included */
   CUdeviceptr dA, dB, dC; /* base + the front band */
   size_t n[3];            /* elements of A, B, C */
+  kl_scaled sc;           /* the set's own inputs, once scaling began */
+  int scaled;
 } dbuf;
 
 static int dbuf_make(dbuf *b, const kl_run_job *job, kl_shape sh,
@@ -125,7 +131,24 @@ static void dbuf_free(dbuf *b) {
     if (b->base[i]) kl_gpu.cu.MemFree(b->base[i]);
   free(b->A);
   free(b->B);
+  if (b->scaled) kl_scaled_free(&b->sc);
   memset(b, 0, sizeof *b);
+}
+
+/* Launch launch_no's scaling of the set's own inputs (kl_scaled_inputs,
+ * as kernels/run.c does on cpu-emu), on the host copies and the device.
+ * Outside any timing window; it costs two uploads of A and B. */
+static int dbuf_scale(dbuf *b, uint64_t seed, uint64_t launch_no,
+                      kl_run_report *rep) {
+  if (!b->scaled) {
+    if (kl_scaled_init(&b->sc, b->A, b->B, b->sh) != 0)
+      return fail(rep, "out of memory for inputs");
+    b->scaled = 1;
+  }
+  kl_scaled_inputs(&b->sc, b->A, b->B, seed, launch_no);
+  CK(kl_gpu.cu.MemcpyHtoD(b->dA, b->A, b->n[0] * 4), "cuMemcpyHtoD (A)");
+  CK(kl_gpu.cu.MemcpyHtoD(b->dB, b->B, b->n[1] * 4), "cuMemcpyHtoD (B)");
+  return 0;
 }
 
 static void note_flag(kl_run_report *rep, int bit, const char *what,
@@ -481,6 +504,7 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
   for (int i = -1; rc == 0; i++) {
     int k = (i + n_sets) % n_sets;
     dbuf *b = &sets[k];
+    if ((rc = dbuf_scale(b, job->seed, (uint64_t)(i + 1), rep)) != 0) break;
     CUresult r;
     const char *what = "cuMemsetD32 (C)";
     if ((r = cu->MemsetD32(b->dC, KL_POISON_BITS, b->n[2])) ||
@@ -522,6 +546,7 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
         rc = cuda_failed(r, "cuMemcpyDtoH (a timed C)", rep);
         break;
       }
+      kl_scaled_output(&b->sc, ag.cur);
       agree_check(&ag, k, b->sh, rep);
     }
     if (i < 0) continue;
@@ -627,9 +652,13 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     int ok = dbuf_make(&b, job, job->shapes[s], 2 * (uint64_t)s, rep) == 0 &&
              run_once(&t, &b, rep) == 0 && dbuf_inspect(&b, rep) == 0 &&
              take_output(&b, outs + offs[s], s, rep) == 0;
-    if (ok && s == 0 && job->second_run)
-      ok = run_once(&t, &b, rep) == 0 &&
-           take_output(&b, outs + offs[job->n_shapes], -1, rep) == 0;
+    if (ok && s == 0 && job->second_run) {
+      /* scaled, as on cpu-emu: a memo cannot hand back the first run's C */
+      float *dst = outs + offs[job->n_shapes];
+      ok = dbuf_scale(&b, job->seed, KL_SCALED_RERUN, rep) == 0 &&
+           run_once(&t, &b, rep) == 0 && take_output(&b, dst, -1, rep) == 0;
+      if (ok) kl_scaled_output(&b.sc, dst);
+    }
     dbuf_free(&b);
     if (!ok) return;
   }
@@ -646,8 +675,12 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     for (int k = 0; k < sets && ok; k++) {
       ok = dbuf_inspect(&b[k], rep) == 0;
       int slot = job->n_shapes + 1 + k;
-      if (ok && k < job->n_timed_sets)
+      /* the device check (large shapes) compares with the last launch's
+       * scaled inputs; the lab verifies the set's own: scaled back */
+      if (ok && k < job->n_timed_sets) {
         ok = take_output(&b[k], outs + offs[slot], slot, rep) == 0;
+        if (ok && b[k].scaled) kl_scaled_output(&b[k].sc, outs + offs[slot]);
+      }
     }
     for (int k = 0; k < sets; k++)
       dbuf_free(&b[k]);

@@ -348,10 +348,10 @@ typedef struct kl_run_job {
   double deadline_s; /* wall deadline for the whole job (the supervisor's) */
   /* Anti-cheat: timed samples rotate over n_timed_sets fresh input sets
    * (streams KL_TIMED_STREAM + 2k, + 2k + 1) on fresh poisoned outputs, and
-   * the last output of each set comes back to be verified. On cpu-emu each
-   * launch scales the set's rows of A and columns of B by its own powers
-   * of two (exact; undone on the output), so no two launches see the same
-   * inputs (kernels/run.c, scaled_inputs). */
+   * the last output of each set comes back to be verified. Each launch
+   * scales the set's rows of A and columns of B by its own powers of two
+   * (exact; undone on the output), so no two launches see the same inputs
+   * (kl_scaled). */
   int n_timed_sets;
   int second_run; /* run shapes[0] again on a fresh output (determinism;
                      on cpu-emu with each block's threads in reverse order,
@@ -433,6 +433,32 @@ size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
  * nothing. Every timed output must agree with the one before it on the
  * same inputs, on both backends (kernels/run.c, kernels/gpu_run.c). */
 int kl_outputs_agree(const float *a, const float *b, size_t n);
+
+/* Timed inputs that never repeat (kernels/run.c). Each timed launch, on
+ * both backends, gets its set's inputs with every row of A and every
+ * column of B scaled by its own power of two, 2^-3 .. 2^3, drawn from
+ * (seed, launch_no). Powers of two scale exactly, so C' = Dr C Dc and
+ * kl_scaled_output gives back the bits the set's own inputs would have:
+ * the agreement between a set's launches and the verification of its
+ * last output are unchanged, while no launch sees inputs an earlier one
+ * saw, and a memo of earlier outputs, kept anywhere, misses or replays
+ * the wrong scales. */
+typedef struct kl_scaled {
+  kl_shape sh;
+  float *A0, *B0;       /* the set's own inputs (copies) */
+  signed char *er, *ec; /* the last launch's exponents: rows, columns */
+} kl_scaled;
+#define KL_SCALED_RERUN 0x5ec0dull /* launch_no of the reversed rerun */
+
+/* Copies A (M x K) and B (K x N); exponents 0. 0, or -1 out of memory. */
+int kl_scaled_init(kl_scaled *ss, const float *A, const float *B, kl_shape sh);
+void kl_scaled_free(kl_scaled *ss);
+/* Draws launch launch_no's exponents and writes the scaled copies into A
+ * and B. */
+void kl_scaled_inputs(kl_scaled *ss, float *A, float *B, uint64_t seed,
+                      uint64_t launch_no);
+/* Divides the last drawn scales out of C (M x N), in place. */
+void kl_scaled_output(const kl_scaled *ss, float *C);
 
 /* What the caller of kl_run_execute hears on the way (any may be NULL):
  * after_load once the .so is loaded (the sandbox tightens its filter

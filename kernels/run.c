@@ -182,25 +182,14 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
   return dt;
 }
 
-/* ---- timed inputs that never repeat ----
- * Every timed launch of a set gets the set's inputs with each row of A and
- * each column of B scaled by its own power of two, 2^-3 .. 2^3, drawn
- * afresh per launch. Scaling by powers of two is exact in floating point
- * (the inputs lie in [-1, 1), far from overflow and subnormals), so
- * C' = Dr C Dc exactly for any kernel that only adds and multiplies, and
- * dividing the scales back out gives the bits the set's own inputs would
- * have: the agreement check between a set's launches and the verification
- * of its last output stay as they were. What changes is that no launch
- * sees inputs an earlier launch saw: a memo kept anywhere in the process
- * (the emulator runs native code; test_emu.c, test_timed_inputs_never_repeat)
- * misses, and one keyed on anything but the values replays a C with the wrong
- * scales, which the agreement check catches. A kernel would have to detect
- * the scaling itself to replay. */
-typedef struct scaled_set {
-  float *A0, *B0;       /* the set's own inputs */
-  signed char *er, *ec; /* this launch's exponents, per row and column */
-} scaled_set;
-
+/* ---- timed inputs that never repeat (kernels.h, kl_scaled) ----
+ * Why: the emulator runs the candidate as native code in this process, so
+ * a memo of earlier outputs can live anywhere in it (a probe kept one in
+ * the slack after libc's data, found from &memcpy); no build check can
+ * see that, but a memo of inputs never seen again is worthless, and one
+ * that replays regardless replays the wrong scales (test_emu.c,
+ * test_timed_inputs_never_repeat). A kernel would have to detect the
+ * scaling itself to replay. */
 static uint64_t run_mix(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -208,54 +197,76 @@ static uint64_t run_mix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static int scaled_make(scaled_set *ss, const buffers *b) {
-  size_t na = (size_t)b->sh.M * b->sh.K, nb = (size_t)b->sh.K * b->sh.N;
+/* 2^e for e in -6 .. 6: multiplying by one is exact, as ldexpf is */
+static const float pow2[13] = {0x1p-6f, 0x1p-5f, 0x1p-4f, 0x1p-3f, 0x1p-2f,
+                               0x1p-1f, 1.0f,    0x1p1f,  0x1p2f,  0x1p3f,
+                               0x1p4f,  0x1p5f,  0x1p6f};
+
+int kl_scaled_init(kl_scaled *ss, const float *A, const float *B, kl_shape sh) {
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N;
+  memset(ss, 0, sizeof *ss);
+  ss->sh = sh;
   ss->A0 = malloc(na * sizeof(float));
   ss->B0 = malloc(nb * sizeof(float));
-  ss->er = malloc((size_t)b->sh.M);
-  ss->ec = malloc((size_t)b->sh.N);
-  if (!ss->A0 || !ss->B0 || !ss->er || !ss->ec) return -1;
-  memcpy(ss->A0, b->A, na * sizeof(float));
-  memcpy(ss->B0, b->B, nb * sizeof(float));
+  ss->er = malloc((size_t)sh.M);
+  ss->ec = malloc((size_t)sh.N);
+  if (!ss->A0 || !ss->B0 || !ss->er || !ss->ec) {
+    kl_scaled_free(ss);
+    return -1;
+  }
+  memcpy(ss->A0, A, na * sizeof(float));
+  memcpy(ss->B0, B, nb * sizeof(float));
+  memset(ss->er, 0, (size_t)sh.M);
+  memset(ss->ec, 0, (size_t)sh.N);
   return 0;
 }
 
-static void scaled_free(scaled_set *ss) {
+void kl_scaled_free(kl_scaled *ss) {
   free(ss->A0);
   free(ss->B0);
   free(ss->er);
   free(ss->ec);
+  memset(ss, 0, sizeof *ss);
 }
 
-/* Writes this launch's scaled inputs into b (and their checksums). */
-static void scaled_inputs(scaled_set *ss, buffers *b, uint64_t seed,
-                          uint64_t launch_no) {
-  kl_shape sh = b->sh;
+void kl_scaled_inputs(kl_scaled *ss, float *A, float *B, uint64_t seed,
+                      uint64_t launch_no) {
+  kl_shape sh = ss->sh;
   uint64_t s = seed ^ (launch_no * 0xd1b54a32d192ed03ull) ^ 0x5ca1ed;
   for (int r = 0; r < sh.M; r++)
     ss->er[r] = (signed char)((int)(run_mix(&s) % 7) - 3);
   for (int c = 0; c < sh.N; c++)
     ss->ec[c] = (signed char)((int)(run_mix(&s) % 7) - 3);
-  for (int r = 0; r < sh.M; r++)
+  for (int r = 0; r < sh.M; r++) {
+    float f = pow2[ss->er[r] + 6];
+    const float *a0 = ss->A0 + (size_t)r * sh.K;
+    float *a = A + (size_t)r * sh.K;
     for (int k = 0; k < sh.K; k++)
-      b->A[(size_t)r * sh.K + k] =
-          ldexpf(ss->A0[(size_t)r * sh.K + k], ss->er[r]);
-  for (int k = 0; k < sh.K; k++)
+      a[k] = a0[k] * f;
+  }
+  for (int k = 0; k < sh.K; k++) {
+    const float *b0 = ss->B0 + (size_t)k * sh.N;
+    float *b = B + (size_t)k * sh.N;
     for (int c = 0; c < sh.N; c++)
-      b->B[(size_t)k * sh.N + c] =
-          ldexpf(ss->B0[(size_t)k * sh.N + c], ss->ec[c]);
-  b->sum_a = checksum(b->A, (size_t)sh.M * sh.K);
-  b->sum_b = checksum(b->B, (size_t)sh.K * sh.N);
+      b[c] = b0[c] * pow2[ss->ec[c] + 6];
+  }
 }
 
-/* Divides this launch's scales back out of C. */
-static void scaled_output(const scaled_set *ss, buffers *b) {
-  kl_shape sh = b->sh;
-  for (int r = 0; r < sh.M; r++)
-    for (int c = 0; c < sh.N; c++) {
-      float *x = &b->C[(size_t)r * sh.N + c];
-      *x = ldexpf(*x, -(ss->er[r] + ss->ec[c]));
-    }
+void kl_scaled_output(const kl_scaled *ss, float *C) {
+  kl_shape sh = ss->sh;
+  for (int r = 0; r < sh.M; r++) {
+    float *c = C + (size_t)r * sh.N;
+    for (int j = 0; j < sh.N; j++)
+      c[j] *= pow2[6 - ss->er[r] - ss->ec[j]];
+  }
+}
+
+/* This launch's scaled inputs in b, and their checksums (launch()). */
+static void scale_buffers(kl_scaled *ss, buffers *b, uint64_t seed,
+                          uint64_t launch_no) {
+  kl_scaled_inputs(ss, b->A, b->B, seed, launch_no);
+  b->sum_a = checksum(b->A, (size_t)b->sh.M * b->sh.K);
+  b->sum_b = checksum(b->B, (size_t)b->sh.K * b->sh.N);
 }
 
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
@@ -296,18 +307,17 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     if (ok && s == 0 && job->second_run) {
       /* the same inputs with every block's threads in the other order: a
        * race (a missing barrier) that the first order hid shows here */
-      /* ... and scaled (scaled_inputs), so a memo cannot hand back the
+      /* ... and scaled (kl_scaled_inputs), so a memo cannot hand back the
        * first run's output instead */
-      scaled_set ss;
-      memset(&ss, 0, sizeof ss);
-      ok = scaled_make(&ss, &b) == 0;
+      kl_scaled ss;
+      ok = kl_scaled_init(&ss, b.A, b.B, sh) == 0;
       if (!ok) snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
-      if (ok) scaled_inputs(&ss, &b, job->seed, 0x5ec0d);
+      if (ok) scale_buffers(&ss, &b, job->seed, KL_SCALED_RERUN);
       kl_emu_set_reverse(m, 1);
       ok = ok && launch(m, &b, job, rep) >= 0;
       kl_emu_set_reverse(m, 0);
-      if (ok) scaled_output(&ss, &b);
-      scaled_free(&ss);
+      if (ok) kl_scaled_output(&ss, b.C);
+      kl_scaled_free(&ss);
       if (!ok && !rep->failed) rep->failed = 1;
       if (ok) memcpy(outs + offs[job->n_shapes], b.C, nc * sizeof(float));
     }
@@ -315,13 +325,13 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     if (!ok) return;
   }
   /* Timing: rotate over fresh input sets, each launch on a fresh poisoned
-   * output and on its own scaling of the set's inputs (scaled_inputs); the
+   * output and on its own scaling of the set's inputs (kl_scaled_inputs); the
    * last output of each set, scaled back, goes back for verification. */
   if (job->timed) {
     int sets = job->n_timed_sets < 1 ? 1 : job->n_timed_sets;
     if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
     buffers b[KL_MAX_TIMED_SETS];
-    scaled_set ss[KL_MAX_TIMED_SETS];
+    kl_scaled ss[KL_MAX_TIMED_SETS];
     memset(b, 0, sizeof b);
     memset(ss, 0, sizeof ss);
     kl_shape sh = job->timed_shape;
@@ -329,12 +339,12 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     for (int k = 0; k < sets; k++) {
       if (buffers_make(&b[k], job, sh, KL_TIMED_STREAM + 2 * (uint64_t)k) !=
               0 ||
-          scaled_make(&ss[k], &b[k]) != 0) {
+          kl_scaled_init(&ss[k], b[k].A, b[k].B, sh) != 0) {
         snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
         rep->failed = 1;
         for (int j = 0; j <= k; j++) {
           buffers_free(&b[j]);
-          scaled_free(&ss[j]);
+          kl_scaled_free(&ss[j]);
         }
         return;
       }
@@ -344,10 +354,10 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
       int k = (i + sets) % sets; /* the warm-up uses the last set */
       if (i == 0 && hooks->timing) hooks->timing(hooks->ctx, 0);
-      scaled_inputs(&ss[k], &b[k], job->seed, (uint64_t)(i + 1));
+      scale_buffers(&ss[k], &b[k], job->seed, (uint64_t)(i + 1));
       double dt = launch(m, &b[k], job, rep);
       if (dt < 0) break;
-      scaled_output(&ss[k], &b[k]);
+      kl_scaled_output(&ss[k], b[k].C);
       if (job->n_timed_sets > 0) {
         float *prev = outs + offs[job->n_shapes + 1 + k];
         /* Only each set's last output is verified against the reference:
@@ -372,7 +382,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     if (rep->samples > 0 && hooks->timing) hooks->timing(hooks->ctx, 1);
     for (int k = 0; k < sets; k++) {
       buffers_free(&b[k]);
-      scaled_free(&ss[k]);
+      kl_scaled_free(&ss[k]);
     }
     if (rep->failed) return;
   }
