@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,16 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* tests/cheats/forge_samples_median.cu finds the runner's report by its
+ * first fields and rewrites its samples at these offsets: when the report
+ * changes, change the cheat with it */
+_Static_assert(
+    offsetof(kl_run_report, launch) == 12 &&
+        offsetof(kl_run_report, has_launch) == 32 &&
+        offsetof(kl_run_report, samples) == 548 &&
+        offsetof(kl_run_report, sample_us) == 552,
+    "kl_run_report moved: update tests/cheats/forge_samples_median.cu");
 
 static kl_emu_module *build(const char *src) {
   kl_emu_module *m = NULL;
