@@ -754,28 +754,34 @@ static int eval_impl(const char *label, const char *src, size_t len,
             claimed += rep->sample_us[i];
           }
           double gap = rep->timed_wall_us - claimed;
-          /* The median the score uses must explain the interval too:
-           * honest samples are alike, so median x samples is near their
-           * sum. A probe rewrote the runner's samples keeping their sum
-           * (the gap above stayed small) but put nearly all of it in one,
-           * and its median fell 40x; that median explained 3% of the
-           * interval. 0.3: room for a few slow samples on a busy machine. */
+          /* The median the score uses must fit the samples' own sum:
+           * honest samples are alike, so median x samples is near it. A
+           * probe rewrote the runner's samples keeping their sum (the gap
+           * above stayed small) but put nearly all of it in one: median x
+           * samples fell to 2.5% of the sum. 0.15: a busy machine's
+           * skewed samples (some launches preempted) stay well above it,
+           * at tiny shapes too; the sum's own bound is the wall check. */
           double by_median = out->time_us * rep->samples;
-          if (odd || (gap > 0.6 * rep->timed_wall_us && gap > 5000)) {
+          if (rep->samples > job->max_samples) {
+            /* more than the job lets the runner take: fake ones added */
+            out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
+            add_detail(out,
+                       "implausible_speed: %d timed runs reported where the "
+                       "job allows %d (samples added to the runner's report?)",
+                       rep->samples, job->max_samples);
+          } else if (odd || (gap > 0.6 * rep->timed_wall_us && gap > 5000)) {
             out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
             add_detail(out,
                        "implausible_speed: %d timed runs claim %.0f us in "
                        "all but took %.0f us on the supervisor's clock",
                        rep->samples, claimed, rep->timed_wall_us);
-          } else if (by_median < 0.3 * rep->timed_wall_us &&
-                     rep->timed_wall_us - by_median > 5000) {
+          } else if (by_median < 0.15 * claimed && claimed - by_median > 5000) {
             out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
             add_detail(out,
                        "implausible_speed: the median of %d timed runs, "
                        "%.0f us, accounts for %.0f us of the %.0f us they "
-                       "took on the supervisor's clock (samples rewritten?)",
-                       rep->samples, out->time_us, by_median,
-                       rep->timed_wall_us);
+                       "claim in all (samples rewritten?)",
+                       rep->samples, out->time_us, by_median, claimed);
           }
         }
         /* GPU only: the timed kernel is a sliver of what the launch took

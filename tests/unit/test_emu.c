@@ -25,15 +25,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* tests/cheats/forge_samples_median.cu finds the runner's report by its
- * first fields and rewrites its samples at these offsets: when the report
- * changes, change the cheat with it */
-_Static_assert(
-    offsetof(kl_run_report, launch) == 12 &&
-        offsetof(kl_run_report, has_launch) == 32 &&
-        offsetof(kl_run_report, samples) == 548 &&
-        offsetof(kl_run_report, sample_us) == 552,
-    "kl_run_report moved: update tests/cheats/forge_samples_median.cu");
+/* tests/cheats/forge_samples_{median,count}.cu find the runner's report by
+ * its first fields and rewrite its samples at these offsets: when the
+ * report changes, change the cheats with it */
+_Static_assert(offsetof(kl_run_report, launch) == 12 &&
+                   offsetof(kl_run_report, has_launch) == 32 &&
+                   offsetof(kl_run_report, samples) == 548 &&
+                   offsetof(kl_run_report, sample_us) == 552,
+               "kl_run_report moved: update tests/cheats/forge_samples_*.cu");
 
 static kl_emu_module *build(const char *src) {
   kl_emu_module *m = NULL;
