@@ -31,10 +31,10 @@
  *    run of shape 0) the set's inputs are scaled by that launch's powers
  *    of two and uploaded again (kl_scaled, as on cpu-emu), and C is
  *    scaled back when it is copied: no launch sees inputs an earlier one
- *    saw, so a memo in device memory cannot replay unseen. kernels/stats.c
- * decides when to stop: at least 10 samples and 0.5 s of measured time, then
- * relative noise < 0.5%, or the caps (KL_MAX_TIMING_SAMPLES samples; the job's
- * budget, at least 5 s).
+ *    saw, so a memo in device memory cannot replay unseen.
+ *    kernels/stats.c decides when to stop: at least 10 samples and 0.5 s
+ *    of measured time, then relative noise < 0.5%, or the caps
+ *    (KL_MAX_TIMING_SAMPLES samples; the job's budget, at least 5 s).
  *  - The cuBLAS baseline is the same job with no cubin: SGEMM row-major
  *    through the column-major identity C^T = B^T A^T (default math: true
  *    fp32, no TF32).
