@@ -104,6 +104,81 @@ void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
     x[i] = (float)((double)(splitmix64(&s) >> 40) * 0x1p-23 - 1.0);
 }
 
+/* ---- timed inputs that never repeat (kernels.h, kl_scaled) ----
+ * Why: the emulator runs the candidate as native code in the runner's
+ * process, so a memo of earlier outputs can live anywhere in it (a probe
+ * kept one in
+ * the slack after libc's data, found from &memcpy); no build check can
+ * see that, but a memo of inputs never seen again is worthless, and one
+ * that replays regardless replays the wrong scales (test_emu.c,
+ * test_timed_inputs_never_repeat). A kernel would have to detect the
+ * scaling itself to replay. Same draws on both backends (kernels/run.c,
+ * kernels/gpu_run.c). */
+
+/* 2^e for e in -6 .. 6: multiplying by one is exact, as ldexpf is */
+static const float kl_pow2[13] = {0x1p-6f, 0x1p-5f, 0x1p-4f, 0x1p-3f, 0x1p-2f,
+                                  0x1p-1f, 1.0f,    0x1p1f,  0x1p2f,  0x1p3f,
+                                  0x1p4f,  0x1p5f,  0x1p6f};
+
+int kl_scaled_init(kl_scaled *ss, const float *A, const float *B, kl_shape sh) {
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N;
+  memset(ss, 0, sizeof *ss);
+  ss->sh = sh;
+  ss->A0 = malloc(na * sizeof(float));
+  ss->B0 = malloc(nb * sizeof(float));
+  ss->er = malloc((size_t)sh.M);
+  ss->ec = malloc((size_t)sh.N);
+  if (!ss->A0 || !ss->B0 || !ss->er || !ss->ec) {
+    kl_scaled_free(ss);
+    return -1;
+  }
+  memcpy(ss->A0, A, na * sizeof(float));
+  memcpy(ss->B0, B, nb * sizeof(float));
+  memset(ss->er, 0, (size_t)sh.M);
+  memset(ss->ec, 0, (size_t)sh.N);
+  return 0;
+}
+
+void kl_scaled_free(kl_scaled *ss) {
+  free(ss->A0);
+  free(ss->B0);
+  free(ss->er);
+  free(ss->ec);
+  memset(ss, 0, sizeof *ss);
+}
+
+void kl_scaled_inputs(kl_scaled *ss, float *A, float *B, uint64_t seed,
+                      uint64_t launch_no) {
+  kl_shape sh = ss->sh;
+  uint64_t s = seed ^ (launch_no * 0xd1b54a32d192ed03ull) ^ 0x5ca1ed;
+  for (int r = 0; r < sh.M; r++)
+    ss->er[r] = (signed char)((int)(splitmix64(&s) % 7) - 3);
+  for (int c = 0; c < sh.N; c++)
+    ss->ec[c] = (signed char)((int)(splitmix64(&s) % 7) - 3);
+  for (int r = 0; r < sh.M; r++) {
+    float f = kl_pow2[ss->er[r] + 6];
+    const float *a0 = ss->A0 + (size_t)r * sh.K;
+    float *a = A + (size_t)r * sh.K;
+    for (int k = 0; k < sh.K; k++)
+      a[k] = a0[k] * f;
+  }
+  for (int k = 0; k < sh.K; k++) {
+    const float *b0 = ss->B0 + (size_t)k * sh.N;
+    float *b = B + (size_t)k * sh.N;
+    for (int c = 0; c < sh.N; c++)
+      b[c] = b0[c] * kl_pow2[ss->ec[c] + 6];
+  }
+}
+
+void kl_scaled_output(const kl_scaled *ss, float *C) {
+  kl_shape sh = ss->sh;
+  for (int r = 0; r < sh.M; r++) {
+    float *c = C + (size_t)r * sh.N;
+    for (int j = 0; j < sh.N; j++)
+      c[j] *= kl_pow2[6 - ss->er[r] - ss->ec[j]];
+  }
+}
+
 /* ---- references, cached ----
  *
  * A candidate's references depend only on its inputs, that is on (seed,

@@ -434,7 +434,7 @@ size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
  * same inputs, on both backends (kernels/run.c, kernels/gpu_run.c). */
 int kl_outputs_agree(const float *a, const float *b, size_t n);
 
-/* Timed inputs that never repeat (kernels/run.c). Each timed launch, on
+/* Timed inputs that never repeat (kernels/check.c). Each timed launch, on
  * both backends, gets its set's inputs with every row of A and every
  * column of B scaled by its own power of two, 2^-3 .. 2^3, drawn from
  * (seed, launch_no). Powers of two scale exactly, so C' = Dr C Dc and
