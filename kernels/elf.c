@@ -264,9 +264,10 @@ int kl_elf_load_time_code(const void *elf, size_t size, char *why,
  * layout, so the two agree. */
 
 int kl_elf_imports_allowed(const void *elf, size_t size,
-                           int (*allowed)(const char *name), char *why,
-                           size_t whylen) {
+                           int (*allowed)(const char *name),
+                           const char **refused, char *why, size_t whylen) {
   const uint8_t *img = elf;
+  *refused = NULL;
   uint64_t shoff, shentsize;
   unsigned shnum;
   int rc = kl_section_table(img, size, &shoff, &shentsize, &shnum, why, whylen);
@@ -295,8 +296,10 @@ int kl_elf_imports_allowed(const void *elf, size_t size,
         return kl_elf_fail(why, whylen, "dynamic symbol name out of bounds",
                            NULL);
       const char *name = strs + st_name;
-      if (*name && !allowed(name))
-        return kl_elf_fail(why, whylen, "imports", name);
+      if (*name && !allowed(name)) {
+        *refused = name;
+        return KL_OK;
+      }
     }
   }
   return KL_OK;

@@ -204,12 +204,13 @@ int kl_elf_load_time_code(const void *elf, size_t size, char *why,
                           size_t whylen);
 
 /* Checks every symbol the shared object imports (an undefined .dynsym
- * entry, weak or not) with allowed(name). Returns KL_OK, or KL_EINPUT with
- * "ELF image: imports NAME" for the first refused one (or what is
- * malformed) in why. Never reads outside [elf, elf + size). */
+ * entry, weak or not) with allowed(name). Returns KL_OK with *refused the
+ * first name allowed refuses (NUL-terminated, inside the image) or NULL;
+ * KL_EINPUT with what is malformed in why. Never reads outside
+ * [elf, elf + size). */
 int kl_elf_imports_allowed(const void *elf, size_t size,
-                           int (*allowed)(const char *name), char *why,
-                           size_t whylen);
+                           int (*allowed)(const char *name),
+                           const char **refused, char *why, size_t whylen);
 
 /* ---- on-disk artifact cache (kernels/cache.c) -----------------------------
  */

@@ -578,24 +578,24 @@ static int check_module(const char *so, char *why, size_t whylen) {
              what);
     return KL_ECOMPILE;
   }
-  rc = kl_elf_imports_allowed(img, (size_t)st.st_size, import_allowed, what,
-                              sizeof what);
-  munmap(img, (size_t)st.st_size);
-  if (rc == KL_OK) return KL_OK;
-  const char *name = strstr(what, "imports ");
-  if (name)
+  const char *refused = NULL;
+  rc = kl_elf_imports_allowed(img, (size_t)st.st_size, import_allowed, &refused,
+                              what, sizeof what);
+  if (rc != KL_OK)
+    snprintf(why, whylen,
+             "error: cannot read the imports of the emulator's host build "
+             "of this kernel (%s)",
+             what);
+  else if (refused)
     snprintf(why, whylen,
              "error: the emulator's host build of this kernel calls the host "
              "library function %s, which device code cannot call (a "
              "__device__ function of that name, or code outside device "
              "code, resolved to the host's); device code may call malloc, "
              "free, memcpy, memset, printf, assert and the math library",
-             name + 8);
-  else
-    snprintf(why, whylen,
-             "error: cannot read the imports of the emulator's host build "
-             "of this kernel (%s)",
-             what);
+             refused);
+  munmap(img, (size_t)st.st_size);
+  if (rc == KL_OK && !refused) return KL_OK;
   return KL_ECOMPILE;
 }
 

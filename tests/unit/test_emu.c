@@ -743,8 +743,9 @@ static int allow_all(const char *name) {
 }
 
 /* kl_elf_imports_allowed on a real module: it names an import when one is
- * refused, and truncated or corrupted images give OK or an explained
- * KL_EINPUT, never a read outside the image (ASan watches this build). */
+ * refused (a name inside the image), and truncated or corrupted images give
+ * OK or an explained KL_EINPUT, never a read outside the image (ASan
+ * watches this build). */
 static void test_imports_reader(const char *so) {
   FILE *f = fopen(so, "rb");
   CHECK(f != NULL, "open %s", so);
@@ -754,11 +755,15 @@ static void test_imports_reader(const char *so) {
   fclose(f);
   CHECK(n > 0 && n < sizeof img, "module size %zu", n);
   char why[200];
-  int rc = kl_elf_imports_allowed(img, n, deny_all, why, sizeof why);
-  CHECK(rc == KL_EINPUT && strstr(why, "ELF image: imports "),
-        "deny-all names the import: rc %d %s", rc, why);
-  CHECK(kl_elf_imports_allowed(img, n, allow_all, why, sizeof why) == KL_OK,
-        "allow-all passes: %s", why);
+  const char *refused = NULL;
+  int rc = kl_elf_imports_allowed(img, n, deny_all, &refused, why, sizeof why);
+  CHECK(rc == KL_OK && refused && *refused && (const uint8_t *)refused > img &&
+            (const uint8_t *)refused < img + n,
+        "deny-all names an import inside the image: rc %d %s", rc,
+        refused ? refused : why);
+  rc = kl_elf_imports_allowed(img, n, allow_all, &refused, why, sizeof why);
+  CHECK(rc == KL_OK && !refused, "allow-all passes: %s",
+        refused ? refused : why);
   int bad = 0;
   unsigned r = 12345;
   for (int it = 0; it < 4000; it++) {
@@ -773,8 +778,14 @@ static void test_imports_reader(const char *so) {
     if (!c) break;
     memcpy(c, m, len);
     why[0] = 0;
-    rc = kl_elf_imports_allowed(c, len, allow_all, why, sizeof why);
+    rc = kl_elf_imports_allowed(c, len, it & 1 ? deny_all : allow_all, &refused,
+                                why, sizeof why);
     if (rc != KL_OK && (rc != KL_EINPUT || !why[0])) bad++;
+    /* a refused name lies inside the copy, its NUL too */
+    if (rc == KL_OK && refused &&
+        ((const uint8_t *)refused < c || (const uint8_t *)refused >= c + len ||
+         !memchr(refused, 0, (size_t)(c + len - (const uint8_t *)refused))))
+      bad++;
     free(c);
   }
   CHECK(bad == 0, "%d truncations or mutations broke the contract", bad);
