@@ -19,9 +19,13 @@
  *
  * Timing on cpu-emu: one warm-up run, then runs until at least 5 samples and
  * the time budget are reached (or max_samples); median, min, max of the
- * wall time of each launch. The output of the last timed run is verified
- * too. These are CPU times: they are labelled cpu-emu and never presented
- * as GPU speed. The baseline is the naive seed, timed the same way.
+ * wall time of each launch. Under the sandbox the supervisor paces them
+ * (kernels/pace.c): fresh inputs it drew, its clock, each launch checked
+ * before the next; the runner's own samples are a claim held to those.
+ * Without it (the fork executor) the runner times and the last output of
+ * each timed input set is verified here. These are CPU times: they are
+ * labelled cpu-emu and never presented as GPU speed. The baseline is the
+ * naive seed, timed the same way.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -91,7 +95,7 @@ int kl_backend_resolve(const char *requested, char *backend, size_t len,
 
 /* ---- inputs, reference, comparison ---- */
 
-static uint64_t splitmix64(uint64_t *s) {
+uint64_t kl_splitmix64(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -101,7 +105,7 @@ static uint64_t splitmix64(uint64_t *s) {
 void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
   uint64_t s = seed ^ (stream * 0xd1b54a32d192ed03ull);
   for (size_t i = 0; i < n; i++)
-    x[i] = (float)((double)(splitmix64(&s) >> 40) * 0x1p-23 - 1.0);
+    x[i] = (float)((double)(kl_splitmix64(&s) >> 40) * 0x1p-23 - 1.0);
 }
 
 /* ---- timed inputs that never repeat (kernels.h, kl_scaled) ----
@@ -152,9 +156,9 @@ void kl_scaled_inputs(kl_scaled *ss, float *A, float *B, uint64_t seed,
   kl_shape sh = ss->sh;
   uint64_t s = seed ^ (launch_no * 0xd1b54a32d192ed03ull) ^ 0x5ca1ed;
   for (int r = 0; r < sh.M; r++)
-    ss->er[r] = (signed char)((int)(splitmix64(&s) % 7) - 3);
+    ss->er[r] = (signed char)((int)(kl_splitmix64(&s) % 7) - 3);
   for (int c = 0; c < sh.N; c++)
-    ss->ec[c] = (signed char)((int)(splitmix64(&s) % 7) - 3);
+    ss->ec[c] = (signed char)((int)(kl_splitmix64(&s) % 7) - 3);
   for (int r = 0; r < sh.M; r++) {
     float f = kl_pow2[ss->er[r] + 6];
     const float *a0 = ss->A0 + (size_t)r * sh.K;
@@ -448,13 +452,15 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
     detail[sizeof detail - 1] = 0;
     add_detail(out, "%s", detail);
   }
-  /* the runner's own timed_output_wrong (timed runs that disagree): a
-   * wrong output, as the one below */
+  /* the runner's or the pacer's timed_output_wrong (timed runs that
+   * disagree, a paced launch wrong): a wrong output, as the one below */
   if ((rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1) && out->correct) {
     out->correct = 0;
     snprintf(out->error, sizeof out->error,
-             "timed runs on the same inputs disagree although the checked "
-             "runs were right");
+             "a timed run was wrong although the checked runs were right "
+             "(%s)",
+             job->paced ? "a paced launch failed its checks"
+                        : "timed runs on the same inputs disagree");
   }
   int n = job->n_shapes, unwritten = 0, others_fail = 0, others_pass = 0;
   for (int s = 0; s < n; s++) {
@@ -516,6 +522,54 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
   }
 }
 
+/* A paced run's samples are the driver's (kl_pace), taken outside the
+ * runner's process; they replace the runner's in rep. The runner's own
+ * claims must fit them: each launch's runner-side time lies inside the
+ * driver's interval for it (go sent, done received), and honest runners
+ * measured 0.9 and more of it. A claim outside, a count that differs, or
+ * claims that sum to under 40% of the driver's (and 5 ms apart, for OS
+ * jitter) mean the runner's report was rewritten from inside: the
+ * candidate reached for its timing, which is implausible_speed even
+ * though the score no longer rests on those numbers. */
+static void paced_samples(kl_run_report *rep, kl_result *out) {
+  int n = rep->paced_samples;
+  if (n < 0 || n > KL_MAX_TIMING_SAMPLES) n = 0;
+  double claimed = 0, clocked = 0;
+  int outside = -1;
+  for (int i = 0; i < n && i < rep->samples; i++) {
+    double c = rep->sample_us[i];
+    if (outside < 0 && !(c >= 0 && c <= rep->paced_us[i] + 5)) outside = i;
+    claimed += c;
+    clocked += rep->paced_us[i];
+  }
+  const char *why = NULL;
+  char buf[200];
+  if (rep->samples != n) {
+    snprintf(buf, sizeof buf,
+             "the runner reports %d timed runs where its driver timed %d",
+             rep->samples, n);
+    why = buf;
+  } else if (outside >= 0) {
+    snprintf(buf, sizeof buf,
+             "timed run %d: the runner claims %.6g us, more than the %.0f "
+             "us its driver's clock allows",
+             outside + 1, rep->sample_us[outside], rep->paced_us[outside]);
+    why = buf;
+  } else if (claimed < 0.4 * clocked && clocked - claimed > 5000) {
+    snprintf(buf, sizeof buf,
+             "%d timed runs claim %.0f us in all but took %.0f us on the "
+             "supervisor's clock",
+             n, claimed, clocked);
+    why = buf;
+  }
+  if (why) {
+    out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
+    add_detail(out, "implausible_speed: %s (report rewritten?)", why);
+  }
+  rep->samples = n;
+  memcpy(rep->sample_us, rep->paced_us, sizeof(double) * (size_t)n);
+}
+
 /* A speedup over the baseline beyond belief: flag it and measure again
  * with a timing-only job on a fresh worker, keeping both numbers in the
  * detail (the flag stays: a cheat that is fast only sometimes is still
@@ -544,6 +598,7 @@ static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
                                   scratch)
                 : kl_run_forked(NULL, &again, rep, outs, n_outs, scratch);
   }
+  if (ran && again.paced) paced_samples(rep, scratch);
   int ok = ran && rep->done && rep->samples > 0;
   if (ok) {
     qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
@@ -689,7 +744,10 @@ static int eval_impl(const char *label, const char *src, size_t len,
   job->n_shapes = timing_only ? 0 : plan_shapes(opts, job->shapes);
   job->timed_shape = target;
   job->second_run = !timing_only;
-  job->n_timed_sets = timing_only ? 0 : 3;
+  /* A paced job is verified launch by launch by its driver (kl_pace): no
+   * timed sets, no references for them. */
+  job->paced = !gpu && opts->exec && opts->exec->paced;
+  job->n_timed_sets = timing_only || job->paced ? 0 : 3;
 
   /* References, made here before the candidate runs, from the same
    * (seed, stream) inputs the runner makes. */
@@ -778,6 +836,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
         }
       }
       dynamic_checks(job, rep, outs, offs, TR, TS, out);
+      if (job->paced) paced_samples(rep, out);
       snprintf(out->status, sizeof out->status, "%s",
                out->correct || timing_only ? "ok" : "wrong");
       out->launch_ms = rep->launch_us / 1e3;
@@ -811,54 +870,6 @@ static int eval_impl(const char *label, const char *src, size_t len,
         if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&
             opts->baseline_us / out->time_us > opts->max_speedup)
           remeasure(opts, job, &cc, gpu, out);
-        /* cpu-emu under the sandbox: the timed runs claim far less time
-         * than they took on the supervisor's clock (between the worker's
-         * timing marks). The candidate is native code in the runner's
-         * process and could rewrite the runner's samples; it cannot move
-         * the supervisor's clock. Between two timed launches the runner
-         * only poisons and checksums buffers: honest kernels measured
-         * 0.65..0.98 of the interval (the low end: 64^3, launches of
-         * 0.1-0.2 ms, on a busy machine), hence a gap of 60% of it (and
-         * 5 ms, for OS jitter) before a flag that costs a fast, honest
-         * kernel its reward. */
-        if (!gpu && rep->timed_wall_us > 0) {
-          double claimed = 0;
-          int odd = 0; /* a sample no clock gives: <= 0, NaN, inf */
-          for (int i = 0; i < rep->samples; i++) {
-            odd |= !(rep->sample_us[i] > 0 && isfinite(rep->sample_us[i]));
-            claimed += rep->sample_us[i];
-          }
-          double gap = rep->timed_wall_us - claimed;
-          /* The median the score uses must fit the samples' own sum:
-           * honest samples are alike, so median x samples is near it. A
-           * probe rewrote the runner's samples keeping their sum (the gap
-           * above stayed small) but put nearly all of it in one: median x
-           * samples fell to 2.5% of the sum. 0.15: a busy machine's
-           * skewed samples (some launches preempted) stay well above it,
-           * at tiny shapes too; the sum's own bound is the wall check. */
-          double by_median = out->time_us * rep->samples;
-          if (rep->samples > job->max_samples) {
-            /* more than the job lets the runner take: fake ones added */
-            out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
-            add_detail(out,
-                       "implausible_speed: %d timed runs reported where the "
-                       "job allows %d (samples added to the runner's report?)",
-                       rep->samples, job->max_samples);
-          } else if (odd || (gap > 0.6 * rep->timed_wall_us && gap > 5000)) {
-            out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
-            add_detail(out,
-                       "implausible_speed: %d timed runs claim %.0f us in "
-                       "all but took %.0f us on the supervisor's clock",
-                       rep->samples, claimed, rep->timed_wall_us);
-          } else if (by_median < 0.15 * claimed && claimed - by_median > 5000) {
-            out->flags |= (uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED;
-            add_detail(out,
-                       "implausible_speed: the median of %d timed runs, "
-                       "%.0f us, accounts for %.0f us of the %.0f us they "
-                       "claim in all (samples rewritten?)",
-                       rep->samples, out->time_us, by_median, claimed);
-          }
-        }
         /* GPU only: the timed kernel is a sliver of what the launch took
          * on the host (work hidden outside the measured kernels). Launch
          * overhead is microseconds, hence the 1 ms floor. */

@@ -357,6 +357,11 @@ typedef struct kl_run_job {
   int second_run; /* run shapes[0] again on a fresh output (determinism;
                      on cpu-emu with each block's threads in reverse order,
                      kl_emu_set_reverse) */
+  /* cpu-emu: the timed launches are driven from outside the runner's
+   * process (kl_pace): the driver writes fresh inputs it drew from a seed
+   * the runner never sees, starts each launch, times it on its own clock
+   * and verifies it before the next. n_timed_sets is then 0. */
+  int paced;
 } kl_run_job;
 
 #define KL_TIMED_STREAM 1000
@@ -410,15 +415,18 @@ typedef struct kl_run_report {
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
   double launch_us; /* cpu-emu: wall time inside every launch, untimed too */
-  /* cpu-emu under the sandbox: the supervisor's own clock between the
-   * worker's timing marks (kl_run_hooks), set by the supervisor, never
-   * taken from the worker; 0 where nobody measured. */
-  double timed_wall_us;
   /* What the runner saw around the launches (dynamic kl_flags bits):
    * canary_overwritten, input_mutated. */
   uint64_t flags;
   char flag_detail[160];
   kl_gpu_stats gpu; /* GPU runs only */
+  /* Paced jobs: the driver's own clock around each timed launch
+   * (kl_pace_merge), what the score uses; sample_us above is then only
+   * the runner's claim, held to these. Set by the driver, never taken
+   * from the runner's process. */
+  int paced;
+  int paced_samples;
+  double paced_us[KL_MAX_TIMING_SAMPLES];
 } kl_run_report;
 
 /* Offsets (in floats) of each output in the outputs buffer; returns the
@@ -463,21 +471,79 @@ void kl_scaled_output(const kl_scaled *ss, float *C);
 
 /* What the caller of kl_run_execute hears on the way (any may be NULL):
  * after_load once the .so is loaded (the sandbox tightens its filter
- * there); timing(ctx, 0) right before the first timed launch (after the
- * warm-up) and timing(ctx, 1) right after the last, so that a supervisor
- * can hold the timed runs to its own clock. */
+ * there). A paced job's timed launches wait for the driver: go blocks
+ * until it says launch n (returns n >= 0; 0 is the untimed warm-up) or
+ * stop (-1); done(ctx, ok) answers each launch (1 ran, 0 failed: the
+ * report says why, and no go follows). */
 typedef struct kl_run_hooks {
   void (*after_load)(void *ctx);
-  void (*timing)(void *ctx, int phase);
+  int (*go)(void *ctx);
+  void (*done)(void *ctx, int ok);
   void *ctx;
 } kl_run_hooks;
 
 /* Executes job in this process: loads the .so (the candidate's static
  * initialisers run here), makes the inputs, runs every check shape on a
- * poisoned output, then times; hooks (NULL: none) as above. Always returns
- * with rep filled. */
+ * poisoned output, then times; hooks (NULL: none) as above. A paced job
+ * times on the region after the outputs (outs + kl_run_output_layout's
+ * total, kl_pace_floats of them). Always returns with rep filled. */
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
                     const kl_run_hooks *hooks);
+
+/* The inputs' checksum the runner and the pacer hold A and B to after
+ * every launch (kernels/run.c): cheap next to a launch, and any changed
+ * 8-byte word changes it. */
+uint64_t kl_inputs_checksum(const float *p, size_t n);
+
+/* ---- paced timing (kernels/pace.c) ----
+ *
+ * A candidate on cpu-emu is native code in its runner's process: whatever
+ * that process measures or keeps, the candidate can read and rewrite (its
+ * samples, the job's seed, hence every input the runner would make). So
+ * under the sandbox the timed launches are driven from the supervisor:
+ * before each, it draws fresh A and B from a seed of its own into a
+ * region of shared memory (kl_pace_floats: A, B and C, each between
+ * canary bands) and poisons C; it takes its clock, says go, and takes it
+ * again when the runner says done. Then, before the next launch: the
+ * canaries, A and B unchanged, no poison or NaN left in C, and C at 64
+ * positions it draws only now against a float64 dot product (the
+ * element-wise tolerance of kernels.h). A launch that answers early fails
+ * these; one that guesses its inputs cannot (the seed never leaves the
+ * driver); a rewritten report changes only the runner's claims, which the
+ * evaluation holds to the driver's samples (kernels/check.c). The stopping
+ * rule is the runner's: a warm-up, then at least 5 samples and until
+ * time_budget_ms, at most max_samples. */
+typedef struct kl_pace_io {
+  void *ctx;
+  /* Tells the runner to launch n (>= 0; 0 the warm-up) or to stop (-1).
+   * 0 on success. */
+  int (*go)(void *ctx, int n);
+  /* Waits for the runner's answer: 1 it ran, 0 it failed (its report says
+   * why), -1 anything else (deadline, a closed pipe, a frame out of place;
+   * the io keeps what it saw for its caller). */
+  int (*done)(void *ctx);
+} kl_pace_io;
+
+typedef struct kl_pace_result {
+  int ended; /* 0 the stopping rule, 1 the runner's launch failed, -1 io */
+  int samples;
+  double sample_us[KL_MAX_TIMING_SAMPLES];
+  uint64_t flags; /* canary_overwritten, input_mutated, timed_output_wrong */
+  char flag_detail[160];
+} kl_pace_result;
+
+/* Floats of job's paced region (0 unless job is timed and paced): the
+ * outputs' buffer holds them after kl_run_output_layout's total. */
+size_t kl_pace_floats(const kl_run_job *job);
+/* A, B and C inside a paced region at base. */
+void kl_pace_buffers(kl_shape sh, float *base, float **A, float **B, float **C);
+/* Drives job's timed launches over io on region (kl_pace_floats(job)
+ * floats, shared with the runner). Always fills res. */
+void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
+             kl_pace_result *res);
+/* Puts the driver's findings into the runner's report (once it arrived):
+ * paced samples, flags and their detail. */
+void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res);
 
 struct kl_result;
 /* Where the two untrusted steps happen. */
@@ -497,6 +563,9 @@ typedef struct kl_executor {
   int (*run_gpu)(void *ctx, const kl_run_job *job, const uint8_t *cubin,
                  size_t cubin_size, kl_run_report *rep, float *outs,
                  size_t n_outs, struct kl_result *out);
+  /* 1: run paces cpu-emu jobs (kl_pace; the sandbox does), so the
+   * evaluation asks for job->paced. */
+  int paced;
 } kl_executor;
 
 /* Runs body(arg, rep, outs) in a forked child (its own process group) with
@@ -580,6 +649,8 @@ extern const char kl_seed_naive[];
 
 /* Deterministic inputs: uniform in [-1, 1), from (seed, stream). */
 void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream);
+/* The generator behind it: advances *s, returns the next 64 bits. */
+uint64_t kl_splitmix64(uint64_t *s);
 
 /* Float64 reference C = A*B, plus S = |A|*|B| (the element error scale). */
 void kl_reference(const float *A, const float *B, double *R, double *S, int M,

@@ -5,8 +5,10 @@
  * kl_run_execute is what a sandboxed run worker calls. Inputs are made here
  * from (seed, shape index), the same way the supervisor makes them for its
  * reference, so only the seed crosses the pipe. Outputs are poisoned before
- * every launch; the timed runs use their own output buffer, and its last
- * content goes back so the supervisor can verify the timed run too.
+ * every launch. A paced job's timed launches (the sandbox's) wait for the
+ * driver (kernels/pace.c), which makes their inputs and checks them; an
+ * unpaced job's use their own output buffers, whose last content goes
+ * back so the caller can verify the timed runs too.
  *
  * The fork executor (kl_run_forked) has no seccomp: it is for unit tests and
  * benches. `kernlab eval` always runs jobs in the sandbox's workers.
@@ -89,7 +91,7 @@ static void guarded_free(float *p) {
  * cost. It runs between timed launches, where the supervisor's clock
  * counts it too (kernels/check.c's timing guard), so it must stay small
  * next to a launch. */
-static uint64_t checksum(const float *p, size_t n) {
+uint64_t kl_inputs_checksum(const float *p, size_t n) {
   const uint64_t K = 0x9e3779b97f4a7c15ull; /* odd */
   uint64_t h[4] = {1, 2, 3, 4};
   const unsigned char *b = (const unsigned char *)p;
@@ -124,8 +126,8 @@ static int buffers_make(buffers *b, const kl_run_job *job, kl_shape sh,
   if (!b->A || !b->B || !b->C) return -1;
   kl_fill_random(b->A, na, job->seed, stream);
   kl_fill_random(b->B, nb, job->seed, stream + 1);
-  b->sum_a = checksum(b->A, na);
-  b->sum_b = checksum(b->B, nb);
+  b->sum_a = kl_inputs_checksum(b->A, na);
+  b->sum_b = kl_inputs_checksum(b->B, nb);
   return 0;
 }
 
@@ -177,7 +179,8 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
       !guard_intact(b->C, nc))
     note_flag(rep, 33 /* canary_overwritten */, "a write outside A, B or C",
               sh);
-  if (checksum(b->A, na) != b->sum_a || checksum(b->B, nb) != b->sum_b)
+  if (kl_inputs_checksum(b->A, na) != b->sum_a ||
+      kl_inputs_checksum(b->B, nb) != b->sum_b)
     note_flag(rep, 34 /* input_mutated */, "A or B changed", sh);
   return dt;
 }
@@ -188,13 +191,49 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
 static void scale_buffers(kl_scaled *ss, buffers *b, uint64_t seed,
                           uint64_t launch_no) {
   kl_scaled_inputs(ss, b->A, b->B, seed, launch_no);
-  b->sum_a = checksum(b->A, (size_t)b->sh.M * b->sh.K);
-  b->sum_b = checksum(b->B, (size_t)b->sh.K * b->sh.N);
+  b->sum_a = kl_inputs_checksum(b->A, (size_t)b->sh.M * b->sh.K);
+  b->sum_b = kl_inputs_checksum(b->B, (size_t)b->sh.K * b->sh.N);
+}
+
+/* A paced job's timed launches (kl_pace drives them from outside this
+ * process): each on the region's A, B and C as the driver left them. The
+ * driver checks guards, inputs and output itself; the runner's samples
+ * are only its claim (kernels/check.c holds them to the driver's). */
+static void paced_runs(kl_emu_module *m, const kl_run_job *job,
+                       kl_run_report *rep, float *region,
+                       const kl_run_hooks *hooks) {
+  if (!hooks->go || !hooks->done) {
+    snprintf(rep->why, sizeof rep->why,
+             "a paced job needs a driver (kl_run_hooks go and done)");
+    rep->failed = 1;
+    return;
+  }
+  kl_shape sh = job->timed_shape;
+  float *A, *B, *C;
+  kl_pace_buffers(sh, region, &A, &B, &C);
+  for (;;) {
+    int n = hooks->go(hooks->ctx);
+    if (n < 0) return;
+    double t0 = now_us();
+    int rc = kl_emu_run(m, A, B, C, sh.M, sh.N, sh.K, job->threads, rep->why,
+                        sizeof rep->why);
+    double dt = now_us() - t0;
+    rep->launch_us += dt;
+    if (rc != KL_OK) {
+      rep->failed = 1;
+      rep->deadlock = strstr(rep->why, "deadlock") != NULL;
+      hooks->done(hooks->ctx, 0);
+      return;
+    }
+    if (n > 0 && rep->samples < KL_MAX_TIMING_SAMPLES)
+      rep->sample_us[rep->samples++] = dt;
+    hooks->done(hooks->ctx, 1);
+  }
 }
 
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
                     const kl_run_hooks *hooks) {
-  static const kl_run_hooks none = {NULL, NULL, NULL};
+  static const kl_run_hooks none = {NULL, NULL, NULL, NULL};
   if (!hooks) hooks = &none;
   kl_emu_module *m = NULL;
   /* Threads first: once the candidate is loaded, the sandbox may forbid
@@ -213,7 +252,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     return;
   }
   size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
-  kl_run_output_layout(job, offs);
+  size_t n_outs = kl_run_output_layout(job, offs);
   /* Checks: every shape on fresh inputs; shape 0 twice when asked. */
   for (int s = 0; s < job->n_shapes; s++) {
     buffers b;
@@ -249,10 +288,16 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     buffers_free(&b);
     if (!ok) return;
   }
-  /* Timing: rotate over fresh input sets, each launch on a fresh poisoned
-   * output and on its own scaling of the set's inputs (kl_scaled_inputs); the
-   * last output of each set, scaled back, goes back for verification. */
-  if (job->timed) {
+  if (job->timed && job->paced) {
+    paced_runs(m, job, rep, outs + n_outs, hooks);
+    if (rep->failed) return;
+  }
+  /* Unpaced timing (kl_run_forked: no sandbox, nobody outside to drive it;
+   * the GPU runner mirrors it): rotate over fresh input sets, each launch
+   * on a fresh poisoned output and on its own scaling of the set's inputs
+   * (kl_scaled_inputs); the last output of each set, scaled back, goes back
+   * for verification. */
+  if (job->timed && !job->paced) {
     int sets = job->n_timed_sets < 1 ? 1 : job->n_timed_sets;
     if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
     buffers b[KL_MAX_TIMED_SETS];
@@ -278,7 +323,6 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     int seen[KL_MAX_TIMED_SETS] = {0};
     for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
       int k = (i + sets) % sets; /* the warm-up uses the last set */
-      if (i == 0 && hooks->timing) hooks->timing(hooks->ctx, 0);
       scale_buffers(&ss[k], &b[k], job->seed, (uint64_t)(i + 1));
       double dt = launch(m, &b[k], job, rep);
       if (dt < 0) break;
@@ -304,7 +348,6 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
           total >= job->time_budget_ms * 1e3)
         break;
     }
-    if (rep->samples > 0 && hooks->timing) hooks->timing(hooks->ctx, 1);
     for (int k = 0; k < sets; k++) {
       buffers_free(&b[k]);
       kl_scaled_free(&ss[k]);

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SBX_PROTOCOL_VERSION 3 /* 2: CRC-32C frames; 3: MARK */
+#define SBX_PROTOCOL_VERSION 4 /* 2: CRC-32C frames; 3: MARK; 4: PACE */
 
 /* Message types. */
 enum {
@@ -21,11 +21,13 @@ enum {
   SBX_MSG_RUN = 4,      /* lab -> run worker: kl_run_job */
   SBX_MSG_RAN = 5,      /* reply: sbx_run_reply, outputs */
   SBX_MSG_TRAP = 6,     /* worker -> lab: int32 syscall number, then death */
-  SBX_MSG_MARK = 7,     /* run-cpu-emu -> lab: int32 0 (timed runs start) or
-                           1 (they ended), before RAN */
+  SBX_MSG_PACE = 7,     /* lab -> run-cpu-emu: int32 n, launch n of a paced
+                           job's timed runs (0 the warm-up), -1 stop */
   SBX_MSG_MM_LOAD = 8,  /* lab -> matmul-cpu-emu: sbx_mm_load */
   SBX_MSG_MM_GO = 9,    /* lab -> matmul-cpu-emu: int32 M, N, K */
   SBX_MSG_MM_DONE = 10, /* reply to either: sbx_mm_reply */
+  SBX_MSG_PACED = 11,   /* run-cpu-emu -> lab: int32 1 launch n ran, 0 it
+                           failed (then RAN says why) */
 };
 
 /* sbx_recv results besides 0. */

@@ -15,12 +15,14 @@
  * CRC-32C in the reply after it), not through the reply pipe: pipes move
  * about 1 GB/s here, and the copy was most of the sandbox's cost.
  *
- * The timed runs of a cpu-emu job are also held to this process's clock:
- * the worker sends a MARK frame as they start and another as they end,
- * stamped here on arrival (rep->timed_wall_us), in that order or the run
- * is refused. kernels/check.c flags timing samples that claim far less
- * than that (implausible_speed): the candidate runs inside the runner's
- * process and could rewrite its samples, but not this clock.
+ * A paced cpu-emu job's timed launches are driven from here (kl_pace,
+ * kernels/pace.c): this process writes each launch's inputs into the
+ * memfd after the outputs, says PACE, times until the worker's PACED on
+ * its own clock and checks the output before the next launch. The
+ * candidate runs inside the runner's process: it can rewrite what the
+ * runner measures and read what the runner knows, but not this clock nor
+ * inputs drawn here. The worker's own samples stay in its report as a
+ * claim kernels/check.c holds to these.
  */
 #define _GNU_SOURCE
 #include "sandbox/sandbox_internal.h"
@@ -481,6 +483,43 @@ again:
   return r.rc;
 }
 
+/* kl_pace's io over a run worker's pipes. A frame that is not PACED is
+ * kept for exec_run, which handles it as the job's end. */
+typedef struct pace_io {
+  sbx_worker *w;
+  double deadline_ms;
+  size_t want; /* the largest frame expected: RAN */
+  int have, rc, type;
+  uint8_t *msg;
+  size_t len;
+} pace_io;
+
+static int pace_go(void *ctx, int n) {
+  pace_io *p = ctx;
+  int32_t v = n;
+  return sbx_send(p->w->to, SBX_MSG_PACE, &v, sizeof v, NULL, 0) == 0 ? 0 : -1;
+}
+
+static int pace_done(void *ctx) {
+  pace_io *p = ctx;
+  int type;
+  uint8_t *msg = NULL;
+  size_t len = 0;
+  int rc = sbx_recv(p->w->from, &type, &msg, &len, p->want, p->deadline_ms);
+  if (rc == 0 && type == SBX_MSG_PACED && len == sizeof(int32_t)) {
+    int32_t v;
+    memcpy(&v, msg, sizeof v);
+    free(msg);
+    return v == 1;
+  }
+  p->have = 1;
+  p->rc = rc;
+  p->type = type;
+  p->msg = msg;
+  p->len = len;
+  return -1;
+}
+
 static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
                     float *outs, size_t n_outs, kl_result *out) {
   sbx_slot *s = ctx;
@@ -504,46 +543,63 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   sbx_worker w = s->run;
   s->run.up = 0;
   int complete = 0;
+  kl_pace_result *pace = NULL;
   reap_exiting(s, 0);
-  if (sbx_outs_size(&w, n_outs, out) != 0) goto respawn;
+  /* A paced job's timed buffers follow the outputs in the memfd; this
+   * side writes their inputs and checks their output (kl_pace). */
+  size_t n_pace = kl_pace_floats(job);
+  if (sbx_outs_size(&w, n_outs + n_pace, out) != 0) goto respawn;
+  size_t map_bytes = sizeof(float) * (n_outs + n_pace);
+  float *map = NULL;
+  if (n_pace) {
+    map = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, w.outs, 0);
+    if (map == MAP_FAILED) {
+      snprintf(out->status, sizeof out->status, "sandbox_error");
+      snprintf(out->error, sizeof out->error,
+               "cannot map the paced buffers (%zu bytes): %s", map_bytes,
+               strerror(errno));
+      sbx_kill(&w);
+      goto respawn;
+    }
+  }
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, NULL, 0) != 0) {
+    if (map) munmap(map, map_bytes);
     int st = sbx_kill(&w);
     sbx_status_from_wait(st, "the run worker", out);
     goto respawn;
   }
   /* The next candidate's worker starts while this one runs. */
   if (sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) s->run.up = 0;
-  int type;
-  uint8_t *msg;
+  int type, rc;
+  uint8_t *msg = NULL;
   size_t len;
   size_t want = sizeof(sbx_run_reply) + sizeof(kl_run_report);
-  /* MARK frames first (timed runs start, end: stamped here, on the
-   * supervisor's clock), then RAN. The candidate can write frames too
-   * (write is allowed on its pipe), but not stop the runner's: a forged
-   * mark makes one too many, out of order. */
-  double marks[2] = {0, 0};
-  int n_marks = 0, rc;
-  for (;;) {
-    rc = sbx_recv(w.from, &type, &msg, &len, want, t0 + job->deadline_s * 1e3);
-    if (rc != 0 || type != SBX_MSG_MARK) break;
-    int32_t phase = -1;
-    if (len == sizeof phase) memcpy(&phase, msg, sizeof phase);
-    free(msg);
-    msg = NULL;
-    if (phase != n_marks) {
-      sbx_kill(&w);
-      snprintf(out->status, sizeof out->status, "run_error");
-      snprintf(out->error, sizeof out->error,
-               "the run worker sent timing mark %d where %s was expected "
-               "(mark 0 as the timed runs start, 1 as they end, once each): "
-               "a frame the runner did not write",
-               (int)phase,
-               n_marks == 0   ? "mark 0"
-               : n_marks == 1 ? "mark 1"
-                              : "none");
-      goto respawn;
+  double deadline = t0 + job->deadline_s * 1e3;
+  /* Paced: PACE n / PACED until this side stops, then RAN. Any other
+   * frame ends the pacing and is handled below as if it came first (RAN
+   * from a job that failed its checks, TRAP, a timeout). */
+  pace_io pio = {&w, deadline, want, 0, 0, 0, NULL, 0};
+  if (n_pace) {
+    pace = malloc(sizeof *pace);
+    if (pace) {
+      kl_pace_io io = {&pio, pace_go, pace_done};
+      kl_pace(job, map + n_outs, &io, pace);
     }
-    marks[n_marks++] = sbx_now_ms();
+    munmap(map, map_bytes);
+  }
+  if (n_pace && !pace) {
+    sbx_kill(&w);
+    snprintf(out->status, sizeof out->status, "sandbox_error");
+    snprintf(out->error, sizeof out->error, "out of memory for pacing");
+    goto respawn;
+  }
+  if (pio.have) {
+    rc = pio.rc;
+    type = pio.type;
+    msg = pio.msg;
+    len = pio.len;
+  } else {
+    rc = sbx_recv(w.from, &type, &msg, &len, want, deadline);
   }
   if (rc == SBX_TIMEOUT) {
     sbx_kill(&w);
@@ -571,7 +627,15 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     int st = sbx_reap(&w, 1000);
     int trapped = (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) ||
                   (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT);
-    if (!trapped && (rc == 0 || rc == SBX_EBAD)) {
+    if (!trapped && rc == 0 && type == SBX_MSG_PACED) {
+      /* a launch answered that nobody started: a frame the runner did
+       * not write (forge_pace_answer.cu) */
+      snprintf(out->status, sizeof out->status, "run_error");
+      snprintf(out->error, sizeof out->error,
+               "the run worker answered a timed launch the supervisor did "
+               "not start (a frame the runner did not write); its reply was "
+               "expected");
+    } else if (!trapped && (rc == 0 || rc == SBX_EBAD)) {
       snprintf(out->status, sizeof out->status, "run_error");
       snprintf(out->error, sizeof out->error,
                "the run worker sent a malformed reply (%s)",
@@ -596,18 +660,22 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   memcpy(rep, msg + sizeof reply, sizeof *rep);
   free(msg);
   rep->why[sizeof rep->why - 1] = 0;
+  rep->flag_detail[sizeof rep->flag_detail - 1] = 0;
   if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
     rep->samples = 0;
+  /* the driver's part of the report is never the worker's word */
+  rep->paced = rep->paced_samples = 0;
+  if (pace) kl_pace_merge(rep, pace);
   if (sbx_outs_take(&w, outs, n_outs, &reply, "the run worker", out) != 0)
     goto respawn;
   close(w.outs); /* the exiting worker keeps its own mapping */
   w.outs = -1;
-  rep->timed_wall_us = n_marks == 2 ? (marks[1] - marks[0]) * 1e3 : 0;
   out->confinement = reply.confinement;
   if (s->n_exiting == SBX_MAX_EXITING) reap_exiting(s, 1);
   s->exiting[s->n_exiting++] = w;
   complete = 1;
 respawn:
+  free(pace);
   if (!s->run.up && sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
     s->run.up = 0;
   return complete;
@@ -618,6 +686,7 @@ void sbx_slot_executor(sbx_slot *s, kl_executor *ex) {
   ex->compile = exec_compile;
   ex->run = exec_run;
   ex->run_gpu = sbx_run_gpu; /* sandbox/gpu_exec.c */
+  ex->paced = 1;             /* exec_run drives the timed launches (kl_pace) */
 }
 
 const char *const *sbx_host_compile_launcher(void) {

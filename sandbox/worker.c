@@ -14,8 +14,10 @@
  *   run-cpu-emu   confine (`run-cpu-emu`), say READY, wait for one RUN job,
  *                 load the candidate (its static initialisers run confined),
  *                 stack `run-cpu-emu-loaded`, run with the outputs in the
- *                 memfd on descriptor 5, reply, exit. One job per process:
- *                 after a candidate ran, the process is its.
+ *                 memfd on descriptor 5 (a paced job's timed launches on
+ *                 the supervisor's word: PACE, answered by PACED), reply,
+ *                 exit. One job per process: after a candidate ran, the
+ *                 process is its.
  *   matmul-cpu-emu  as run-cpu-emu, then one LOAD (the module) and GO
  *                 requests (one GEMM each, operands in the memfd) until the
  *                 pipe closes: --policy-matmul on the CPU (sandbox/matmul.c).
@@ -126,12 +128,26 @@ static void stack_loaded_profile(void *ctx) {
     _exit(3); /* refusing to run unconfined */
 }
 
-/* The timed runs start (0) or end (1): a MARK frame the supervisor stamps
- * with its own clock. */
-static void send_timing_mark(void *ctx, int phase) {
+/* A paced job's timed launches (kernels/pace.c): the supervisor says
+ * which launch (PACE), the runner answers each (PACED). Anything but a
+ * PACE frame on the pipe ends the timing. */
+static int await_pace(void *ctx) {
   (void)ctx;
-  int32_t p = phase;
-  sbx_send(SBX_FD_OUT, SBX_MSG_MARK, &p, sizeof p, NULL, 0);
+  int type;
+  uint8_t *msg;
+  size_t len;
+  if (sbx_recv(SBX_FD_IN, &type, &msg, &len, sizeof(int32_t), 1e18) != 0)
+    return -1;
+  int32_t n = -1;
+  if (type == SBX_MSG_PACE && len == sizeof n) memcpy(&n, msg, sizeof n);
+  free(msg);
+  return n < 0 ? -1 : n;
+}
+
+static void answer_pace(void *ctx, int ok) {
+  (void)ctx;
+  int32_t v = ok;
+  sbx_send(SBX_FD_OUT, SBX_MSG_PACED, &v, sizeof v, NULL, 0);
 }
 
 /* What an emulator worker does before it is confined: namespaces (while
@@ -187,10 +203,12 @@ static int run_worker(void) {
   if (job.threads < 1) job.threads = 1;
   size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
   size_t n_outs = kl_run_output_layout(&job, offs);
-  /* The outputs live in the memfd the supervisor sized for this job
-   * (populated at once: one fault per page would cost more). */
+  /* The outputs live in the memfd the supervisor sized for this job, a
+   * paced job's timed buffers after them (populated at once: one fault
+   * per page would cost more). */
+  size_t n_map = n_outs + kl_pace_floats(&job);
   float *outs =
-      mmap(NULL, sizeof(float) * (n_outs ? n_outs : 1), PROT_READ | PROT_WRITE,
+      mmap(NULL, sizeof(float) * (n_map ? n_map : 1), PROT_READ | PROT_WRITE,
            MAP_SHARED | MAP_POPULATE, SBX_FD_OUTS, 0);
   kl_run_report *rep = calloc(1, sizeof *rep);
   if (outs == MAP_FAILED || !rep) return 1;
@@ -199,7 +217,7 @@ static int run_worker(void) {
     snprintf(rep->why, sizeof rep->why, "sandbox: %.480s", why);
     rep->failed = 1;
   } else {
-    kl_run_hooks hooks = {stack_loaded_profile, send_timing_mark, NULL};
+    kl_run_hooks hooks = {stack_loaded_profile, await_pace, answer_pace, NULL};
     kl_run_execute(&job, rep, outs, &hooks);
   }
   /* Reply: sbx_run_reply (with the outputs' checksum), kl_run_report. */

@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   opts.threads = 1;
 
   sbx_slot *slot = sbx_slot_new(NULL);
-  kl_executor sandboxed, local = {NULL, NULL, run_in_process, NULL};
+  kl_executor sandboxed, local = {NULL, NULL, run_in_process, NULL, 0};
   sbx_slot_executor(slot, &sandboxed);
   kl_result *r = malloc(sizeof *r);
   double t_sbx[100], t_local[100], h_sbx[100], h_local[100];

@@ -8,11 +8,13 @@
  * brk heap down for the runner's kl_run_report (its first fields: done,
  * failed, deadlock 0, the KL_LAUNCH geometry, has_launch 1) and rewrites
  * the samples: 150 of them, each a 150th of the sum of those recorded so
- * far (each launch again; the runner appends its next one after). The sum still matches the supervisor's clock, and so does the
- * median times the samples (forge_samples_median.cu's tell); the count
- * does not: the job lets the runner take at most max_samples (50 by
- * default), which kernels/check.c holds it to. The report's offsets (samples at 548, sample_us at
- * 552) are pinned by a static assertion in tests/unit/test_emu.c.
+ * far (each launch again; the runner appends its next one after). Under
+ * the sandbox the score uses the supervisor's own samples (paced timing,
+ * kernels/pace.c), so the forgery buys nothing; it is still caught, as a
+ * candidate that reached for its timing: the runner's report claims more
+ * timed runs than the supervisor drove (kernels/check.c, paced_samples).
+ * The report's offsets (samples at 548, sample_us at 552) are pinned by a
+ * static assertion in tests/unit/test_emu.c.
  * x86-64 with glibc.
  *
  * EXPECT: implausible_speed

@@ -8,11 +8,13 @@
  * brk heap down for the runner's kl_run_report (its first fields: done,
  * failed, deadlock 0, the KL_LAUNCH geometry, has_launch 1) and rewrites
  * the samples recorded so far: the same sum, nearly all of it in the first
- * one. The supervisor's clock between the timing marks still matches the
- * sum, so only the median the score uses is false. Caught by comparing
- * that median, times the samples, with the supervisor's interval
- * (kernels/check.c). The report's offsets (samples at 548, sample_us at
- * 552) are pinned by a static assertion in tests/unit/test_emu.c.
+ * one. Under the sandbox the score uses the supervisor's own samples
+ * (paced timing, kernels/pace.c), so the forgery buys nothing; it is still
+ * caught, as a candidate that reached for its timing: the first claim is
+ * longer than the supervisor's whole interval for that launch
+ * (kernels/check.c, paced_samples). The report's offsets (samples at
+ * 548, sample_us at 552) are pinned by a static assertion in
+ * tests/unit/test_emu.c.
  * x86-64 with glibc.
  *
  * EXPECT: implausible_speed

@@ -51,7 +51,7 @@ static int fake_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   return 1;
 }
 
-static kl_executor ex = {NULL, NULL, NULL, fake_run_gpu};
+static kl_executor ex = {NULL, NULL, NULL, fake_run_gpu, 0};
 
 static void *evaluator_thread(void *arg) {
   (void)arg;

@@ -1,26 +1,36 @@
 /*
- * tests/unit/test_timing_guard.c — kernels/check.c holds a cpu-emu run's
- * claimed timing samples to a clock outside the candidate's process: the
- * supervisor's, between the runner's timing marks (kl_run_hooks, the MARK
- * frames of sandbox/supervisor.c). Here an executor plays the supervisor:
- * it runs the job with kl_run_execute in a forked child, stamps the marks
- * into timed_wall_us, and, as a candidate that rewrote the runner's memory
- * would, may then shrink the samples.
+ * tests/unit/test_timing_guard.c — paced timing (kernels/pace.c) and what
+ * kernels/check.c makes of it. Here an executor plays the supervisor: it
+ * forks a runner (kl_run_execute with go/done hooks on two pipes), drives
+ * its timed launches with kl_pace on shared memory, and merges what it
+ * saw into the report. In some modes it then plays a candidate that
+ * reached into its runner: rewriting the runner's samples, or, inside the
+ * runner before it answers a launch, spoiling C, A or a canary.
  *
- *   - honest samples: no implausible_speed flag;
- *   - samples cut to a tenth: implausible_speed, the detail naming the
- *     supervisor's clock;
- *   - one NaN sample: implausible_speed;
- *   - no marks (timed_wall_us 0, as an executor that measures nothing):
- *     no flag, whatever the samples say.
+ *   - honest: correct, no implausible_speed, and the time is the median of
+ *     the driver's samples;
+ *   - the runner's samples cut to a tenth, moved into the first, one
+ *     added, one NaN: implausible_speed, and the time still the driver's;
+ *   - an executor that does not pace (no driver to hold claims to): no
+ *     flag, whatever the samples say;
+ *   - one element of C left poisoned, all of C off by 1%: the launch is
+ *     wrong (timed_output_wrong, correct false); A changed: input_mutated;
+ *     a float past C: canary_overwritten.
  */
+#define _GNU_SOURCE
 #include "kernels/kernels.h"
 #include "tests/unit/kltest.h"
 
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char kernel[] =
     "KL_LAUNCH(16, 16, 16, 16, 0);\n"
@@ -34,52 +44,167 @@ static const char kernel[] =
     "  C[r * N + c] = acc;\n"
     "}\n";
 
-enum { HONEST, TENTH, NAN_SAMPLE, NO_MARKS };
+enum {
+  HONEST,
+  TENTH,
+  INTO_FIRST,
+  ONE_MORE,
+  NAN_SAMPLE,
+  UNPACED,
+  POISON_ONE,
+  WRONG_ALL,
+  MUTATE_A,
+  CANARY,
+};
 
-static double now_us(void) {
+/* the median of the driver's samples in the last paced run */
+static double driver_median;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* ---- the runner: a forked child ---- */
+
+typedef struct runner {
+  int mode, from_driver, to_driver;
+  const kl_run_job *job;
+  float *region;
+} runner;
+
+static int child_go(void *ctx) {
+  runner *r = ctx;
+  int32_t n;
+  if (read(r->from_driver, &n, sizeof n) != (ssize_t)sizeof n) return -1;
+  return n;
+}
+
+/* The candidate's part, after a timed launch and before the answer. */
+static void child_done(void *ctx, int ok) {
+  runner *r = ctx;
+  kl_shape sh = r->job->timed_shape;
+  float *A, *B, *C;
+  kl_pace_buffers(sh, r->region, &A, &B, &C);
+  size_t nc = (size_t)sh.M * sh.N;
+  uint32_t poison = KL_POISON_BITS;
+  if (r->mode == POISON_ONE) memcpy(&C[nc / 2], &poison, 4);
+  if (r->mode == WRONG_ALL)
+    for (size_t i = 0; i < nc; i++)
+      C[i] *= 1.01f;
+  if (r->mode == MUTATE_A) A[7] += 1.0f;
+  if (r->mode == CANARY) C[nc + 3] = 0.0f;
+  int32_t v = ok;
+  if (write(r->to_driver, &v, sizeof v) != (ssize_t)sizeof v) _exit(2);
+}
+
+/* ---- the driver's io ---- */
+
+typedef struct driver {
+  int to_runner, from_runner;
+  double deadline_ms;
+} driver;
+
+static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The runner, in a forked child (kl_run_in_fork: the emulator's threads
- * stay out of this process); its marks are stamped into the shared report
- * as the supervisor would stamp them. */
-typedef struct marks {
-  kl_run_report *rep;
-  const kl_run_job *job;
-  double t0;
-} marks;
-
-static void on_mark(void *ctx, int phase) {
-  marks *m = ctx;
-  if (phase == 0) m->t0 = now_us();
-  if (phase == 1 && m->t0 > 0) m->rep->timed_wall_us = now_us() - m->t0;
+static int drive_go(void *ctx, int n) {
+  driver *d = ctx;
+  int32_t v = n;
+  return write(d->to_runner, &v, sizeof v) == (ssize_t)sizeof v ? 0 : -1;
 }
 
-static void runner(void *arg, kl_run_report *rep, float *outs) {
-  marks m = {rep, arg, 0};
-  kl_run_hooks hooks = {NULL, on_mark, &m};
-  kl_run_execute(m.job, rep, outs, &hooks);
+static int drive_done(void *ctx) {
+  driver *d = ctx;
+  struct pollfd p = {d->from_runner, POLLIN, 0};
+  double left = d->deadline_ms - now_ms();
+  if (left < 0 || poll(&p, 1, (int)left) != 1) return -1;
+  int32_t v;
+  if (read(d->from_runner, &v, sizeof v) != (ssize_t)sizeof v) return -1;
+  return v == 1;
+}
+
+static int run_paced(int mode, const kl_run_job *job, kl_run_report *rep,
+                     float *outs, size_t n_outs, kl_result *out) {
+  size_t n_pace = kl_pace_floats(job);
+  size_t bytes = sizeof(kl_run_report) + sizeof(float) * (n_outs + n_pace);
+  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int down[2], up[2];
+  if (map == MAP_FAILED || pipe(down) || pipe(up)) {
+    snprintf(out->status, sizeof out->status, "error");
+    return 0;
+  }
+  kl_run_report *shared = map;
+  float *shared_outs = (float *)(shared + 1);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(down[1]);
+    close(up[0]);
+    runner r = {mode, down[0], up[1], job, shared_outs + n_outs};
+    kl_run_hooks hooks = {NULL, child_go, child_done, &r};
+    kl_run_execute(job, shared, shared_outs, &hooks);
+    _exit(0);
+  }
+  close(down[0]);
+  close(up[1]);
+  driver d = {down[1], up[0], now_ms() + job->deadline_s * 1e3};
+  kl_pace_io io = {&d, drive_go, drive_done};
+  static kl_pace_result res;
+  kl_pace(job, shared_outs + n_outs, &io, &res);
+  close(down[1]);
+  close(up[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *rep = *shared;
+  memcpy(outs, shared_outs, sizeof(float) * n_outs);
+  munmap(map, bytes);
+  rep->paced = rep->paced_samples = 0;
+  kl_pace_merge(rep, &res);
+  double s[KL_MAX_TIMING_SAMPLES];
+  memcpy(s, res.sample_us, sizeof(double) * (size_t)res.samples);
+  qsort(s, (size_t)res.samples, sizeof(double), cmp_double);
+  driver_median = res.samples == 0 ? -1
+                  : res.samples % 2
+                      ? s[res.samples / 2]
+                      : 0.5 * (s[res.samples / 2 - 1] + s[res.samples / 2]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || res.ended < 0) {
+    snprintf(out->status, sizeof out->status, "crashed:exit");
+    snprintf(out->error, sizeof out->error, "runner ended %d, pacing %d",
+             status, res.ended);
+    return 0;
+  }
+  return 1;
 }
 
 static int run_here(void *ctx, const kl_run_job *job, kl_run_report *rep,
                     float *outs, size_t n_outs, kl_result *out) {
   int mode = *(int *)ctx;
-  if (!kl_run_in_fork(runner, (void *)job, job->deadline_s, "the kernel", rep,
-                      outs, n_outs, out))
-    return 0;
-  if (mode == NO_MARKS) rep->timed_wall_us = 0;
+  int ok = mode == UNPACED ? kl_run_forked(NULL, job, rep, outs, n_outs, out)
+                           : run_paced(mode, job, rep, outs, n_outs, out);
+  if (!ok) return 0;
   /* the forger's part: the runner's samples rewritten */
+  double sum = 0;
+  for (int i = 0; i < rep->samples; i++)
+    sum += rep->sample_us[i];
   for (int i = 0; i < rep->samples; i++) {
-    if (mode == TENTH || mode == NO_MARKS) rep->sample_us[i] /= 10;
+    if (mode == TENTH || mode == UNPACED) rep->sample_us[i] /= 10;
+    if (mode == INTO_FIRST) rep->sample_us[i] = i ? sum * 1e-3 : sum * 0.9;
     if (mode == NAN_SAMPLE && i == 0) rep->sample_us[i] = NAN;
   }
+  if (mode == ONE_MORE && rep->samples < KL_MAX_TIMING_SAMPLES)
+    rep->sample_us[rep->samples++] = 1;
   return 1;
 }
 
-static uint64_t eval(int mode, kl_result *r) {
-  kl_executor ex = {&mode, NULL, run_here, NULL};
+static kl_result r;
+
+static uint64_t eval(int mode) {
+  kl_executor ex = {&mode, NULL, run_here, NULL, mode != UNPACED};
   kl_eval_options o;
   kl_eval_defaults(&o);
   o.backend = "cpu-emu";
@@ -92,26 +217,62 @@ static uint64_t eval(int mode, kl_result *r) {
   o.threads = 1;
   o.max_samples = 10;
   o.time_budget_ms = 100;
-  kl_eval_source("guard.cu", kernel, strlen(kernel), &o, r);
-  return r->flags & ((uint64_t)1 << KL_FLAG_IMPLAUSIBLE_SPEED);
+  kl_eval_source("guard.cu", kernel, strlen(kernel), &o, &r);
+  return r.flags;
 }
 
+#define BIT(f) ((uint64_t)1 << (f))
+
 int main(void) {
-  static kl_result r;
-  uint64_t flagged = eval(HONEST, &r);
+  uint64_t f = eval(HONEST);
   CHECK(r.correct && r.samples >= 5, "honest: %s %s (%d samples)", r.status,
         r.error, r.samples);
-  CHECK(!flagged, "honest samples flagged: %s", r.flag_detail);
+  CHECK(!(f & BIT(KL_FLAG_IMPLAUSIBLE_SPEED)) && !(f & KL_FLAGS_DYNAMIC),
+        "honest run flagged: %s", r.flag_detail);
+  CHECK(r.time_us == driver_median, "time %.3f us is not the driver's %.3f",
+        r.time_us, driver_median);
   printf("test_timing_guard: honest: %d samples, median %.0f us\n", r.samples,
          r.time_us);
-  flagged = eval(TENTH, &r);
-  CHECK(flagged && strstr(r.flag_detail, "supervisor's clock"),
-        "samples cut to a tenth not flagged (%s; %d samples, median %.1f us)",
-        r.flag_detail, r.samples, r.time_us);
-  printf("test_timing_guard: a tenth: %s\n", r.flag_detail);
-  flagged = eval(NAN_SAMPLE, &r);
-  CHECK(flagged, "a NaN sample not flagged: %s", r.flag_detail);
-  flagged = eval(NO_MARKS, &r);
-  CHECK(!flagged, "flagged without the supervisor's clock: %s", r.flag_detail);
+
+  static const struct {
+    int mode;
+    const char *name, *says;
+  } forged[] = {{TENTH, "a tenth", "supervisor's clock"},
+                {INTO_FIRST, "moved into the first", "clock allows"},
+                {ONE_MORE, "one added", "where its driver timed"},
+                {NAN_SAMPLE, "a NaN", "clock allows"}};
+  for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+    f = eval(forged[i].mode);
+    CHECK((f & BIT(KL_FLAG_IMPLAUSIBLE_SPEED)) &&
+              strstr(r.flag_detail, forged[i].says),
+          "samples %s: not flagged (%s)", forged[i].name, r.flag_detail);
+    CHECK(r.correct && r.time_us == driver_median,
+          "samples %s: time %.3f us is not the driver's %.3f", forged[i].name,
+          r.time_us, driver_median);
+    printf("test_timing_guard: %s: %s\n", forged[i].name, r.flag_detail);
+  }
+
+  f = eval(UNPACED);
+  CHECK(r.correct && !(f & BIT(KL_FLAG_IMPLAUSIBLE_SPEED)),
+        "flagged without a driver: %s", r.flag_detail);
+
+  static const struct {
+    int mode;
+    const char *name;
+    int flag, wrong;
+  } spoiled[] = {
+      {POISON_ONE, "one element poisoned", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
+      {WRONG_ALL, "C off by 1%", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
+      {MUTATE_A, "A changed", KL_FLAG_INPUT_MUTATED, 0},
+      {CANARY, "a float past C", KL_FLAG_CANARY_OVERWRITTEN, 0}};
+  for (size_t i = 0; i < sizeof spoiled / sizeof spoiled[0]; i++) {
+    f = eval(spoiled[i].mode);
+    CHECK(f & BIT(spoiled[i].flag), "%s: flag %d not raised (%s)",
+          spoiled[i].name, spoiled[i].flag, r.flag_detail);
+    if (spoiled[i].wrong)
+      CHECK(!r.correct && strstr(r.error, "timed run was wrong"),
+            "%s: still correct (%s)", spoiled[i].name, r.error);
+    printf("test_timing_guard: %s: %s\n", spoiled[i].name, r.flag_detail);
+  }
   return kl_test_done("test_timing_guard");
 }

@@ -1,12 +1,13 @@
 /*
- * HOSTILE: forge_timing_mark.cu — writes a well-formed MARK frame ("the
- * timed runs ended") into the run worker's reply pipe (descriptor 4) at
- * each launch, hoping the supervisor's clock stops early (it has nowhere to
- * keep a "done once" mark: its data is read-only and it imports no
- * getenv; the first forged frame decides anyway). The runner's
- * own marks still come, so the supervisor sees them out of order and
- * refuses the run; a frame of another protocol version is refused as
- * malformed. Either way a run_error, never a timing.
+ * HOSTILE: forge_pace_answer.cu — writes a well-formed PACED frame ("the
+ * launch ran") into the run worker's reply pipe (descriptor 4) at each
+ * launch, hoping the supervisor stops its clock before the work is done
+ * (paced timing, kernels/pace.c). The first forged answer comes during the
+ * checks, before the warm-up even started: the supervisor finds C still
+ * poisoned and stops pacing, and the frames that follow (the runner's own
+ * answers and more forged ones) are not the RAN it then waits for: a
+ * malformed reply. A frame of another protocol version is refused as
+ * malformed too. Either way a run_error, never a timing.
  * It makes its system calls itself (the x86-64 `syscall` instruction) and
  * imports nothing from libc: the emulator refuses a module that imports a
  * host function device code could not call, so raw system calls are what
@@ -38,13 +39,13 @@ static unsigned kl_crc32c(const unsigned char *p, int n) {
   return ~c;
 }
 static void kl_forge(void) {
-  int phase = 1;
+  int phase = 1; /* ran */
   struct {
     unsigned magic;
     unsigned short version, type;
     unsigned long long len;
     unsigned crc, reserved;
-  } h = {0x31464c4bu, 3, 7, sizeof phase, 0, 0};
+  } h = {0x31464c4bu, 4, 11, sizeof phase, 0, 0};
   h.crc = kl_crc32c((const unsigned char *)&phase, sizeof phase);
   kl_sys6(1 /* write */, 4, (long)&h, sizeof h, 0, 0, 0);
   kl_sys6(1 /* write */, 4, (long)&phase, sizeof phase, 0, 0, 0);

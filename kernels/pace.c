@@ -1,0 +1,208 @@
+/*
+ * kernels/pace.c — paced timing: the timed launches of a cpu-emu job,
+ * driven from outside the runner's process (kernels.h, kl_pace).
+ *
+ * Why: on cpu-emu the candidate is native code in its runner's process.
+ * Whatever the runner measures, the candidate can rewrite (a probe moved
+ * the runner's samples, keeping their sum, and claimed 6x); whatever the
+ * runner knows, the candidate can read: the job's seed gives every input
+ * the runner will make, so the untimed warm-up could compute the timed
+ * launches' outputs ahead and the timed ones only copy them. Here the
+ * driver (the supervisor, sandbox/supervisor.c) owns what the score rests
+ * on: the inputs (a seed from getrandom that never leaves this process),
+ * the clock (taken around each go and done) and the verdict on each
+ * launch (before the next one starts, so no launch can finish its work
+ * after it said done).
+ *
+ * Region layout, in floats: band A band B band C band, each band
+ * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd).
+ *
+ * Where the issue was silent: 64 spot checks per launch, drawn after the
+ * launch answered, against a float64 dot product at KL_TOL_ELEM; a launch
+ * that computed a fraction f of C right passes with probability f^64 per
+ * launch. The whole of C is scanned for poison and NaN (O(M N), next to
+ * the launch's O(M N K)). A wrong launch is flagged and the timing goes
+ * on, as the runner's own timing does: the samples are honest whatever C
+ * holds, and the plausibility checks (a kernel that writes nothing is
+ * implausibly fast) need them.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SPOTS 64
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+size_t kl_pace_floats(const kl_run_job *job) {
+  if (!job->timed || !job->paced) return 0;
+  kl_shape sh = job->timed_shape;
+  return (size_t)sh.M * sh.K + (size_t)sh.K * sh.N + (size_t)sh.M * sh.N +
+         4 * (size_t)KL_CANARY_FLOATS;
+}
+
+void kl_pace_buffers(kl_shape sh, float *base, float **A, float **B,
+                     float **C) {
+  *A = base + KL_CANARY_FLOATS;
+  *B = *A + (size_t)sh.M * sh.K + KL_CANARY_FLOATS;
+  *C = *B + (size_t)sh.K * sh.N + KL_CANARY_FLOATS;
+}
+
+static void note(kl_pace_result *res, int bit, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void note(kl_pace_result *res, int bit, const char *fmt, ...) {
+  uint64_t f = (uint64_t)1 << bit;
+  if (res->flags & f) return;
+  res->flags |= f;
+  size_t used = strlen(res->flag_detail);
+  if (used && used + 2 < sizeof res->flag_detail) {
+    memcpy(res->flag_detail + used, "; ", 3);
+    used += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(res->flag_detail + used, sizeof res->flag_detail - used, fmt, ap);
+  va_end(ap);
+}
+
+/* A seed the runner cannot know: the kernel's entropy, or, without it,
+ * the clock and this process's id (still not in the runner's memory). */
+static uint64_t secret_seed(void) {
+  uint64_t s;
+  if (getrandom(&s, sizeof s, 0) == (ssize_t)sizeof s) return s;
+  s = (uint64_t)(now_us() * 1e3) ^ ((uint64_t)getpid() << 32);
+  return kl_splitmix64(&s);
+}
+
+/* The checks on one finished launch n; flags in res. */
+static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
+                   uint64_t sum_b, uint64_t *rng, int n, kl_pace_result *res) {
+  kl_shape sh = job->timed_shape;
+  float *A, *B, *C;
+  kl_pace_buffers(sh, region, &A, &B, &C);
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
+         nc = (size_t)sh.M * sh.N;
+  if (!kl_canary_intact(A - KL_CANARY_FLOATS) ||
+      !kl_canary_intact(B - KL_CANARY_FLOATS) ||
+      !kl_canary_intact(C - KL_CANARY_FLOATS) || !kl_canary_intact(C + nc))
+    note(res, KL_FLAG_CANARY_OVERWRITTEN,
+         "a write outside A, B or C at %dx%dx%d (timed launch %d)", sh.M, sh.N,
+         sh.K, n);
+  if (kl_inputs_checksum(A, na) != sum_a || kl_inputs_checksum(B, nb) != sum_b)
+    note(res, KL_FLAG_INPUT_MUTATED,
+         "A or B changed at %dx%dx%d (timed "
+         "launch %d)",
+         sh.M, sh.N, sh.K, n);
+  if (res->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1)
+    return; /* one wrong launch says it; the rest only cost time */
+  long unwritten = 0, nonfinite = 0;
+  for (size_t i = 0; i < nc; i++) {
+    uint32_t bits;
+    memcpy(&bits, &C[i], 4);
+    if (bits == KL_POISON_BITS)
+      unwritten++;
+    else if (!isfinite(C[i]))
+      nonfinite++;
+  }
+  if (unwritten || nonfinite) {
+    note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
+         "timed launch %d left %ld elements of C unwritten, %ld NaN/inf", n,
+         unwritten, nonfinite);
+    return;
+  }
+  for (int t = 0; t < SPOTS; t++) {
+    int r = (int)(kl_splitmix64(rng) % (uint64_t)sh.M);
+    int c = (int)(kl_splitmix64(rng) % (uint64_t)sh.N);
+    double ref = 0, mag = 0;
+    for (int k = 0; k < sh.K; k++) {
+      double p = (double)A[(size_t)r * sh.K + k] * B[(size_t)k * sh.N + c];
+      ref += p;
+      mag += fabs(p);
+    }
+    double got = C[(size_t)r * sh.N + c];
+    if (!(fabs(got - ref) <= KL_TOL_ELEM * mag)) {
+      note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
+           "timed launch %d: C[%d][%d] = %.6g where %.6g was expected", n, r, c,
+           got, ref);
+      return;
+    }
+  }
+}
+
+void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
+             kl_pace_result *res) {
+  memset(res, 0, sizeof *res);
+  kl_shape sh = job->timed_shape;
+  float *A, *B, *C;
+  kl_pace_buffers(sh, region, &A, &B, &C);
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
+         nc = (size_t)sh.M * sh.N;
+  kl_canary_fill(A - KL_CANARY_FLOATS);
+  kl_canary_fill(B - KL_CANARY_FLOATS);
+  kl_canary_fill(C - KL_CANARY_FLOATS);
+  kl_canary_fill(C + nc);
+  uint64_t seed = secret_seed(), rng = seed ^ 0x5bd1e995u;
+  int max = job->max_samples < KL_MAX_TIMING_SAMPLES ? job->max_samples
+                                                     : KL_MAX_TIMING_SAMPLES;
+  double total = 0;
+  for (int n = 0;; n++) {
+    if (n > 0 && (res->samples >= max ||
+                  (res->samples >= 5 && total >= job->time_budget_ms * 1e3)))
+      break;
+    /* Fresh inputs, drawn before the clock starts: the launch is what is
+     * timed. */
+    kl_fill_random(A, na, seed, 2 * (uint64_t)n);
+    kl_fill_random(B, nb, seed, 2 * (uint64_t)n + 1);
+    uint64_t sum_a = kl_inputs_checksum(A, na),
+             sum_b = kl_inputs_checksum(B, nb);
+    kl_poison(C, nc);
+    double t0 = now_us();
+    if (io->go(io->ctx, n) != 0) {
+      res->ended = -1;
+      return;
+    }
+    int ran = io->done(io->ctx);
+    double dt = now_us() - t0;
+    if (ran <= 0) {
+      res->ended = ran < 0 ? -1 : 1;
+      return;
+    }
+    verify(job, region, sum_a, sum_b, &rng, n, res);
+    if (n == 0) continue; /* the warm-up */
+    res->sample_us[res->samples++] = dt;
+    total += dt;
+  }
+  if (io->go(io->ctx, -1) != 0) res->ended = -1;
+}
+
+void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {
+  rep->paced = 1;
+  rep->paced_samples = res->samples;
+  memcpy(rep->paced_us, res->sample_us, sizeof(double) * (size_t)res->samples);
+  uint64_t fresh = res->flags & ~rep->flags;
+  rep->flags |= res->flags;
+  if (!fresh) return;
+  /* appended as far as it fits: the detail is a hint, the bits count */
+  char *d = rep->flag_detail;
+  size_t cap = sizeof rep->flag_detail - 1, used = strnlen(d, cap),
+         add = strnlen(res->flag_detail, cap);
+  if (used && used + 2 <= cap) {
+    memcpy(d + used, "; ", 2);
+    used += 2;
+  }
+  if (add > cap - used) add = cap - used;
+  memcpy(d + used, res->flag_detail, add);
+  d[used + add] = 0;
+}
