@@ -525,22 +525,20 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
 /* A paced run's samples are the driver's (kl_pace), taken outside the
  * runner's process; they replace the runner's in rep. The runner's own
  * claims must fit them: each launch's runner-side time lies inside the
- * driver's interval for it (go sent, done received), and honest runners
- * measured 0.9 and more of it. A claim outside, a count that differs, or
- * claims that sum to under 40% of the driver's (and 5 ms apart, for OS
- * jitter) mean the runner's report was rewritten from inside: the
- * candidate reached for its timing, which is implausible_speed even
- * though the score no longer rests on those numbers. */
+ * driver's interval for it (go sent, done received), on the same clock,
+ * whatever the load. A claim outside it (or NaN) or a count that differs
+ * means the runner's report was rewritten from inside: the candidate
+ * reached for its timing, which is implausible_speed even though the
+ * score no longer rests on those numbers. Claims far below the driver's
+ * are not a sign: short launches on a busy machine measured a third of
+ * it (the rest is waking two processes per launch). */
 static void paced_samples(kl_run_report *rep, kl_result *out) {
   int n = rep->paced_samples;
   if (n < 0 || n > KL_MAX_TIMING_SAMPLES) n = 0;
-  double claimed = 0, clocked = 0;
   int outside = -1;
   for (int i = 0; i < n && i < rep->samples; i++) {
     double c = rep->sample_us[i];
     if (outside < 0 && !(c >= 0 && c <= rep->paced_us[i] + 5)) outside = i;
-    claimed += c;
-    clocked += rep->paced_us[i];
   }
   const char *why = NULL;
   char buf[200];
@@ -554,12 +552,6 @@ static void paced_samples(kl_run_report *rep, kl_result *out) {
              "timed run %d: the runner claims %.6g us, more than the %.0f "
              "us its driver's clock allows",
              outside + 1, rep->sample_us[outside], rep->paced_us[outside]);
-    why = buf;
-  } else if (claimed < 0.4 * clocked && clocked - claimed > 5000) {
-    snprintf(buf, sizeof buf,
-             "%d timed runs claim %.0f us in all but took %.0f us on the "
-             "supervisor's clock",
-             n, claimed, clocked);
     why = buf;
   }
   if (why) {
