@@ -247,7 +247,9 @@ const kl_launch *kl_emu_geometry(const kl_emu_module *m);
  * and loads in a sandboxed worker. kl_emu_compile writes the cached .so's
  * path into so_path (compiling it first on a miss). kl_emu_load dlopens it
  * and reads kl_launch: the candidate's static initialisers run here, so call
- * it only inside the sandbox. needs_fibers: kl_emu_needs_fibers(source). */
+ * it only inside the sandbox; once per file and process (a second load of
+ * a loaded file is refused, KL_EENV). needs_fibers:
+ * kl_emu_needs_fibers(source). */
 int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
                    double *build_ms, int *cache_hit, char *why, size_t whylen);
 int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,

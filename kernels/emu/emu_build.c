@@ -747,6 +747,20 @@ int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
     return KL_EENV;
   }
   snprintf(m->so_path, sizeof m->so_path, "%s", so_path);
+  /* dlopen of a loaded object hands back the same one, whose data is
+   * read-only by now (protect_module_data): binding it again would fault,
+   * and its state would carry over from the first load anyway. */
+  void *already = dlopen(m->so_path, RTLD_NOW | RTLD_NOLOAD);
+  if (already) {
+    dlclose(already);
+    snprintf(why, whylen,
+             "emulated kernel %s is already loaded in this process: a module "
+             "runs once per process (a fresh process, or a copy of the file, "
+             "for another job)",
+             m->so_path);
+    free(m);
+    return KL_EENV;
+  }
   m->so = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
   if (!m->so) {
     snprintf(why, whylen, "cannot load emulated kernel %s: %s", m->so_path,

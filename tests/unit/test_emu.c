@@ -660,6 +660,37 @@ static void test_module_data_read_only(void) {
         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
+/* A second load of a loaded module: dlopen would hand back the first, its
+ * data read-only by now, and binding it again faulted (bench_sandbox's
+ * in-process baseline crashed so); refused with a message instead. */
+static void test_second_load_refused(void) {
+  const char *src = "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+                    "extern \"C\" __global__ void matmul(const float* A, "
+                    "const float* B,\n"
+                    "    float* C, int M, int N, int K) { C[0] = 2.0f; }\n";
+  char so[512], why[600];
+  int rc = kl_emu_compile(src, strlen(src), so, sizeof so, NULL, NULL, why,
+                          sizeof why);
+  CHECK(rc == KL_OK, "build: %s", why);
+  if (rc != KL_OK) return;
+  pid_t kid = fork();
+  if (kid == 0) {
+    kl_emu_module *m = NULL, *again = NULL;
+    if (kl_emu_load(so, 0, &m, why, sizeof why) != KL_OK) _exit(3);
+    rc = kl_emu_load(so, 0, &again, why, sizeof why);
+    if (rc != KL_EENV || again || !strstr(why, "already loaded")) _exit(4);
+    float C[1] = {0};
+    kl_emu_run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why);
+    _exit(C[0] == 2.0f ? 0 : 5); /* the first load still runs */
+  }
+  int st = 0;
+  waitpid(kid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "second load: expected a refusal and a working first load, got %s %d",
+        WIFSIGNALED(st) ? "signal" : "exit",
+        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
 /* The emulator rewrites `extern __shared__` declarations for g++; it must
  * see the text as both compilers do. A `// comment \` ending in a line
  * splice hides the next line from them (the declaration there must not
@@ -855,6 +886,7 @@ int main(void) {
   test_timed_outputs_agree();
   test_timed_inputs_never_repeat();
   test_module_data_read_only();
+  test_second_load_refused();
   test_reverse_order();
   test_barrier_static_smem();
   test_dynamic_smem();
