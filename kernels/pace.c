@@ -18,7 +18,8 @@
  * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd).
  *
  * Where the issue was silent: 64 spot checks per launch, drawn after the
- * launch answered, against a float64 dot product at KL_TOL_ELEM; a launch
+ * launch answered, against a float64 dot product at the checks' two
+ * tolerances (KL_TOL_ELEM on each, KL_TOL_REL over the 64); a launch
  * that computed a fraction f of C right passes with probability f^64 per
  * launch. The whole of C is scanned for poison and NaN (O(M N), next to
  * the launch's O(M N K)). A wrong launch is flagged and the timing goes
@@ -122,6 +123,7 @@ static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
          unwritten, nonfinite);
     return;
   }
+  double diff2 = 0, ref2 = 0;
   for (int t = 0; t < SPOTS; t++) {
     int r = (int)(kl_splitmix64(rng) % (uint64_t)sh.M);
     int c = (int)(kl_splitmix64(rng) % (uint64_t)sh.N);
@@ -132,6 +134,8 @@ static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
       mag += fabs(p);
     }
     double got = C[(size_t)r * sh.N + c];
+    diff2 += (got - ref) * (got - ref);
+    ref2 += ref * ref;
     if (!(fabs(got - ref) <= KL_TOL_ELEM * mag)) {
       note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
            "timed launch %d: C[%d][%d] = %.6g where %.6g was expected", n, r, c,
@@ -139,6 +143,14 @@ static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
       return;
     }
   }
+  /* the checks' other bound, on the sample: the element-wise one alone
+   * lets through an error of 1e-4 on every element (or lower precision) */
+  double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+  if (!(rel <= KL_TOL_REL))
+    note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
+         "timed launch %d: relative error %.3g over %d sampled elements "
+         "(tolerance %.0e)",
+         n, rel, SPOTS, KL_TOL_REL);
 }
 
 void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
