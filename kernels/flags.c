@@ -100,8 +100,9 @@ static const kl_flag_info flag_table[] = {
      "races (missing barriers), reads of uninitialised memory, "
      "order-dependent atomics"},
     {KL_FLAG_TIMED_OUTPUT_WRONG, "timed_output_wrong", D,
-     "the output of a timed run (fresh buffers, fresh inputs) is wrong, or "
-     "two timed runs on the same inputs disagree (cpu-emu)",
+     "the output of a timed run (fresh buffers, fresh inputs) is wrong (on "
+     "cpu-emu under the sandbox the supervisor checks every timed launch "
+     "before the next), or two timed runs on the same inputs disagree",
      "memoisation or stale output: correct once while checked, replays or "
      "skips work while timed"},
     {KL_FLAG_SHAPE_SPECIAL_CASED, "shape_special_cased", D,
@@ -111,7 +112,9 @@ static const kl_flag_info flag_table[] = {
      "benchmark's M, N, K"},
     {KL_FLAG_IMPLAUSIBLE_SPEED, "implausible_speed", D,
      "time below the device's roofline floor, kernel time far below host "
-     "wall time, or speedup over the baseline above the bound",
+     "wall time, speedup over the baseline above the bound, or (cpu-emu) "
+     "a runner's own timing report that does not fit the supervisor's "
+     "clock",
      "any timing cheat that got past the other checks; triggers a "
      "re-measurement"},
 };

@@ -492,11 +492,6 @@ typedef struct kl_run_hooks {
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
                     const kl_run_hooks *hooks);
 
-/* The inputs' checksum the runner and the pacer hold A and B to after
- * every launch (kernels/run.c): cheap next to a launch, and any changed
- * 8-byte word changes it. */
-uint64_t kl_inputs_checksum(const float *p, size_t n);
-
 /* ---- paced timing (kernels/pace.c) ----
  *
  * A candidate on cpu-emu is native code in its runner's process: whatever
@@ -509,8 +504,9 @@ uint64_t kl_inputs_checksum(const float *p, size_t n);
  * again when the runner says done. Then, before the next launch: the
  * canaries, A and B unchanged, no poison or NaN left in C, and C at 64
  * positions it draws only now against a float64 dot product (the
- * element-wise tolerance of kernels.h). A launch that answers early fails
- * these; one that guesses its inputs cannot (the seed never leaves the
+ * tolerances of kernels.h), both against the copies of A and B it keeps
+ * to itself (the runner can write the shared ones). A launch that answers early
+ * fails these; one that guesses its inputs cannot (the seed never leaves the
  * driver); a rewritten report changes only the runner's claims, which the
  * evaluation holds to the driver's samples (kernels/check.c). The stopping
  * rule is the runner's: a warm-up, then at least 5 samples and until
@@ -527,7 +523,8 @@ typedef struct kl_pace_io {
 } kl_pace_io;
 
 typedef struct kl_pace_result {
-  int ended; /* 0 the stopping rule, 1 the runner's launch failed, -1 io */
+  int ended; /* 0 the stopping rule, 1 the runner's launch failed, -1 io,
+                -2 no memory here (the runner was told to stop) */
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
   uint64_t flags; /* canary_overwritten, input_mutated, timed_output_wrong */

@@ -15,7 +15,8 @@
  * after it said done).
  *
  * Region layout, in floats: band A band B band C band, each band
- * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd).
+ * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd)
+ * and can write all of it: the inputs' reference copies stay here.
  *
  * Where the issue was silent: 64 spot checks per launch, drawn after the
  * launch answered, against a float64 dot product at the checks' two
@@ -33,6 +34,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -88,8 +90,8 @@ static uint64_t secret_seed(void) {
 }
 
 /* The checks on one finished launch n; flags in res. */
-static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
-                   uint64_t sum_b, uint64_t *rng, int n, kl_pace_result *res) {
+static void verify(const kl_run_job *job, float *region, const float *A0,
+                   const float *B0, uint64_t *rng, int n, kl_pace_result *res) {
   kl_shape sh = job->timed_shape;
   float *A, *B, *C;
   kl_pace_buffers(sh, region, &A, &B, &C);
@@ -101,11 +103,9 @@ static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
     note(res, KL_FLAG_CANARY_OVERWRITTEN,
          "a write outside A, B or C at %dx%dx%d (timed launch %d)", sh.M, sh.N,
          sh.K, n);
-  if (kl_inputs_checksum(A, na) != sum_a || kl_inputs_checksum(B, nb) != sum_b)
+  if (memcmp(A, A0, na * sizeof(float)) || memcmp(B, B0, nb * sizeof(float)))
     note(res, KL_FLAG_INPUT_MUTATED,
-         "A or B changed at %dx%dx%d (timed "
-         "launch %d)",
-         sh.M, sh.N, sh.K, n);
+         "A or B changed at %dx%dx%d (timed launch %d)", sh.M, sh.N, sh.K, n);
   if (res->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1)
     return; /* one wrong launch says it; the rest only cost time */
   long unwritten = 0, nonfinite = 0;
@@ -129,7 +129,7 @@ static void verify(const kl_run_job *job, float *region, uint64_t sum_a,
     int c = (int)(kl_splitmix64(rng) % (uint64_t)sh.N);
     double ref = 0, mag = 0;
     for (int k = 0; k < sh.K; k++) {
-      double p = (double)A[(size_t)r * sh.K + k] * B[(size_t)k * sh.N + c];
+      double p = (double)A0[(size_t)r * sh.K + k] * B0[(size_t)k * sh.N + c];
       ref += p;
       mag += fabs(p);
     }
@@ -161,6 +161,17 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
   kl_pace_buffers(sh, region, &A, &B, &C);
   size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
          nc = (size_t)sh.M * sh.N;
+  /* The inputs as drawn, in this process only: the spot checks' reference
+   * and what A and B must still equal. The runner can write the shared
+   * copies, so nothing is ever taken from them (a probe rewrote A into
+   * zeros whose unkeyed checksum it had made to match, then wrote C = 0). */
+  float *A0 = malloc(sizeof(float) * (na + nb));
+  if (!A0) {
+    res->ended = -2;
+    io->go(io->ctx, -1);
+    return;
+  }
+  float *B0 = A0 + na;
   kl_canary_fill(A - KL_CANARY_FLOATS);
   kl_canary_fill(B - KL_CANARY_FLOATS);
   kl_canary_fill(C - KL_CANARY_FLOATS);
@@ -173,33 +184,33 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
     if (n > 0 && (res->samples >= max ||
                   (res->samples >= 5 && total >= job->time_budget_ms * 1e3)))
       break;
-    /* A poisoned C, then fresh inputs, before the clock starts: the
-     * launch is what is timed. (Code of the candidate's still running in
-     * the runner could start on the inputs as they appear: it gains the
-     * checksums' time at most, and anything it wrote to C before the
-     * poison is gone.) */
+    /* Fresh inputs drawn here, a poisoned C, then the inputs shared, just
+     * before the clock starts: the launch is what is timed. (Code of the
+     * candidate's still running in the runner could start on the inputs
+     * as they appear: it gains the copy's time at most.) */
+    kl_fill_random(A0, na, seed, 2 * (uint64_t)n);
+    kl_fill_random(B0, nb, seed, 2 * (uint64_t)n + 1);
     kl_poison(C, nc);
-    kl_fill_random(A, na, seed, 2 * (uint64_t)n);
-    kl_fill_random(B, nb, seed, 2 * (uint64_t)n + 1);
-    uint64_t sum_a = kl_inputs_checksum(A, na),
-             sum_b = kl_inputs_checksum(B, nb);
+    memcpy(A, A0, na * sizeof(float));
+    memcpy(B, B0, nb * sizeof(float));
     double t0 = now_us();
     if (io->go(io->ctx, n) != 0) {
       res->ended = -1;
-      return;
+      break;
     }
     int ran = io->done(io->ctx);
     double dt = now_us() - t0;
     if (ran <= 0) {
       res->ended = ran < 0 ? -1 : 1;
-      return;
+      break;
     }
-    verify(job, region, sum_a, sum_b, &rng, n, res);
+    verify(job, region, A0, B0, &rng, n, res);
     if (n == 0) continue; /* the warm-up */
     res->sample_us[res->samples++] = dt;
     total += dt;
   }
-  if (io->go(io->ctx, -1) != 0) res->ended = -1;
+  if (res->ended == 0 && io->go(io->ctx, -1) != 0) res->ended = -1;
+  free(A0);
 }
 
 void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {

@@ -91,7 +91,7 @@ static void guarded_free(float *p) {
  * cost. It runs between timed launches, where the supervisor's clock
  * counts it too (kernels/check.c's timing guard), so it must stay small
  * next to a launch. */
-uint64_t kl_inputs_checksum(const float *p, size_t n) {
+static uint64_t checksum(const float *p, size_t n) {
   const uint64_t K = 0x9e3779b97f4a7c15ull; /* odd */
   uint64_t h[4] = {1, 2, 3, 4};
   const unsigned char *b = (const unsigned char *)p;
@@ -126,8 +126,8 @@ static int buffers_make(buffers *b, const kl_run_job *job, kl_shape sh,
   if (!b->A || !b->B || !b->C) return -1;
   kl_fill_random(b->A, na, job->seed, stream);
   kl_fill_random(b->B, nb, job->seed, stream + 1);
-  b->sum_a = kl_inputs_checksum(b->A, na);
-  b->sum_b = kl_inputs_checksum(b->B, nb);
+  b->sum_a = checksum(b->A, na);
+  b->sum_b = checksum(b->B, nb);
   return 0;
 }
 
@@ -179,8 +179,7 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
       !guard_intact(b->C, nc))
     note_flag(rep, 33 /* canary_overwritten */, "a write outside A, B or C",
               sh);
-  if (kl_inputs_checksum(b->A, na) != b->sum_a ||
-      kl_inputs_checksum(b->B, nb) != b->sum_b)
+  if (checksum(b->A, na) != b->sum_a || checksum(b->B, nb) != b->sum_b)
     note_flag(rep, 34 /* input_mutated */, "A or B changed", sh);
   return dt;
 }
@@ -191,8 +190,8 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
 static void scale_buffers(kl_scaled *ss, buffers *b, uint64_t seed,
                           uint64_t launch_no) {
   kl_scaled_inputs(ss, b->A, b->B, seed, launch_no);
-  b->sum_a = kl_inputs_checksum(b->A, (size_t)b->sh.M * b->sh.K);
-  b->sum_b = kl_inputs_checksum(b->B, (size_t)b->sh.K * b->sh.N);
+  b->sum_a = checksum(b->A, (size_t)b->sh.M * b->sh.K);
+  b->sum_b = checksum(b->B, (size_t)b->sh.K * b->sh.N);
 }
 
 /* A paced job's timed launches (kl_pace drives them from outside this

@@ -44,6 +44,10 @@ enum rule_kind {
   R_QUERY_ONLY,   /* prlimit64: on this process only (pid 0) */
   R_ISATTY_ONLY,  /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
   R_TRAP_EXEC,    /* in a default-allow profile: traps with PROT_EXEC */
+  R_TRAP_SETTING, /* in a default-allow profile: rt_sigaction traps when it
+                     installs (a new action, argument 1, not NULL) */
+  R_TRAP_REMOVE,  /* in a default-allow profile: madvise traps with
+                     MADV_REMOVE */
 };
 
 typedef struct rule {
@@ -194,6 +198,15 @@ static const rule run_cpu_emu_loaded_rules[] = {
     {"mprotect", R_TRAP_EXEC, "no new executable pages (code patching)"},
     {"pkey_mprotect", R_TRAP_EXEC, "same"},
     {"mmap", R_TRAP_EXEC, "same"},
+    /* No candidate code outside a launch: a handler it installed runs on
+     * whatever thread it signals (tgkill to an idle pool thread, or to the
+     * runner's while it waits for the supervisor), with no launch going.
+     * Nothing of the runner's installs one after load; queries still
+     * pass, and abort() still ends the process (SIGABRT's default). */
+    {"rt_sigaction", R_TRAP_SETTING, "no signal handler from the candidate"},
+    /* Punching holes in the shared buffers makes pages read as zeros
+     * (neither the poison nor an input): nothing legitimate needs it. */
+    {"madvise", R_TRAP_REMOVE, "no holes punched in shared memory"},
 };
 static const limit run_cpu_emu_limits[] = {
     {RLIMIT_AS, "RLIMIT_AS", SBX_RUN_MEMORY_LIMIT,
@@ -345,6 +358,14 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     case R_TRAP:
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 0);
       break;
+    case R_TRAP_SETTING:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 1,
+                            SCMP_A1(SCMP_CMP_NE, (scmp_datum_t)0));
+      break;
+    case R_TRAP_REMOVE:
+      rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 1,
+                            SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)MADV_REMOVE));
+      break;
     case R_TRAP_EXEC: /* prot is argument 2 of all three */
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 1,
                             SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
@@ -489,18 +510,20 @@ int sbx_explain(FILE *out, int pfc) {
               p->tsync ? "; synchronised to every thread (TSYNC)" : "");
     for (size_t r = 0; r < p->n_rules; r++) {
       const rule *ru = &p->rules[r];
-      const char *cond = ru->kind == R_THREAD_ONLY  ? " [CLONE_THREAD only]"
-                         : ru->kind == R_NOT_SIGSYS ? " [not for SIGSYS]"
-                         : ru->kind == R_ENOSYS     ? " [fails: ENOSYS]"
-                         : ru->kind == R_WRITE_EACCES
-                             ? " [fails: EACCES if writing]"
-                         : ru->kind == R_SELF_SIGNAL ? " [own process only]"
-                         : ru->kind == R_READ_ONLY   ? " [read-only]"
-                         : ru->kind == R_TRAP        ? " [traps]"
-                         : ru->kind == R_QUERY_ONLY  ? " [own process only]"
-                         : ru->kind == R_ISATTY_ONLY ? " [TCGETS only]"
-                         : ru->kind == R_TRAP_EXEC   ? " [traps with PROT_EXEC]"
-                                                     : "";
+      const char *cond =
+          ru->kind == R_THREAD_ONLY    ? " [CLONE_THREAD only]"
+          : ru->kind == R_NOT_SIGSYS   ? " [not for SIGSYS]"
+          : ru->kind == R_ENOSYS       ? " [fails: ENOSYS]"
+          : ru->kind == R_WRITE_EACCES ? " [fails: EACCES if writing]"
+          : ru->kind == R_SELF_SIGNAL  ? " [own process only]"
+          : ru->kind == R_READ_ONLY    ? " [read-only]"
+          : ru->kind == R_TRAP         ? " [traps]"
+          : ru->kind == R_QUERY_ONLY   ? " [own process only]"
+          : ru->kind == R_ISATTY_ONLY  ? " [TCGETS only]"
+          : ru->kind == R_TRAP_EXEC    ? " [traps with PROT_EXEC]"
+          : ru->kind == R_TRAP_SETTING ? " [traps when installing]"
+          : ru->kind == R_TRAP_REMOVE  ? " [traps MADV_REMOVE]"
+                                       : "";
       fprintf(out, "    %-18s%-22s %s\n", ru->syscall, cond, ru->why);
     }
     if (p->seccomp && !p->default_allow)

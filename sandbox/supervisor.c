@@ -587,10 +587,12 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     }
     munmap(map, map_bytes);
   }
-  if (n_pace && !pace) {
+  if (n_pace && (!pace || pace->ended == -2)) {
+    free(pio.msg);
     sbx_kill(&w);
     snprintf(out->status, sizeof out->status, "sandbox_error");
-    snprintf(out->error, sizeof out->error, "out of memory for pacing");
+    snprintf(out->error, sizeof out->error,
+             "out of memory for the paced launches' inputs");
     goto respawn;
   }
   if (pio.have) {
