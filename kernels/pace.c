@@ -9,21 +9,22 @@
  * the runner will make, so the untimed warm-up could compute the timed
  * launches' outputs ahead and the timed ones only copy them. Here the
  * driver (the supervisor, sandbox/supervisor.c) owns what the score rests
- * on: the inputs (a seed from getrandom that never leaves this process),
- * the clock (taken around each go and done) and the verdict on each
- * launch (before the next one starts, so no launch can finish its work
- * after it said done).
+ * on: the inputs (a seed from getrandom per launch that never leaves
+ * this process), the clock (taken around each go and done) and the
+ * verdict on each launch (before the next one starts, so no launch can
+ * finish its work after it said done).
  *
  * Region layout, in floats: band A band B band C band, each band
  * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd)
  * and can write all of it: the inputs' reference copies stay here.
  *
- * Where the issue was silent: 64 spot checks per launch, drawn after the
- * launch answered, against a float64 dot product at the checks' two
- * tolerances (KL_TOL_ELEM on each, KL_TOL_REL over the 64); a launch
- * that computed a fraction f of C right passes with probability f^64 per
- * launch. The whole of C is scanned for poison and NaN (O(M N), next to
- * the launch's O(M N K)). A wrong launch is flagged and the timing goes
+ * Where the issue was silent: every row of C by Freivalds' check (C x
+ * against A (B x), x random, at the bound the element-wise tolerance
+ * gives the row), then 64 spot checks against a float64 dot product at
+ * the checks' two tolerances (KL_TOL_ELEM on each, KL_TOL_REL over the
+ * 64), all drawn after the launch answered from a secret of their own.
+ * The whole of C is scanned for poison and NaN. Each is O(M N) or less
+ * next to the launch's O(M N K). A wrong launch is flagged and the timing goes
  * on, as the runner's own timing does: the samples are honest whatever C
  * holds, and the plausibility checks (a kernel that writes nothing is
  * implausibly fast) need them.
@@ -89,9 +90,52 @@ static uint64_t secret_seed(void) {
   return kl_splitmix64(&s);
 }
 
+/* Freivalds' check over all of C: C x against A (B x), x a vector of
+ * +-1 drawn now, in O(M N + M K + K N). Honest rounding moves row i of
+ * C x by at most KL_TOL_ELEM sum_j S_ij (S the checks' scale, sum_k |A_ik|
+ * |B_kj|); a row of C wrong by more than that shows whatever positions
+ * the spot checks drew, so a kernel that got those (or the inputs) ahead
+ * still has to compute every row. Returns 0 when every row passes. */
+static int freivalds(kl_shape sh, const float *A0, const float *B0,
+                     const float *C, double *scratch, uint64_t *rng, int n,
+                     kl_pace_result *res) {
+  double *x = scratch, *y = x + sh.N, *rb = y + sh.K;
+  for (int j = 0; j < sh.N; j++)
+    x[j] = kl_splitmix64(rng) >> 63 ? 1.0 : -1.0;
+  for (int k = 0; k < sh.K; k++) {
+    const float *b = B0 + (size_t)k * sh.N;
+    double sum = 0, mag = 0;
+    for (int j = 0; j < sh.N; j++) {
+      sum += b[j] * x[j];
+      mag += fabs(b[j]);
+    }
+    y[k] = sum;
+    rb[k] = mag;
+  }
+  for (int i = 0; i < sh.M; i++) {
+    const float *a = A0 + (size_t)i * sh.K, *c = C + (size_t)i * sh.N;
+    double want = 0, bound = 0, got = 0;
+    for (int k = 0; k < sh.K; k++) {
+      want += a[k] * y[k];
+      bound += fabs(a[k]) * rb[k];
+    }
+    for (int j = 0; j < sh.N; j++)
+      got += c[j] * x[j];
+    if (!(fabs(got - want) <= KL_TOL_ELEM * bound)) {
+      note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
+           "timed launch %d: row %d of C x is %.6g where A (B x) gives %.6g "
+           "(Freivalds)",
+           n, i, got, want);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* The checks on one finished launch n; flags in res. */
 static void verify(const kl_run_job *job, float *region, const float *A0,
-                   const float *B0, uint64_t *rng, int n, kl_pace_result *res) {
+                   const float *B0, double *scratch, uint64_t *rng, int n,
+                   kl_pace_result *res) {
   kl_shape sh = job->timed_shape;
   float *A, *B, *C;
   kl_pace_buffers(sh, region, &A, &B, &C);
@@ -123,6 +167,7 @@ static void verify(const kl_run_job *job, float *region, const float *A0,
          unwritten, nonfinite);
     return;
   }
+  if (freivalds(sh, A0, B0, C, scratch, rng, n, res) != 0) return;
   double diff2 = 0, ref2 = 0;
   for (int t = 0; t < SPOTS; t++) {
     int r = (int)(kl_splitmix64(rng) % (uint64_t)sh.M);
@@ -166,7 +211,10 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
    * copies, so nothing is ever taken from them (a probe rewrote A into
    * zeros whose unkeyed checksum it had made to match, then wrote C = 0). */
   float *A0 = malloc(sizeof(float) * (na + nb));
-  if (!A0) {
+  double *scratch = malloc(sizeof(double) * ((size_t)sh.N + 2 * sh.K));
+  if (!A0 || !scratch) {
+    free(A0);
+    free(scratch);
     res->ended = -2;
     io->go(io->ctx, -1);
     return;
@@ -176,7 +224,7 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
   kl_canary_fill(B - KL_CANARY_FLOATS);
   kl_canary_fill(C - KL_CANARY_FLOATS);
   kl_canary_fill(C + nc);
-  uint64_t seed = secret_seed(), rng = seed ^ 0x5bd1e995u;
+  uint64_t rng = secret_seed();
   int max = job->max_samples < KL_MAX_TIMING_SAMPLES ? job->max_samples
                                                      : KL_MAX_TIMING_SAMPLES;
   double total = 0;
@@ -188,8 +236,13 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
      * before the clock starts: the launch is what is timed. (Code of the
      * candidate's still running in the runner could start on the inputs
      * as they appear: it gains the copy's time at most.) */
-    kl_fill_random(A0, na, seed, 2 * (uint64_t)n);
-    kl_fill_random(B0, nb, seed, 2 * (uint64_t)n + 1);
+    /* A seed of its own per launch: one recovered from a launch's inputs
+     * (the generator is a bijection of a 64-bit state, and each float
+     * shows 24 bits of it) would otherwise give every later launch's
+     * inputs, and the untimed warm-up time to compute their outputs. */
+    uint64_t seed = secret_seed();
+    kl_fill_random(A0, na, seed, 0);
+    kl_fill_random(B0, nb, seed, 1);
     kl_poison(C, nc);
     memcpy(A, A0, na * sizeof(float));
     memcpy(B, B0, nb * sizeof(float));
@@ -204,13 +257,14 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
       res->ended = ran < 0 ? -1 : 1;
       break;
     }
-    verify(job, region, A0, B0, &rng, n, res);
+    verify(job, region, A0, B0, scratch, &rng, n, res);
     if (n == 0) continue; /* the warm-up */
     res->sample_us[res->samples++] = dt;
     total += dt;
   }
   if (res->ended == 0 && io->go(io->ctx, -1) != 0) res->ended = -1;
   free(A0);
+  free(scratch);
 }
 
 void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {

@@ -16,9 +16,10 @@
  *   - an executor that does not pace (no driver to hold claims to): no
  *     flag, whatever the samples say;
  *   - one element of C left poisoned, all of C off by 1%, or by 1e-4
- *     (inside the element-wise bound, not the relative one): the launch
- *     is wrong (timed_output_wrong, correct false); A changed: input_mutated;
- *     a float past C: canary_overwritten.
+ *     (inside the element-wise bound, not the relative one), one row of C
+ *     zero (found at once by Freivalds' check, whatever the spot checks
+ *     drew): the launch is wrong (timed_output_wrong, correct false); A
+ * changed: input_mutated; a float past C: canary_overwritten.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -57,6 +58,7 @@ enum {
   POISON_ONE,
   WRONG_ALL,
   SLIGHTLY,
+  ZERO_ROW,
   MUTATE_A,
   CANARY,
 };
@@ -99,6 +101,8 @@ static void child_done(void *ctx, int ok) {
   if (r->mode == SLIGHTLY) /* within the element-wise bound everywhere */
     for (size_t i = 0; i < nc; i++)
       C[i] *= 1.0f + 1e-4f;
+  if (r->mode == ZERO_ROW) /* one row of 128: the spot checks may miss it */
+    memset(C + (size_t)(sh.M / 3) * sh.N, 0, sizeof(float) * (size_t)sh.N);
   if (r->mode == MUTATE_A) A[7] += 1.0f;
   if (r->mode == CANARY) C[nc + 3] = 0.0f;
   int32_t v = ok;
@@ -277,12 +281,17 @@ int main(void) {
       {POISON_ONE, "one element poisoned", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
       {WRONG_ALL, "C off by 1%", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
       {SLIGHTLY, "C off by 1e-4", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
+      {ZERO_ROW, "one row of C zero", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
       {MUTATE_A, "A changed", KL_FLAG_INPUT_MUTATED, 0},
       {CANARY, "a float past C", KL_FLAG_CANARY_OVERWRITTEN, 0}};
   for (size_t i = 0; i < sizeof spoiled / sizeof spoiled[0]; i++) {
     f = eval(spoiled[i].mode);
     CHECK(f & BIT(spoiled[i].flag), "%s: flag %d not raised (%s)",
           spoiled[i].name, spoiled[i].flag, r.flag_detail);
+    if (spoiled[i].mode == ZERO_ROW) /* every row checked, every launch */
+      CHECK(strstr(r.flag_detail, "timed launch 0: row 42 of C x"),
+            "one row of C zero: not found by Freivalds' check (%s)",
+            r.flag_detail);
     if (spoiled[i].wrong)
       CHECK(!r.correct && strstr(r.error, "timed run was wrong"),
             "%s: still correct (%s)", spoiled[i].name, r.error);
