@@ -24,10 +24,17 @@
  * the checks' two tolerances (KL_TOL_ELEM on each, KL_TOL_REL over the
  * 64), all drawn after the launch answered from a secret of their own.
  * The whole of C is scanned for poison and NaN. Each is O(M N) or less
- * next to the launch's O(M N K). A wrong launch is flagged and the timing goes
- * on, as the runner's own timing does: the samples are honest whatever C
- * holds, and the plausibility checks (a kernel that writes nothing is
- * implausibly fast) need them.
+ * next to the launch's O(M N K). A wrong launch is flagged and the timing
+ * goes on, as the runner's own timing does: the samples are honest
+ * whatever C holds, and the plausibility checks (a kernel that writes
+ * nothing is implausibly fast) need them.
+ *
+ * What probes taught (tests/cheats/forge_input_checksum.cu and the notes
+ * in kl_pace): nothing is taken from the shared memory but C, since the
+ * runner can rewrite A and B behind any unkeyed checksum; and no seed
+ * serves two launches, since one can be recovered from the inputs it drew
+ * (2^40 inversions of the generator, minutes on two cores, which the
+ * untimed warm-up has).
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
