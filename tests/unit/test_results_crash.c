@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +44,14 @@ static const res_campaign_meta meta = {
 };
 
 /* The writer: append until killed, acknowledging each id on fd 3. */
+/* The writer's first word on the pipe, before it opens the file. */
+#define WRITER_STARTED ((int64_t)-2)
+
 static int writer_main(const char *path) {
   char why[512];
   int code;
+  const int64_t started = WRITER_STARTED;
+  if (write(3, &started, sizeof started) != sizeof started) return 12;
   res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
   if (!f) {
     fprintf(stderr, "writer: %s\n", why);
@@ -111,6 +117,16 @@ static int64_t one_run(const char *self, const char *path, int run,
     _exit(14);
   }
   close(fds[1]);
+  /* The delay counts from the writer's start, which it says before it
+   * opens the file: on a loaded machine exec and loading HDF5 took longer
+   * than most delays, and those runs killed a writer that had not begun
+   * (tests/python/ then found too few files kept). */
+  struct pollfd pf = {fds[0], POLLIN, 0};
+  int64_t first = 0;
+  if (poll(&pf, 1, 30000) == 1 &&
+      read(fds[0], &first, sizeof first) == sizeof first)
+    CHECK(first == WRITER_STARTED, "run %d: the writer's first word is %lld",
+          run, (long long)first);
   struct timespec ts = {delay_us / 1000000, (delay_us % 1000000) * 1000};
   nanosleep(&ts, NULL);
   kill(pid, SIGKILL);
