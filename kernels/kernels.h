@@ -426,7 +426,6 @@ typedef struct kl_run_report {
    * (kl_pace_merge), what the score uses; sample_us above is then only
    * the runner's claim, held to these. Set by the driver, never taken
    * from the runner's process. */
-  int paced;
   int paced_samples;
   double paced_us[KL_MAX_TIMING_SAMPLES];
 } kl_run_report;

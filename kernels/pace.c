@@ -281,7 +281,6 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
 }
 
 void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {
-  rep->paced = 1;
   rep->paced_samples = res->samples;
   memcpy(rep->paced_us, res->sample_us, sizeof(double) * (size_t)res->samples);
   uint64_t fresh = res->flags & ~rep->flags;

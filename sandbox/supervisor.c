@@ -666,7 +666,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
     rep->samples = 0;
   /* the driver's part of the report is never the worker's word */
-  rep->paced = rep->paced_samples = 0;
+  rep->paced_samples = 0;
   if (pace) kl_pace_merge(rep, pace);
   if (sbx_outs_take(&w, outs, n_outs, &reply, "the run worker", out) != 0)
     goto respawn;

@@ -174,7 +174,6 @@ static int run_paced(int mode, const kl_run_job *job, kl_run_report *rep,
   *rep = *shared;
   memcpy(outs, shared_outs, sizeof(float) * n_outs);
   munmap(map, bytes);
-  rep->paced = rep->paced_samples = 0;
   kl_pace_merge(rep, &res);
   double s[KL_MAX_TIMING_SAMPLES];
   memcpy(s, res.sample_us, sizeof(double) * (size_t)res.samples);
