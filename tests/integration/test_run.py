@@ -33,6 +33,15 @@ def run(*args, cwd=None):
                           cwd=cwd)
 
 
+def err_tail(err, n=300):
+    """The end of stderr, and a sanitizer's own lines wherever they are
+    (its report ends in a legend that says nothing about which error)."""
+    lines = [l for l in err.splitlines()
+             if "ERROR: AddressSanitizer" in l or "SUMMARY:" in l
+             or "runtime error:" in l]
+    return "\n".join(lines[:4] + [err[-n:]])
+
+
 def candidates(h5):
     e = run("export", h5, "--format", "jsonl")
     if e.returncode != 0:
@@ -421,7 +430,8 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode == 0 and sorted((c["step"], c["group"], c["sample"])
                                        for c in candidates(iout2)) ==
           [(s_, g, i) for s_ in range(4) for g in range(2) for i in range(4)],
-          "resume after two Ctrl-C: each once: %s" % r.stderr[-300:])
+          "resume after two Ctrl-C: each once (exit %d): %s" %
+          (r.returncode, err_tail(r.stderr)))
     # During the last (here the only) step: it finishes, is recorded, and
     # the comparison with the baselines is skipped; or, if the signal came
     # before the step began, none is run: exit 130 either way
