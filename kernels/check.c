@@ -736,10 +736,11 @@ static int eval_impl(const char *label, const char *src, size_t len,
   job->n_shapes = timing_only ? 0 : plan_shapes(opts, job->shapes);
   job->timed_shape = target;
   job->second_run = !timing_only;
-  /* A paced job is verified launch by launch by its driver (kl_pace): no
-   * timed sets, no references for them. */
+  /* A paced job is verified launch by launch by its driver (kl_pace), and
+   * a GPU job by its runner (kernels/gpu_run.c): no timed sets, no
+   * references for them. */
   job->paced = !gpu && opts->exec && opts->exec->paced;
-  job->n_timed_sets = timing_only || job->paced ? 0 : 3;
+  job->n_timed_sets = timing_only || job->paced || gpu ? 0 : 3;
 
   /* References, made here before the candidate runs, from the same
    * (seed, stream) inputs the runner makes. */

@@ -712,6 +712,15 @@ double kl_gpu_cublas_time_us(kl_shape s, const kl_eval_options *opts,
   } else {
     t = rep->gpu.median_us;
     if (cv) *cv = rep->gpu.cv;
+    /* cuBLAS's launches go through the same checks as a candidate's
+     * (kl_verify_launch): a flag here is the checks' fault, not cuBLAS's,
+     * and every candidate's verdict at this shape is in doubt. */
+    if (rep->flags)
+      fprintf(stderr,
+              "kernlab: warning: cuBLAS's own timed launches at %dx%dx%d were "
+              "flagged (%s): the launch checks do not fit this device; "
+              "candidates' timed_output_wrong here is not evidence\n",
+              s.M, s.N, s.K, rep->flag_detail);
   }
 done:
   free(job);

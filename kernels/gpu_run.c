@@ -7,8 +7,11 @@
  * with a canary band of KL_CANARY_FLOATS on each side; C NaN-poisoned
  * (cuMemsetD32 with KL_POISON_BITS) before every launch, timed ones too;
  * A and B read back and compared after the checks and after timing; shape
- * 0 run twice; timed samples rotate over the job's input sets and the last
- * output of each set goes back.
+ * 0 run twice. Where the GPU differs from kernels/run.c is the timed
+ * launches: each gets inputs of its own and is verified here (below), as
+ * kernels/pace.c does for cpu-emu, so no timed set goes back (the job's
+ * n_timed_sets must be 0). This process is the lab's own code on the GPU
+ * (the candidate is device code only), so the verdicts can be made here.
  *
  * What is GPU-only:
  *  - kl_launch is read from the loaded module (cuModuleGetGlobal) and must
@@ -25,14 +28,21 @@
  *    event, cuCtxSynchronize, host clock, CUPTI timestamp. The sample is the
  *    sum of the CUPTI kernel records inside that window (every kernel the
  *    launch caused), or the event time when CUPTI is unavailable
- *    (rep->gpu.timer says which). After the window C is copied back and
- *    compared with the set's last output (timed_output_wrong when they
- *    disagree, as on cpu-emu). Before each timed launch (and the second
- *    run of shape 0) the set's inputs are scaled by that launch's powers
- *    of two and uploaded again (kl_scaled, as on cpu-emu), and C is
- *    scaled back when it is copied: no launch sees inputs an earlier one
- *    saw, so a memo in device memory cannot replay unseen.
- *    kernels/stats.c decides when to stop: at least 10 samples and 0.5 s
+ *    (rep->gpu.timer says which). Before each timed launch (the warm-up
+ *    too) A and B are drawn afresh from a seed of that launch's own
+ *    (kl_secret_seed, never on the device) and uploaded; after the window
+ *    C is copied back and verified on them (kl_verify_launch: poison and
+ *    NaN scan, Freivalds' check of every row, 64 spot dot products; the
+ *    first failure sets timed_output_wrong). So a launch's output cannot
+ *    be worked out ahead (no earlier launch saw its inputs, nor anything
+ *    that predicts them) and a launch that skips work cannot hide among
+ *    checked ones (every one is checked). Each launch's inputs and the
+ *    canaries are also read back after a random eighth of the launches
+ *    and after the last. The host work per launch, O(M K + K N + M N),
+ *    is outside the samples but inside the wall cap. The second run of
+ *    shape 0 gets its inputs scaled by powers of two (kl_scaled, as on
+ *    cpu-emu), so a memo of the first run cannot answer it unseen.
+    kernels/stats.c decides when to stop: at least 10 samples and 0.5 s
  *    of measured time, then relative noise < 0.5%, or the caps
  *    (KL_MAX_TIMING_SAMPLES samples; the job's budget, at least 5 s).
  *  - The cuBLAS baseline is the same job with no cubin: SGEMM row-major
@@ -422,53 +432,21 @@ static int load_candidate(const uint8_t *cubin, size_t cubin_size, target *t,
 
 #define MAX_CUPTI_MISSES 5
 
-/* Every timed output must agree with the one before it on the same inputs
- * (kernels/run.c does the same on cpu-emu): only each set's last output is
- * verified against the reference, so a kernel that can tell launches
- * apart (a counter in device memory the scanner missed) could skip or
- * fake the work on the others. C is copied back after the sample's timing
- * window has closed; KL_AGREE_SAMPLES elements spread over it are kept per
- * set, so the host memory stays small at any shape. */
-#define KL_AGREE_SAMPLES 65536
-
-typedef struct agree {
-  size_t nc, ns;            /* elements of C; kept per set */
-  float *cur, *pick, *prev; /* C; its sample; sets x ns */
-  int seen[KL_MAX_TIMED_SETS];
-} agree;
-
-static int agree_init(agree *a, size_t nc, int n_sets) {
-  memset(a, 0, sizeof *a);
-  a->nc = nc;
-  a->ns = nc < KL_AGREE_SAMPLES ? nc : KL_AGREE_SAMPLES;
-  a->cur = malloc(nc * sizeof(float));
-  a->pick = malloc(a->ns * sizeof(float));
-  a->prev = malloc((size_t)n_sets * a->ns * sizeof(float));
-  return a->cur && a->pick && a->prev ? 0 : -1;
+/* Fresh inputs for one timed launch, drawn from a seed of their own
+ * (kl_secret_seed: it never reaches the device, and no seed serves two
+ * launches, so one recovered from a launch's inputs says nothing of the
+ * next), into the host copies and the device. Outside any timing window. */
+static int dbuf_fresh(dbuf *b, kl_run_report *rep) {
+  uint64_t seed = kl_secret_seed();
+  kl_fill_random(b->A, b->n[0], seed, 0);
+  kl_fill_random(b->B, b->n[1], seed, 1);
+  CK(kl_gpu.cu.MemcpyHtoD(b->dA, b->A, b->n[0] * 4), "cuMemcpyHtoD (A)");
+  CK(kl_gpu.cu.MemcpyHtoD(b->dB, b->B, b->n[1] * 4), "cuMemcpyHtoD (B)");
+  return 0;
 }
 
-static void agree_free(agree *a) {
-  free(a->cur);
-  free(a->pick);
-  free(a->prev);
-}
-
-/* Compares set k's output (already in a->cur) with the set's last one. */
-static void agree_check(agree *a, int k, kl_shape sh, kl_run_report *rep) {
-  size_t step = a->nc / a->ns;
-  for (size_t j = 0; j < a->ns; j++)
-    a->pick[j] = a->cur[j * step];
-  float *was = a->prev + (size_t)k * a->ns;
-  if (a->seen[k]++ && !kl_outputs_agree(was, a->pick, a->ns))
-    note_flag(rep, KL_FLAG_TIMED_OUTPUT_WRONG,
-              "timed runs on the same inputs disagree (work skipped on some "
-              "launches?)",
-              sh);
-  memcpy(was, a->pick, a->ns * sizeof(float));
-}
-
-static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
-                       int n_sets, kl_run_report *rep) {
+static int time_target(const kl_run_job *job, const target *t, dbuf *b,
+                       kl_run_report *rep) {
   kl_cuda_api *cu = &kl_gpu.cu;
   kl_gpu_stats *gs = &rep->gpu;
   kl_stats_rule rule;
@@ -485,14 +463,20 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     free(host);
     return fail(rep, "out of memory for timing");
   }
-  agree ag;
-  if (agree_init(&ag, sets[0].n[2], n_sets) != 0) {
-    agree_free(&ag);
+  /* C as the launch left it, the scratch of the checks, their verdicts */
+  float *C0 = malloc(sizeof(float) * b->n[2]);
+  double *scratch = malloc(sizeof(double) * KL_VERIFY_SCRATCH(b->sh));
+  kl_pace_result *vr = calloc(1, sizeof *vr);
+  if (!C0 || !scratch || !vr) {
+    free(C0);
+    free(scratch);
+    free(vr);
     free(smp);
     free(ev);
     free(host);
     return fail(rep, "out of memory for timing");
   }
+  uint64_t rng = kl_secret_seed();
   kl_stats_init(smp, &rule);
   int rc = 0, n_cross = 0;
   int use_cupti = kl_gpu.cupti, misses = 0;
@@ -500,11 +484,9 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
   snprintf(gs->timer, sizeof gs->timer, "%s", use_cupti ? "cupti" : "events");
   if (!kl_gpu.cupti)
     snprintf(gs->timer_note, sizeof gs->timer_note, "%s", kl_gpu.cupti_why);
-  /* i = -1 is the warm-up (on the last set, not kept). */
+  /* i = -1 is the warm-up (checked, not kept). */
   for (int i = -1; rc == 0; i++) {
-    int k = (i + n_sets) % n_sets;
-    dbuf *b = &sets[k];
-    if ((rc = dbuf_scale(b, job->seed, (uint64_t)(i + 1), rep)) != 0) break;
+    if ((rc = dbuf_fresh(b, rep)) != 0) break;
     CUresult r;
     const char *what = "cuMemsetD32 (C)";
     if ((r = cu->MemsetD32(b->dC, KL_POISON_BITS, b->n[2])) ||
@@ -541,14 +523,16 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     }
     uint64_t ns = 0;
     int nk = kl_gpu_cupti_collect(lo, hi, &ns);
-    if (job->n_timed_sets > 0) { /* after the window: not in the sample */
-      if ((r = cu->MemcpyDtoH(ag.cur, b->dC, ag.nc * sizeof(float)))) {
-        rc = cuda_failed(r, "cuMemcpyDtoH (a timed C)", rep);
-        break;
-      }
-      kl_scaled_output(&b->sc, ag.cur);
-      agree_check(&ag, k, b->sh, rep);
+    /* After the window, not in the sample: this launch's C, checked on
+     * this launch's inputs; after a random eighth of the launches (drawn
+     * now) also the canaries and A and B, which the last one gets anyway
+     * (dbuf_inspect in the caller). */
+    if ((r = cu->MemcpyDtoH(C0, b->dC, b->n[2] * sizeof(float)))) {
+      rc = cuda_failed(r, "cuMemcpyDtoH (a timed C)", rep);
+      break;
     }
+    kl_verify_launch(b->sh, b->A, b->B, C0, scratch, &rng, i + 1, vr);
+    if (kl_splitmix64(&rng) % 8 == 0 && (rc = dbuf_inspect(b, rep)) != 0) break;
     if (i < 0) continue;
     double ev_us = ms * 1e3, sample = ev_us;
     if (use_cupti && nk > 0) {
@@ -584,10 +568,6 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
       host[n_cross] = h1 - h0;
       n_cross++;
     }
-    /* Every input set runs at least once before any stop (the warm-up ran
-     * the last one): each set's output goes back to be checked, and a set
-     * never launched would hand back uninitialised memory. */
-    if (i < n_sets - 2) continue;
     if (kl_stats_done(smp) || rep->samples >= KL_MAX_TIMING_SAMPLES) break;
     /* The wall cap covers host overhead too (flushes, poison, CUPTI). */
     if (now_us() - wall_start > 3 * cap_ms * 1e3) break;
@@ -609,7 +589,10 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *sets,
     gs->event_median_us = kl_stats_median(ev, (size_t)n_cross);
     gs->host_median_us = kl_stats_median(host, (size_t)n_cross);
   }
-  agree_free(&ag);
+  kl_report_flags(rep, vr->flags, vr->flag_detail);
+  free(C0);
+  free(scratch);
+  free(vr);
   free(smp);
   free(ev);
   free(host);
@@ -644,6 +627,11 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     fail(rep, msg);
     return;
   }
+  if (job->n_timed_sets != 0) {
+    fail(rep, "timed input sets are not used on the GPU (each timed launch "
+              "is verified on inputs of its own): n_timed_sets must be 0");
+    return;
+  }
   size_t offs[KL_GPU_SLOTS];
   kl_run_output_layout(job, offs);
   /* Checks: every shape on fresh inputs; shape 0 twice when asked. */
@@ -663,27 +651,12 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     if (!ok) return;
   }
   if (job->timed) {
-    int sets = job->n_timed_sets < 1 ? 1 : job->n_timed_sets;
-    if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
-    dbuf b[KL_MAX_TIMED_SETS];
-    memset(b, 0, sizeof b);
-    int ok = 1;
-    for (int k = 0; k < sets && ok; k++)
-      ok = dbuf_make(&b[k], job, job->timed_shape,
-                     KL_TIMED_STREAM + 2 * (uint64_t)k, rep) == 0;
-    if (ok) ok = time_target(job, &t, b, sets, rep) == 0;
-    for (int k = 0; k < sets && ok; k++) {
-      ok = dbuf_inspect(&b[k], rep) == 0;
-      int slot = job->n_shapes + 1 + k;
-      /* the device check (large shapes) compares with the last launch's
-       * scaled inputs; the lab verifies the set's own: scaled back */
-      if (ok && k < job->n_timed_sets) {
-        ok = take_output(&b[k], outs + offs[slot], slot, rep) == 0;
-        if (ok && b[k].scaled) kl_scaled_output(&b[k].sc, outs + offs[slot]);
-      }
-    }
-    for (int k = 0; k < sets; k++)
-      dbuf_free(&b[k]);
+    /* One buffer, fresh inputs per launch (time_target): the outputs
+     * are checked there, launch by launch, so no timed set goes back. */
+    dbuf b;
+    int ok = dbuf_make(&b, job, job->timed_shape, KL_TIMED_STREAM, rep) == 0 &&
+             time_target(job, &t, &b, rep) == 0 && dbuf_inspect(&b, rep) == 0;
+    dbuf_free(&b);
     if (!ok) return;
   }
   rep->done = 1;

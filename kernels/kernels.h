@@ -542,6 +542,27 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
 /* Puts the driver's findings into the runner's report (once it arrived):
  * paced samples, flags and their detail. */
 void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res);
+/* Adds flags to rep's, and detail to its flag_detail when a flag is new
+ * (as far as it fits). */
+void kl_report_flags(kl_run_report *rep, uint64_t flags, const char *detail);
+
+/* The checks on one timed launch's output, made by whoever drew its
+ * inputs (kl_pace on cpu-emu, kernels/gpu_run.c on the GPU): C0 (M x N,
+ * a copy taken when the launch ended) has no poison, NaN or inf; every
+ * row passes Freivalds' check (C0 x against A0 (B0 x), x = +-1, at the
+ * row's sum of the element-wise bounds); 64 positions against a float64
+ * dot product, KL_TOL_ELEM on each and KL_TOL_REL over them. x and the
+ * positions come from rng, a secret of the caller's, drawn after the
+ * launch. A failure sets timed_output_wrong in res with a detail naming
+ * launch n; once it is set, later calls return at once. scratch holds
+ * KL_VERIFY_SCRATCH(sh) doubles. */
+#define KL_VERIFY_SCRATCH(sh) ((size_t)(sh).N + 2 * (size_t)(sh).K)
+void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
+                      const float *C0, double *scratch, uint64_t *rng, int n,
+                      kl_pace_result *res);
+/* 64 bits no other process can know: getrandom, or failing that the clock
+ * and the process id. */
+uint64_t kl_secret_seed(void);
 
 struct kl_result;
 /* Where the two untrusted steps happen. */

@@ -88,9 +88,7 @@ static void note(kl_pace_result *res, int bit, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* A seed the runner cannot know: the kernel's entropy, or, without it,
- * the clock and this process's id (still not in the runner's memory). */
-static uint64_t secret_seed(void) {
+uint64_t kl_secret_seed(void) {
   uint64_t s;
   if (getrandom(&s, sizeof s, 0) == (ssize_t)sizeof s) return s;
   s = (uint64_t)(now_us() * 1e3) ^ ((uint64_t)getpid() << 32);
@@ -139,26 +137,12 @@ static int freivalds(kl_shape sh, const float *A0, const float *B0,
   return 0;
 }
 
-/* The checks on one finished launch n; flags in res. */
-static void verify(const kl_run_job *job, float *region, const float *A0,
-                   const float *B0, const float *C0, double *scratch,
-                   uint64_t *rng, int n, kl_pace_result *res) {
-  kl_shape sh = job->timed_shape;
-  float *A, *B, *C;
-  kl_pace_buffers(sh, region, &A, &B, &C);
-  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
-         nc = (size_t)sh.M * sh.N;
-  if (!kl_canary_intact(A - KL_CANARY_FLOATS) ||
-      !kl_canary_intact(B - KL_CANARY_FLOATS) ||
-      !kl_canary_intact(C - KL_CANARY_FLOATS) || !kl_canary_intact(C + nc))
-    note(res, KL_FLAG_CANARY_OVERWRITTEN,
-         "a write outside A, B or C at %dx%dx%d (timed launch %d)", sh.M, sh.N,
-         sh.K, n);
-  if (memcmp(A, A0, na * sizeof(float)) || memcmp(B, B0, nb * sizeof(float)))
-    note(res, KL_FLAG_INPUT_MUTATED,
-         "A or B changed at %dx%dx%d (timed launch %d)", sh.M, sh.N, sh.K, n);
+void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
+                      const float *C0, double *scratch, uint64_t *rng, int n,
+                      kl_pace_result *res) {
   if (res->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1)
     return; /* one wrong launch says it; the rest only cost time */
+  size_t nc = (size_t)sh.M * sh.N;
   long unwritten = 0, nonfinite = 0;
   for (size_t i = 0; i < nc; i++) {
     uint32_t bits;
@@ -205,6 +189,27 @@ static void verify(const kl_run_job *job, float *region, const float *A0,
          n, rel, SPOTS, KL_TOL_REL);
 }
 
+/* The checks on one finished launch n of a paced region; flags in res. */
+static void verify(const kl_run_job *job, float *region, const float *A0,
+                   const float *B0, const float *C0, double *scratch,
+                   uint64_t *rng, int n, kl_pace_result *res) {
+  kl_shape sh = job->timed_shape;
+  float *A, *B, *C;
+  kl_pace_buffers(sh, region, &A, &B, &C);
+  size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
+         nc = (size_t)sh.M * sh.N;
+  if (!kl_canary_intact(A - KL_CANARY_FLOATS) ||
+      !kl_canary_intact(B - KL_CANARY_FLOATS) ||
+      !kl_canary_intact(C - KL_CANARY_FLOATS) || !kl_canary_intact(C + nc))
+    note(res, KL_FLAG_CANARY_OVERWRITTEN,
+         "a write outside A, B or C at %dx%dx%d (timed launch %d)", sh.M, sh.N,
+         sh.K, n);
+  if (memcmp(A, A0, na * sizeof(float)) || memcmp(B, B0, nb * sizeof(float)))
+    note(res, KL_FLAG_INPUT_MUTATED,
+         "A or B changed at %dx%dx%d (timed launch %d)", sh.M, sh.N, sh.K, n);
+  kl_verify_launch(sh, A0, B0, C0, scratch, rng, n, res);
+}
+
 void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
              kl_pace_result *res) {
   memset(res, 0, sizeof *res);
@@ -219,7 +224,7 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
    * zeros whose unkeyed checksum it had made to match, then wrote C = 0).
    * And C0, the output as it was when the runner answered. */
   float *A0 = malloc(sizeof(float) * (na + nb + nc));
-  double *scratch = malloc(sizeof(double) * ((size_t)sh.N + 2 * sh.K));
+  double *scratch = malloc(sizeof(double) * KL_VERIFY_SCRATCH(sh));
   if (!A0 || !scratch) {
     free(A0);
     free(scratch);
@@ -232,7 +237,7 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
   kl_canary_fill(B - KL_CANARY_FLOATS);
   kl_canary_fill(C - KL_CANARY_FLOATS);
   kl_canary_fill(C + nc);
-  uint64_t rng = secret_seed();
+  uint64_t rng = kl_secret_seed();
   int max = job->max_samples < KL_MAX_TIMING_SAMPLES ? job->max_samples
                                                      : KL_MAX_TIMING_SAMPLES;
   double total = 0;
@@ -248,7 +253,7 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
      * (the generator is a bijection of a 64-bit state, and each float
      * shows 24 bits of it) would otherwise give every later launch's
      * inputs, and the untimed warm-up time to compute their outputs. */
-    uint64_t seed = secret_seed();
+    uint64_t seed = kl_secret_seed();
     kl_fill_random(A0, na, seed, 0);
     kl_fill_random(B0, nb, seed, 1);
     kl_poison(C, nc);
@@ -280,21 +285,25 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
   free(scratch);
 }
 
-void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {
-  rep->paced_samples = res->samples;
-  memcpy(rep->paced_us, res->sample_us, sizeof(double) * (size_t)res->samples);
-  uint64_t fresh = res->flags & ~rep->flags;
-  rep->flags |= res->flags;
+void kl_report_flags(kl_run_report *rep, uint64_t flags, const char *detail) {
+  uint64_t fresh = flags & ~rep->flags;
+  rep->flags |= flags;
   if (!fresh) return;
   /* appended as far as it fits: the detail is a hint, the bits count */
   char *d = rep->flag_detail;
   size_t cap = sizeof rep->flag_detail - 1, used = strnlen(d, cap),
-         add = strnlen(res->flag_detail, cap);
+         add = strnlen(detail, cap);
   if (used && used + 2 <= cap) {
     memcpy(d + used, "; ", 2);
     used += 2;
   }
   if (add > cap - used) add = cap - used;
-  memcpy(d + used, res->flag_detail, add);
+  memcpy(d + used, detail, add);
   d[used + add] = 0;
+}
+
+void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {
+  rep->paced_samples = res->samples;
+  memcpy(rep->paced_us, res->sample_us, sizeof(double) * (size_t)res->samples);
+  kl_report_flags(rep, res->flags, res->flag_detail);
 }
