@@ -102,10 +102,17 @@ uint64_t kl_splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
-  uint64_t s = seed ^ (stream * 0xd1b54a32d192ed03ull);
+void kl_fill_random_at(float *x, size_t n, uint64_t seed, uint64_t stream,
+                       size_t first) {
+  /* splitmix64's state only counts: draw i starts from s0 + i gamma */
+  uint64_t s = (seed ^ (stream * 0xd1b54a32d192ed03ull)) +
+               (uint64_t)first * 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < n; i++)
     x[i] = (float)((double)(kl_splitmix64(&s) >> 40) * 0x1p-23 - 1.0);
+}
+
+void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
+  kl_fill_random_at(x, n, seed, stream, 0);
 }
 
 /* ---- timed inputs that never repeat (kernels.h, kl_scaled) ----

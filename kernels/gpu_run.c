@@ -42,7 +42,7 @@
  *    is outside the samples but inside the wall cap. The second run of
  *    shape 0 gets its inputs scaled by powers of two (kl_scaled, as on
  *    cpu-emu), so a memo of the first run cannot answer it unseen.
-    kernels/stats.c decides when to stop: at least 10 samples and 0.5 s
+ *    kernels/stats.c decides when to stop: at least 10 samples and 0.5 s
  *    of measured time, then relative noise < 0.5%, or the caps
  *    (KL_MAX_TIMING_SAMPLES samples; the job's budget, at least 5 s).
  *  - The cuBLAS baseline is the same job with no cubin: SGEMM row-major
@@ -436,10 +436,10 @@ static int load_candidate(const uint8_t *cubin, size_t cubin_size, target *t,
  * (kl_secret_seed: it never reaches the device, and no seed serves two
  * launches, so one recovered from a launch's inputs says nothing of the
  * next), into the host copies and the device. Outside any timing window. */
-static int dbuf_fresh(dbuf *b, kl_run_report *rep) {
+static int dbuf_fresh(dbuf *b, int threads, kl_run_report *rep) {
   uint64_t seed = kl_secret_seed();
-  kl_fill_random(b->A, b->n[0], seed, 0);
-  kl_fill_random(b->B, b->n[1], seed, 1);
+  kl_fill_random_mt(b->A, b->n[0], seed, 0, threads);
+  kl_fill_random_mt(b->B, b->n[1], seed, 1, threads);
   CK(kl_gpu.cu.MemcpyHtoD(b->dA, b->A, b->n[0] * 4), "cuMemcpyHtoD (A)");
   CK(kl_gpu.cu.MemcpyHtoD(b->dB, b->B, b->n[1] * 4), "cuMemcpyHtoD (B)");
   return 0;
@@ -486,7 +486,7 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *b,
     snprintf(gs->timer_note, sizeof gs->timer_note, "%s", kl_gpu.cupti_why);
   /* i = -1 is the warm-up (checked, not kept). */
   for (int i = -1; rc == 0; i++) {
-    if ((rc = dbuf_fresh(b, rep)) != 0) break;
+    if ((rc = dbuf_fresh(b, job->threads, rep)) != 0) break;
     CUresult r;
     const char *what = "cuMemsetD32 (C)";
     if ((r = cu->MemsetD32(b->dC, KL_POISON_BITS, b->n[2])) ||
@@ -531,7 +531,8 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *b,
       rc = cuda_failed(r, "cuMemcpyDtoH (a timed C)", rep);
       break;
     }
-    kl_verify_launch(b->sh, b->A, b->B, C0, scratch, &rng, i + 1, vr);
+    kl_verify_launch(b->sh, b->A, b->B, C0, scratch, &rng, i + 1, job->threads,
+                     vr);
     if (kl_splitmix64(&rng) % 8 == 0 && (rc = dbuf_inspect(b, rep)) != 0) break;
     if (i < 0) continue;
     double ev_us = ms * 1e3, sample = ev_us;

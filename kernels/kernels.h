@@ -555,11 +555,13 @@ void kl_report_flags(kl_run_report *rep, uint64_t flags, const char *detail);
  * positions come from rng, a secret of the caller's, drawn after the
  * launch. A failure sets timed_output_wrong in res with a detail naming
  * launch n; once it is set, later calls return at once. scratch holds
- * KL_VERIFY_SCRATCH(sh) doubles. */
+ * KL_VERIFY_SCRATCH(sh) doubles. The O(M N + M K + K N) passes split by
+ * rows over up to `threads` threads (1: the caller's only); the verdict
+ * and its detail do not depend on the split. */
 #define KL_VERIFY_SCRATCH(sh) ((size_t)(sh).N + 2 * (size_t)(sh).K)
 void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
                       const float *C0, double *scratch, uint64_t *rng, int n,
-                      kl_pace_result *res);
+                      int threads, kl_pace_result *res);
 /* 64 bits no other process can know: getrandom, or failing that the clock
  * and the process id. */
 uint64_t kl_secret_seed(void);
@@ -668,6 +670,13 @@ extern const char kl_seed_naive[];
 
 /* Deterministic inputs: uniform in [-1, 1), from (seed, stream). */
 void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream);
+/* Values first .. first + n - 1 of the same stream: any part of it. */
+void kl_fill_random_at(float *x, size_t n, uint64_t seed, uint64_t stream,
+                       size_t first);
+/* kl_fill_random split over up to `threads` threads (kernels/pace.c):
+ * the same values. */
+void kl_fill_random_mt(float *x, size_t n, uint64_t seed, uint64_t stream,
+                       int threads);
 /* The generator behind it: advances *s, returns the next 64 bits. */
 uint64_t kl_splitmix64(uint64_t *s);
 

@@ -40,6 +40,7 @@
 #include "kernels/kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,62 +96,152 @@ uint64_t kl_secret_seed(void) {
   return kl_splitmix64(&s);
 }
 
-/* Freivalds' check over all of C: C x against A (B x), x a vector of
- * +-1 drawn now, in O(M N + M K + K N). Honest rounding moves row i of
- * C x by at most KL_TOL_ELEM sum_j S_ij (S the checks' scale, sum_k |A_ik|
- * |B_kj|); a row of C wrong by more than that shows whatever positions
- * the spot checks drew, so a kernel that got those (or the inputs) ahead
- * still has to compute every row. Returns 0 when every row passes. */
-static int freivalds(kl_shape sh, const float *A0, const float *B0,
-                     const float *C, double *scratch, uint64_t *rng, int n,
-                     kl_pace_result *res) {
-  double *x = scratch, *y = x + sh.N, *rb = y + sh.K;
-  for (int j = 0; j < sh.N; j++)
-    x[j] = kl_splitmix64(rng) >> 63 ? 1.0 : -1.0;
-  for (int k = 0; k < sh.K; k++) {
-    const float *b = B0 + (size_t)k * sh.N;
+/* ---- the checks on one launch (kl_verify_launch) ----
+ *
+ * Three O(M N + M K + K N) passes, each split by rows over up to
+ * `threads` threads (a timed 4096^3 launch on the GPU would otherwise
+ * wait about 0.1 s on one core for its checks): the scan of C for poison
+ * and NaN, y = B x, then every row of Freivalds' check. Each row's sums
+ * run in the same order whatever the split, so the verdict, and the row
+ * a failure names (the first), are those of one thread. */
+
+#define MAX_VERIFY_THREADS 64
+
+typedef struct verify_job {
+  kl_shape sh;
+  const float *A0, *B0, *C0;
+  double *x, *y, *rb;
+  long unwritten[MAX_VERIFY_THREADS], nonfinite[MAX_VERIFY_THREADS];
+  int bad_row[MAX_VERIFY_THREADS]; /* first failing row, or -1 */
+  double got[MAX_VERIFY_THREADS], want[MAX_VERIFY_THREADS];
+  float *fill; /* kl_fill_random_mt's */
+  uint64_t seed, stream;
+} verify_job;
+
+typedef void (*range_fn)(verify_job *v, size_t lo, size_t hi, int t);
+
+typedef struct part {
+  range_fn fn;
+  verify_job *v;
+  size_t lo, hi;
+  int t;
+} part;
+
+static void *part_main(void *arg) {
+  part *p = arg;
+  p->fn(p->v, p->lo, p->hi, p->t);
+  return NULL;
+}
+
+/* fn over [0, n) in up to `threads` contiguous parts, part t on thread t
+ * (part 0 on the caller's). A thread that cannot start leaves its part to
+ * the caller: the same work, later. */
+static void split(int threads, size_t n, range_fn fn, verify_job *v) {
+  if (threads > MAX_VERIFY_THREADS) threads = MAX_VERIFY_THREADS;
+  if (threads > (int)(n / 64)) threads = (int)(n / 64); /* not worth it */
+  if (threads < 1) threads = 1;
+  part parts[MAX_VERIFY_THREADS];
+  pthread_t tid[MAX_VERIFY_THREADS];
+  int started[MAX_VERIFY_THREADS] = {0};
+  for (int t = 0; t < threads; t++)
+    parts[t] = (part){fn, v, n * (size_t)t / (size_t)threads,
+                      n * (size_t)(t + 1) / (size_t)threads, t};
+  for (int t = 1; t < threads; t++)
+    started[t] = pthread_create(&tid[t], NULL, part_main, &parts[t]) == 0;
+  part_main(&parts[0]);
+  for (int t = 1; t < threads; t++) {
+    if (started[t])
+      pthread_join(tid[t], NULL);
+    else
+      part_main(&parts[t]);
+  }
+}
+
+static void scan_rows(verify_job *v, size_t lo, size_t hi, int t) {
+  long unwritten = 0, nonfinite = 0;
+  for (size_t i = lo * v->sh.N; i < hi * v->sh.N; i++) {
+    uint32_t bits;
+    memcpy(&bits, &v->C0[i], 4);
+    if (bits == KL_POISON_BITS)
+      unwritten++;
+    else if (!isfinite(v->C0[i]))
+      nonfinite++;
+  }
+  v->unwritten[t] = unwritten;
+  v->nonfinite[t] = nonfinite;
+}
+
+/* y = B x and rb = |B| 1, rows lo .. hi of B */
+static void b_times_x(verify_job *v, size_t lo, size_t hi, int t) {
+  (void)t;
+  int N = v->sh.N;
+  for (size_t k = lo; k < hi; k++) {
+    const float *b = v->B0 + k * N;
     double sum = 0, mag = 0;
-    for (int j = 0; j < sh.N; j++) {
-      sum += b[j] * x[j];
+    for (int j = 0; j < N; j++) {
+      sum += b[j] * v->x[j];
       mag += fabs(b[j]);
     }
-    y[k] = sum;
-    rb[k] = mag;
+    v->y[k] = sum;
+    v->rb[k] = mag;
   }
-  for (int i = 0; i < sh.M; i++) {
-    const float *a = A0 + (size_t)i * sh.K, *c = C + (size_t)i * sh.N;
+}
+
+/* Freivalds' check of rows lo .. hi: C x against A (B x). Honest rounding
+ * moves row i of C x by at most KL_TOL_ELEM sum_j S_ij (S the checks'
+ * scale, sum_k |A_ik| |B_kj|), which is sum_k |A_ik| rb_k; a row of C
+ * wrong by more than that shows whatever positions the spot checks drew,
+ * so a kernel that got those (or the inputs) ahead still has to compute
+ * every row. */
+static void check_rows(verify_job *v, size_t lo, size_t hi, int t) {
+  int N = v->sh.N, K = v->sh.K;
+  v->bad_row[t] = -1;
+  for (size_t i = lo; i < hi; i++) {
+    const float *a = v->A0 + i * K, *c = v->C0 + i * N;
     double want = 0, bound = 0, got = 0;
-    for (int k = 0; k < sh.K; k++) {
-      want += a[k] * y[k];
-      bound += fabs(a[k]) * rb[k];
+    for (int k = 0; k < K; k++) {
+      want += a[k] * v->y[k];
+      bound += fabs(a[k]) * v->rb[k];
     }
-    for (int j = 0; j < sh.N; j++)
-      got += c[j] * x[j];
+    for (int j = 0; j < N; j++)
+      got += c[j] * v->x[j];
     if (!(fabs(got - want) <= KL_TOL_ELEM * bound)) {
-      note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
-           "timed launch %d: row %d of C x is %.6g where A (B x) gives %.6g "
-           "(Freivalds)",
-           n, i, got, want);
-      return -1;
+      v->bad_row[t] = (int)i;
+      v->got[t] = got;
+      v->want[t] = want;
+      return;
     }
   }
-  return 0;
+}
+
+static void fill_part(verify_job *v, size_t lo, size_t hi, int t) {
+  (void)t;
+  kl_fill_random_at(v->fill + lo, hi - lo, v->seed, v->stream, lo);
+}
+
+void kl_fill_random_mt(float *x, size_t n, uint64_t seed, uint64_t stream,
+                       int threads) {
+  verify_job v = {.fill = x, .seed = seed, .stream = stream};
+  split(threads, n, fill_part, &v);
 }
 
 void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
                       const float *C0, double *scratch, uint64_t *rng, int n,
-                      kl_pace_result *res) {
+                      int threads, kl_pace_result *res) {
   if (res->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1)
     return; /* one wrong launch says it; the rest only cost time */
-  size_t nc = (size_t)sh.M * sh.N;
+  verify_job job = {.sh = sh}, *v = &job;
+  v->A0 = A0;
+  v->B0 = B0;
+  v->C0 = C0;
+  v->x = scratch;
+  v->y = v->x + sh.N;
+  v->rb = v->y + sh.K;
+  split(threads, (size_t)sh.M, scan_rows, v);
   long unwritten = 0, nonfinite = 0;
-  for (size_t i = 0; i < nc; i++) {
-    uint32_t bits;
-    memcpy(&bits, &C0[i], 4);
-    if (bits == KL_POISON_BITS)
-      unwritten++;
-    else if (!isfinite(C0[i]))
-      nonfinite++;
+  for (int t = 0; t < MAX_VERIFY_THREADS; t++) {
+    unwritten += v->unwritten[t];
+    nonfinite += v->nonfinite[t];
   }
   if (unwritten || nonfinite) {
     note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
@@ -158,7 +249,20 @@ void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
          unwritten, nonfinite);
     return;
   }
-  if (freivalds(sh, A0, B0, C0, scratch, rng, n, res) != 0) return;
+  for (int j = 0; j < sh.N; j++)
+    v->x[j] = kl_splitmix64(rng) >> 63 ? 1.0 : -1.0;
+  split(threads, (size_t)sh.K, b_times_x, v);
+  for (int t = 0; t < MAX_VERIFY_THREADS; t++)
+    v->bad_row[t] = -1;
+  split(threads, (size_t)sh.M, check_rows, v);
+  for (int t = 0; t < MAX_VERIFY_THREADS; t++) {
+    if (v->bad_row[t] < 0) continue; /* parts ascend: the first is first */
+    note(res, KL_FLAG_TIMED_OUTPUT_WRONG,
+         "timed launch %d: row %d of C x is %.6g where A (B x) gives %.6g "
+         "(Freivalds)",
+         n, v->bad_row[t], v->got[t], v->want[t]);
+    return;
+  }
   double diff2 = 0, ref2 = 0;
   for (int t = 0; t < SPOTS; t++) {
     int r = (int)(kl_splitmix64(rng) % (uint64_t)sh.M);
@@ -207,7 +311,7 @@ static void verify(const kl_run_job *job, float *region, const float *A0,
   if (memcmp(A, A0, na * sizeof(float)) || memcmp(B, B0, nb * sizeof(float)))
     note(res, KL_FLAG_INPUT_MUTATED,
          "A or B changed at %dx%dx%d (timed launch %d)", sh.M, sh.N, sh.K, n);
-  kl_verify_launch(sh, A0, B0, C0, scratch, rng, n, res);
+  kl_verify_launch(sh, A0, B0, C0, scratch, rng, n, 1, res);
 }
 
 void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,

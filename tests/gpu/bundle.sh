@@ -3,7 +3,8 @@
 # a device machine lacks into tests/gpu/bundle.tar.gz (git-ignored, < 60 MB):
 #   bin/kernlab, bin/test_gpu_probe, bin/test_policy_cuda(_gen),
 #   bin/test_policy_cuda_arena, bin/test_policy_matmul,
-#   bin/bench_policy_cuda            the binaries
+#   bin/bench_policy_cuda,
+#   bin/bench_verify                 the binaries
 #   lib/*                             every shared library ldd lists except
 #                                     glibc's own and libcuda; plus
 #                                     libcupti.so.13 (small, dlopened)
@@ -19,14 +20,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 cd "$root"
 cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target kernlab test_gpu_probe test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul bench_policy_cuda
+cmake --build "$build" -j"$(nproc)" --target kernlab test_gpu_probe test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul bench_policy_cuda bench_verify
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "$build/kernlab" "$stage/bin/"
 probe=$(find "$build" -name test_gpu_probe -type f -perm -u+x | head -n1)
 [ -n "$probe" ] && cp "$probe" "$stage/bin/"
-for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul bench_policy_cuda; do
+for t in test_policy_cuda test_policy_cuda_gen test_policy_cuda_bf16 test_policy_cuda_arena test_policy_matmul bench_policy_cuda bench_verify; do
   f=$(find "$build" -name "$t" -type f -perm -u+x | head -n1)
   [ -n "$f" ] && cp "$f" "$stage/bin/"
 done

@@ -25,7 +25,9 @@
 #   3. a faulting kernel: expects a cuda:* status and a lab that carries on
 #   7. (run before 4-6: the newest code) the policy's CUDA runtime, below
 #   4. every seed at 4096x4096x4096 against the cuBLAS baseline: the table
-#      (kernel, time_us, TFLOP/s, % of cuBLAS, CV)
+#      (kernel, time_us, TFLOP/s, % of cuBLAS, CV, flags); then
+#      bench_verify, the host's work per timed launch (fresh inputs and the
+#      launch checks) on all cores and on one
 #   5. the run-gpu worker in seccomp record mode: the syscalls it made after
 #      CUDA init, and those the run-gpu profile does not allow; then one
 #      seed with the worker in user + network namespaces (opt-in so far)
@@ -370,8 +372,8 @@ python3 - "$L/eval_4096.jsonl" >>"$summary" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 flop = 2.0 * 4096 ** 3
-print("| kernel | status | time_us | TFLOP/s | % of cuBLAS | CV | timer |")
-print("|---|---|---:|---:|---:|---:|---|")
+print("| kernel | status | time_us | TFLOP/s | % of cuBLAS | CV | timer | flags |")
+print("|---|---|---:|---:|---:|---:|---|---|")
 base = None
 for r in rows:
     t = r.get("time_us", -1)
@@ -384,12 +386,26 @@ for r in rows:
     pct = f"{100.0 * b / t:.1f}" if t and t > 0 and b and b > 0 else "-"
     cvs = f"{100.0 * cv:.2f}%" if cv is not None and cv >= 0 else "n/a"
     ts = f"{t:.1f}" if t and t > 0 else "-"
-    print(f"| {name} | {r.get('status')} | {ts} | {tf} | {pct} | {cvs} | {r.get('timer', r.get('backend', ''))} |")
+    fl = r.get("flags") or []
+    fl = ", ".join(fl) if isinstance(fl, list) else str(fl)
+    print(f"| {name} | {r.get('status')} | {ts} | {tf} | {pct} | {cvs} | {r.get('timer', r.get('backend', ''))} | {fl or '-'} |")
 if base:
-    print(f"| **cuBLAS** SGEMM (baseline_us) | ok | {base:.1f} | {flop / (base * 1e-6) / 1e12:.2f} | 100.0 | | |")
+    print(f"| **cuBLAS** SGEMM (baseline_us) | ok | {base:.1f} | {flop / (base * 1e-6) / 1e12:.2f} | 100.0 | | | |")
 else:
-    print("| **cuBLAS** SGEMM | no baseline_us reported | | | | | |")
+    print("| **cuBLAS** SGEMM | no baseline_us reported | | | | | | |")
 PY
+# every timed launch is checked on the host (kernels/gpu_run.c): a flag on
+# an honest seed, or a warning about cuBLAS's own launches, is the checks'
+# fault; and what the host's share of a sample costs at this shape
+grep -h "cuBLAS's own timed launches" "$L/eval_4096.err" | head -n 2 |
+  sed 's/^/- WARNING: /' >>"$summary"
+BV=$(dirname "$KL")/bench_verify
+[ -x "$BV" ] || BV=$(find build -name bench_verify -type f 2>/dev/null | head -n1)
+if [ -n "$BV" ] && kl timeout $(t 60) "$BV" 4096 5 >"$L/bench_verify.log" 2>&1; then
+  sum "- host work per timed launch at 4096^3 (fresh A, B and the launch checks): $(grep -o 'baseline, 1 thread *[0-9.]* ms' "$L/bench_verify.log" | tr -s ' '); $(grep -o '[0-9]* threads *[0-9.]* ms' "$L/bench_verify.log" | tr -s ' ')"
+else
+  sum "- bench_verify: FAILED or missing: $(tail -n 2 "$L/bench_verify.log" 2>/dev/null | tr '\n' ' ')"
+fi
 
 fi # step 4
 

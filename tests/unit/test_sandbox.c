@@ -4,7 +4,8 @@
  * succeeds and each forbidden syscall (a new thread among them) ends the
  * process with SBX_TRAP_EXIT and the syscall's number in the shared trap
  * slot. And what the run-gpu worker does after its filter without a device
- * (the median of 200 timing samples) runs under the run-gpu profile.
+ * (the median of 200 timing samples; fresh inputs and the launch checks
+ * on threads) runs under the run-gpu profile.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -81,6 +82,27 @@ static void gpu_median(void) {
   for (int i = 0; i < 200; i++)
     v[i] = (double)((i * 7919) % 200);
   if (kl_stats_median(v, 200) != 99.5) _exit(3);
+}
+/* The run-gpu worker's checks on a timed launch after its filter
+ * (kernels/gpu_run.c: fresh inputs and kl_verify_launch, both on threads):
+ * thread creation must pass, and an honest product pass the checks. */
+static void gpu_launch_checks(void) {
+  enum { D = 256 }; /* 4 rows of 64: every pass splits */
+  static float A[D * D], B[D * D], C[D * D];
+  static double scratch[3 * D];
+  kl_fill_random_mt(A, D * D, 1, 0, 4);
+  kl_fill_random_mt(B, D * D, 1, 1, 4);
+  for (int i = 0; i < D; i++)
+    for (int j = 0; j < D; j++) {
+      double acc = 0;
+      for (int k = 0; k < D; k++)
+        acc += (double)A[i * D + k] * B[k * D + j];
+      C[i * D + j] = (float)acc;
+    }
+  kl_pace_result res = {0};
+  uint64_t rng = 7;
+  kl_verify_launch((kl_shape){D, D, D}, A, B, C, scratch, &rng, 1, 4, &res);
+  if (res.flags) _exit(3);
 }
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -174,6 +196,11 @@ int main(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
         "run-gpu: the median of 200 samples: status 0x%x, slot %d (%s)", st,
         slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
+  st = run_confined(gpu_launch_checks, &slot);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
+        "run-gpu: fresh inputs and the launch checks on 4 threads: status "
+        "0x%x, slot %d (%s)",
+        st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
   st = run_confined(name_thread, &slot);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
         "run-gpu: opening a thread's comm fails with EACCES and the worker "

@@ -8,8 +8,10 @@
  * time; poison, inf, a 3e-5 error on every element (inside the element
  * bound, outside the relative one), bfloat16 inputs, and the previous
  * launch's output handed back are each flagged; after one failure later
- * calls add nothing. Then kl_report_flags (a detail only with a new flag)
- * and kl_secret_seed (two calls differ).
+ * calls add nothing. Every verification is repeated on 3 and 8 threads
+ * and must end the same. Then kl_fill_random_mt (kl_fill_random's values
+ * on any split), kl_report_flags (a detail only with a new flag) and
+ * kl_secret_seed (two calls differ).
  */
 #include "kernels/kernels.h"
 #include "tests/unit/kltest.h"
@@ -67,11 +69,25 @@ static void drop(fixture *f) {
   free(f->scratch);
 }
 
-/* Verifies f->W as launch n with a fresh rng; the flags. */
+/* Verifies f->W as launch n with a fresh rng; the flags. The same
+ * verification split over 1, 3 and 8 threads must end the same: flags,
+ * detail, and what it drew from rng. */
 static uint64_t verify(fixture *f, kl_pace_result *res, int n) {
   static uint64_t draw = 12345;
-  uint64_t rng = kl_splitmix64(&draw);
-  kl_verify_launch(f->sh, f->A, f->B, f->W, f->scratch, &rng, n, res);
+  uint64_t seed = kl_splitmix64(&draw), rng = seed;
+  kl_pace_result before = *res;
+  kl_verify_launch(f->sh, f->A, f->B, f->W, f->scratch, &rng, n, 1, res);
+  static const int split[] = {3, 8};
+  for (int i = 0; i < 2; i++) {
+    kl_pace_result again = before;
+    uint64_t rng2 = seed;
+    kl_verify_launch(f->sh, f->A, f->B, f->W, f->scratch, &rng2, n, split[i],
+                     &again);
+    CHECK(again.flags == res->flags &&
+              !strcmp(again.flag_detail, res->flag_detail) && rng2 == rng,
+          "%d threads: '%s' where one thread says '%s'", split[i],
+          again.flag_detail, res->flag_detail);
+  }
   return res->flags;
 }
 
@@ -111,6 +127,14 @@ int main(void) {
   }
   CHECK(freivalds == 50, "Freivalds found %d of 50 single wrong elements",
         freivalds);
+
+  /* rows 5 and 120 wrong: the first is named, on any split */
+  memcpy(f.W, f.C, nc * sizeof(float));
+  f.W[5 * (size_t)f.sh.N + 1] += 1;
+  f.W[120 * (size_t)f.sh.N + 2] += 1;
+  memset(&res, 0, sizeof res);
+  CHECK(verify(&f, &res, 3) == WRONG && strstr(res.flag_detail, "row 5 "),
+        "two wrong rows: %s", res.flag_detail);
 
   /* poison left in one element; an inf */
   memcpy(f.W, f.C, nc * sizeof(float));
@@ -171,6 +195,24 @@ int main(void) {
   CHECK(res.flags == WRONG && !strcmp(first, res.flag_detail),
         "a second failure changed '%s' into '%s'", first, res.flag_detail);
   drop(&f);
+
+  /* kl_fill_random_mt: the values of kl_fill_random, whatever the split */
+  {
+    size_t sizes[] = {1, 63, 64 * 7 + 5, 100003};
+    for (size_t z = 0; z < 4; z++) {
+      size_t nz = sizes[z];
+      float *one = malloc(nz * sizeof(float)), *many = malloc(nz * 4);
+      kl_fill_random(one, nz, 42, 3);
+      for (int threads = 1; threads <= 9; threads += 4) {
+        memset(many, 0, nz * sizeof(float));
+        kl_fill_random_mt(many, nz, 42, 3, threads);
+        CHECK(!memcmp(one, many, nz * sizeof(float)),
+              "kl_fill_random_mt of %zu on %d threads differs", nz, threads);
+      }
+      free(one);
+      free(many);
+    }
+  }
 
   /* kl_report_flags: the detail only with a flag the report lacks */
   kl_run_report *rep = calloc(1, sizeof *rep);
