@@ -117,8 +117,9 @@ static int dbuf_make(dbuf *b, const kl_run_job *job, kl_shape sh,
   b->A = malloc(sizeof(float) * b->n[0]);
   b->B = malloc(sizeof(float) * b->n[1]);
   if (!b->A || !b->B) return fail(rep, "out of memory for inputs");
-  kl_fill_random(b->A, b->n[0], job->seed, stream);
-  kl_fill_random(b->B, b->n[1], job->seed, stream + 1);
+  /* the lab's inputs for (seed, stream), on the job's threads */
+  kl_fill_random_mt(b->A, b->n[0], job->seed, stream, job->threads);
+  kl_fill_random_mt(b->B, b->n[1], job->seed, stream + 1, job->threads);
   for (int i = 0; i < 3; i++) {
     size_t total = b->n[i] + 2 * KL_CANARY_FLOATS;
     CK(cu->MemAlloc(&b->base[i], total * sizeof(float)), "cuMemAlloc");

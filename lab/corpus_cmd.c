@@ -115,18 +115,6 @@ static int write_file(const char *path, const char *text, size_t len, char *why,
   return kl_outfile_commit(&o, 0, why, whylen);
 }
 
-/* A variant name is a file name in the corpus (train/NAME.cu) and a
- * column of MANIFEST.tsv: no '/', no "..", no tabs or newlines. */
-static int name_ok(const char *name) {
-  if (name[0] == '.') return 0;
-  for (const char *c = name; *c; c++)
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-          (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '+' ||
-          *c == '.'))
-      return 0;
-  return 1;
-}
-
 /* Checked before anything is evaluated: --out must be a new folder, or
  * one without a corpus in it. Writing over an old corpus would leave its
  * files that the new one does not name next to the new ones, and prime
@@ -301,19 +289,8 @@ int lab_corpus(int argc, char **argv) {
     fprintf(stderr, "kernlab corpus: %s\n", why);
     return LAB_EXIT_USAGE;
   }
-  for (int i = 0; i < n; i++)
-    if (!name_ok(v[i].name) || strpbrk(v[i].config, "\t\n\r")) {
-      fprintf(stderr,
-              "kernlab corpus: %s: variant %d: %s: expected letters, "
-              "digits, '_', '-', '+' and '.', not starting with '.' (the "
-              "name is a file of the corpus; both are columns of "
-              "MANIFEST.tsv)\n",
-              script, i + 1, name_ok(v[i].name) ? "config" : "name");
-      for (int k = 0; k < n; k++)
-        free(v[k].source);
-      free(v);
-      return LAB_EXIT_USAGE;
-    }
+  /* names and configs arrive checked (lab/lua_script.c: a name is a file
+   * name, a config has no control bytes, so both fit MANIFEST.tsv) */
   char backend[16];
   kl_backend_resolve("cpu-emu", backend, sizeof backend, why, sizeof why);
   opts.backend = backend;

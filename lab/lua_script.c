@@ -98,10 +98,8 @@ static const char *field_string(lua_State *L, int idx, const char *key,
 
 /* A variant's name is a file name (the corpus's train/NAME.cu) and a line
  * of `kernlab search --list`: letters, digits, '_', '-', '+' and '.', not
- * starting with '.' (so no "..", no '/', no control bytes). The same rule
- * as lab/corpus_cmd.c's name_ok, mirrored here (that file is not this
- * one's to change) so that every seed script's caller gets it; corpus_cmd.c
- * can drop its copy. */
+ * starting with '.' (so no "..", no '/', no control bytes). Checked here
+ * so that every seed script's caller (corpus, search) gets it. */
 static int variant_name_ok(const char *name, size_t len) {
   if (!len || name[0] == '.') return 0;
   for (size_t i = 0; i < len; i++) {
