@@ -22,7 +22,9 @@
 #      on every seed at the default shape: correctness incl. ragged shapes
 #   2b. (only when named in CHECK_STEPS) tests/gpu/test_gpu_eval.py, what
 #      ctest -L gpu runs: mostly steps 2 and 3 again
-#   3. a faulting kernel: expects a cuda:* status and a lab that carries on
+#   3. a faulting kernel: expects a cuda:* status and a lab that carries on;
+#      then tests/gpu/lazy_after_checks.cu (honest while checked, C = 0 once
+#      timed): expects timed_output_wrong and correct false
 #   7. (run before 4-6: the newest code) the policy's CUDA runtime, below
 #   4. every seed at 4096x4096x4096 against the cuBLAS baseline: the table
 #      (kernel, time_us, TFLOP/s, % of cuBLAS, CV, flags); then
@@ -235,6 +237,19 @@ case "$fault" in
   cuda:*) sum "- fault kernel: status $fault (exit $rc): ok" ;;
   *) sum "- fault kernel: status '${fault:-none}' (exit $rc): EXPECTED cuda:*" ;;
 esac
+# a kernel honest through the checks and the warm-up, lazy (C = 0) after:
+# the launch checks of every timed launch must say so
+note "lazy after the checks: tests/gpu/lazy_after_checks.cu"
+kl timeout $(t 90) "$KL" eval --backend gpu --json tests/gpu/lazy_after_checks.cu \
+  >"$L/eval_lazy.jsonl" 2>&1
+rc=$?
+lazy=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+if not r: print("no JSON"); sys.exit()
+r=r[0]; f=r.get("flags") or []
+ok=("timed_output_wrong" in f and not r.get("correct"))
+print("%s: status %s, correct %s, flags %s; %s" % ("ok" if ok else "EXPECTED timed_output_wrong and correct false", r.get("status"), r.get("correct"), ",".join(f), r.get("flag_detail","")[:160]))' "$L/eval_lazy.jsonl" 2>/dev/null)
+sum "- lazy after the checks (exit $rc): ${lazy:-no result}"
 
 fi # step 3
 
