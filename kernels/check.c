@@ -460,14 +460,16 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
     add_detail(out, "%s", detail);
   }
   /* the runner's or the pacer's timed_output_wrong (timed runs that
-   * disagree, a paced launch wrong): a wrong output, as the one below */
+   * disagree; a paced or GPU launch that failed its launch checks): a
+   * wrong output, as the one below */
   if ((rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1) && out->correct) {
     out->correct = 0;
     snprintf(out->error, sizeof out->error,
              "a timed run was wrong although the checked runs were right "
              "(%s)",
-             job->paced ? "a paced launch failed its checks"
-                        : "timed runs on the same inputs disagree");
+             job->paced || !strcmp(out->backend, "gpu")
+                 ? "a timed launch failed its checks"
+                 : "timed runs on the same inputs disagree");
   }
   int n = job->n_shapes, unwritten = 0, others_fail = 0, others_pass = 0;
   for (int s = 0; s < n; s++) {
