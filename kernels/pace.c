@@ -133,12 +133,21 @@ static void *part_main(void *arg) {
   return NULL;
 }
 
+/* Starting and joining a thread costs tens of microseconds (100 on this
+ * project's 2-core VM): a part is worth a thread only with about 2^18
+ * elements of work, a quarter of a millisecond or more. */
+#define MIN_PART_WORK ((size_t)1 << 18)
+
 /* fn over [0, n) in up to `threads` contiguous parts, part t on thread t
- * (part 0 on the caller's). A thread that cannot start leaves its part to
- * the caller: the same work, later. */
-static void split(int threads, size_t n, range_fn fn, verify_job *v) {
+ * (part 0 on the caller's); `work` is the whole's, in elements touched.
+ * A thread that cannot start leaves its part to the caller: the same
+ * work, later. */
+static void split(int threads, size_t n, size_t work, range_fn fn,
+                  verify_job *v) {
   if (threads > MAX_VERIFY_THREADS) threads = MAX_VERIFY_THREADS;
-  if (threads > (int)(n / 64)) threads = (int)(n / 64); /* not worth it */
+  if ((size_t)threads > work / MIN_PART_WORK)
+    threads = (int)(work / MIN_PART_WORK);
+  if ((size_t)threads > n) threads = (int)n;
   if (threads < 1) threads = 1;
   part parts[MAX_VERIFY_THREADS];
   pthread_t tid[MAX_VERIFY_THREADS];
@@ -222,7 +231,7 @@ static void fill_part(verify_job *v, size_t lo, size_t hi, int t) {
 void kl_fill_random_mt(float *x, size_t n, uint64_t seed, uint64_t stream,
                        int threads) {
   verify_job v = {.fill = x, .seed = seed, .stream = stream};
-  split(threads, n, fill_part, &v);
+  split(threads, n, n, fill_part, &v);
 }
 
 void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
@@ -237,7 +246,7 @@ void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
   v->x = scratch;
   v->y = v->x + sh.N;
   v->rb = v->y + sh.K;
-  split(threads, (size_t)sh.M, scan_rows, v);
+  split(threads, (size_t)sh.M, (size_t)sh.M * sh.N, scan_rows, v);
   long unwritten = 0, nonfinite = 0;
   for (int t = 0; t < MAX_VERIFY_THREADS; t++) {
     unwritten += v->unwritten[t];
@@ -251,10 +260,10 @@ void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
   }
   for (int j = 0; j < sh.N; j++)
     v->x[j] = kl_splitmix64(rng) >> 63 ? 1.0 : -1.0;
-  split(threads, (size_t)sh.K, b_times_x, v);
+  split(threads, (size_t)sh.K, (size_t)sh.K * sh.N, b_times_x, v);
   for (int t = 0; t < MAX_VERIFY_THREADS; t++)
     v->bad_row[t] = -1;
-  split(threads, (size_t)sh.M, check_rows, v);
+  split(threads, (size_t)sh.M, (size_t)sh.M * (sh.K + sh.N), check_rows, v);
   for (int t = 0; t < MAX_VERIFY_THREADS; t++) {
     if (v->bad_row[t] < 0) continue; /* parts ascend: the first is first */
     note(res, KL_FLAG_TIMED_OUTPUT_WRONG,

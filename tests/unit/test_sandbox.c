@@ -87,18 +87,16 @@ static void gpu_median(void) {
  * (kernels/gpu_run.c: fresh inputs and kl_verify_launch, both on threads):
  * thread creation must pass, and an honest product pass the checks. */
 static void gpu_launch_checks(void) {
-  enum { D = 256 }; /* 4 rows of 64: every pass splits */
-  static float A[D * D], B[D * D], C[D * D];
+  /* 2^20 elements: each pass is worth 4 threads (kernels/pace.c's split) */
+  enum { D = 1024 };
+  static float A[D * D], B[D * D], C[D * D], d[D];
   static double scratch[3 * D];
   kl_fill_random_mt(A, D * D, 1, 0, 4);
-  kl_fill_random_mt(B, D * D, 1, 1, 4);
-  for (int i = 0; i < D; i++)
-    for (int j = 0; j < D; j++) {
-      double acc = 0;
-      for (int k = 0; k < D; k++)
-        acc += (double)A[i * D + k] * B[k * D + j];
-      C[i * D + j] = (float)acc;
-    }
+  kl_fill_random_mt(d, D, 1, 1, 4);
+  for (int i = 0; i < D; i++) /* B = diag(d): C = A B without a GEMM */
+    B[i * D + i] = d[i];
+  for (int i = 0; i < D * D; i++)
+    C[i] = A[i] * d[i % D];
   kl_pace_result res = {0};
   uint64_t rng = 7;
   kl_verify_launch((kl_shape){D, D, D}, A, B, C, scratch, &rng, 1, 4, &res);

@@ -109,17 +109,20 @@ int main(void) {
     drop(&f);
   }
 
-  make(&f, (kl_shape){128, 96, 64}, 99);
+  /* M N = 2^21 elements: the row passes split into 8 parts (kernels/pace.c
+   * gives a part 2^18 elements at least) */
+  make(&f, (kl_shape){2048, 1024, 16}, 99);
   size_t nc = (size_t)f.sh.M * f.sh.N;
 
-  /* one element wrong by 0.5: the 64 spots draw its row with odds about
-   * 40%, Freivalds' check every time, with the launch named */
+  /* one element wrong by 4 (a row's bound is about 0.4 here): the 64
+   * spots draw its row with odds about 3%, Freivalds' check every time, with
+   * the launch named */
   int freivalds = 0;
   for (int t = 0; t < 50; t++) {
     memcpy(f.W, f.C, nc * sizeof(float));
-    f.W[(size_t)(t % f.sh.M) * f.sh.N + (size_t)(t * 7 % f.sh.N)] += 0.5f;
+    f.W[(size_t)(t * 41 % f.sh.M) * f.sh.N + (size_t)(t * 7 % f.sh.N)] += 4;
     memset(&res, 0, sizeof res);
-    CHECK(verify(&f, &res, 3) == WRONG, "element off by 0.5 (trial %d): %s", t,
+    CHECK(verify(&f, &res, 3) == WRONG, "element off by 4 (trial %d): %s", t,
           res.flag_detail);
     freivalds += strstr(res.flag_detail, "Freivalds") != NULL;
     CHECK(strstr(res.flag_detail, "timed launch 3") != NULL, "detail: %s",
@@ -128,10 +131,11 @@ int main(void) {
   CHECK(freivalds == 50, "Freivalds found %d of 50 single wrong elements",
         freivalds);
 
-  /* rows 5 and 120 wrong: the first is named, on any split */
+  /* rows 5 and 1500 wrong, in different parts: the first is named, on any
+   * split */
   memcpy(f.W, f.C, nc * sizeof(float));
-  f.W[5 * (size_t)f.sh.N + 1] += 1;
-  f.W[120 * (size_t)f.sh.N + 2] += 1;
+  f.W[5 * (size_t)f.sh.N + 1] += 4;
+  f.W[1500 * (size_t)f.sh.N + 2] += 4;
   memset(&res, 0, sizeof res);
   CHECK(verify(&f, &res, 3) == WRONG && strstr(res.flag_detail, "row 5 "),
         "two wrong rows: %s", res.flag_detail);
@@ -198,7 +202,8 @@ int main(void) {
 
   /* kl_fill_random_mt: the values of kl_fill_random, whatever the split */
   {
-    size_t sizes[] = {1, 63, 64 * 7 + 5, 100003};
+    /* the last in 9 parts of 2^18 and more (kernels/pace.c's split) */
+    size_t sizes[] = {1, 63, 100003, ((size_t)9 << 18) + 7};
     for (size_t z = 0; z < 4; z++) {
       size_t nz = sizes[z];
       float *one = malloc(nz * sizeof(float)), *many = malloc(nz * 4);
