@@ -701,7 +701,11 @@ double kl_gpu_cublas_time_us(kl_shape s, const kl_eval_options *opts,
   job->max_samples = KL_MAX_TIMING_SAMPLES;
   job->time_budget_ms = opts->time_budget_ms;
   job->deadline_s = opts->run_deadline_s;
-  job->threads = 1;
+  /* the host's threads for each launch's inputs and checks, as a
+   * candidate's job has them (kernels/check.c) */
+  job->threads =
+      opts->threads > 0 ? opts->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (job->threads < 1) job->threads = 1;
   int ok = kl_gpu_run(opts, job, NULL, 0, rep, &dummy, 0, scratch);
   if (!ok) {
     snprintf(why, whylen, "cuBLAS baseline: %s: %s", scratch->status,
