@@ -22,8 +22,8 @@
  * wall time of each launch. Under the sandbox the supervisor paces them
  * (kernels/pace.c): fresh inputs it drew, its clock, each launch checked
  * before the next; the runner's own samples are a claim held to those.
- * Without it (the fork executor) the runner times and the last output of
- * each timed input set is verified here. These are CPU times: they are
+ * Without it (the fork executor) the runner paces itself the same way, in
+ * the candidate's process. These are CPU times: they are
  * labelled cpu-emu and never presented as GPU speed. The baseline is the
  * naive seed, timed the same way.
  */
@@ -115,16 +115,17 @@ void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
   kl_fill_random_at(x, n, seed, stream, 0);
 }
 
-/* ---- timed inputs that never repeat (kernels.h, kl_scaled) ----
+/* ---- a rerun whose inputs do not repeat (kernels.h, kl_scaled) ----
  * Why: the emulator runs the candidate as native code in the runner's
  * process, so a memo of earlier outputs can live anywhere in it (a probe
- * kept one in
- * the slack after libc's data, found from &memcpy); no build check can
- * see that, but a memo of inputs never seen again is worthless, and one
- * that replays regardless replays the wrong scales (test_emu.c,
- * test_timed_inputs_never_repeat). A kernel would have to detect the
- * scaling itself to replay. Same draws on both backends (kernels/run.c,
- * kernels/gpu_run.c). */
+ * kept one in the slack after libc's data, found from &memcpy); no build
+ * check can see that. The rerun of the first check (second_run) is
+ * compared with the first run: on the same inputs a memo would answer it,
+ * and a race would hide behind the replay. Scaled, a memo keyed on the
+ * values misses and one that replays regardless replays the wrong scales
+ * (test_emu.c, test_rerun_inputs_scaled). Timed launches need none of
+ * this: each has inputs of its own (kl_pace, kernels/gpu_run.c). Same
+ * draws on both backends (kernels/run.c, kernels/gpu_run.c). */
 
 /* 2^e for e in -6 .. 6: multiplying by one is exact, as ldexpf is */
 static const float kl_pow2[13] = {0x1p-6f, 0x1p-5f, 0x1p-4f, 0x1p-3f, 0x1p-2f,
@@ -449,7 +450,6 @@ static void add_detail(kl_result *out, const char *fmt, ...) {
  * where the evidence is a wrong output). Static flags are already set. */
 static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
                            const float *outs, const size_t *offs,
-                           double *const *TR, double *const *TS,
                            kl_result *out) {
   /* What the runner saw: writes outside the buffers, changed inputs. */
   if (rep->flags & KL_FLAGS_DYNAMIC) {
@@ -459,17 +459,14 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
     detail[sizeof detail - 1] = 0;
     add_detail(out, "%s", detail);
   }
-  /* the runner's or the pacer's timed_output_wrong (timed runs that
-   * disagree; a paced or GPU launch that failed its launch checks): a
-   * wrong output, as the one below */
+  /* timed_output_wrong, from whoever drew a timed launch's inputs and
+   * checked its output (kl_verify_launch: the pacer, the runner itself
+   * unpaced, the GPU runner): a wrong output, as the one below */
   if ((rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1) && out->correct) {
     out->correct = 0;
     snprintf(out->error, sizeof out->error,
-             "a timed run was wrong although the checked runs were right "
-             "(%s)",
-             job->paced || !strcmp(out->backend, "gpu")
-                 ? "a timed launch failed its checks"
-                 : "timed runs on the same inputs disagree");
+             "a timed run was wrong although the checked runs were right (a "
+             "timed launch failed its checks)");
   }
   int n = job->n_shapes, unwritten = 0, others_fail = 0, others_pass = 0;
   for (int s = 0; s < n; s++) {
@@ -503,30 +500,6 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
                    "race, e.g. a missing __syncthreads)");
       else
         add_detail(out, "nondeterministic: two runs of the same inputs differ");
-    }
-  }
-  /* Timed runs: fresh inputs per set, each set's last output verified. */
-  for (int k = 0; k < job->n_timed_sets; k++) {
-    kl_shape_check ck = {.shape = job->timed_shape};
-    if (TR[k]) {
-      kl_compare(outs + offs[n + 1 + k], TR[k], TS[k], &ck);
-    } else if (rep->gpu.dev_checked[n + 1 + k]) {
-      ck = rep->gpu.dev_checks[n + 1 + k];
-    } else {
-      continue; /* no reference for this set */
-    }
-    if (!ck.pass) {
-      out->flags |= (uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG;
-      add_detail(out, "timed_output_wrong: timed input set %d, rel_err %.3g", k,
-                 ck.rel_err);
-      if (out->correct) {
-        out->correct = 0;
-        snprintf(out->error, sizeof out->error,
-                 "the output of a timed run is wrong (input set %d, rel_err "
-                 "%.3g) although the checked runs were right",
-                 k, ck.rel_err);
-      }
-      break;
     }
   }
 }
@@ -582,8 +555,7 @@ static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
   kl_run_job again = *job;
   again.n_shapes = 0;
   again.second_run = 0;
-  again.n_timed_sets = 0;
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t offs[KL_OUT_SLOTS];
   size_t n_outs = kl_run_output_layout(&again, offs);
   kl_run_report *rep = calloc(1, sizeof *rep);
   kl_result *scratch = calloc(1, sizeof *scratch);
@@ -745,17 +717,15 @@ static int eval_impl(const char *label, const char *src, size_t len,
   job->n_shapes = timing_only ? 0 : plan_shapes(opts, job->shapes);
   job->timed_shape = target;
   job->second_run = !timing_only;
-  /* A paced job is verified launch by launch by its driver (kl_pace), and
-   * a GPU job by its runner (kernels/gpu_run.c): no timed sets, no
-   * references for them. */
+  /* A paced job's timed launches are driven and verified by the driver
+   * (kl_pace); others by their runner (kernels/run.c, kernels/gpu_run.c),
+   * each launch on inputs of its own: no references for them here. */
   job->paced = !gpu && opts->exec && opts->exec->paced;
-  job->n_timed_sets = timing_only || job->paced || gpu ? 0 : 3;
 
   /* References, made here before the candidate runs, from the same
    * (seed, stream) inputs the runner makes. */
   double *R[KL_MAX_SHAPES] = {0}, *S[KL_MAX_SHAPES] = {0};
-  double *TR[KL_MAX_TIMED_SETS] = {0}, *TS[KL_MAX_TIMED_SETS] = {0};
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t offs[KL_OUT_SLOTS];
   size_t n_outs = kl_run_output_layout(job, offs);
   float *outs = malloc(sizeof(float) * (n_outs ? n_outs : 1));
   kl_run_report *rep = calloc(1, sizeof *rep);
@@ -767,15 +737,6 @@ static int eval_impl(const char *label, const char *src, size_t len,
     S[s] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
     ok = R[s] && S[s] &&
          reference_for(out->seed, 2 * (uint64_t)s, sh, R[s], S[s]) == 0;
-  }
-  for (int k = 0; ok && k < job->n_timed_sets; k++) {
-    kl_shape sh = target;
-    if (gpu && kl_gpu_device_ref(sh)) break; /* checked in the worker */
-    TR[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
-    TS[k] = malloc(sizeof(double) * (size_t)sh.M * sh.N);
-    ok = TR[k] && TS[k] &&
-         reference_for(out->seed, KL_TIMED_STREAM + 2 * (uint64_t)k, sh, TR[k],
-                       TS[k]) == 0;
   }
   rc = KL_OK;
   if (!ok) {
@@ -837,7 +798,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
                    KL_TOL_REL, ck->over_tol, ck->unwritten, ck->nonfinite);
         }
       }
-      dynamic_checks(job, rep, outs, offs, TR, TS, out);
+      dynamic_checks(job, rep, outs, offs, out);
       if (job->paced) paced_samples(rep, out);
       snprintf(out->status, sizeof out->status, "%s",
                out->correct || timing_only ? "ok" : "wrong");
@@ -890,10 +851,6 @@ static int eval_impl(const char *label, const char *src, size_t len,
   for (int s = 0; s < KL_MAX_SHAPES; s++) {
     free(R[s]);
     free(S[s]);
-  }
-  for (int k = 0; k < KL_MAX_TIMED_SETS; k++) {
-    free(TR[k]);
-    free(TS[k]);
   }
   free(outs);
   free(rep);

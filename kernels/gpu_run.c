@@ -9,8 +9,8 @@
  * A and B read back and compared after the checks and after timing; shape
  * 0 run twice. Where the GPU differs from kernels/run.c is the timed
  * launches: each gets inputs of its own and is verified here (below), as
- * kernels/pace.c does for cpu-emu, so no timed set goes back (the job's
- * n_timed_sets must be 0). This process is the lab's own code on the GPU
+ * kernels/pace.c does for cpu-emu, so no timed output goes back. This
+ * process is the lab's own code on the GPU
  * (the candidate is device code only), so the verdicts can be made here.
  *
  * What is GPU-only:
@@ -146,9 +146,9 @@ static void dbuf_free(dbuf *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* Launch launch_no's scaling of the set's own inputs (kl_scaled_inputs,
- * as kernels/run.c does on cpu-emu), on the host copies and the device.
- * Outside any timing window; it costs two uploads of A and B. */
+/* The rerun's scaling of the check's own inputs (kl_scaled_inputs, as
+ * kernels/run.c does on cpu-emu), on the host copies and the device. It
+ * costs two uploads of A and B. */
 static int dbuf_scale(dbuf *b, uint64_t seed, uint64_t launch_no,
                       kl_run_report *rep) {
   if (!b->scaled) {
@@ -629,11 +629,6 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     fail(rep, msg);
     return;
   }
-  if (job->n_timed_sets != 0) {
-    fail(rep, "timed input sets are not used on the GPU (each timed launch "
-              "is verified on inputs of its own): n_timed_sets must be 0");
-    return;
-  }
   size_t offs[KL_GPU_SLOTS];
   kl_run_output_layout(job, offs);
   /* Checks: every shape on fresh inputs; shape 0 twice when asked. */
@@ -654,9 +649,9 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
   }
   if (job->timed) {
     /* One buffer, fresh inputs per launch (time_target): the outputs
-     * are checked there, launch by launch, so no timed set goes back. */
+     * are checked there, launch by launch, so none goes back. */
     dbuf b;
-    int ok = dbuf_make(&b, job, job->timed_shape, KL_TIMED_STREAM, rep) == 0 &&
+    int ok = dbuf_make(&b, job, job->timed_shape, 0, rep) == 0 &&
              time_target(job, &t, &b, rep) == 0 && dbuf_inspect(&b, rep) == 0;
     dbuf_free(&b);
     if (!ok) return;

@@ -349,25 +349,20 @@ typedef struct kl_run_job {
   int max_samples;
   double time_budget_ms;
   double deadline_s; /* wall deadline for the whole job (the supervisor's) */
-  /* Anti-cheat: timed samples rotate over n_timed_sets fresh input sets
-   * (streams KL_TIMED_STREAM + 2k, + 2k + 1) on fresh poisoned outputs, and
-   * the last output of each set comes back to be verified. Each launch
-   * scales the set's rows of A and columns of B by its own powers of two
-   * (exact; undone on the output), so no two launches see the same inputs
-   * (kl_scaled). */
-  int n_timed_sets;
-  int second_run; /* run shapes[0] again on a fresh output (determinism;
-                     on cpu-emu with each block's threads in reverse order,
-                     kl_emu_set_reverse) */
+  int second_run;    /* run shapes[0] again on a fresh output (determinism;
+                        on cpu-emu with each block's threads in reverse order,
+                        kl_emu_set_reverse) */
   /* cpu-emu: the timed launches are driven from outside the runner's
    * process (kl_pace): the driver writes fresh inputs it drew from a seed
    * the runner never sees, starts each launch, times it on its own clock
-   * and verifies it before the next. n_timed_sets is then 0. */
+   * and verifies it before the next. Unpaced (kl_run_forked, in-process
+   * runs) the runner drives its own launches the same way, and the GPU
+   * runner does as much on the device (kernels/gpu_run.c): every timed
+   * launch has inputs of its own and is checked on them. */
   int paced;
 } kl_run_job;
 
-#define KL_TIMED_STREAM 1000
-#define KL_MAX_TIMED_SETS 4
+#define KL_OUT_SLOTS (KL_MAX_SHAPES + 2) /* kl_run_output_layout's offs */
 #define KL_CANARY_FLOATS 1024      /* guard band on each side of every buffer */
 #define KL_CANARY_BITS 0x7fb1c0deu /* each float of a band, as bits */
 /* Fills one band (KL_CANARY_FLOATS floats at band) with the canary; and
@@ -378,7 +373,7 @@ int kl_canary_intact(const float *band);
 
 /* What a GPU run adds to its report (kernels/gpu.c); all zero on cpu-emu.
  * Output slots are indexed as kl_run_output_layout's offs. */
-#define KL_GPU_SLOTS (KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2)
+#define KL_GPU_SLOTS KL_OUT_SLOTS
 typedef struct kl_gpu_stats {
   int valid;       /* 1 when a GPU run filled this */
   char status[48]; /* "cuda:ILLEGAL_ADDRESS" etc. after a CUDA error */
@@ -406,7 +401,7 @@ typedef struct kl_gpu_stats {
 } kl_gpu_stats;
 
 /* What the run reports back. Outputs travel separately: one C per checked
- * shape, then the C of the last timed run (kl_run_output_floats). */
+ * shape, then the rerun of the first (kl_run_output_layout). */
 typedef struct kl_run_report {
   int done;         /* every run finished */
   int failed;       /* a launch failed: why says how */
@@ -431,31 +426,24 @@ typedef struct kl_run_report {
 } kl_run_report;
 
 /* Offsets (in floats) of each output in the outputs buffer; returns the
- * total. Layout: one C per checked shape; the second run of shape 0 (if
- * second_run); the last timed C of each timed set. offs has
- * KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2 entries: offs[s] for check s,
- * offs[n_shapes] the second run, offs[n_shapes + 1 + k] timed set k. */
+ * total. Layout: one C per checked shape, then the second run of shape 0
+ * (if second_run). offs has KL_OUT_SLOTS entries: offs[s] for check s,
+ * offs[n_shapes] the second run, offs[n_shapes + 1] the end. Timed
+ * launches send no output back: each is checked where its inputs were
+ * drawn (kl_verify_launch). */
 size_t kl_run_output_layout(const kl_run_job *job, size_t *offs);
 
-/* Whether two outputs of one kernel on the same inputs agree: equal but
- * for float rounding of another summation order (atomics), 1e-4 of the
- * larger magnitude; NaN (the poison of an unwritten element) agrees with
- * nothing. Every timed output must agree with the one before it on the
- * same inputs, on both backends (kernels/run.c, kernels/gpu_run.c). */
-int kl_outputs_agree(const float *a, const float *b, size_t n);
-
-/* Timed inputs that never repeat (kernels/check.c). Each timed launch, on
- * both backends, gets its set's inputs with every row of A and every
- * column of B scaled by its own power of two, 2^-3 .. 2^3, drawn from
- * (seed, launch_no). Powers of two scale exactly, so C' = Dr C Dc and
- * kl_scaled_output gives back the bits the set's own inputs would have:
- * the agreement between a set's launches and the verification of its
- * last output are unchanged, while no launch sees inputs an earlier one
- * saw, and a memo of earlier outputs, kept anywhere, misses or replays
- * the wrong scales. */
+/* A rerun whose inputs do not repeat (kernels/check.c). The second run
+ * of shape 0 (second_run, on both backends) gets its check's inputs with
+ * every row of A and every column of B scaled by its own power of two,
+ * 2^-3 .. 2^3, drawn from (seed, launch_no). Powers of two scale exactly,
+ * so C' = Dr C Dc and kl_scaled_output gives back the bits the check's
+ * own inputs would have: the comparison of the two runs is unchanged,
+ * while a memo of the first run's output, kept anywhere, replays the
+ * wrong scales. */
 typedef struct kl_scaled {
   kl_shape sh;
-  float *A0, *B0;       /* the set's own inputs (copies) */
+  float *A0, *B0;       /* the check's own inputs (copies) */
   signed char *er, *ec; /* the last launch's exponents: rows, columns */
 } kl_scaled;
 #define KL_SCALED_RERUN 0x5ec0dull /* launch_no of the reversed rerun */
@@ -533,6 +521,8 @@ typedef struct kl_pace_result {
 /* Floats of job's paced region (0 unless job is timed and paced): the
  * outputs' buffer holds them after kl_run_output_layout's total. */
 size_t kl_pace_floats(const kl_run_job *job);
+/* Floats of a paced region for the timed shape sh. */
+size_t kl_pace_region_floats(kl_shape sh);
 /* A, B and C inside a paced region at base. */
 void kl_pace_buffers(kl_shape sh, float *base, float **A, float **B, float **C);
 /* Drives job's timed launches over io on region (kl_pace_floats(job)
@@ -931,7 +921,8 @@ int kl_gpu_init(char *why, size_t whylen);
 /* Runs job on the GPU: loads cubin (NULL: cuBLAS SGEMM, the baseline),
  * reads kl_launch from the module, records attributes and occupancy, checks
  * every shape on NaN-poisoned outputs with canary bands, runs shape 0 again,
- * then times over rotating input sets with an L2 flush before each sample
+ * then times, each launch on inputs of its own checked after it
+ * (kl_verify_launch), with an L2 flush before each sample
  * (CUPTI kernel records; events and host wall time as cross-checks; the
  * kl_stats stopping rule). Same output contract as kl_run_execute. After a
  * CUDA error rep->gpu.status is "cuda:<NAME>" and the context is unusable:

@@ -57,11 +57,14 @@ static double now_us(void) {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-size_t kl_pace_floats(const kl_run_job *job) {
-  if (!job->timed || !job->paced) return 0;
-  kl_shape sh = job->timed_shape;
+size_t kl_pace_region_floats(kl_shape sh) {
   return (size_t)sh.M * sh.K + (size_t)sh.K * sh.N + (size_t)sh.M * sh.N +
          4 * (size_t)KL_CANARY_FLOATS;
+}
+
+size_t kl_pace_floats(const kl_run_job *job) {
+  if (!job->timed || !job->paced) return 0;
+  return kl_pace_region_floats(job->timed_shape);
 }
 
 void kl_pace_buffers(kl_shape sh, float *base, float **A, float **B,

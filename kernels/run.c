@@ -7,8 +7,9 @@
  * reference, so only the seed crosses the pipe. Outputs are poisoned before
  * every launch. A paced job's timed launches (the sandbox's) wait for the
  * driver (kernels/pace.c), which makes their inputs and checks them; an
- * unpaced job's use their own output buffers, whose last content goes
- * back so the caller can verify the timed runs too.
+ * unpaced job's are driven by this process with the same kl_pace, so
+ * either way every timed launch has inputs of its own and is checked
+ * before the next, and no timed output goes back.
  *
  * The fork executor (kl_run_forked) has no seccomp: it is for unit tests and
  * benches. `kernlab eval` always runs jobs in the sandbox's workers.
@@ -42,13 +43,7 @@ size_t kl_run_output_layout(const kl_run_job *job, size_t *offs) {
   offs[job->n_shapes] = total;
   if (job->second_run && job->n_shapes > 0)
     total += (size_t)job->shapes[0].M * job->shapes[0].N;
-  int sets = job->timed ? job->n_timed_sets : 0;
-  if (sets < 0) sets = 0;
-  if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
-  for (int k = 0; k <= sets; k++) {
-    offs[job->n_shapes + 1 + k] = total;
-    if (k < sets) total += (size_t)job->timed_shape.M * job->timed_shape.N;
-  }
+  offs[job->n_shapes + 1] = total;
   return total;
 }
 
@@ -147,16 +142,6 @@ static void note_flag(kl_run_report *rep, int bit, const char *what,
            "%s%s at %dx%dx%d", used ? "; " : "", what, sh.M, sh.N, sh.K);
 }
 
-int kl_outputs_agree(const float *a, const float *b, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    float x = a[i], y = b[i];
-    if (x == y) continue;
-    float d = fabsf(x - y), mag = fmaxf(fabsf(x), fabsf(y));
-    if (!(d <= 1e-4f * mag)) return 0;
-  }
-  return 1;
-}
-
 /* One launch on b (poisoned first), then the guards and input checksums.
  * Returns the launch's wall time in microseconds, or -1 on failure. */
 static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
@@ -184,9 +169,9 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
   return dt;
 }
 
-/* This launch's scaled inputs in b (kl_scaled_inputs, kernels/check.c:
- * a memo of outputs, kept anywhere in this process, never sees the same
- * inputs twice), and their checksums (launch()). */
+/* The rerun's scaled inputs in b (kl_scaled_inputs, kernels/check.c: a
+ * memo of the first run's output, kept anywhere in this process, does not
+ * see the same inputs again), and their checksums (launch()). */
 static void scale_buffers(kl_scaled *ss, buffers *b, uint64_t seed,
                           uint64_t launch_no) {
   kl_scaled_inputs(ss, b->A, b->B, seed, launch_no);
@@ -230,6 +215,68 @@ static void paced_runs(kl_emu_module *m, const kl_run_job *job,
   }
 }
 
+/* Unpaced timing (kl_run_forked and in-process runs: no sandbox, nobody
+ * outside to drive it): this process drives its own launches with
+ * kl_pace, as the supervisor drives a sandboxed runner's, so every timed
+ * launch has fresh inputs from a secret seed and is checked before the
+ * next, on either side of the sandbox. Go runs the launch at once; done
+ * says how it went. It trusts the candidate, which runs in this process
+ * and could reach the driver's state: the sandbox is what does not. */
+typedef struct self_pace {
+  kl_emu_module *m;
+  const kl_run_job *job;
+  kl_run_report *rep;
+  float *region;
+  int ok;
+} self_pace;
+
+static int self_go(void *ctx, int n) {
+  self_pace *p = ctx;
+  if (n < 0) return 0;
+  kl_shape sh = p->job->timed_shape;
+  float *A, *B, *C;
+  kl_pace_buffers(sh, p->region, &A, &B, &C);
+  double t0 = now_us();
+  int rc = kl_emu_run(p->m, A, B, C, sh.M, sh.N, sh.K, p->job->threads,
+                      p->rep->why, sizeof p->rep->why);
+  p->rep->launch_us += now_us() - t0;
+  p->ok = rc == KL_OK;
+  if (!p->ok) {
+    p->rep->failed = 1;
+    p->rep->deadlock = strstr(p->rep->why, "deadlock") != NULL;
+  }
+  return 0;
+}
+
+static int self_done(void *ctx) {
+  return ((self_pace *)ctx)->ok;
+}
+
+static void self_paced_runs(kl_emu_module *m, const kl_run_job *job,
+                            kl_run_report *rep) {
+  self_pace p = {m, job, rep, NULL, 0};
+  kl_pace_result *res = malloc(sizeof *res);
+  p.region = malloc(sizeof(float) * kl_pace_region_floats(job->timed_shape));
+  if (!res || !p.region) {
+    free(res);
+    free(p.region);
+    snprintf(rep->why, sizeof rep->why, "out of memory for timing");
+    rep->failed = 1;
+    return;
+  }
+  kl_pace_io io = {&p, self_go, self_done};
+  kl_pace(job, p.region, &io, res);
+  if (res->ended == -2 && !rep->failed) {
+    snprintf(rep->why, sizeof rep->why, "out of memory for timing");
+    rep->failed = 1;
+  }
+  rep->samples = res->samples;
+  memcpy(rep->sample_us, res->sample_us, sizeof(double) * (size_t)res->samples);
+  kl_report_flags(rep, res->flags, res->flag_detail);
+  free(res);
+  free(p.region);
+}
+
 void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
                     const kl_run_hooks *hooks) {
   static const kl_run_hooks none = {NULL, NULL, NULL, NULL};
@@ -250,7 +297,7 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     rep->failed = 1;
     return;
   }
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t offs[KL_OUT_SLOTS];
   size_t n_outs = kl_run_output_layout(job, offs);
   /* Checks: every shape on fresh inputs; shape 0 twice when asked. */
   for (int s = 0; s < job->n_shapes; s++) {
@@ -291,66 +338,8 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
     paced_runs(m, job, rep, outs + n_outs, hooks);
     if (rep->failed) return;
   }
-  /* Unpaced timing (kl_run_forked: no sandbox, nobody outside to drive it;
-   * the GPU runner mirrors it): rotate over fresh input sets, each launch
-   * on a fresh poisoned output and on its own scaling of the set's inputs
-   * (kl_scaled_inputs); the last output of each set, scaled back, goes back
-   * for verification. */
   if (job->timed && !job->paced) {
-    int sets = job->n_timed_sets < 1 ? 1 : job->n_timed_sets;
-    if (sets > KL_MAX_TIMED_SETS) sets = KL_MAX_TIMED_SETS;
-    buffers b[KL_MAX_TIMED_SETS];
-    kl_scaled ss[KL_MAX_TIMED_SETS];
-    memset(b, 0, sizeof b);
-    memset(ss, 0, sizeof ss);
-    kl_shape sh = job->timed_shape;
-    size_t nc = (size_t)sh.M * sh.N;
-    for (int k = 0; k < sets; k++) {
-      if (buffers_make(&b[k], job, sh, KL_TIMED_STREAM + 2 * (uint64_t)k) !=
-              0 ||
-          kl_scaled_init(&ss[k], b[k].A, b[k].B, sh) != 0) {
-        snprintf(rep->why, sizeof rep->why, "out of memory for inputs");
-        rep->failed = 1;
-        for (int j = 0; j <= k; j++) {
-          buffers_free(&b[j]);
-          kl_scaled_free(&ss[j]);
-        }
-        return;
-      }
-    }
-    double total = 0;
-    int seen[KL_MAX_TIMED_SETS] = {0};
-    for (int i = -1; i < job->max_samples && i < KL_MAX_TIMING_SAMPLES; i++) {
-      int k = (i + sets) % sets; /* the warm-up uses the last set */
-      scale_buffers(&ss[k], &b[k], job->seed, (uint64_t)(i + 1));
-      double dt = launch(m, &b[k], job, rep);
-      if (dt < 0) break;
-      kl_scaled_output(&ss[k], b[k].C);
-      if (job->n_timed_sets > 0) {
-        float *prev = outs + offs[job->n_shapes + 1 + k];
-        /* Only each set's last output is verified against the reference:
-         * every other must agree with the one before it on the same
-         * inputs, or a kernel could skip (or fake) the work on the launches
-         * it can tell are not verified (a launch counter). O(M N) next to
-         * the launch's O(M N K). */
-        if (seen[k]++ && !kl_outputs_agree(prev, b[k].C, nc))
-          note_flag(rep, KL_FLAG_TIMED_OUTPUT_WRONG,
-                    "timed runs on the same inputs disagree (work skipped "
-                    "on some launches?)",
-                    sh);
-        memcpy(prev, b[k].C, nc * sizeof(float));
-      }
-      if (i < 0) continue;
-      rep->sample_us[rep->samples++] = dt;
-      total += dt;
-      if (rep->samples >= 5 && rep->samples >= sets &&
-          total >= job->time_budget_ms * 1e3)
-        break;
-    }
-    for (int k = 0; k < sets; k++) {
-      buffers_free(&b[k]);
-      kl_scaled_free(&ss[k]);
-    }
+    self_paced_runs(m, job, rep);
     if (rep->failed) return;
   }
   rep->done = 1;

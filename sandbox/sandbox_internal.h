@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SBX_PROTOCOL_VERSION 4 /* 2: CRC-32C frames; 3: MARK; 4: PACE */
+/* 2: CRC-32C frames; 3: MARK; 4: PACE; 5: no timed input sets */
+#define SBX_PROTOCOL_VERSION 5
 
 /* Message types. */
 enum {

@@ -194,14 +194,12 @@ static int run_worker(void) {
   memcpy(&job, msg, sizeof job);
   free(msg);
   job.so_path[sizeof job.so_path - 1] = 0;
-  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES ||
-      job.n_timed_sets < 0 || job.n_timed_sets > KL_MAX_TIMED_SETS)
-    return 1;
+  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES) return 1;
   /* The filter lets no thread start: the job runs on the threads started
    * above (more than one per core would not run faster anyway). */
   if (job.threads > pool_threads) job.threads = pool_threads;
   if (job.threads < 1) job.threads = 1;
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t offs[KL_OUT_SLOTS];
   size_t n_outs = kl_run_output_layout(&job, offs);
   /* The outputs live in the memfd the supervisor sized for this job, a
    * paced job's timed buffers after them (populated at once: one fault
@@ -430,10 +428,8 @@ static int run_gpu_worker(void) {
   memcpy(&job, msg, sizeof job);
   const uint8_t *cubin = msg + sizeof job;
   size_t cubin_size = len - sizeof job;
-  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES ||
-      job.n_timed_sets < 0 || job.n_timed_sets > KL_MAX_TIMED_SETS)
-    return 1;
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  if (job.n_shapes < 0 || job.n_shapes > KL_MAX_SHAPES) return 1;
+  size_t offs[KL_OUT_SLOTS];
   size_t n_outs = kl_run_output_layout(&job, offs);
   /* The outputs go into the memfd the supervisor sized for this job, as
    * run-cpu-emu's do: at 4096^2 they are hundreds of MB, which the reply

@@ -453,13 +453,14 @@ static void test_shared_starts_undefined(void) {
                 "an uninitialised local of a fiber", 0);
 }
 
-/* The runner compares every timed output with the one before it on the
- * same inputs: a kernel that skips the work on some timed launch (here by
- * a launch counter in a page this test maps and writes into the source as
- * an address: host memory the kernel's module does not own, so neither
- * its read-only data nor the poisoned stacks and TLS reset it) raises
- * timed_output_wrong even though the verified last outputs are right. */
-static void test_timed_outputs_agree(void) {
+/* Unpaced, the runner drives its own timed launches (kl_pace in its
+ * process) and checks every one: a kernel that skips the work on one
+ * timed launch (here by a launch counter in a page this test maps and
+ * writes into the source as an address: host memory the kernel's module
+ * does not own, so neither its read-only data nor the poisoned stacks and
+ * TLS reset it) raises timed_output_wrong although every other launch is
+ * right. */
+static void test_timed_launches_checked(void) {
   int *counter = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   CHECK(counter != MAP_FAILED, "counter page: %s", strerror(errno));
@@ -495,8 +496,7 @@ static void test_timed_outputs_agree(void) {
   job.timed = 1;
   job.max_samples = 6;
   job.time_budget_ms = 0;
-  job.n_timed_sets = 2;
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t offs[KL_OUT_SLOTS];
   size_t n = kl_run_output_layout(&job, offs);
   /* in a child, as the sandbox runs it: the module stays loaded */
   size_t bytes = sizeof(kl_run_report) + n * sizeof(float);
@@ -505,8 +505,8 @@ static void test_timed_outputs_agree(void) {
   if (map == MAP_FAILED) return;
   kl_run_report *rep = map;
   float *outs = (float *)(rep + 1);
-  /* launches: the check (1), the warm-up (2, set 1), sample 0 (3, set 0:
-   * skipped), samples 1..5 (sets 1, 0, 1, 0, 1): set 0's last is right */
+  /* launches: the check (1), the warm-up (2), sample 1 (3: skipped),
+   * samples 2..6 (right) */
   pid_t kid = fork();
   if (kid == 0) {
     kl_run_execute(&job, rep, outs, NULL);
@@ -515,20 +515,20 @@ static void test_timed_outputs_agree(void) {
   waitpid(kid, NULL, 0);
   CHECK(rep->done && !rep->failed, "run: %s", rep->why);
   CHECK(rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1,
-        "timed runs that disagree raise timed_output_wrong: flags %#llx (%s)",
+        "a skipped timed launch raises timed_output_wrong: flags %#llx (%s)",
         (unsigned long long)rep->flags, rep->flag_detail);
   munmap(map, bytes);
   munmap(counter, 4096);
 }
 
-/* Timed launches never see the inputs an earlier launch saw (run.c,
- * scaled_inputs): a memo kept in host memory the module does not own
- * (here a page this test maps; a candidate would find libc's) and keyed
- * on the input values never hits, and one keyed on the input pointer
- * replays outputs with the wrong scales, which timed_output_wrong names.
- * Before, every timed launch of a set repeated its inputs (and the
- * reversed rerun of the check its check's) and both memos replayed
- * unnoticed. */
+/* No launch sees the inputs an earlier one saw: each timed launch has its
+ * own, from a secret seed (kl_pace), and the reversed rerun of the check
+ * has its check's scaled (kl_scaled). A memo kept in host memory the
+ * module does not own (here a page this test maps; a candidate would find
+ * libc's) and keyed on the input values never hits, and one keyed on the
+ * input pointer replays outputs made for other inputs, which the launch
+ * checks name (timed_output_wrong). Once, every timed launch of an input
+ * set repeated its inputs, and both memos replayed unnoticed. */
 typedef struct kl_memo_page {
   unsigned long long key[8];
   int filled[8];
@@ -584,8 +584,7 @@ static void memo_run(const char *key_expr, kl_memo_page *page,
   job.threads = 1;
   job.timed = 1;
   job.max_samples = 6;
-  job.n_timed_sets = 2;
-  size_t offs[KL_MAX_SHAPES + KL_MAX_TIMED_SETS + 2];
+  size_t offs[KL_OUT_SLOTS];
   size_t n = kl_run_output_layout(&job, offs);
   size_t bytes = sizeof(kl_run_report) + n * sizeof(float);
   void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -601,14 +600,14 @@ static void memo_run(const char *key_expr, kl_memo_page *page,
   munmap(map, bytes);
 }
 
-static void test_timed_inputs_never_repeat(void) {
+static void test_memo_misses_or_is_caught(void) {
   kl_memo_page *page = mmap(NULL, sizeof(kl_memo_page), PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   CHECK(page != MAP_FAILED, "memo page: %s", strerror(errno));
   if (page == MAP_FAILED) return;
   kl_run_report rep;
   uint64_t wrong = (uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG;
-  /* keyed on the values: it never hits, and the launches agree */
+  /* keyed on the values: it never hits, and every launch computes */
   memo_run("(unsigned long long)A ^ (unsigned long long)(long long)(vs * "
            "1e6f)",
            page, &rep);
@@ -617,7 +616,7 @@ static void test_timed_inputs_never_repeat(void) {
         "a value-keyed memo replayed %d of %d timed launches", page->replays,
         page->launches + page->replays);
   CHECK(!(rep.flags & wrong), "a kernel that computes: %s", rep.flag_detail);
-  /* keyed on the pointer: it replays, with the last launch's scales */
+  /* keyed on the pointer: it replays an earlier launch's output */
   memo_run("(unsigned long long)A", page, &rep);
   CHECK(page->replays > 0, "a pointer-keyed memo replays (%d)", page->replays);
   CHECK(rep.flags & wrong,
@@ -883,8 +882,8 @@ int main(void) {
    * pool thread with a 0-0 stack; sched_stack_lo) */
   /* (this one forks before any launch here: a child of a process whose
    * pool threads exist would wait for them) */
-  test_timed_outputs_agree();
-  test_timed_inputs_never_repeat();
+  test_timed_launches_checked();
+  test_memo_misses_or_is_caught();
   test_module_data_read_only();
   test_second_load_refused();
   test_reverse_order();
