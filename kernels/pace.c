@@ -14,6 +14,13 @@
  * verdict on each launch (before the next one starts, so no launch can
  * finish its work after it said done).
  *
+ * The same driver serves an unpaced run (kernels/run.c: the fork
+ * executor, in-process runs), with go and done inside the runner, which
+ * then trusts its candidate; and the checks on one launch
+ * (kl_verify_launch) serve the GPU runner too (kernels/gpu_run.c), which
+ * is the lab's own code there. So every timed launch, on every path, has
+ * inputs of its own and is checked before the next.
+ *
  * Region layout, in floats: band A band B band C band, each band
  * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd)
  * and can write all of it: the inputs' reference copies stay here.
