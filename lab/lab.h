@@ -133,9 +133,11 @@ void lab_flag_list(const res_reader *r, uint64_t flags, const char *sep,
 /* Formats v with fmt into buf, or "-" for NaN and negative ("not
  * measured") values. Returns buf. */
 const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v);
-/* A reward for a terminal line: fmt (decimals) while |v| < 1e6, else four
- * significant digits with an exponent (a formula may return 1e300, which
- * "%f" prints as 301 digits); "nan", "inf" as printf says them. */
+/* A reward for a terminal line: fmt (decimals) while 1e-3 <= |v| < 1e6
+ * (or v is 0), else four significant digits with an exponent (a formula
+ * may return 1e300, which "%f" prints as 301 digits, or work at a scale
+ * of 1e-5, which "%.4f" prints as 0.0000); "nan", "inf" as printf says
+ * them. */
 const char *lab_fmt_reward(char *buf, size_t len, const char *fmt, double v);
 
 /* ---- lab/eval_glue.c: a kl_result for the other modules ---- */

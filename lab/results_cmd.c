@@ -192,7 +192,10 @@ const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v) {
 }
 
 const char *lab_fmt_reward(char *buf, size_t len, const char *fmt, double v) {
-  if (isfinite(v) && fabs(v) >= 1e6) /* keeping fmt's "+", if it has one */
+  /* Past fmt's fixed decimals either way (a formula edited to a scale of
+   * 1e-5 printed 0.0000 everywhere): four significant digits instead,
+   * keeping fmt's "+", if it has one. */
+  if (isfinite(v) && (fabs(v) >= 1e6 || (v != 0 && fabs(v) < 1e-3)))
     snprintf(buf, len, fmt[1] == '+' ? "%+.4g" : "%.4g", v);
   else
     snprintf(buf, len, fmt, v);
@@ -364,7 +367,7 @@ static int show_stats(const res_reader *r, int64_t id) {
 
 static void show_metrics(const res_reader *r, const res_candidate *c,
                          size_t src_len) {
-  char a[32], b[32], d[32], fl[512], sha[65];
+  char a[32], b[32], d[32], rw[32], fl[512], sha[65];
   char label[4 * sizeof c->label];
   printf("candidate %lld  %s\n", (long long)c->id,
          lab_printable(c->label, sizeof c->label, label, sizeof label));
@@ -401,12 +404,14 @@ static void show_metrics(const res_reader *r, const res_candidate *c,
   if (isnan(c->reward))
     printf("  reward      - (not scored)\n");
   else
-    printf("  reward      %.4f  (script sha256 %.16s)\n", c->reward,
+    printf("  reward      %s  (script sha256 %.16s)\n",
+           lab_fmt_reward(rw, sizeof rw, "%.4f", c->reward),
            c->reward_sha256[0] ? c->reward_sha256 : "-");
   const double *comp = res_components(r, c->id);
   for (int j = 0; j < res_component_count(r); j++)
     if (comp && !isnan(comp[j]))
-      printf("    %-24s %+.4f\n", res_component_name(r, j), comp[j]);
+      printf("    %-24s %s\n", res_component_name(r, j),
+             lab_fmt_reward(rw, sizeof rw, "%+.4f", comp[j]));
   printf("  seed        %llu  compile %.1f ms\n", (unsigned long long)c->seed,
          c->compile_ms);
   sha_hex(c->src_sha256, sha);
