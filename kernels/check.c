@@ -197,7 +197,7 @@ void kl_scaled_output(const kl_scaled *ss, float *C) {
  * stream, shape): every candidate of a campaign step (and of a search
  * step) is evaluated with the step's seed, so they all check against the
  * same float64 products, which cost more than the emulated kernel at small
- * shapes (four 256^3 references are about a quarter of an evaluation). The
+ * shapes (tests/bench/bench_reference measures what the cache saves). The
  * cache keeps the most recently used ones (REF_CACHE_BYTES in all, none
  * larger than a quarter of that) for the evaluation threads to share. A
  * hit is a copy, exactly what the computation gives. */
