@@ -226,10 +226,13 @@ fi # step 2b
 
 # ---- 3. a faulting kernel ----
 if want 3; then
+# one kernel through `eval --backend gpu --json` into $L/$2; rc its exit
+eval_one() {
+  kl timeout $(t 90) "$KL" eval --backend gpu --json "$1" >"$L/$2" 2>&1
+  rc=$?
+}
 note "fault: tests/gpu/fault_null_write.cu"
-kl timeout $(t 90) "$KL" eval --backend gpu --json tests/gpu/fault_null_write.cu \
-  >"$L/eval_fault.jsonl" 2>&1
-rc=$?
+eval_one tests/gpu/fault_null_write.cu eval_fault.jsonl
 fault=$(python3 -c 'import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 print(r[0]["status"] if r else "no JSON")' "$L/eval_fault.jsonl" 2>/dev/null)
@@ -240,9 +243,7 @@ esac
 # a kernel honest through the checks and the warm-up, lazy (C = 0) after:
 # the launch checks of every timed launch must say so
 note "lazy after the checks: tests/gpu/lazy_after_checks.cu"
-kl timeout $(t 90) "$KL" eval --backend gpu --json tests/gpu/lazy_after_checks.cu \
-  >"$L/eval_lazy.jsonl" 2>&1
-rc=$?
+eval_one tests/gpu/lazy_after_checks.cu eval_lazy.jsonl
 lazy=$(python3 -c 'import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 if not r: print("no JSON"); sys.exit()
