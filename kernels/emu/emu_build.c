@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -469,9 +470,17 @@ static const char mma_stub[] =
 
 /* Compiles text into the .so at so_path (through a temporary folder and an
  * atomic rename). */
+/* Each build folder holds BUILD_LOCK, flock'ed by the process that made
+ * it for as long as it uses the folder. A pid alone is not proof of death:
+ * a cache shared with a lab in another PID namespace names a pid that
+ * means nothing here (kill says ESRCH while that lab compiles). */
+#define BUILD_LOCK ".lock"
+
 /* Removes the build folders (emu-build-PID-*) of processes that are gone:
  * a lab killed mid-compile leaves its folder (and, before TMPDIR pointed
- * there, the compiler's temporaries). Once per process. */
+ * there, the compiler's temporaries). Gone means the pid is not alive here
+ * and nobody holds the folder's lock (a folder without one, from an older
+ * kernlab or a moment old, goes by the pid alone). Once per process. */
 static void sweep_build_dirs(void) {
   static int swept;
   if (__atomic_exchange_n(&swept, 1, __ATOMIC_SEQ_CST)) return;
@@ -485,9 +494,16 @@ static void sweep_build_dirs(void) {
         pid == (long)getpid())
       continue;
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive */
-    char path[1024];
+    char path[1024], lock[1100];
     snprintf(path, sizeof path, "%s/%s", kl_cache_dir(), e->d_name);
+    snprintf(lock, sizeof lock, "%s/%s", path, BUILD_LOCK);
+    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      close(fd); /* held: its lab is alive elsewhere */
+      continue;
+    }
     remove_tree(path);
+    if (fd >= 0) close(fd);
   }
   if (d) closedir(d);
 }
@@ -609,6 +625,12 @@ static int host_compile(const char *text, const char *so_path, char *why,
              strerror(errno));
     return KL_EENV;
   }
+  /* held until the folder is gone (sweep_build_dirs); a new file of our
+   * own, so the lock never waits */
+  char lock[700];
+  snprintf(lock, sizeof lock, "%s/%s", dir, BUILD_LOCK);
+  int lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (lock_fd >= 0) flock(lock_fd, LOCK_EX);
   int rc = KL_EENV;
   if (write_file(dir, "candidate.cpp", text) ||
       write_file(dir, "cuda_shim.h", kl_emu_shim_header) ||
@@ -631,6 +653,7 @@ static int host_compile(const char *text, const char *so_path, char *why,
     }
   }
   remove_tree(dir);
+  if (lock_fd >= 0) close(lock_fd);
   return rc;
 }
 

@@ -6,6 +6,7 @@ GROUP is one of: seeds, broken, inputs, isolation, sandbox, cli. Each group is i
 ctest test (label `integration`) so they run in parallel. Standard library
 only. Prints "N passed, N failed" and exits non-zero on any failure.
 """
+import fcntl
 import json
 import os
 import shutil
@@ -422,6 +423,30 @@ def group_cli():
     rc, _, _ = kernlab("eval", naive, *FAST, env=env)
     check(rc == 0 and not [d for d in os.listdir(cache) if d.startswith("emu-build-")],
           "the killed compile's build folder is swept: %s" % os.listdir(cache))
+    # a build folder whose pid is dead here but whose lock is held (a lab
+    # in another PID namespace sharing the cache, compiling) is kept; once
+    # the lock is free it goes
+    with open("/proc/sys/kernel/pid_max") as f:
+        dead = int(f.read()) - 1
+    while dead > 1:
+        try:
+            os.kill(dead, 0)
+            dead -= 1
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            dead -= 1
+    held = os.path.join(cache, "emu-build-%d-held" % dead)
+    os.makedirs(held)
+    lock = open(os.path.join(held, ".lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    rc, _, _ = kernlab("eval", naive, *FAST, env=env)
+    check(rc == 0 and os.path.isdir(held),
+          "a locked build folder of a pid dead here is kept: %s" % os.listdir(cache))
+    lock.close()
+    rc, _, _ = kernlab("eval", naive, *FAST, env=env)
+    check(rc == 0 and not os.path.exists(held),
+          "unlocked, it is swept: %s" % os.listdir(cache))
     shutil.rmtree(cache, ignore_errors=True)
 
 
