@@ -326,27 +326,28 @@ void kl_emu_set_launcher(const char *const *prefix) {
 
 static double compile_deadline_s = KL_HOST_COMPILE_DEADLINE_S;
 
-/* The compiles in flight (process group ids; 0 free), for
- * kl_emu_kill_compiles from a signal handler: plain atomics, no lock. */
+/* The compiles in flight (process group ids; 0 free, -1 taken by a
+ * compile about to start), for kl_emu_kill_compiles from a signal
+ * handler: plain atomics, no lock. A compile takes its slot before it
+ * starts and waits while every slot is taken (more compiles at once than
+ * slots: eval --jobs goes to 1024), so none runs unregistered. */
 #define MAX_LIVE_COMPILES 64
 static pid_t live_compiles[MAX_LIVE_COMPILES];
 
-static void compile_started(pid_t pid) {
-  for (int i = 0; i < MAX_LIVE_COMPILES; i++) {
-    pid_t free_slot = 0;
-    if (__atomic_compare_exchange_n(&live_compiles[i], &free_slot, pid, 0,
-                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-      return;
+static int compile_slot(void) {
+  for (;;) {
+    for (int i = 0; i < MAX_LIVE_COMPILES; i++) {
+      pid_t free_slot = 0;
+      if (__atomic_compare_exchange_n(&live_compiles[i], &free_slot, -1, 0,
+                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return i;
+    }
+    usleep(1000);
   }
 }
 
-static void compile_ended(pid_t pid) {
-  for (int i = 0; i < MAX_LIVE_COMPILES; i++) {
-    pid_t mine = pid;
-    if (__atomic_compare_exchange_n(&live_compiles[i], &mine, 0, 0,
-                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-      return;
-  }
+static void compile_slot_set(int slot, pid_t pid) {
+  __atomic_store_n(&live_compiles[slot], pid, __ATOMIC_SEQ_CST);
 }
 
 void kl_emu_kill_compiles(void) {
@@ -398,11 +399,12 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&at, 0);
   pid_t pid;
+  int slot = compile_slot();
   int err = posix_spawnp(&pid, argv[0], &fa, &at, (char *const *)argv, envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   free(envp);
-  if (err == 0) compile_started(pid);
+  compile_slot_set(slot, err == 0 ? pid : 0);
   if (err != 0) {
     snprintf(why, whylen, "cannot start host compiler %s: %s", argv[0],
              strerror(err));
@@ -420,14 +422,14 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
     if (r < 0 && errno != EINTR) break;
     if (now_ms() - start > compile_deadline_s * 1000.0) {
       kill(-pid, SIGKILL);
-      compile_ended(pid);
+      compile_slot_set(slot, 0);
       waitpid(pid, &status, 0);
       snprintf(why, whylen, "host compile exceeded %.0f s", compile_deadline_s);
       return KL_ETIMEOUT;
     }
     usleep(2000);
   }
-  compile_ended(pid);
+  compile_slot_set(slot, 0);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KL_OK;
