@@ -106,6 +106,10 @@ typedef struct dbuf {
   int scaled;
 } dbuf;
 
+/* Stream NO_INPUTS: the buffers only; each timed launch draws and uploads
+ * its own inputs (dbuf_fresh). */
+#define NO_INPUTS UINT64_MAX
+
 static int dbuf_make(dbuf *b, const kl_run_job *job, kl_shape sh,
                      uint64_t stream, kl_run_report *rep) {
   kl_cuda_api *cu = &kl_gpu.cu;
@@ -117,9 +121,6 @@ static int dbuf_make(dbuf *b, const kl_run_job *job, kl_shape sh,
   b->A = malloc(sizeof(float) * b->n[0]);
   b->B = malloc(sizeof(float) * b->n[1]);
   if (!b->A || !b->B) return fail(rep, "out of memory for inputs");
-  /* the lab's inputs for (seed, stream), on the job's threads */
-  kl_fill_random_mt(b->A, b->n[0], job->seed, stream, job->threads);
-  kl_fill_random_mt(b->B, b->n[1], job->seed, stream + 1, job->threads);
   for (int i = 0; i < 3; i++) {
     size_t total = b->n[i] + 2 * KL_CANARY_FLOATS;
     CK(cu->MemAlloc(&b->base[i], total * sizeof(float)), "cuMemAlloc");
@@ -132,6 +133,10 @@ static int dbuf_make(dbuf *b, const kl_run_job *job, kl_shape sh,
   b->dA = b->base[0] + KL_CANARY_FLOATS * 4;
   b->dB = b->base[1] + KL_CANARY_FLOATS * 4;
   b->dC = b->base[2] + KL_CANARY_FLOATS * 4;
+  if (stream == NO_INPUTS) return 0;
+  /* the lab's inputs for (seed, stream), on the job's threads */
+  kl_fill_random_mt(b->A, b->n[0], job->seed, stream, job->threads);
+  kl_fill_random_mt(b->B, b->n[1], job->seed, stream + 1, job->threads);
   CK(cu->MemcpyHtoD(b->dA, b->A, b->n[0] * 4), "cuMemcpyHtoD (A)");
   CK(cu->MemcpyHtoD(b->dB, b->B, b->n[1] * 4), "cuMemcpyHtoD (B)");
   return 0;
@@ -629,7 +634,7 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     fail(rep, msg);
     return;
   }
-  size_t offs[KL_GPU_SLOTS];
+  size_t offs[KL_OUT_SLOTS];
   kl_run_output_layout(job, offs);
   /* Checks: every shape on fresh inputs; shape 0 twice when asked. */
   for (int s = 0; s < job->n_shapes; s++) {
@@ -651,7 +656,7 @@ void kl_gpu_run_execute(const kl_run_job *job, const uint8_t *cubin,
     /* One buffer, fresh inputs per launch (time_target): the outputs
      * are checked there, launch by launch, so none goes back. */
     dbuf b;
-    int ok = dbuf_make(&b, job, job->timed_shape, 0, rep) == 0 &&
+    int ok = dbuf_make(&b, job, job->timed_shape, NO_INPUTS, rep) == 0 &&
              time_target(job, &t, &b, rep) == 0 && dbuf_inspect(&b, rep) == 0;
     dbuf_free(&b);
     if (!ok) return;

@@ -373,7 +373,6 @@ int kl_canary_intact(const float *band);
 
 /* What a GPU run adds to its report (kernels/gpu.c); all zero on cpu-emu.
  * Output slots are indexed as kl_run_output_layout's offs. */
-#define KL_GPU_SLOTS KL_OUT_SLOTS
 typedef struct kl_gpu_stats {
   int valid;       /* 1 when a GPU run filled this */
   char status[48]; /* "cuda:ILLEGAL_ADDRESS" etc. after a CUDA error */
@@ -396,8 +395,8 @@ typedef struct kl_gpu_stats {
   /* Large shapes are checked in the worker against cuBLAS DGEMM on float64
    * copies, in fresh allocations, after the candidate ran (see
    * kl_gpu_device_ref). dev_checked[i] says slot i's check is here. */
-  int dev_checked[KL_GPU_SLOTS];
-  kl_shape_check dev_checks[KL_GPU_SLOTS];
+  int dev_checked[KL_OUT_SLOTS];
+  kl_shape_check dev_checks[KL_OUT_SLOTS];
 } kl_gpu_stats;
 
 /* What the run reports back. Outputs travel separately: one C per checked
