@@ -123,7 +123,7 @@ void kl_fill_random(float *x, size_t n, uint64_t seed, uint64_t stream) {
  * compared with the first run: on the same inputs a memo would answer it,
  * and a race would hide behind the replay. Scaled, a memo keyed on the
  * values misses and one that replays regardless replays the wrong scales
- * (test_emu.c, test_rerun_inputs_scaled). Timed launches need none of
+ * (test_emu.c, test_memo_misses_or_is_caught). Timed launches need none of
  * this: each has inputs of its own (kl_pace, kernels/gpu_run.c). Same
  * draws on both backends (kernels/run.c, kernels/gpu_run.c). */
 

@@ -100,9 +100,9 @@ static const kl_flag_info flag_table[] = {
      "races (missing barriers), reads of uninitialised memory, "
      "order-dependent atomics"},
     {KL_FLAG_TIMED_OUTPUT_WRONG, "timed_output_wrong", D,
-     "the output of a timed run (fresh buffers, fresh inputs) is wrong (on "
-     "cpu-emu under the sandbox the supervisor checks every timed launch "
-     "before the next), or two timed runs on the same inputs disagree",
+     "the output of a timed run is wrong: every timed launch gets inputs "
+     "of its own and is checked before the next (by the supervisor on "
+     "cpu-emu under the sandbox, by the run worker on the GPU)",
      "memoisation or stale output: correct once while checked, replays or "
      "skips work while timed"},
     {KL_FLAG_SHAPE_SPECIAL_CASED, "shape_special_cased", D,
