@@ -470,8 +470,6 @@ static const char mma_stub[] =
     "#error \"mma.h (wmma tensor-core fragments) is not available on the "
     "cpu-emu backend\"\n";
 
-/* Compiles text into the .so at so_path (through a temporary folder and an
- * atomic rename). */
 /* Each build folder holds BUILD_LOCK, flock'ed by the process that made
  * it for as long as it uses the folder. A pid alone is not proof of death:
  * a cache shared with a lab in another PID namespace names a pid that
@@ -617,6 +615,8 @@ static int check_module(const char *so, char *why, size_t whylen) {
   return KL_ECOMPILE;
 }
 
+/* Compiles text into the .so at so_path (through a temporary folder and an
+ * atomic rename). */
 static int host_compile(const char *text, const char *so_path, char *why,
                         size_t whylen) {
   char dir[600];
