@@ -506,6 +506,11 @@ typedef struct kl_pace_io {
    * why), -1 anything else (deadline, a closed pipe, a frame out of place;
    * the io keeps what it saw for its caller). */
   int (*done)(void *ctx);
+  /* NULL, or told before a launch's inputs are drawn that go follows
+   * shortly, so the io can have the runner awake for it (the supervisor
+   * sends PACE SOON: waking a process asleep is on the launch's clock
+   * otherwise). */
+  void (*soon)(void *ctx);
 } kl_pace_io;
 
 typedef struct kl_pace_result {

@@ -376,6 +376,10 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
      * (the generator is a bijection of a 64-bit state, and each float
      * shows 24 bits of it) would otherwise give every later launch's
      * inputs, and the untimed warm-up time to compute their outputs. */
+    /* The runner told a launch is near waits for go awake (a wake-up from
+     * sleep would be on the clock); it learns nothing of the inputs,
+     * which are drawn after. */
+    if (io->soon) io->soon(io->ctx);
     uint64_t seed = kl_secret_seed();
     kl_fill_random(A0, na, seed, 0);
     kl_fill_random(B0, nb, seed, 1);

@@ -264,7 +264,7 @@ static void self_paced_runs(kl_emu_module *m, const kl_run_job *job,
     rep->failed = 1;
     return;
   }
-  kl_pace_io io = {&p, self_go, self_done};
+  kl_pace_io io = {&p, self_go, self_done, NULL};
   kl_pace(job, p.region, &io, res);
   if (res->ended == -2 && !rep->failed) {
     snprintf(rep->why, sizeof rep->why, "out of memory for timing");

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -146,10 +147,36 @@ int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
   frame_header h = {
       SBX_MAGIC, SBX_PROTOCOL_VERSION, (uint16_t)type, alen + blen, 0, 0};
   h.crc = sbx_crc32c(sbx_crc32c(0, a, alen), b, blen);
+  /* A small frame goes in one write: the reader then wakes once per
+   * frame, not once for the header and again for the payload (a paced
+   * launch's PACE and PACED are on the clock). Pipe writes of up to
+   * PIPE_BUF bytes are atomic as well. */
+  uint8_t small[512];
+  if (sizeof h + alen + blen <= sizeof small) {
+    memcpy(small, &h, sizeof h);
+    if (alen) memcpy(small + sizeof h, a, alen);
+    if (blen) memcpy(small + sizeof h + alen, b, blen);
+    return write_all(fd, small, sizeof h + alen + blen);
+  }
   if (write_all(fd, &h, sizeof h) != 0) return -1;
   if (alen && write_all(fd, a, alen) != 0) return -1;
   if (blen && write_all(fd, b, blen) != 0) return -1;
   return 0;
+}
+
+int sbx_await_readable(int fd, double spin_from_ms, double until_ms) {
+  for (;;) {
+    double now = sbx_now_ms();
+    if (now >= until_ms) return 0;
+    double sleep_ms = (spin_from_ms < until_ms ? spin_from_ms : until_ms) - now;
+    /* poll waits in whole milliseconds: the spin starts up to one early */
+    int wait = sleep_ms >= 1 ? (int)sleep_ms : 0;
+    struct pollfd pf = {fd, POLLIN, 0};
+    int r = poll(&pf, 1, wait);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return 1; /* the read that follows says */
+    if (wait == 0) sched_yield();
+  }
 }
 
 /* Reads exactly n bytes before deadline_ms (absolute, sbx_now_ms clock).

@@ -72,6 +72,27 @@ static int run_in_process(void *ctx, const kl_run_job *job, kl_run_report *rep,
   return 1;
 }
 
+/* A sandboxed executor seen from outside: after each run, the median of
+ * what the supervisor's clock adds to the runner's own for one timed
+ * launch (frames to and from the runner, waking each), read before the
+ * evaluation replaces the runner's samples by the supervisor's. */
+typedef struct gap_exec {
+  kl_executor inner;
+  double gap_us;
+} gap_exec;
+
+static int run_gap(void *ctx, const kl_run_job *job, kl_run_report *rep,
+                   float *outs, size_t n_outs, kl_result *out) {
+  gap_exec *g = ctx;
+  int rc = g->inner.run(g->inner.ctx, job, rep, outs, n_outs, out);
+  double d[KL_MAX_TIMING_SAMPLES];
+  int n = rep->paced_samples < rep->samples ? rep->paced_samples : rep->samples;
+  for (int i = 0; i < n; i++)
+    d[i] = rep->paced_us[i] - rep->sample_us[i];
+  g->gap_us = n > 0 ? bench_median(d, n) : -1;
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
@@ -98,71 +119,91 @@ int main(int argc, char **argv) {
   opts.threads = 1;
 
   sbx_slot *slot = sbx_slot_new(NULL);
-  kl_executor sandboxed, local = {NULL, NULL, run_in_process, NULL, 0};
-  sbx_slot_executor(slot, &sandboxed);
+  sbx_limits asleep = {60, 60, 1};
+  sbx_slot *slot_asleep = sbx_slot_new(&asleep);
+  gap_exec g[2];
+  sbx_slot_executor(slot, &g[0].inner);
+  sbx_slot_executor(slot_asleep, &g[1].inner);
+  kl_executor sandboxed = g[0].inner, sandboxed_asleep = g[1].inner,
+              local = {NULL, NULL, run_in_process, NULL, 0};
+  sandboxed.ctx = &g[0];
+  sandboxed.run = run_gap;
+  sandboxed_asleep.ctx = &g[1];
+  sandboxed_asleep.run = run_gap;
   kl_result *r = malloc(sizeof *r);
-  double t_sbx[100], t_local[100], h_sbx[100], h_local[100];
-  /* Warm both paths (caches, the compile worker, the first run worker). */
-  opts.exec = &sandboxed;
-  kl_eval_source(path, src, len, &opts, r);
-  opts.exec = &local;
-  kl_eval_source(path, src, len, &opts, r);
+  /* per path (0 sandboxed, 1 sandboxed waiting asleep, 2 in-process): the
+   * evaluation, its harness time, and (sandboxed) the pacing gap */
+  double t[3][100], h[3][100], gap[2][100];
+  kl_executor *via[3] = {&sandboxed, &sandboxed_asleep, &local};
+  const char *name[3] = {"sandboxed", "sandboxed, waits asleep", "in-process"};
+  /* Warm every path (caches, the compile workers, the first run workers). */
+  for (int p = 0; p < 3; p++) {
+    opts.exec = via[p];
+    kl_eval_source(path, src, len, &opts, r);
+  }
   for (int i = 0; i < repeats; i++) {
-    opts.exec = &sandboxed;
-    double t0 = now_ms();
-    kl_eval_source(path, src, len, &opts, r);
-    t_sbx[i] = now_ms() - t0;
-    /* Harness time: the evaluation less the time inside the kernel's
-     * launches (checks, warm-up, timed runs), so that the kernel's speed,
-     * noisy on a shared machine, cancels out. */
-    h_sbx[i] = t_sbx[i] - r->launch_ms;
-    if (!r->correct) {
-      fprintf(stderr, "bench_sandbox: sandboxed run not correct: %s %s\n",
-              r->status, r->error);
-      return 1;
-    }
-    opts.exec = &local;
-    t0 = now_ms();
-    kl_eval_source(path, src, len, &opts, r);
-    t_local[i] = now_ms() - t0 - copy_ms;
-    h_local[i] = t_local[i] - r->launch_ms;
-    if (!r->correct) {
-      fprintf(stderr, "bench_sandbox: in-process run not correct: %s %s\n",
-              r->status, r->error);
-      return 1;
+    for (int p = 0; p < 3; p++) {
+      opts.exec = via[p];
+      double t0 = now_ms();
+      kl_eval_source(path, src, len, &opts, r);
+      t[p][i] = now_ms() - t0 - (p == 2 ? copy_ms : 0);
+      /* Harness time: the evaluation less the time inside the kernel's
+       * launches (checks, warm-up, timed runs), so that the kernel's
+       * speed, noisy on a shared machine, cancels out. */
+      h[p][i] = t[p][i] - r->launch_ms;
+      if (p < 2) gap[p][i] = g[p].gap_us;
+      if (!r->correct) {
+        fprintf(stderr, "bench_sandbox: %s run not correct: %s %s\n", name[p],
+                r->status, r->error);
+        return 1;
+      }
     }
   }
   double spawn[20];
   for (int i = 0; i < 20; i++)
     spawn[i] = sbx_measure_spawn_ms("run-cpu-emu");
   /* The overhead is the median of the paired differences (sandboxed minus
-   * in-process, the two evaluations of one iteration run back to back), so
+   * in-process, the evaluations of one iteration run back to back), so
    * that load which comes and goes on a shared machine hits both sides of
    * a pair; the quartiles of those differences show the spread. */
-  double d[100];
-  for (int i = 0; i < repeats; i++)
-    d[i] = h_sbx[i] - h_local[i];
-  double dmed = bench_median(d, repeats); /* sorts d */
-  double dq1 = d[repeats / 4], dq3 = d[(3 * repeats) / 4];
-  double s = bench_median(t_sbx, repeats), l = bench_median(t_local, repeats);
-  double hs = bench_median(h_sbx, repeats), hl = bench_median(h_local, repeats);
+  double l = bench_median(t[2], repeats);
   printf("05_blocktile_2d at %d^3, cached, median of %d evaluations\n", n,
          repeats);
   printf("  baseline: in-process evaluation       %9.2f ms\n", l);
-  printf("  sandboxed (pooled workers)            %9.2f ms\n", s);
+  for (int p = 0; p < 2; p++)
+    printf("  %-36s  %9.2f ms\n", name[p], bench_median(t[p], repeats));
   printf("  harness time (evaluation less the kernel's launches): "
-         "in-process %.2f ms, sandboxed %.2f ms\n",
-         hl, hs);
+         "in-process %.2f ms, sandboxed %.2f ms, waiting asleep %.2f ms\n",
+         bench_median(h[2], repeats), bench_median(h[0], repeats),
+         bench_median(h[1], repeats));
+  double d[100], over[2], q1[2], q3[2];
+  for (int p = 0; p < 2; p++) {
+    for (int i = 0; i < repeats; i++)
+      d[i] = h[p][i] - h[2][i];
+    over[p] = bench_median(d, repeats); /* sorts d */
+    q1[p] = d[repeats / 4];
+    q3[p] = d[(3 * repeats) / 4];
+  }
   printf("sandbox overhead: %+.2f ms = %+.2f%% of an emulated evaluation "
          "(goal <= 2%%; median of %d paired differences, quartiles %+.2f%% "
-         "and %+.2f%%)\n",
-         dmed, 100.0 * dmed / l, repeats, 100.0 * dq1 / l, 100.0 * dq3 / l);
+         "and %+.2f%%); waiting asleep: %+.2f%%\n",
+         over[0], 100.0 * over[0] / l, repeats, 100.0 * q1[0] / l,
+         100.0 * q3[0] / l, 100.0 * over[1] / l);
   printf("  (whole evaluations differ by %+.2f%%, kernel-speed noise "
          "included)\n",
-         100.0 * (s - l) / l);
+         100.0 * (bench_median(t[0], repeats) - l) / l);
+  /* What the sandbox adds to each timed sample: the supervisor's clock
+   * spans the frames to and from the runner; the runner's spans only the
+   * launch. The baseline: both sides waiting asleep. */
+  printf("pacing gap per timed launch (driver's sample less the runner's "
+         "own, median of %d runs' medians): %.1f us, waiting asleep %.1f us "
+         "(%.2fx)\n",
+         repeats, bench_median(gap[0], repeats), bench_median(gap[1], repeats),
+         bench_median(gap[1], repeats) / bench_median(gap[0], repeats));
   printf("run-worker respawn (spawn to READY), median of 20: %.2f ms\n",
          bench_median(spawn, 20));
   sbx_slot_free(slot);
+  sbx_slot_free(slot_asleep);
   free(r);
   free(src);
   return 0;

@@ -5,7 +5,8 @@
  * campaign loop does, step after step) must restart its workers instead of
  * failing the next candidate: compile and run both still work. And a
  * compile worker SIGKILLed from outside mid-request is retried, not called
- * oom.
+ * oom. And the paced launches run and answer with either way of waiting
+ * for their frames.
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -119,6 +120,30 @@ static void test_killed_compile_worker(sbx_slot *slot) {
         c.r.error);
 }
 
+/* The paced launches' two ways of waiting (sandbox/supervisor.c,
+ * pace_io): with the spinning waits (the default: PACE SOON frames before
+ * each launch's inputs) and asleep only (sbx_limits.pace_no_spin), every
+ * timed launch runs, answers and is checked: all max_samples samples, no
+ * flag. A runner that took SOON for the end of the timing would give
+ * none. */
+static void test_pace_waits(void) {
+  for (int no_spin = 0; no_spin < 2; no_spin++) {
+    sbx_limits lim = {60, 60, no_spin};
+    sbx_slot *slot = sbx_slot_new(&lim);
+    static job j;
+    j.slot = slot;
+    j.text = src;
+    evaluate(&j);
+    CHECK(j.r.correct && j.r.samples == 5 && j.r.flags == 0,
+          "paced launches waited for %s: correct %d, %d samples, flags %llx "
+          "(%s %s %s)",
+          no_spin ? "asleep" : "spinning", j.r.correct, j.r.samples,
+          (unsigned long long)j.r.flags, j.r.status, j.r.error,
+          j.r.flag_detail);
+    sbx_slot_free(slot);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
@@ -143,5 +168,6 @@ int main(int argc, char **argv) {
   CHECK(b.r.correct, "second thread, same slot: %s %s", b.r.status, b.r.error);
   test_killed_compile_worker(slot);
   sbx_slot_free(slot);
+  test_pace_waits();
   return kl_test_done("test_slot_threads");
 }

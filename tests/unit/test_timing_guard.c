@@ -164,7 +164,7 @@ static int run_paced(int mode, const kl_run_job *job, kl_run_report *rep,
   close(down[0]);
   close(up[1]);
   driver d = {down[1], up[0], now_ms() + job->deadline_s * 1e3};
-  kl_pace_io io = {&d, drive_go, drive_done};
+  kl_pace_io io = {&d, drive_go, drive_done, NULL};
   static kl_pace_result res;
   kl_pace(job, shared_outs + n_outs, &io, &res);
   close(down[1]);
