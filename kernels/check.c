@@ -806,6 +806,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
                out->correct || timing_only ? "ok" : "wrong");
       out->launch_ms = rep->launch_us / 1e3;
       out->samples = rep->samples;
+      out->timed_launches =
+          rep->timed_launches > 0 ? rep->timed_launches : rep->samples;
       memcpy(out->sample_us, rep->sample_us,
              sizeof(double) * (size_t)rep->samples);
       if (rep->samples > 0) {

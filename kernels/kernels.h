@@ -410,7 +410,9 @@ typedef struct kl_run_report {
   char why[512];
   int samples;
   double sample_us[KL_MAX_TIMING_SAMPLES];
-  double launch_us; /* cpu-emu: wall time inside every launch, untimed too */
+  int timed_launches; /* behind the samples (cpu-emu: batches, kl_pace); 0
+                         when each sample is one launch */
+  double launch_us;   /* cpu-emu: wall time inside every launch, untimed too */
   /* What the runner saw around the launches (dynamic kl_flags bits):
    * canary_overwritten, input_mutated. */
   uint64_t flags;
@@ -460,12 +462,13 @@ void kl_scaled_output(const kl_scaled *ss, float *C);
 /* What the caller of kl_run_execute hears on the way (any may be NULL):
  * after_load once the .so is loaded (the sandbox tightens its filter
  * there). A paced job's timed launches wait for the driver: go blocks
- * until it says launch n (returns n >= 0; 0 is the untimed warm-up) or
- * stop (-1); done(ctx, ok) answers each launch (1 ran, 0 failed: the
- * report says why, and no go follows). */
+ * until it says batch n (returns n >= 0; 0 is the untimed warm-up), of *k
+ * launches, launch i on set i of the region (kl_pace_buffers), or stop
+ * (-1); done(ctx, ok) answers each batch (1 ran, 0 failed: the report
+ * says why, and no go follows). */
 typedef struct kl_run_hooks {
   void (*after_load)(void *ctx);
-  int (*go)(void *ctx);
+  int (*go)(void *ctx, int *k);
   void (*done)(void *ctx, int ok);
   void *ctx;
 } kl_run_hooks;
@@ -496,28 +499,37 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
  * driver); a rewritten report changes only the runner's claims, which the
  * evaluation holds to the driver's samples (kernels/check.c). The stopping
  * rule is the runner's: a warm-up, then at least 5 samples and until
- * time_budget_ms, at most max_samples. */
+ * time_budget_ms, at most max_samples.
+ *
+ * Where a launch is short, one go starts a batch: k launches back to back,
+ * each on a set of inputs of its own (the region holds kl_pace_sets), all
+ * of them checked after the batch answered; the sample is the batch's
+ * time over k. The frames and wake-ups between two processes (tens of us
+ * per go) would otherwise be a large part of a short launch's sample: a
+ * third at 64^3 on the emulator. k is chosen from the fastest launch so
+ * far, for a batch of about KL_PACE_BATCH_US; the warm-up and the first
+ * timed launch go alone. */
+#define KL_PACE_MAX_BATCH 16
+#define KL_PACE_BATCH_BYTES (1u << 20) /* the sets of a region, at most */
+#define KL_PACE_BATCH_US 1000.0
 typedef struct kl_pace_io {
   void *ctx;
-  /* Tells the runner to launch n (>= 0; 0 the warm-up) or to stop (-1).
-   * 0 on success. */
-  int (*go)(void *ctx, int n);
-  /* Waits for the runner's answer: 1 it ran, 0 it failed (its report says
-   * why), -1 anything else (deadline, a closed pipe, a frame out of place;
-   * the io keeps what it saw for its caller). */
+  /* Tells the runner to run batch n (>= 0; 0 the warm-up) of k launches,
+   * or to stop (n = -1). 0 on success. */
+  int (*go)(void *ctx, int n, int k);
+  /* Waits for the runner's answer to a batch: 1 it ran, 0 it failed (its
+   * report says why), -1 anything else (deadline, a closed pipe, a frame
+   * out of place; the io keeps what it saw for its caller). */
   int (*done)(void *ctx);
-  /* NULL, or told before a launch's inputs are drawn that go follows
-   * shortly, so the io can have the runner awake for it (the supervisor
-   * sends PACE SOON: waking a process asleep is on the launch's clock
-   * otherwise). */
-  void (*soon)(void *ctx);
 } kl_pace_io;
 
 typedef struct kl_pace_result {
-  int ended; /* 0 the stopping rule, 1 the runner's launch failed, -1 io,
-                -2 no memory here (the runner was told to stop) */
-  int samples;
+  int ended;   /* 0 the stopping rule, 1 the runner's launch failed, -1 io,
+                  -2 no memory here (the runner was told to stop) */
+  int samples; /* one per batch: its time over its launches */
   double sample_us[KL_MAX_TIMING_SAMPLES];
+  int launches;   /* timed launches in all (the warm-up not counted) */
+  int batch_max;  /* the most launches one sample took */
   uint64_t flags; /* canary_overwritten, input_mutated, timed_output_wrong */
   char flag_detail[160];
 } kl_pace_result;
@@ -525,10 +537,13 @@ typedef struct kl_pace_result {
 /* Floats of job's paced region (0 unless job is timed and paced): the
  * outputs' buffer holds them after kl_run_output_layout's total. */
 size_t kl_pace_floats(const kl_run_job *job);
-/* Floats of a paced region for the timed shape sh. */
+/* Sets of inputs a paced region for the timed shape sh holds (1 to
+ * KL_PACE_MAX_BATCH), and the region's floats. */
+int kl_pace_sets(kl_shape sh);
 size_t kl_pace_region_floats(kl_shape sh);
-/* A, B and C inside a paced region at base. */
-void kl_pace_buffers(kl_shape sh, float *base, float **A, float **B, float **C);
+/* A, B and C of set `set` inside a paced region at base. */
+void kl_pace_buffers(kl_shape sh, float *base, int set, float **A, float **B,
+                     float **C);
 /* Drives job's timed launches over io on region (kl_pace_floats(job)
  * floats, shared with the runner). Always fills res. */
 void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
@@ -613,6 +628,9 @@ typedef struct kl_result {
   double time_cv;                           /* stddev / mean of the samples */
   char timer[16]; /* "cupti", "events" (gpu) or "wall" (cpu-emu) */
   int samples;
+  /* the timed launches behind the samples: more than samples where short
+   * launches went in batches (cpu-emu, kl_pace), each sample their mean */
+  int timed_launches;
   double gflops;      /* at the target shape; -1 if not timed */
   double baseline_us; /* the naive seed at the target shape; -1 if none */
   kl_resources res;

@@ -21,9 +21,11 @@
  * is the lab's own code there. So every timed launch, on every path, has
  * inputs of its own and is checked before the next.
  *
- * Region layout, in floats: band A band B band C band, each band
- * KL_CANARY_FLOATS. The runner maps the same memory (the outputs' memfd)
- * and can write all of it: the inputs' reference copies stay here.
+ * Region layout, in floats: kl_pace_sets sets of band A band B band C
+ * band, each band KL_CANARY_FLOATS; a batch of k launches uses the first
+ * k sets, one each (kernels.h says when and why launches are batched).
+ * The runner maps the same memory (the outputs' memfd) and can write all
+ * of it: the inputs' reference copies stay here.
  *
  * Where the issue was silent: every row of C by Freivalds' check (C x
  * against A (B x), x random, at the bound the element-wise tolerance
@@ -64,9 +66,19 @@ static double now_us(void) {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-size_t kl_pace_region_floats(kl_shape sh) {
+/* One set: band A band B band C band. */
+static size_t set_floats(kl_shape sh) {
   return (size_t)sh.M * sh.K + (size_t)sh.K * sh.N + (size_t)sh.M * sh.N +
          4 * (size_t)KL_CANARY_FLOATS;
+}
+
+int kl_pace_sets(kl_shape sh) {
+  size_t fit = KL_PACE_BATCH_BYTES / (sizeof(float) * set_floats(sh));
+  return fit < 1 ? 1 : fit > KL_PACE_MAX_BATCH ? KL_PACE_MAX_BATCH : (int)fit;
+}
+
+size_t kl_pace_region_floats(kl_shape sh) {
+  return set_floats(sh) * (size_t)kl_pace_sets(sh);
 }
 
 size_t kl_pace_floats(const kl_run_job *job) {
@@ -74,8 +86,9 @@ size_t kl_pace_floats(const kl_run_job *job) {
   return kl_pace_region_floats(job->timed_shape);
 }
 
-void kl_pace_buffers(kl_shape sh, float *base, float **A, float **B,
+void kl_pace_buffers(kl_shape sh, float *base, int set, float **A, float **B,
                      float **C) {
+  base += set_floats(sh) * (size_t)set;
   *A = base + KL_CANARY_FLOATS;
   *B = *A + (size_t)sh.M * sh.K + KL_CANARY_FLOATS;
   *C = *B + (size_t)sh.K * sh.N + KL_CANARY_FLOATS;
@@ -312,13 +325,14 @@ void kl_verify_launch(kl_shape sh, const float *A0, const float *B0,
          n, rel, SPOTS, KL_TOL_REL);
 }
 
-/* The checks on one finished launch n of a paced region; flags in res. */
-static void verify(const kl_run_job *job, float *region, const float *A0,
-                   const float *B0, const float *C0, double *scratch,
-                   uint64_t *rng, int n, kl_pace_result *res) {
+/* The checks on launch n, finished on set `set` of a paced region; flags
+ * in res. */
+static void verify(const kl_run_job *job, float *region, int set,
+                   const float *A0, const float *B0, const float *C0,
+                   double *scratch, uint64_t *rng, int n, kl_pace_result *res) {
   kl_shape sh = job->timed_shape;
   float *A, *B, *C;
-  kl_pace_buffers(sh, region, &A, &B, &C);
+  kl_pace_buffers(sh, region, set, &A, &B, &C);
   size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
          nc = (size_t)sh.M * sh.N;
   if (!kl_canary_intact(A - KL_CANARY_FLOATS) ||
@@ -337,78 +351,102 @@ void kl_pace(const kl_run_job *job, float *region, const kl_pace_io *io,
              kl_pace_result *res) {
   memset(res, 0, sizeof *res);
   kl_shape sh = job->timed_shape;
-  float *A, *B, *C;
-  kl_pace_buffers(sh, region, &A, &B, &C);
+  int sets = kl_pace_sets(sh);
   size_t na = (size_t)sh.M * sh.K, nb = (size_t)sh.K * sh.N,
-         nc = (size_t)sh.M * sh.N;
+         nc = (size_t)sh.M * sh.N, per = na + nb + nc;
   /* The inputs as drawn, in this process only: the spot checks' reference
    * and what A and B must still equal. The runner can write the shared
    * copies, so nothing is ever taken from them (a probe rewrote A into
    * zeros whose unkeyed checksum it had made to match, then wrote C = 0).
-   * And C0, the output as it was when the runner answered. */
-  float *A0 = malloc(sizeof(float) * (na + nb + nc));
+   * And C0, the output as it was when the runner answered. One of each
+   * per set. */
+  float *keep = malloc(sizeof(float) * per * (size_t)sets);
   double *scratch = malloc(sizeof(double) * KL_VERIFY_SCRATCH(sh));
-  if (!A0 || !scratch) {
-    free(A0);
+  if (!keep || !scratch) {
+    free(keep);
     free(scratch);
     res->ended = -2;
-    io->go(io->ctx, -1);
+    io->go(io->ctx, -1, 0);
     return;
   }
-  float *B0 = A0 + na, *C0 = B0 + nb;
-  kl_canary_fill(A - KL_CANARY_FLOATS);
-  kl_canary_fill(B - KL_CANARY_FLOATS);
-  kl_canary_fill(C - KL_CANARY_FLOATS);
-  kl_canary_fill(C + nc);
+  for (int i = 0; i < sets; i++) {
+    float *A, *B, *C;
+    kl_pace_buffers(sh, region, i, &A, &B, &C);
+    kl_canary_fill(A - KL_CANARY_FLOATS);
+    kl_canary_fill(B - KL_CANARY_FLOATS);
+    kl_canary_fill(C - KL_CANARY_FLOATS);
+    kl_canary_fill(C + nc);
+  }
   uint64_t rng = kl_secret_seed();
   int max = job->max_samples < KL_MAX_TIMING_SAMPLES ? job->max_samples
                                                      : KL_MAX_TIMING_SAMPLES;
-  double total = 0;
+  double total = 0, fastest = 0; /* a launch's time, the least so far */
+  int launch = 0;                /* the next launch's number (0 the warm-up) */
   for (int n = 0;; n++) {
     if (n > 0 && (res->samples >= max ||
                   (res->samples >= 5 && total >= job->time_budget_ms * 1e3)))
       break;
-    /* Fresh inputs drawn here, a poisoned C, then the inputs shared, just
-     * before the clock starts: the launch is what is timed. (Code of the
-     * candidate's still running in the runner could start on the inputs
-     * as they appear: it gains the copy's time at most.) */
-    /* A seed of its own per launch: one recovered from a launch's inputs
-     * (the generator is a bijection of a 64-bit state, and each float
-     * shows 24 bits of it) would otherwise give every later launch's
-     * inputs, and the untimed warm-up time to compute their outputs. */
-    /* The runner told a launch is near waits for go awake (a wake-up from
-     * sleep would be on the clock); it learns nothing of the inputs,
-     * which are drawn after. */
-    if (io->soon) io->soon(io->ctx);
-    uint64_t seed = kl_secret_seed();
-    kl_fill_random(A0, na, seed, 0);
-    kl_fill_random(B0, nb, seed, 1);
-    kl_poison(C, nc);
-    memcpy(A, A0, na * sizeof(float));
-    memcpy(B, B0, nb * sizeof(float));
+    int k = 1;
+    if (fastest > 0) {
+      double want = ceil(KL_PACE_BATCH_US / fastest);
+      k = want > sets ? sets : want < 1 ? 1 : (int)want;
+    }
+    /* Fresh inputs drawn here for each launch of the batch, a poisoned C,
+     * then the inputs shared, just before the clock starts: the launches
+     * are what is timed. (Code of the candidate's still running in the
+     * runner could start on the inputs as they appear: it gains the
+     * copy's time at most.) A seed of its own per launch: one recovered
+     * from a launch's inputs (the generator is a bijection of a 64-bit
+     * state, and each float shows 24 bits of it) would otherwise give
+     * every later launch's inputs, and the untimed warm-up time to
+     * compute their outputs. */
+    for (int i = 0; i < k; i++) {
+      float *A, *B, *C, *A0 = keep + per * (size_t)i, *B0 = A0 + na;
+      kl_pace_buffers(sh, region, i, &A, &B, &C);
+      uint64_t seed = kl_secret_seed();
+      kl_fill_random(A0, na, seed, 0);
+      kl_fill_random(B0, nb, seed, 1);
+      kl_poison(C, nc);
+      memcpy(A, A0, na * sizeof(float));
+      memcpy(B, B0, nb * sizeof(float));
+    }
     double t0 = now_us();
-    if (io->go(io->ctx, n) != 0) {
+    if (io->go(io->ctx, n, k) != 0) {
       res->ended = -1;
       break;
     }
     int ran = io->done(io->ctx);
     double dt = now_us() - t0;
-    /* C as it is at the answer, before anything else: code of the
-     * candidate's still running (a pool thread kept back from the launch's
-     * end) could otherwise finish rows while the checks below read them,
-     * work off the clock (a probe's estimate: near 2x on 16 cores). */
-    if (ran > 0) memcpy(C0, C, nc * sizeof(float));
+    /* Every C as it is at the answer, before anything else: code of the
+     * candidate's still running (a pool thread kept back from the
+     * launch's end) could otherwise finish rows while the checks below
+     * read them, work off the clock (a probe's estimate: near 2x on 16
+     * cores). */
+    if (ran > 0)
+      for (int i = 0; i < k; i++) {
+        float *A, *B, *C;
+        kl_pace_buffers(sh, region, i, &A, &B, &C);
+        memcpy(keep + per * (size_t)i + na + nb, C, nc * sizeof(float));
+      }
     if (ran <= 0) {
       res->ended = ran < 0 ? -1 : 1;
       break;
     }
-    verify(job, region, A0, B0, C0, scratch, &rng, n, res);
+    for (int i = 0; i < k; i++) {
+      const float *A0 = keep + per * (size_t)i;
+      verify(job, region, i, A0, A0 + na, A0 + na + nb, scratch, &rng,
+             launch + i, res);
+    }
+    launch += k;
     if (n == 0) continue; /* the warm-up */
-    res->sample_us[res->samples++] = dt;
+    res->sample_us[res->samples++] = dt / k;
+    res->launches += k;
+    if (k > res->batch_max) res->batch_max = k;
     total += dt;
+    if (fastest <= 0 || dt / k < fastest) fastest = dt / k;
   }
-  if (res->ended == 0 && io->go(io->ctx, -1) != 0) res->ended = -1;
-  free(A0);
+  if (res->ended == 0 && io->go(io->ctx, -1, 0) != 0) res->ended = -1;
+  free(keep);
   free(scratch);
 }
 
@@ -431,6 +469,7 @@ void kl_report_flags(kl_run_report *rep, uint64_t flags, const char *detail) {
 
 void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {
   rep->paced_samples = res->samples;
+  rep->timed_launches = res->launches;
   memcpy(rep->paced_us, res->sample_us, sizeof(double) * (size_t)res->samples);
   kl_report_flags(rep, res->flags, res->flag_detail);
 }

@@ -94,7 +94,8 @@ static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
   json_number(f, "cv", r->time_cv);
   fputs(",\"timer\":", f);
   lab_json_string(f, r->timer);
-  fprintf(f, ",\"samples\":%d", r->samples);
+  fprintf(f, ",\"samples\":%d,\"timed_launches\":%d", r->samples,
+          r->timed_launches);
   fputs(",\"time_kind\":", f);
   lab_json_string(f, r->backend);
   json_number(f, "gflops", r->gflops);
@@ -476,7 +477,7 @@ static int eval_files(int argc, char **argv, const char **files) {
   }
   double baseline = -1;
   {
-    sbx_limits bl = {compile_timeout, 60, 0};
+    sbx_limits bl = {compile_timeout, 60};
     sbx_slot *slot = sbx_slot_new(&bl);
     kl_executor ex;
     kl_eval_options bopts = opts;
@@ -517,7 +518,7 @@ static int eval_files(int argc, char **argv, const char **files) {
   pool.n = nfiles;
   pool.opts = &opts;
   pool.backend = backend;
-  pool.limits = (sbx_limits){compile_timeout, 60, 0};
+  pool.limits = (sbx_limits){compile_timeout, 60};
   pthread_mutex_init(&pool.mu, NULL);
   pthread_cond_init(&pool.cv, NULL);
   pthread_t *tids = calloc((size_t)jobs, sizeof(pthread_t));

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -162,21 +161,6 @@ int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
   if (alen && write_all(fd, a, alen) != 0) return -1;
   if (blen && write_all(fd, b, blen) != 0) return -1;
   return 0;
-}
-
-int sbx_await_readable(int fd, double spin_from_ms, double until_ms) {
-  for (;;) {
-    double now = sbx_now_ms();
-    if (now >= until_ms) return 0;
-    double sleep_ms = (spin_from_ms < until_ms ? spin_from_ms : until_ms) - now;
-    /* poll waits in whole milliseconds: the spin starts up to one early */
-    int wait = sleep_ms >= 1 ? (int)sleep_ms : 0;
-    struct pollfd pf = {fd, POLLIN, 0};
-    int r = poll(&pf, 1, wait);
-    if (r > 0) return 1;
-    if (r < 0 && errno != EINTR) return 1; /* the read that follows says */
-    if (wait == 0) sched_yield();
-  }
 }
 
 /* Reads exactly n bytes before deadline_ms (absolute, sbx_now_ms clock).

@@ -94,10 +94,6 @@ int sbx_worker_main(int argc, char **argv);
 typedef struct sbx_limits {
   double compile_deadline_s;      /* NVRTC per candidate (default 60) */
   double host_compile_deadline_s; /* g++ per candidate (default 60) */
-  /* 1: the paced launches' frames are waited for asleep only, as before
-   * the spinning waits (supervisor.c, pace_io): bench_sandbox's baseline
-   * for them. Default 0. */
-  int pace_no_spin;
 } sbx_limits;
 
 /* One evaluation slot: a warm compile worker and a pre-spawned run worker,

@@ -22,24 +22,15 @@ enum {
   SBX_MSG_RUN = 4,      /* lab -> run worker: kl_run_job */
   SBX_MSG_RAN = 5,      /* reply: sbx_run_reply, outputs */
   SBX_MSG_TRAP = 6,     /* worker -> lab: int32 syscall number, then death */
-  SBX_MSG_PACE = 7,     /* lab -> run-cpu-emu: int32 n, launch n of a paced
-                           job's timed runs (0 the warm-up), -1 stop,
-                           SBX_PACE_SOON the next PACE is near */
+  SBX_MSG_PACE = 7,     /* lab -> run-cpu-emu: int32 n, int32 k: batch n
+                           of a paced job's timed runs (0 the warm-up), k
+                           launches; n -1 stop */
   SBX_MSG_MM_LOAD = 8,  /* lab -> matmul-cpu-emu: sbx_mm_load */
   SBX_MSG_MM_GO = 9,    /* lab -> matmul-cpu-emu: int32 M, N, K */
   SBX_MSG_MM_DONE = 10, /* reply to either: sbx_mm_reply */
   SBX_MSG_PACED = 11,   /* run-cpu-emu -> lab: int32 1 launch n ran, 0 it
                            failed (then RAN says why) */
 };
-
-/* PACE's n when the next launch is about to start: its inputs are being
- * drawn. The runner then waits for the frame spinning, not asleep, so
- * that waking it is not on the launch's clock (sbx_await_readable). */
-#define SBX_PACE_SOON (-2)
-/* How long a runner told SOON spins at most before it sleeps: longer
- * only where the inputs take that long to draw, for launches that take
- * seconds on the emulator, next to which a wake-up is lost. */
-#define SBX_PACE_SOON_SPIN_MS 10.0
 
 /* sbx_recv results besides 0. */
 enum { SBX_EOF = -1, SBX_TIMEOUT = -2, SBX_EBAD = -3 };
@@ -104,14 +95,6 @@ int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
  * SBX_EOF, SBX_TIMEOUT or SBX_EBAD. */
 int sbx_recv(int fd, int *type, uint8_t **payload, size_t *len, size_t max_len,
              double deadline_ms);
-/* Waits until fd has something to read (or is closed) or until_ms
- * passes, reading nothing: asleep in poll until spin_from_ms, then
- * spinning (poll without a wait, the CPU yielded between looks, so that
- * the spin takes only time no other thread wants). Returns 1 readable,
- * 0 not by until_ms. Why: waking a process asleep in poll took 50 to 80
- * us on a two-core VM, a third of a short launch (tests/bench/
- * bench_sandbox); a spinning one sees a frame within microseconds. */
-int sbx_await_readable(int fd, double spin_from_ms, double until_ms);
 /* Async-signal-safe: a TRAP frame with the syscall number. */
 void sbx_send_trap(int fd, int syscall_nr);
 

@@ -486,48 +486,29 @@ again:
 /* kl_pace's io over a run worker's pipes. A frame that is not PACED is
  * kept for exec_run, which handles it as the job's end.
  *
- * Both ends wait for a launch's frames awake where they can, since a
- * wake-up from poll is on the launch's clock (50 to 80 us each way on a
- * two-core VM: a 5 ms launch measured 2% slow, a short one a third):
- * the runner spins from SOON (sent before the inputs are drawn) to PACE,
- * and this side sleeps through the first 85% of the fastest launch so
- * far, then spins until twice that (and 1 ms) have gone, then sleeps
- * again. The spins yield the CPU to any thread that wants it, so the
- * candidate's threads lose next to nothing to them. */
+ * Both ends wait asleep in poll. Waking a process is on the batch's
+ * clock (50 to 80 us each way on a two-core VM), which batches amortise
+ * for short launches (kl_pace); waiting awake instead cut it to 40 us at
+ * 256^3 on an idle machine, but on a loaded one a spinner that yields its
+ * CPU saw the frame milliseconds late (a sleeper woken by the frame is
+ * run first), so it went. */
 typedef struct pace_io {
   sbx_worker *w;
   double deadline_ms;
-  size_t want;           /* the largest frame expected: RAN */
-  int spin;              /* 0: wait asleep (sbx_limits.pace_no_spin) */
-  int n;                 /* the launch under way */
-  double go_ms, best_ms; /* when it started; the fastest timed one */
+  size_t want; /* the largest frame expected: RAN */
   int have, rc, type;
   uint8_t *msg;
   size_t len;
 } pace_io;
 
-static int pace_go(void *ctx, int n) {
+static int pace_go(void *ctx, int n, int k) {
   pace_io *p = ctx;
-  int32_t v = n;
-  p->n = n;
-  p->go_ms = sbx_now_ms();
-  return sbx_send(p->w->to, SBX_MSG_PACE, &v, sizeof v, NULL, 0) == 0 ? 0 : -1;
-}
-
-static void pace_soon(void *ctx) {
-  pace_io *p = ctx;
-  int32_t v = SBX_PACE_SOON;
-  /* a failed send shows at the go that follows */
-  (void)sbx_send(p->w->to, SBX_MSG_PACE, &v, sizeof v, NULL, 0);
+  int32_t v[2] = {n, k};
+  return sbx_send(p->w->to, SBX_MSG_PACE, v, sizeof v, NULL, 0) == 0 ? 0 : -1;
 }
 
 static int pace_done(void *ctx) {
   pace_io *p = ctx;
-  if (p->spin && p->best_ms > 0) {
-    double until = p->go_ms + 2 * p->best_ms + 1;
-    sbx_await_readable(p->w->from, p->go_ms + 0.85 * p->best_ms,
-                       until < p->deadline_ms ? until : p->deadline_ms);
-  }
   int type;
   uint8_t *msg = NULL;
   size_t len = 0;
@@ -536,9 +517,6 @@ static int pace_done(void *ctx) {
     int32_t v;
     memcpy(&v, msg, sizeof v);
     free(msg);
-    /* the warm-up's frame also waited for the correctness runs */
-    double took = sbx_now_ms() - p->go_ms;
-    if (p->n > 0 && (p->best_ms <= 0 || took < p->best_ms)) p->best_ms = took;
     return v == 1;
   }
   p->have = 1;
@@ -607,12 +585,11 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   /* Paced: PACE n / PACED until this side stops, then RAN. Any other
    * frame ends the pacing and is handled below as if it came first (RAN
    * from a job that failed its checks, TRAP, a timeout). */
-  pace_io pio = {&w, deadline, want, !s->limits.pace_no_spin, 0, 0, 0, 0, 0,
-                 0,  NULL,     0};
+  pace_io pio = {&w, deadline, want, 0, 0, 0, NULL, 0};
   if (n_pace) {
     pace = malloc(sizeof *pace);
     if (pace) {
-      kl_pace_io io = {&pio, pace_go, pace_done, pio.spin ? pace_soon : NULL};
+      kl_pace_io io = {&pio, pace_go, pace_done};
       kl_pace(job, map + n_outs, &io, pace);
     }
     munmap(map, map_bytes);
@@ -697,6 +674,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     rep->samples = 0;
   /* the driver's part of the report is never the worker's word */
   rep->paced_samples = 0;
+  rep->timed_launches = 0;
   if (pace) kl_pace_merge(rep, pace);
   if (sbx_outs_take(&w, outs, n_outs, &reply, "the run worker", out) != 0)
     goto respawn;

@@ -129,24 +129,21 @@ static void stack_loaded_profile(void *ctx) {
 }
 
 /* A paced job's timed launches (kernels/pace.c): the supervisor says
- * which launch (PACE), the runner answers each (PACED). Anything but a
- * PACE frame on the pipe ends the timing. PACE SOON says the next one
- * is near: it is awaited spinning, for at most SBX_PACE_SOON_SPIN_MS. */
-static int await_pace(void *ctx) {
+ * which batch and of how many launches (PACE n k), the runner answers
+ * each batch (PACED). Anything but a PACE frame on the pipe ends the
+ * timing. */
+static int await_pace(void *ctx, int *k) {
   (void)ctx;
-  for (;;) {
-    int type;
-    uint8_t *msg;
-    size_t len;
-    if (sbx_recv(SBX_FD_IN, &type, &msg, &len, sizeof(int32_t), 1e18) != 0)
-      return -1;
-    int32_t n = -1;
-    if (type == SBX_MSG_PACE && len == sizeof n) memcpy(&n, msg, sizeof n);
-    free(msg);
-    if (n != SBX_PACE_SOON) return n < 0 ? -1 : n;
-    double now = sbx_now_ms();
-    sbx_await_readable(SBX_FD_IN, now, now + SBX_PACE_SOON_SPIN_MS);
-  }
+  int type;
+  uint8_t *msg;
+  size_t len;
+  if (sbx_recv(SBX_FD_IN, &type, &msg, &len, 2 * sizeof(int32_t), 1e18) != 0)
+    return -1;
+  int32_t v[2] = {-1, 0};
+  if (type == SBX_MSG_PACE && len == sizeof v) memcpy(v, msg, sizeof v);
+  free(msg);
+  *k = v[1];
+  return v[0] < 0 ? -1 : v[0];
 }
 
 static void answer_pace(void *ctx, int ok) {

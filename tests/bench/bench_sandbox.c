@@ -10,8 +10,11 @@
  * Prints the median of each, the overhead as a percentage of the in-process
  * evaluation (goal <= 2%) — the median of the paired differences of harness
  * time (the evaluation less the time inside the kernel's launches, whose
- * speed is noise here), with their quartiles — and the time to start a worker
- * until it says READY (respawn time).
+ * speed is noise here), with their quartiles —, the pacing gap (what the
+ * supervisor's clock adds to a timed launch: the frames to and from the
+ * runner, per launch and per go, whose ratio is the launches a batch
+ * shares it by, kl_pace) and the time to start a worker until it says
+ * READY (respawn time).
  *
  * usage: bench_sandbox [SOURCE_DIR] [REPEATS (default 25)] [SIZE (default 256,
  * the default target)]
@@ -72,13 +75,14 @@ static int run_in_process(void *ctx, const kl_run_job *job, kl_run_report *rep,
   return 1;
 }
 
-/* A sandboxed executor seen from outside: after each run, the median of
- * what the supervisor's clock adds to the runner's own for one timed
- * launch (frames to and from the runner, waking each), read before the
- * evaluation replaces the runner's samples by the supervisor's. */
+/* The sandboxed executor seen from outside: after each run, the median
+ * of what the supervisor's clock adds to the runner's own per timed
+ * launch (the frames to and from the runner, waking each, over the
+ * launches of a batch), read before the evaluation replaces the runner's
+ * samples by the supervisor's; and the launches per sample. */
 typedef struct gap_exec {
   kl_executor inner;
-  double gap_us;
+  double gap_us, per_sample;
 } gap_exec;
 
 static int run_gap(void *ctx, const kl_run_job *job, kl_run_report *rep,
@@ -90,6 +94,7 @@ static int run_gap(void *ctx, const kl_run_job *job, kl_run_report *rep,
   for (int i = 0; i < n; i++)
     d[i] = rep->paced_us[i] - rep->sample_us[i];
   g->gap_us = n > 0 ? bench_median(d, n) : -1;
+  g->per_sample = n > 0 ? (double)rep->timed_launches / n : 0;
   return rc;
 }
 
@@ -119,91 +124,87 @@ int main(int argc, char **argv) {
   opts.threads = 1;
 
   sbx_slot *slot = sbx_slot_new(NULL);
-  sbx_limits asleep = {60, 60, 1};
-  sbx_slot *slot_asleep = sbx_slot_new(&asleep);
-  gap_exec g[2];
-  sbx_slot_executor(slot, &g[0].inner);
-  sbx_slot_executor(slot_asleep, &g[1].inner);
-  kl_executor sandboxed = g[0].inner, sandboxed_asleep = g[1].inner,
+  gap_exec g;
+  sbx_slot_executor(slot, &g.inner);
+  kl_executor sandboxed = g.inner,
               local = {NULL, NULL, run_in_process, NULL, 0};
-  sandboxed.ctx = &g[0];
+  sandboxed.ctx = &g;
   sandboxed.run = run_gap;
-  sandboxed_asleep.ctx = &g[1];
-  sandboxed_asleep.run = run_gap;
   kl_result *r = malloc(sizeof *r);
-  /* per path (0 sandboxed, 1 sandboxed waiting asleep, 2 in-process): the
-   * evaluation, its harness time, and (sandboxed) the pacing gap */
-  double t[3][100], h[3][100], gap[2][100];
-  kl_executor *via[3] = {&sandboxed, &sandboxed_asleep, &local};
-  const char *name[3] = {"sandboxed", "sandboxed, waits asleep", "in-process"};
-  /* Warm every path (caches, the compile workers, the first run workers). */
-  for (int p = 0; p < 3; p++) {
-    opts.exec = via[p];
-    kl_eval_source(path, src, len, &opts, r);
-  }
+  double t_sbx[100], t_local[100], h_sbx[100], h_local[100], gap[100],
+      per_sample[100];
+  /* Warm both paths (caches, the compile worker, the first run worker). */
+  opts.exec = &sandboxed;
+  kl_eval_source(path, src, len, &opts, r);
+  opts.exec = &local;
+  kl_eval_source(path, src, len, &opts, r);
   for (int i = 0; i < repeats; i++) {
-    for (int p = 0; p < 3; p++) {
-      opts.exec = via[p];
-      double t0 = now_ms();
-      kl_eval_source(path, src, len, &opts, r);
-      t[p][i] = now_ms() - t0 - (p == 2 ? copy_ms : 0);
-      /* Harness time: the evaluation less the time inside the kernel's
-       * launches (checks, warm-up, timed runs), so that the kernel's
-       * speed, noisy on a shared machine, cancels out. */
-      h[p][i] = t[p][i] - r->launch_ms;
-      if (p < 2) gap[p][i] = g[p].gap_us;
-      if (!r->correct) {
-        fprintf(stderr, "bench_sandbox: %s run not correct: %s %s\n", name[p],
-                r->status, r->error);
-        return 1;
-      }
+    opts.exec = &sandboxed;
+    double t0 = now_ms();
+    kl_eval_source(path, src, len, &opts, r);
+    t_sbx[i] = now_ms() - t0;
+    /* Harness time: the evaluation less the time inside the kernel's
+     * launches (checks, warm-up, timed runs), so that the kernel's speed,
+     * noisy on a shared machine, cancels out. */
+    h_sbx[i] = t_sbx[i] - r->launch_ms;
+    gap[i] = g.gap_us;
+    per_sample[i] = g.per_sample;
+    if (!r->correct) {
+      fprintf(stderr, "bench_sandbox: sandboxed run not correct: %s %s\n",
+              r->status, r->error);
+      return 1;
+    }
+    opts.exec = &local;
+    t0 = now_ms();
+    kl_eval_source(path, src, len, &opts, r);
+    t_local[i] = now_ms() - t0 - copy_ms;
+    h_local[i] = t_local[i] - r->launch_ms;
+    if (!r->correct) {
+      fprintf(stderr, "bench_sandbox: in-process run not correct: %s %s\n",
+              r->status, r->error);
+      return 1;
     }
   }
   double spawn[20];
   for (int i = 0; i < 20; i++)
     spawn[i] = sbx_measure_spawn_ms("run-cpu-emu");
   /* The overhead is the median of the paired differences (sandboxed minus
-   * in-process, the evaluations of one iteration run back to back), so
+   * in-process, the two evaluations of one iteration run back to back), so
    * that load which comes and goes on a shared machine hits both sides of
    * a pair; the quartiles of those differences show the spread. */
-  double l = bench_median(t[2], repeats);
+  double d[100];
+  for (int i = 0; i < repeats; i++)
+    d[i] = h_sbx[i] - h_local[i];
+  double dmed = bench_median(d, repeats); /* sorts d */
+  double dq1 = d[repeats / 4], dq3 = d[(3 * repeats) / 4];
+  double s = bench_median(t_sbx, repeats), l = bench_median(t_local, repeats);
+  double hs = bench_median(h_sbx, repeats), hl = bench_median(h_local, repeats);
   printf("05_blocktile_2d at %d^3, cached, median of %d evaluations\n", n,
          repeats);
   printf("  baseline: in-process evaluation       %9.2f ms\n", l);
-  for (int p = 0; p < 2; p++)
-    printf("  %-36s  %9.2f ms\n", name[p], bench_median(t[p], repeats));
+  printf("  sandboxed (pooled workers)            %9.2f ms\n", s);
   printf("  harness time (evaluation less the kernel's launches): "
-         "in-process %.2f ms, sandboxed %.2f ms, waiting asleep %.2f ms\n",
-         bench_median(h[2], repeats), bench_median(h[0], repeats),
-         bench_median(h[1], repeats));
-  double d[100], over[2], q1[2], q3[2];
-  for (int p = 0; p < 2; p++) {
-    for (int i = 0; i < repeats; i++)
-      d[i] = h[p][i] - h[2][i];
-    over[p] = bench_median(d, repeats); /* sorts d */
-    q1[p] = d[repeats / 4];
-    q3[p] = d[(3 * repeats) / 4];
-  }
+         "in-process %.2f ms, sandboxed %.2f ms\n",
+         hl, hs);
   printf("sandbox overhead: %+.2f ms = %+.2f%% of an emulated evaluation "
          "(goal <= 2%%; median of %d paired differences, quartiles %+.2f%% "
-         "and %+.2f%%); waiting asleep: %+.2f%%\n",
-         over[0], 100.0 * over[0] / l, repeats, 100.0 * q1[0] / l,
-         100.0 * q3[0] / l, 100.0 * over[1] / l);
+         "and %+.2f%%)\n",
+         dmed, 100.0 * dmed / l, repeats, 100.0 * dq1 / l, 100.0 * dq3 / l);
   printf("  (whole evaluations differ by %+.2f%%, kernel-speed noise "
          "included)\n",
-         100.0 * (bench_median(t[0], repeats) - l) / l);
-  /* What the sandbox adds to each timed sample: the supervisor's clock
-   * spans the frames to and from the runner; the runner's spans only the
-   * launch. The baseline: both sides waiting asleep. */
-  printf("pacing gap per timed launch (driver's sample less the runner's "
-         "own, median of %d runs' medians): %.1f us, waiting asleep %.1f us "
-         "(%.2fx)\n",
-         repeats, bench_median(gap[0], repeats), bench_median(gap[1], repeats),
-         bench_median(gap[1], repeats) / bench_median(gap[0], repeats));
+         100.0 * (s - l) / l);
+  /* What the sandbox adds to each timed launch: the supervisor's clock
+   * spans the frames to and from the runner, the runner's only its
+   * launches; short launches share one go in batches (kl_pace), the
+   * named baseline being the gap of a go itself. */
+  double gm = bench_median(gap, repeats), k = bench_median(per_sample, repeats);
+  printf("pacing gap (the supervisor's sample less the runner's own, median "
+         "of %d): %.1f us per timed launch, %.1f us per go of %.3g launches "
+         "(%.3gx)\n",
+         repeats, gm, gm * k, k, k);
   printf("run-worker respawn (spawn to READY), median of 20: %.2f ms\n",
          bench_median(spawn, 20));
   sbx_slot_free(slot);
-  sbx_slot_free(slot_asleep);
   free(r);
   free(src);
   return 0;

@@ -61,10 +61,16 @@ enum {
   ZERO_ROW,
   MUTATE_A,
   CANARY,
+  /* only on a batch's last launch, when it has more than one */
+  LAZY_IN_BATCH,
+  MUTATE_IN_BATCH,
+  CANARY_IN_BATCH,
 };
 
-/* the median of the driver's samples in the last paced run */
+/* the median of the driver's samples in the last paced run, its timed
+ * launches and its largest batch */
 static double driver_median;
+static int driver_launches, driver_batch_max;
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -77,21 +83,24 @@ typedef struct runner {
   int mode, from_driver, to_driver;
   const kl_run_job *job;
   float *region;
+  int k; /* the batch's launches */
 } runner;
 
-static int child_go(void *ctx) {
+static int child_go(void *ctx, int *k) {
   runner *r = ctx;
-  int32_t n;
-  if (read(r->from_driver, &n, sizeof n) != (ssize_t)sizeof n) return -1;
-  return n;
+  int32_t v[2];
+  if (read(r->from_driver, v, sizeof v) != (ssize_t)sizeof v) return -1;
+  *k = r->k = v[1];
+  return v[0];
 }
 
-/* The candidate's part, after a timed launch and before the answer. */
+/* The candidate's part, after a timed batch and before the answer: on
+ * its last launch's set (the only one when launches go alone). */
 static void child_done(void *ctx, int ok) {
   runner *r = ctx;
   kl_shape sh = r->job->timed_shape;
   float *A, *B, *C;
-  kl_pace_buffers(sh, r->region, &A, &B, &C);
+  kl_pace_buffers(sh, r->region, r->k > 0 ? r->k - 1 : 0, &A, &B, &C);
   size_t nc = (size_t)sh.M * sh.N;
   uint32_t poison = KL_POISON_BITS;
   if (r->mode == POISON_ONE) memcpy(&C[nc / 2], &poison, 4);
@@ -105,6 +114,9 @@ static void child_done(void *ctx, int ok) {
     memset(C + (size_t)(sh.M / 3) * sh.N, 0, sizeof(float) * (size_t)sh.N);
   if (r->mode == MUTATE_A) A[7] += 1.0f;
   if (r->mode == CANARY) C[nc + 3] = 0.0f;
+  if (r->k > 1 && r->mode == LAZY_IN_BATCH) memset(C, 0, sizeof(float) * nc);
+  if (r->k > 1 && r->mode == MUTATE_IN_BATCH) B[5] *= -1.0f;
+  if (r->k > 1 && r->mode == CANARY_IN_BATCH) A[-1] = 0.0f;
   int32_t v = ok;
   if (write(r->to_driver, &v, sizeof v) != (ssize_t)sizeof v) _exit(2);
 }
@@ -122,10 +134,10 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int drive_go(void *ctx, int n) {
+static int drive_go(void *ctx, int n, int k) {
   driver *d = ctx;
-  int32_t v = n;
-  return write(d->to_runner, &v, sizeof v) == (ssize_t)sizeof v ? 0 : -1;
+  int32_t v[2] = {n, k};
+  return write(d->to_runner, v, sizeof v) == (ssize_t)sizeof v ? 0 : -1;
 }
 
 static int drive_done(void *ctx) {
@@ -156,7 +168,7 @@ static int run_paced(int mode, const kl_run_job *job, kl_run_report *rep,
   if (pid == 0) {
     close(down[1]);
     close(up[0]);
-    runner r = {mode, down[0], up[1], job, shared_outs + n_outs};
+    runner r = {mode, down[0], up[1], job, shared_outs + n_outs, 0};
     kl_run_hooks hooks = {NULL, child_go, child_done, &r};
     kl_run_execute(job, shared, shared_outs, &hooks);
     _exit(0);
@@ -164,7 +176,7 @@ static int run_paced(int mode, const kl_run_job *job, kl_run_report *rep,
   close(down[0]);
   close(up[1]);
   driver d = {down[1], up[0], now_ms() + job->deadline_s * 1e3};
-  kl_pace_io io = {&d, drive_go, drive_done, NULL};
+  kl_pace_io io = {&d, drive_go, drive_done};
   static kl_pace_result res;
   kl_pace(job, shared_outs + n_outs, &io, &res);
   close(down[1]);
@@ -178,6 +190,8 @@ static int run_paced(int mode, const kl_run_job *job, kl_run_report *rep,
   double s[KL_MAX_TIMING_SAMPLES];
   memcpy(s, res.sample_us, sizeof(double) * (size_t)res.samples);
   qsort(s, (size_t)res.samples, sizeof(double), cmp_double);
+  driver_launches = res.launches;
+  driver_batch_max = res.batch_max;
   driver_median = res.samples == 0 ? -1
                   : res.samples % 2
                       ? s[res.samples / 2]
@@ -212,6 +226,7 @@ static int run_here(void *ctx, const kl_run_job *job, kl_run_report *rep,
 }
 
 static kl_result r;
+static int size = 128; /* the timed shape's M, N and K */
 
 static uint64_t eval(int mode) {
   kl_executor ex = {&mode, NULL, run_here, NULL, mode != UNPACED};
@@ -220,8 +235,9 @@ static uint64_t eval(int mode) {
   o.backend = "cpu-emu";
   o.exec = &ex;
   /* 128^3 with the naive kernel: a couple of ms per emulated launch, so the
-   * timed runs last well over the check's 5 ms floor */
-  o.shapes[0] = (kl_shape){128, 128, 128};
+   * timed runs last well over the check's 5 ms floor, and each goes alone;
+   * 32^3: a tenth of a ms, in batches */
+  o.shapes[0] = (kl_shape){size, size, size};
   o.n_shapes = 1;
   o.seed = 11;
   o.threads = 1;
@@ -232,6 +248,52 @@ static uint64_t eval(int mode) {
 }
 
 #define BIT(f) ((uint64_t)1 << (f))
+
+/* Short launches go in batches, and every launch of a batch is checked:
+ * honest at 32^3, each sample is a batch's mean (more launches than
+ * samples) and nothing is flagged; a runner that skips the work of a
+ * batch's last launch, changes its B or writes before its A is caught,
+ * and the detail names a launch past the first of a batch. */
+static void test_batches(void) {
+  size = 32;
+  uint64_t f = eval(HONEST);
+  CHECK(r.correct && !(f & KL_FLAGS_DYNAMIC) &&
+            !(f & BIT(KL_FLAG_IMPLAUSIBLE_SPEED)),
+        "honest at 32^3: %s %s %s", r.status, r.error, r.flag_detail);
+  CHECK(driver_batch_max > 1 && driver_batch_max <= KL_PACE_MAX_BATCH &&
+            driver_launches > r.samples,
+        "32^3 launches are batched: %d timed launches in %d samples, at most "
+        "%d per batch",
+        driver_launches, r.samples, driver_batch_max);
+  CHECK(r.time_us == driver_median && r.time_us > 0,
+        "the time %.3f us is the driver's per-launch median %.3f", r.time_us,
+        driver_median);
+  printf("test_timing_guard: 32^3: %d launches in %d samples (at most %d "
+         "per batch), %.1f us each\n",
+         driver_launches, r.samples, driver_batch_max, r.time_us);
+  static const struct {
+    int mode;
+    const char *name;
+    int flag, wrong;
+  } spoiled[] = {
+      {LAZY_IN_BATCH, "a batch's last C zero", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
+      {MUTATE_IN_BATCH, "a batch's last B changed", KL_FLAG_INPUT_MUTATED, 0},
+      {CANARY_IN_BATCH, "a write before a batch's last A",
+       KL_FLAG_CANARY_OVERWRITTEN, 0}};
+  for (size_t i = 0; i < sizeof spoiled / sizeof spoiled[0]; i++) {
+    f = eval(spoiled[i].mode);
+    int launch = -1;
+    const char *at = strstr(r.flag_detail, "timed launch ");
+    if (at) launch = atoi(at + strlen("timed launch "));
+    CHECK((f & BIT(spoiled[i].flag)) && launch > 1,
+          "%s: flag %d not raised on a launch past the first of a batch (%s)",
+          spoiled[i].name, spoiled[i].flag, r.flag_detail);
+    if (spoiled[i].wrong)
+      CHECK(!r.correct, "%s: still correct (%s)", spoiled[i].name, r.error);
+    printf("test_timing_guard: %s: %s\n", spoiled[i].name, r.flag_detail);
+  }
+  size = 128;
+}
 
 int main(void) {
   uint64_t f = eval(HONEST);
@@ -296,5 +358,6 @@ int main(void) {
             "%s: still correct (%s)", spoiled[i].name, r.error);
     printf("test_timing_guard: %s: %s\n", spoiled[i].name, r.flag_detail);
   }
+  test_batches();
   return kl_test_done("test_timing_guard");
 }

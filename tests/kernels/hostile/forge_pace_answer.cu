@@ -45,7 +45,7 @@ static void kl_forge(void) {
     unsigned short version, type;
     unsigned long long len;
     unsigned crc, reserved;
-  } h = {0x31464c4bu, 4, 11, sizeof phase, 0, 0};
+  } h = {0x31464c4bu, 6, 11, sizeof phase, 0, 0};
   h.crc = kl_crc32c((const unsigned char *)&phase, sizeof phase);
   kl_sys6(1 /* write */, 4, (long)&h, sizeof h, 0, 0, 0);
   kl_sys6(1 /* write */, 4, (long)&phase, sizeof phase, 0, 0, 0);
