@@ -167,16 +167,6 @@ static int dbuf_scale(dbuf *b, uint64_t seed, uint64_t launch_no,
   return 0;
 }
 
-static void note_flag(kl_run_report *rep, int bit, const char *what,
-                      kl_shape sh) {
-  uint64_t f = (uint64_t)1 << bit;
-  if (rep->flags & f) return;
-  rep->flags |= f;
-  size_t used = strlen(rep->flag_detail);
-  snprintf(rep->flag_detail + used, sizeof rep->flag_detail - used,
-           "%s%s at %dx%dx%d", used ? "; " : "", what, sh.M, sh.N, sh.K);
-}
-
 /* Reads back the canary bands and the inputs; raises canary_overwritten
  * and input_mutated as kernels/run.c does. */
 static int dbuf_inspect(dbuf *b, kl_run_report *rep) {
@@ -193,8 +183,8 @@ static int dbuf_inspect(dbuf *b, kl_run_report *rep) {
     }
   }
   if (!intact)
-    note_flag(rep, KL_FLAG_CANARY_OVERWRITTEN, "a write outside A, B or C",
-              b->sh);
+    kl_report_flag_at(rep, KL_FLAG_CANARY_OVERWRITTEN,
+                      "a write outside A, B or C", b->sh);
   size_t most = b->n[0] > b->n[1] ? b->n[0] : b->n[1];
   float *back = malloc(most * sizeof(float));
   if (!back) return fail(rep, "out of memory for the input check");
@@ -204,7 +194,8 @@ static int dbuf_inspect(dbuf *b, kl_run_report *rep) {
   CK(cu->MemcpyDtoH(back, b->dB, b->n[1] * 4), "cuMemcpyDtoH (B)");
   same &= memcmp(back, b->B, b->n[1] * 4) == 0;
   free(back);
-  if (!same) note_flag(rep, KL_FLAG_INPUT_MUTATED, "A or B changed", b->sh);
+  if (!same)
+    kl_report_flag_at(rep, KL_FLAG_INPUT_MUTATED, "A or B changed", b->sh);
   return 0;
 }
 

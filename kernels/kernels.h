@@ -554,6 +554,9 @@ void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res);
 /* Adds flags to rep's, and detail to its flag_detail when a flag is new
  * (as far as it fits). */
 void kl_report_flags(kl_run_report *rep, uint64_t flags, const char *detail);
+/* The same for one flag bit, the detail "WHAT at MxNxK". */
+void kl_report_flag_at(kl_run_report *rep, int bit, const char *what,
+                       kl_shape sh);
 
 /* The checks on one timed launch's output, made by whoever drew its
  * inputs (kl_pace on cpu-emu, kernels/gpu_run.c on the GPU): C0 (M x N,

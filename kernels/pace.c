@@ -467,6 +467,13 @@ void kl_report_flags(kl_run_report *rep, uint64_t flags, const char *detail) {
   d[used + add] = 0;
 }
 
+void kl_report_flag_at(kl_run_report *rep, int bit, const char *what,
+                       kl_shape sh) {
+  char detail[160];
+  snprintf(detail, sizeof detail, "%s at %dx%dx%d", what, sh.M, sh.N, sh.K);
+  kl_report_flags(rep, (uint64_t)1 << bit, detail);
+}
+
 void kl_pace_merge(kl_run_report *rep, const kl_pace_result *res) {
   rep->paced_samples = res->samples;
   rep->timed_launches = res->launches;

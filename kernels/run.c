@@ -132,16 +132,6 @@ static void buffers_free(buffers *b) {
   guarded_free(b->C);
 }
 
-static void note_flag(kl_run_report *rep, int bit, const char *what,
-                      kl_shape sh) {
-  uint64_t f = (uint64_t)1 << bit;
-  if (rep->flags & f) return;
-  rep->flags |= f;
-  size_t used = strlen(rep->flag_detail);
-  snprintf(rep->flag_detail + used, sizeof rep->flag_detail - used,
-           "%s%s at %dx%dx%d", used ? "; " : "", what, sh.M, sh.N, sh.K);
-}
-
 /* One launch on b (poisoned first), then the guards and input checksums.
  * Returns the launch's wall time in microseconds, or -1 on failure. */
 static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
@@ -162,10 +152,10 @@ static double launch(kl_emu_module *m, buffers *b, const kl_run_job *job,
   }
   if (!guard_intact(b->A, na) || !guard_intact(b->B, nb) ||
       !guard_intact(b->C, nc))
-    note_flag(rep, 33 /* canary_overwritten */, "a write outside A, B or C",
-              sh);
+    kl_report_flag_at(rep, KL_FLAG_CANARY_OVERWRITTEN,
+                      "a write outside A, B or C", sh);
   if (checksum(b->A, na) != b->sum_a || checksum(b->B, nb) != b->sum_b)
-    note_flag(rep, 34 /* input_mutated */, "A or B changed", sh);
+    kl_report_flag_at(rep, KL_FLAG_INPUT_MUTATED, "A or B changed", sh);
   return dt;
 }
 

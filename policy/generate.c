@@ -461,20 +461,21 @@ int pl_generate_notify(const pl_model *m, const int32_t *prompt, int prompt_len,
     for (int b = 0; b < n_active; b++) {
       int g = active[b];
       pl_sample_out so;
-      /* a non-finite logit here is the model's (weights or activations
-       * that overflow), not a caller's mask: say so before the sampler
-       * would blame its input */
       const float *row = logits + (size_t)b * V;
-      for (int v = 0; v < V; v++)
+      rc = pl_sample(row, V, sampling, &rngs[g], scratch, &so, why, whylen);
+      /* a non-finite logit here is the model's (weights or activations
+       * that overflow), not a caller's mask: say so rather than the
+       * sampler, which blames its input (the sampler scans the row
+       * already; only a failure is scanned again) */
+      for (int v = 0; rc && v < V; v++)
         if (!isfinite(row[v])) {
           rc = pl_fail(why, whylen, PL_EINPUT,
                        "sampling: the model's logit %d is %g at row %d, "
                        "token %d: its weights or activations overflow "
                        "(a diverged or damaged checkpoint)",
                        v, (double)row[v], g, i);
-          goto done;
+          break;
         }
-      rc = pl_sample(row, V, sampling, &rngs[g], scratch, &so, why, whylen);
       if (rc) goto done;
       if (!pl_generation_record(out, g, i, &so, eos_id, cap)) {
         active[kept] = g;
