@@ -57,6 +57,11 @@ def group_seeds():
               "%s: correct, got %s %s" % (name, r["status"], r["error"]))
         check(r["flags"] == [], "%s: no flags yet" % name)
         check(r["time_us"] and r["time_us"] > 0, "%s: timed" % name)
+        # each sample is one launch or a batch's mean of up to 16
+        check(r["samples"] > 0 and
+              r["samples"] <= r["timed_launches"] <= 16 * r["samples"],
+              "%s: %s timed launches behind %s samples"
+              % (name, r.get("timed_launches"), r["samples"]))
         check(r["baseline_us"] and r["baseline_us"] > 0, "%s: baseline" % name)
         check(r["regs"] > 0, "%s: registers from ptxas" % name)
         shapes = {(s["M"], s["N"], s["K"]) for s in r["shapes"]}
