@@ -58,6 +58,7 @@ void lab_res_candidate(const kl_result *r, const rw_components *reward,
   res_strset(c->backend, sizeof c->backend, r->backend);
   res_strset(c->status, sizeof c->status, r->status);
   res_strset(c->error, sizeof c->error, r->error);
+  c->timed_launches = r->timed_launches;
   c->compiled = (uint8_t)r->compiled;
   c->correct = (uint8_t)r->correct;
   c->max_rel_err = r->n_checks ? r->max_rel_err : -1;

@@ -340,8 +340,14 @@ static int show_stats(const res_reader *r, int64_t id) {
     fprintf(stderr, "kernlab show: %s\n", why);
     return LAB_EXIT_USAGE;
   }
-  printf("candidate %lld: %d timing samples (%s, microseconds)\n",
-         (long long)id, n, c->backend);
+  printf("candidate %lld: %d timing samples (%s, microseconds)", (long long)id,
+         n, c->backend);
+  /* 0: a file from before schema 3, which did not say */
+  if (c->timed_launches > n)
+    printf(", over %d timed launches (short ones were timed in batches: a "
+           "sample is a batch's mean)",
+           c->timed_launches);
+  printf("\n");
   if (n) {
     double sum = 0, sq = 0;
     for (int i = 0; i < n; i++)
@@ -566,6 +572,7 @@ static const col cols[] = {
     COL(src_len, 'I'),
     COL(timing_count, 'I'),
     COL(error, 's'),
+    COL(timed_launches, 'i'),
 };
 #undef COL
 

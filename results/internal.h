@@ -56,7 +56,8 @@
   X(src_sha256, SHA)                                                           \
   X(timing_off, U64)                                                           \
   X(timing_count, U32)                                                         \
-  X(error, STR) /* schema 2 on: keep it last (see res__candidate_crc) */
+  X(error, STR)          /* schema 2 on (res__field_since) */                  \
+  X(timed_launches, I32) /* schema 3 on: new fields go last */
 
 #define RES_STEP_FIELDS(X)                                                     \
   X(step, I64)                                                                 \
@@ -133,8 +134,11 @@ const char *res__reader_damage(const res_reader *r);
   "a crash leaves damage only in the last record: this file was changed "      \
   "after it was written; write to a new file"
 
-/* The record crc as a file of schema `schema` computes it: schema 1 had
- * no `error` field, so its crc stops before it. */
+/* The schema that added the candidates' field `name` (1: the first). */
+int res__field_since(const char *name);
+/* The record crc as a file of schema `schema` computes it: over the
+ * fields that schema has (schema 1 had no `error`, 2 no
+ * `timed_launches`). */
 uint32_t res__candidate_crc(const res_candidate *r, int schema);
 
 /* Whether the link `name` in the root of fid is a hard link: NULL when it
@@ -152,8 +156,9 @@ int res__check_links(hid_t fid, const char *path, char *why, size_t whylen);
  * wall). HDF5's error stack is left quiet. The caller closes it. */
 hid_t res__open_ds(hid_t fid, const char *name);
 /* Why the compound records of ds do not read as mt (a file edited with
- * other tools): a field missing (`error` may be, in a schema-1 file), or
- * of a type HDF5 cannot convert. 0 with out "" when nothing is found. */
+ * other tools): a field missing (one a later schema added may be, in an
+ * older file), or of a type HDF5 cannot convert. 0 with out "" when
+ * nothing is found. */
 int res__field_problem(hid_t ds, hid_t mt, int schema, char *out, size_t n);
 
 /* Current extent of a 1-D (or the first axis of a 2-D) dataset; -1 on

@@ -18,10 +18,14 @@
  *                          nvrtc_version, driver_version, seed, flag_names
  *                          (bit i of a candidate's `flags` is flag_names[i])
  *   /candidates            compound res_candidate records, [n]; the row index
- *                          is the candidate's id. Schema 2 added the last
- *                          field, `error` (the evaluation's error line);
- *                          a schema-1 file reads with it empty and takes
- *                          appends in schema 1 (records without it)
+ *                          is the candidate's id. Schema 2 added the field
+ *                          `error` (the evaluation's error line), schema 3
+ *                          the last, `timed_launches` (the launches behind
+ *                          the samples: more than timing_count where short
+ *                          launches were timed in batches, each sample
+ *                          their mean); an older file reads with them
+ *                          empty (0) and takes appends in its own schema
+ *                          (records without them)
  *   /source_bytes          uint8 byte heap, [bytes]; a candidate's source is
  *                          [src_off, src_off + src_len), sha256 src_sha256.
  *                          Identical sources are stored once.
@@ -99,8 +103,9 @@ enum {
   RES_EENV = 3,   /* HDF5 failure, disk full, file busy */
 };
 
-#define RES_SCHEMA_VERSION 2 /* 2: the candidates' error line */
-#define RES_NAME_LEN 64      /* component and flag names, NUL included */
+/* 2: the candidates' error line; 3: their timed_launches */
+#define RES_SCHEMA_VERSION 3
+#define RES_NAME_LEN 64 /* component and flag names, NUL included */
 #define RES_MAX_FLAGS 64
 /* Distinct reward component names one file takes: every row holds every
  * column, so a formula that invents a name per candidate (a bug) would
@@ -143,6 +148,8 @@ typedef struct res_candidate {
   uint32_t timing_count;  /* (store) */
   char error[256];        /* the evaluation's error line, cut to 255 bytes; ""
                              when none (schema 2; read as "" from schema 1) */
+  int32_t timed_launches; /* behind the timing samples (schema 3; read as 0
+                             from older files) */
   uint32_t crc;           /* (store) crc32 of every other field */
 } res_candidate;
 

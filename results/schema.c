@@ -43,11 +43,15 @@ static uint32_t crc_update(uint32_t crc, const void *data, size_t len) {
 /* Each field's bytes in declaration order: no struct padding is hashed. */
 #define CRC_FIELD(name, kind) crc = crc_update(crc, &r->name, sizeof r->name);
 
+int res__field_since(const char *name) {
+  return !strcmp(name, "error") ? 2 : !strcmp(name, "timed_launches") ? 3 : 1;
+}
+
 uint32_t res__candidate_crc(const res_candidate *r, int schema) {
   crc_init();
   uint32_t crc = 0;
 #define CRC_FIELD_IN(name, kind)                                               \
-  if (schema >= 2 || strcmp(#name, "error"))                                   \
+  if (schema >= res__field_since(#name))                                       \
     crc = crc_update(crc, &r->name, sizeof r->name);
   RES_CANDIDATE_FIELDS(CRC_FIELD_IN)
 #undef CRC_FIELD_IN
@@ -428,7 +432,7 @@ int res__field_problem(hid_t ds, hid_t mt, int schema, char *out, size_t n) {
       if (!name) continue;
       int idx = H5Tget_member_index(ft, name);
       if (idx < 0) {
-        if (pass == 1 && (schema >= 2 || strcmp(name, "error")))
+        if (pass == 1 && schema >= res__field_since(name))
           snprintf(out, n, "its records have no field `%s`", name);
       } else if (pass == 0) {
         hid_t fm = H5Tget_member_type(ft, (unsigned)idx);

@@ -73,6 +73,8 @@ def test_show(run):
     rc, out, _ = kernlab("show", run, "5", "--stats")
     check(rc == 0 and "5 timing samples" in out and "median 105.500" in out,
           "--stats: samples and median: %s" % out)
+    check("over 20 timed launches" in out,
+          "--stats says the samples are means of batches: %s" % out)
     rc, out, _ = kernlab("show", run, "0", "--stats")
     check(rc == 0 and "0 timing samples" in out, "--stats with no samples")
     rc, _, err = kernlab("show", run, "3", "--ptx")

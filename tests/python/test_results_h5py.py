@@ -108,7 +108,7 @@ def test_clean(tmp):
     with h5py.File(path, "r") as f:  # plain open: the writer closed it
         a = f.attrs
         check(a["kind"] == b"kernlab-results", "kind attribute")
-        check(int(a["schema_version"]) == 2, "schema_version attribute")
+        check(int(a["schema_version"]) == 3, "schema_version attribute")
         check(int(a["seed"]) == 42, "seed attribute")
         check(b"fixture campaign" in a["config"], "config text")
         for k in ("created", "reward_script", "reward_sha256", "device",
@@ -133,6 +133,11 @@ def test_clean(tmp):
         check(cands[8]["status"] == b"ok" and cands[8]["label"] == b"sample-8.cu",
               "fixed-length strings read as bytes")
         check(sources[8].startswith("// candidate 8\n"), "source decodes")
+        # schema 3: the launches behind the samples (results_gen.h: i % 6
+        # samples of 4 launches each)
+        check(int(cands[5]["timed_launches"]) == 20 and
+              int(cands[6]["timed_launches"]) == 0,
+              "timed_launches: %s" % cands["timed_launches"][:7])
         check(cands[2]["src_off"] == cands[3]["src_off"], "dedup by sha256")
         heap_len = len(f["source_bytes"])
         distinct = {bytes(c["src_sha256"]): int(c["src_len"]) for c in cands}

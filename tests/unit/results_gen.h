@@ -104,6 +104,8 @@ static void gen_candidate(int64_t i, res_candidate *c) {
   c->compile_ms = 12.5;
   c->wall_unix = 1.7e9 + (double)i;
   snprintf(c->reward_sha256, sizeof c->reward_sha256, "%064d", 7);
+  /* i % 6 samples (gen_samples), each the mean of a batch of 4 */
+  c->timed_launches = (int32_t)(i % 6) * 4;
 }
 
 static void gen_step(int64_t s, res_step *st) {
@@ -206,6 +208,7 @@ GEN_MAYBE_UNUSED static int gen_verify(const res_reader *r, int64_t i,
   SAME(smem_bytes);
   SAME(flags);
   SAME(error);
+  SAME(timed_launches);
   SAME(seed);
   SAME(wall_unix);
   SAME(reward_sha256);

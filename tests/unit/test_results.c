@@ -3,7 +3,8 @@
  * dataset and attribute, source dedup, reward components that grow, reopen
  * and append, the writer lock, each kind of bad input (missing, not HDF5,
  * HDF5 but not ours, newer schema, truncated, unknown id), the error line
- * (schema 2) and a schema-1 file read and appended to.
+ * (schema 2) and a schema-1 file read and appended to, timed_launches
+ * (schema 3) and a schema-2 file read and appended to.
  */
 #include "kltest.h"
 #include "results/internal.h"
@@ -292,6 +293,68 @@ static void test_errors_and_schema_1(void) {
             res_get(r, 12)->error[0] == 0 &&
             !strcmp(res_get(r, 12)->label, "sample-12.cu"),
         "schema-1 file after an append: %s",
+        r ? "schema, count or record" : why);
+  if (r) res_reader_close(r);
+}
+
+/* Schema 3 keeps each candidate's timed_launches; a schema-2 file
+ * (written by the kernlab of 2026-12-02 before it did: tests/data/
+ * results_v2.h5, three seeds at 64^3) reads with them 0 and takes appends
+ * in its own schema (no timed_launches member, schema-2 crcs). */
+static void test_timed_launches_and_schema_2(void) {
+  char path[512], why[512];
+  int code;
+  path_in(path, sizeof path, "launches.h5");
+  res_file *f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f, "create: %s", why);
+  if (!f) return;
+  res_candidate c;
+  gen_candidate(0, &c);
+  c.timed_launches = 37;
+  CHECK(res_append_candidate(f, &c, "x", 1, NULL, 0, NULL, NULL, 0, NULL, why,
+                             sizeof why) == RES_OK,
+        "append: %s", why);
+  res_close(f, why, sizeof why);
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_count(r) == 1 && res_get(r, 0)->timed_launches == 37,
+        "timed_launches round trip: %s", r ? "count or value" : why);
+  if (r) res_reader_close(r);
+
+  const char *src = getenv("KL_SOURCE_DIR");
+  char v2[512], cmd[1200];
+  snprintf(v2, sizeof v2, "%s/tests/data/results_v2.h5", src ? src : ".");
+  path_in(path, sizeof path, "v2.h5");
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", v2, path);
+  CHECK(system(cmd) == 0, "copy %s", v2);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_schema_version(r) == 2 && res_count(r) == 3,
+        "schema-2 file: %s", r ? "schema or count" : why);
+  if (r) {
+    int zero = 1, timed = 1;
+    for (int64_t i = 0; i < res_count(r); i++) {
+      zero &= res_get(r, i)->timed_launches == 0;
+      timed &= res_get(r, i)->timing_count > 0 && res_get(r, i)->correct;
+    }
+    CHECK(zero && timed,
+          "schema-2 records read whole (timed, correct) with timed_launches "
+          "0");
+    res_reader_close(r);
+  }
+  f = res_open_append(path, &meta, &code, why, sizeof why);
+  CHECK(f, "append to a schema-2 file: %s", why);
+  if (!f) return;
+  gen_candidate(3, &c);
+  c.timed_launches = 99; /* dropped: schema 2 has no such member */
+  snprintf(c.error, sizeof c.error, "kept: schema 2 has the error line");
+  CHECK(res_append_candidate(f, &c, "z", 1, NULL, 0, NULL, NULL, 0, NULL, why,
+                             sizeof why) == RES_OK,
+        "append: %s", why);
+  res_close(f, why, sizeof why);
+  r = res_open_read(path, &code, why, sizeof why);
+  CHECK(r && res_schema_version(r) == 2 && res_count(r) == 4 &&
+            res_get(r, 3)->timed_launches == 0 &&
+            !strcmp(res_get(r, 3)->error, "kept: schema 2 has the error line"),
+        "schema-2 file after an append: %s",
         r ? "schema, count or record" : why);
   if (r) res_reader_close(r);
 }
@@ -872,6 +935,7 @@ int main(void) {
   test_symlink();
   test_bad_input();
   test_errors_and_schema_1();
+  test_timed_launches_and_schema_2();
   test_full_disk();
   test_removed_while_written();
   test_hostile_shapes();
