@@ -228,6 +228,17 @@ static void test_bad_input(void) {
   expect_input_error(path, "truncated");
 }
 
+/* Copies tests/data/NAME (a file an older kernlab wrote) into the test's
+ * folder, its path in path. */
+static void copy_fixture(const char *name, char *path, size_t len) {
+  const char *src = getenv("KL_SOURCE_DIR");
+  char from[512], cmd[1200];
+  snprintf(from, sizeof from, "%s/tests/data/%s", src ? src : ".", name);
+  path_in(path, len, name);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, path);
+  CHECK(system(cmd) == 0, "copy %s", from);
+}
+
 /* Schema 2 keeps each candidate's error line; a schema-1 file (written by
  * the kernlab of 2026-11-30 before it did: tests/data/results_v1.h5) still
  * reads, every record valid and its error "", and takes appends in its own
@@ -263,12 +274,7 @@ static void test_errors_and_schema_1(void) {
     res_reader_close(r);
   }
 
-  const char *src = getenv("KL_SOURCE_DIR");
-  char v1[512], cmd[1200];
-  snprintf(v1, sizeof v1, "%s/tests/data/results_v1.h5", src ? src : ".");
-  path_in(path, sizeof path, "v1.h5");
-  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", v1, path);
-  CHECK(system(cmd) == 0, "copy %s", v1);
+  copy_fixture("results_v1.h5", path, sizeof path);
   r = res_open_read(path, &code, why, sizeof why);
   CHECK(r && res_schema_version(r) == 1 && res_count(r) == 12,
         "schema-1 file: %s", r ? "schema or count" : why);
@@ -320,12 +326,7 @@ static void test_timed_launches_and_schema_2(void) {
         "timed_launches round trip: %s", r ? "count or value" : why);
   if (r) res_reader_close(r);
 
-  const char *src = getenv("KL_SOURCE_DIR");
-  char v2[512], cmd[1200];
-  snprintf(v2, sizeof v2, "%s/tests/data/results_v2.h5", src ? src : ".");
-  path_in(path, sizeof path, "v2.h5");
-  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", v2, path);
-  CHECK(system(cmd) == 0, "copy %s", v2);
+  copy_fixture("results_v2.h5", path, sizeof path);
   r = res_open_read(path, &code, why, sizeof why);
   CHECK(r && res_schema_version(r) == 2 && res_count(r) == 3,
         "schema-2 file: %s", r ? "schema or count" : why);
