@@ -513,8 +513,8 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
  * reached for its timing, which is implausible_speed even though the
  * score no longer rests on those numbers. Claims far below the driver's
  * are not a sign: short launches on a busy machine measured a third of
- * it (the rest is the frames between two processes, and waking them:
- * the supervisor's waits spin where they can, but a loaded machine still
+ * it (the rest is the frames between two processes, and waking them;
+ * batches of short launches share one go, but a loaded machine still
  * delays a frame). */
 static void paced_samples(kl_run_report *rep, kl_result *out) {
   int n = rep->paced_samples;

@@ -169,6 +169,21 @@ static void scale_buffers(kl_scaled *ss, buffers *b, uint64_t seed,
   b->sum_b = checksum(b->B, (size_t)b->sh.K * b->sh.N);
 }
 
+/* One batch of timed launches: launch i on set i of the paced region;
+ * KL_OK, or the first launch's failure (rep->why says it). */
+static int run_batch(kl_emu_module *m, const kl_run_job *job, float *region,
+                     int k, kl_run_report *rep) {
+  kl_shape sh = job->timed_shape;
+  int rc = KL_OK;
+  for (int i = 0; i < k && rc == KL_OK; i++) {
+    float *A, *B, *C;
+    kl_pace_buffers(sh, region, i, &A, &B, &C);
+    rc = kl_emu_run(m, A, B, C, sh.M, sh.N, sh.K, job->threads, rep->why,
+                    sizeof rep->why);
+  }
+  return rc;
+}
+
 /* A paced job's timed launches (kl_pace drives them from outside this
  * process), in batches of k the driver chose: launch i of a batch on set
  * i of the region, as the driver left it; the claim is the batch's time
@@ -199,13 +214,7 @@ static void paced_runs(kl_emu_module *m, const kl_run_job *job,
       return;
     }
     double t0 = now_us();
-    int rc = KL_OK;
-    for (int i = 0; i < k && rc == KL_OK; i++) {
-      float *A, *B, *C;
-      kl_pace_buffers(sh, region, i, &A, &B, &C);
-      rc = kl_emu_run(m, A, B, C, sh.M, sh.N, sh.K, job->threads, rep->why,
-                      sizeof rep->why);
-    }
+    int rc = run_batch(m, job, region, k, rep);
     double dt = now_us() - t0;
     rep->launch_us += dt;
     if (rc != KL_OK) {
@@ -238,15 +247,8 @@ typedef struct self_pace {
 static int self_go(void *ctx, int n, int k) {
   self_pace *p = ctx;
   if (n < 0) return 0;
-  kl_shape sh = p->job->timed_shape;
   double t0 = now_us();
-  int rc = KL_OK;
-  for (int i = 0; i < k && rc == KL_OK; i++) {
-    float *A, *B, *C;
-    kl_pace_buffers(sh, p->region, i, &A, &B, &C);
-    rc = kl_emu_run(p->m, A, B, C, sh.M, sh.N, sh.K, p->job->threads,
-                    p->rep->why, sizeof p->rep->why);
-  }
+  int rc = run_batch(p->m, p->job, p->region, k, p->rep);
   p->rep->launch_us += now_us() - t0;
   p->ok = rc == KL_OK;
   if (!p->ok) {

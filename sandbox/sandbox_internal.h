@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* 2: CRC-32C frames; 3: MARK; 4: PACE; 5: no timed input sets */
+/* 2: CRC-32C frames; 3: MARK; 4: PACE; 5: no timed input sets; 6: PACE
+ * n k (batches) */
 #define SBX_PROTOCOL_VERSION 6
 
 /* Message types. */

@@ -170,15 +170,14 @@ static int emu_worker_start(void) {
 /* Keeps big buffers on a heap that is already faulted in: a fresh process
  * would otherwise map (and fault) every input and output anew, on the
  * evaluation's critical path, which is what separated a worker's checks
- * from a warm process's (4 ms more at the default target; a first touch
- * of a 4 KiB page cost 12 us on the two-core VM of tests/bench/
- * bench_sandbox). The touch must outlive the optimiser: a memset of a
- * block freed right after is a dead store, and GCC removed the one this
- * used to be (the heap stayed unfaulted). Huge pages where the kernel
- * gives them on request (transparent_hugepage "madvise"): one fault per
- * 2 MiB. PREFAULT_BYTES covers the checks at 512^3 (inputs, output and
- * the rerun's scaled copies); a larger target's launches take seconds,
- * next to which its faults are lost. */
+ * from a warm process's (6 to 7 ms of an evaluation at the default
+ * target; a first touch of a 4 KiB page cost 12 us on the two-core VM of
+ * tests/bench/bench_sandbox). The touch must outlive the optimiser: a memset of
+ * a block freed right after is a dead store, and GCC removed the one this used
+ * to be (the heap stayed unfaulted). Huge pages where the kernel gives them on
+ * request (transparent_hugepage "madvise"): one fault per 2 MiB. PREFAULT_BYTES
+ * covers the checks at 512^3 (inputs, output and the rerun's scaled copies); a
+ * larger target's launches take seconds, next to which its faults are lost. */
 #define PREFAULT_BYTES ((size_t)8 << 20)
 static void prefault_heap(void) {
   mallopt(M_MMAP_THRESHOLD, 256 << 20);

@@ -249,6 +249,14 @@ static uint64_t eval(int mode) {
 
 #define BIT(f) ((uint64_t)1 << (f))
 
+/* A runner that spoils its timed launches (a mode of child_done): the
+ * flag it must raise, and whether the candidate is then wrong. */
+typedef struct spoil {
+  int mode;
+  const char *name;
+  int flag, wrong;
+} spoil;
+
 /* Short launches go in batches, and every launch of a batch is checked:
  * honest at 32^3, each sample is a batch's mean (more launches than
  * samples) and nothing is flagged; a runner that skips the work of a
@@ -271,11 +279,7 @@ static void test_batches(void) {
   printf("test_timing_guard: 32^3: %d launches in %d samples (at most %d "
          "per batch), %.1f us each\n",
          driver_launches, r.samples, driver_batch_max, r.time_us);
-  static const struct {
-    int mode;
-    const char *name;
-    int flag, wrong;
-  } spoiled[] = {
+  static const spoil spoiled[] = {
       {LAZY_IN_BATCH, "a batch's last C zero", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
       {MUTATE_IN_BATCH, "a batch's last B changed", KL_FLAG_INPUT_MUTATED, 0},
       {CANARY_IN_BATCH, "a write before a batch's last A",
@@ -334,11 +338,7 @@ int main(void) {
   CHECK(r.correct && !(f & BIT(KL_FLAG_IMPLAUSIBLE_SPEED)),
         "flagged without a driver: %s", r.flag_detail);
 
-  static const struct {
-    int mode;
-    const char *name;
-    int flag, wrong;
-  } spoiled[] = {
+  static const spoil spoiled[] = {
       {POISON_ONE, "one element poisoned", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
       {WRONG_ALL, "C off by 1%", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
       {SLIGHTLY, "C off by 1e-4", KL_FLAG_TIMED_OUTPUT_WRONG, 1},
