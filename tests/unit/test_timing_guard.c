@@ -17,9 +17,10 @@
  *     flag, whatever the samples say;
  *   - one element of C left poisoned, all of C off by 1%, or by 1e-4
  *     (inside the element-wise bound, not the relative one), one row of C
- *     zero (found at once by Freivalds' check, whatever the spot checks
- *     drew): the launch is wrong (timed_output_wrong, correct false); A
- * changed: input_mutated; a float past C: canary_overwritten.
+ *     zero (named within the first launches: Freivalds' check usually
+ *     finds it at once, a spot check sometimes; test_verify_launch holds
+ *     Freivalds' check to it alone): the launch is wrong (timed_output_wrong,
+ * correct false); A changed: input_mutated; a float past C: canary_overwritten.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -349,10 +350,20 @@ int main(void) {
     f = eval(spoiled[i].mode);
     CHECK(f & BIT(spoiled[i].flag), "%s: flag %d not raised (%s)",
           spoiled[i].name, spoiled[i].flag, r.flag_detail);
-    if (spoiled[i].mode == ZERO_ROW) /* every row checked, every launch */
-      CHECK(strstr(r.flag_detail, "timed launch 0: row 42 of C x"),
-            "one row of C zero: not found by Freivalds' check (%s)",
+    if (spoiled[i].mode == ZERO_ROW) {
+      /* Every row is checked on every launch, but Freivalds' one +-1
+       * vector passes a wrong row whose (C x)_42 lands inside the bound
+       * (a few percent of launches here: 2 in 30 runs missed launch 0),
+       * and then a spot check may still hit row 42. So: row 42 named, by
+       * either, within the first four launches (all missing: about 1e-5). */
+      const char *at = strstr(r.flag_detail, "timed launch ");
+      int launch = at ? atoi(at + strlen("timed launch ")) : -1;
+      CHECK(launch >= 0 && launch <= 3 &&
+                (strstr(r.flag_detail, "row 42 of C x") ||
+                 strstr(r.flag_detail, "C[42][")),
+            "one row of C zero: row 42 not found within 4 launches (%s)",
             r.flag_detail);
+    }
     if (spoiled[i].wrong)
       CHECK(!r.correct && strstr(r.error, "timed run was wrong"),
             "%s: still correct (%s)", spoiled[i].name, r.error);
