@@ -477,7 +477,7 @@ static int eval_files(int argc, char **argv, const char **files) {
   }
   double baseline = -1;
   {
-    sbx_limits bl = {compile_timeout, 60};
+    sbx_limits bl = {compile_timeout, 60, 0};
     sbx_slot *slot = sbx_slot_new(&bl);
     kl_executor ex;
     kl_eval_options bopts = opts;
@@ -518,7 +518,7 @@ static int eval_files(int argc, char **argv, const char **files) {
   pool.n = nfiles;
   pool.opts = &opts;
   pool.backend = backend;
-  pool.limits = (sbx_limits){compile_timeout, 60};
+  pool.limits = (sbx_limits){compile_timeout, 60, 0};
   pthread_mutex_init(&pool.mu, NULL);
   pthread_cond_init(&pool.cv, NULL);
   pthread_t *tids = calloc((size_t)jobs, sizeof(pthread_t));

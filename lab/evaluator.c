@@ -138,7 +138,7 @@ int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
     snprintf(why, whylen, "out of memory");
     return LAB_EXIT_ENV;
   }
-  sbx_limits limits = {60, 60};
+  sbx_limits limits = {60, 60, 0};
   for (; e->n_slots < n; e->n_slots++)
     if (!(e->slots[e->n_slots] = sbx_slot_new(&limits))) {
       snprintf(why, whylen, "cannot start sandbox slot %d", e->n_slots);

@@ -94,9 +94,19 @@ int sbx_worker_main(int argc, char **argv);
 typedef struct sbx_limits {
   double compile_deadline_s;      /* NVRTC per candidate (default 60) */
   double host_compile_deadline_s; /* g++ per candidate (default 60) */
+  /* 0 (the default): a slot's next run worker starts once the current one
+   * has replied, and a job starts only after the workers that replied
+   * before it have exited, so that no start-up (exec, emulator threads,
+   * stacks and heap faulted in: ~50 ms of CPU here) or teardown of this
+   * slot shares the cores with a candidate's checks and timed launches.
+   * 1: the next worker starts as soon as the current one has its job and
+   * exits are reaped later, as kernlab did before (up to one start-up
+   * sooner when the next compile is a cache hit; bench_sandbox measures
+   * both). */
+  int overlap_workers;
 } sbx_limits;
 
-/* One evaluation slot: a warm compile worker and a pre-spawned run worker,
+/* One evaluation slot: a warm compile worker and a pre-started run worker,
  * used by one thread at a time. A worker a candidate kills is respawned. */
 typedef struct sbx_slot sbx_slot;
 sbx_slot *sbx_slot_new(const sbx_limits *limits);

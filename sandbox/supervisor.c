@@ -4,11 +4,14 @@
  * and the kl_executor that kl_eval_source uses.
  *
  * A slot owns one warm compile worker (persistent: NVRTC stays loaded) and
- * one pre-started run worker (one job each, so a fresh one is started as
- * soon as the previous is taken). Waits use poll with the deadline; kills go
- * through a pidfd (no pid-reuse race) and to the worker's process group.
- * Statuses come from what the worker said (a TRAP frame names the syscall)
- * or how it ended (signal, exit) — never from the candidate's word alone.
+ * one pre-started run worker (one job each, so a fresh one is started when
+ * the previous has replied: starting it while the previous candidate is
+ * timed would put its start-up on the cores being measured, unless
+ * sbx_limits.overlap_workers asks for that). Waits use poll with the deadline;
+ * kills go through a pidfd (no pid-reuse race) and to the worker's process
+ * group. Statuses come from what the worker said (a TRAP frame names the
+ * syscall) or how it ended (signal, exit) — never from the candidate's word
+ * alone.
  *
  * A run-cpu-emu worker's outputs come back through a memfd made for that
  * worker alone (sized and sealed here before the job, checked against the
@@ -551,7 +554,10 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   s->run.up = 0;
   int complete = 0;
   kl_pace_result *pace = NULL;
-  reap_exiting(s, 0);
+  /* The workers that replied before are gone before this job starts (or
+   * reaped when done, with overlap_workers): a process's exit frees the
+   * candidate's memory, work the timed launches would share cores with. */
+  reap_exiting(s, !s->limits.overlap_workers);
   /* A paced job's timed buffers follow the outputs in the memfd; this
    * side writes their inputs and checks their output (kl_pace). */
   size_t n_pace = kl_pace_floats(job);
@@ -575,8 +581,11 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     sbx_status_from_wait(st, "the run worker", out);
     goto respawn;
   }
-  /* The next candidate's worker starts while this one runs. */
-  if (sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0) s->run.up = 0;
+  /* With overlap_workers the next candidate's worker starts while this
+   * one runs; by default at respawn, below, once this one has replied. */
+  if (s->limits.overlap_workers &&
+      sbx_spawn(&s->run, "run-cpu-emu", why, sizeof why) != 0)
+    s->run.up = 0;
   int type, rc;
   uint8_t *msg = NULL;
   size_t len;

@@ -195,7 +195,8 @@ static void prefault_heap(void) {
 
 static int run_worker(void) {
   /* Work that does not depend on the job happens before READY, while the
-   * previous candidate is still being checked. */
+   * lab compiles the next candidate (sbx_limits.overlap_workers: while the
+   * previous candidate still runs). */
   int pool_threads = emu_worker_start();
   prefault_heap();
   /* Confined before READY too: nothing in the filter depends on the job,

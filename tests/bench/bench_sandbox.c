@@ -16,6 +16,18 @@
  * shares it by, kl_pace) and the time to start a worker until it says
  * READY (respawn time).
  *
+ * Then what a worker's start-up does to the timings: the same candidate on
+ * all cores, as a campaign of one job runs it, through a slot that starts
+ * the next run worker once the current one has replied (the default) and,
+ * as the named baseline in the same run, through one that starts it while
+ * the candidate runs (sbx_limits.overlap_workers), the two alternating.
+ * Each evaluation is followed by an idle pause standing for the next
+ * candidate's compile, so that one slot's start-up does not land in the
+ * other's evaluation. Prints, for each, the medians over the evaluations of
+ * the candidate's timing spread (the samples' p80/p20 and max/median, and
+ * their coefficient of variation) and of its median time; a start-up in
+ * the timed window shows as a wider spread.
+ *
  * usage: bench_sandbox [SOURCE_DIR] [REPEATS (default 25)] [SIZE (default 256,
  * the default target)]
  */
@@ -98,6 +110,57 @@ static int run_gap(void *ctx, const kl_run_job *job, kl_run_report *rep,
   return rc;
 }
 
+/* The timing spread of evaluations through a slot whose next run worker
+ * starts after the reply (clean) or while the candidate runs (overlap),
+ * alternating; see the header. 0, or -1 if an evaluation was not correct. */
+static int start_up_spread(const char *path, const char *src, size_t len,
+                           kl_eval_options *opts, int repeats, kl_result *r) {
+  sbx_limits lim[2] = {{60, 60, 0}, {60, 60, 1}};
+  const char *name[2] = {"next worker started after the reply (default)",
+                         "baseline: started while the candidate runs"};
+  sbx_slot *slot[2];
+  kl_executor ex[2];
+  double p[2][100], mx[2][100], cv[2][100], med[2][100];
+  opts->threads = 0; /* all cores */
+  for (int m = 0; m < 2; m++) {
+    slot[m] = sbx_slot_new(&lim[m]);
+    sbx_slot_executor(slot[m], &ex[m]);
+    opts->exec = &ex[m];
+    kl_eval_source(path, src, len, opts, r); /* warm */
+    usleep(150000);
+  }
+  for (int i = 0; i < repeats; i++)
+    for (int m = 0; m < 2; m++) {
+      opts->exec = &ex[m];
+      kl_eval_source(path, src, len, opts, r);
+      if (!r->correct || r->time_us <= 0) {
+        fprintf(stderr, "bench_sandbox: %s: not correct or not timed: %s %s\n",
+                name[m], r->status, r->error);
+        return -1;
+      }
+      p[m][i] = r->time_p80_us / r->time_p20_us;
+      mx[m][i] = r->time_max_us / r->time_us;
+      cv[m][i] = r->time_cv;
+      med[m][i] = r->time_us;
+      usleep(150000); /* the next candidate's compile */
+    }
+  printf("worker start-up and the timings, %d evaluations each on all cores, "
+         "alternating, medians over them:\n",
+         repeats);
+  double c[2];
+  for (int m = 0; m < 2; m++) {
+    c[m] = bench_median(cv[m], repeats);
+    printf("  %-48s p80/p20 %.3f  max/median %.3f  cv %.3f  median %.1f us\n",
+           name[m], bench_median(p[m], repeats), bench_median(mx[m], repeats),
+           c[m], bench_median(med[m], repeats));
+    sbx_slot_free(slot[m]);
+  }
+  printf("timing spread (cv) started after the reply vs while the candidate "
+         "runs: %.2fx\n",
+         c[0] / c[1]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
@@ -154,6 +217,10 @@ int main(int argc, char **argv) {
               r->status, r->error);
       return 1;
     }
+    /* The slot starts its next run worker once this one has replied: an
+     * idle pause, standing for the next candidate's compile, keeps that
+     * start-up out of the baseline's evaluation. */
+    usleep(150000);
     opts.exec = &local;
     t0 = now_ms();
     kl_eval_source(path, src, len, &opts, r);
@@ -205,6 +272,7 @@ int main(int argc, char **argv) {
   printf("run-worker respawn (spawn to READY), median of 20: %.2f ms\n",
          bench_median(spawn, 20));
   sbx_slot_free(slot);
+  if (start_up_spread(path, src, len, &opts, repeats, r) != 0) return 1;
   free(r);
   free(src);
   return 0;

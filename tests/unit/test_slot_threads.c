@@ -5,7 +5,9 @@
  * campaign loop does, step after step) must restart its workers instead of
  * failing the next candidate: compile and run both still work. And a
  * compile worker SIGKILLed from outside mid-request is retried, not called
- * oom. And short paced launches go through the sandbox in batches.
+ * oom. And short paced launches go through the sandbox in batches. And a
+ * slot starts its next run worker after the reply, not while the
+ * candidate is timed (unless sbx_limits.overlap_workers).
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -35,6 +37,9 @@ static const char src[] =
 typedef struct job {
   sbx_slot *slot;
   const char *text;
+  int n;            /* the shape's M = N = K; 0: 32 */
+  int samples;      /* timing samples; 0: 5 */
+  double budget_ms; /* 0: 10 */
   kl_result r;
 } job;
 
@@ -46,12 +51,13 @@ static void *evaluate(void *arg) {
   kl_eval_defaults(&o);
   o.backend = "cpu-emu";
   o.exec = &ex;
-  o.shapes[0] = (kl_shape){32, 32, 32};
+  int n = j->n ? j->n : 32;
+  o.shapes[0] = (kl_shape){n, n, n};
   o.n_shapes = 1;
   o.seed = 3;
   o.threads = 1;
-  o.max_samples = 5;
-  o.time_budget_ms = 10;
+  o.max_samples = j->samples ? j->samples : 5;
+  o.time_budget_ms = j->budget_ms ? j->budget_ms : 10;
   kl_eval_source("t.cu", j->text, strlen(j->text), &o, &j->r);
   return NULL;
 }
@@ -183,6 +189,98 @@ static void test_worker_heap_prefaulted(void) {
 #endif
 }
 
+/* CLOCK_BOOTTIME in seconds: the clock /proc/PID/stat's start times
+ * count on. */
+static double boot_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The start time (seconds since boot) of this process's youngest living
+ * child whose command line names `word`, or -1. */
+static double youngest_start_s(const char *word) {
+  DIR *d = opendir("/proc");
+  double best = -1;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    pid_t pid = (pid_t)atoi(e->d_name);
+    if (pid <= 0) continue;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* after the command's name in parentheses: state (field 3), ppid (4),
+     * ..., starttime (22) in clock ticks */
+    char *p = strrchr(buf, ')'), state = 0;
+    int ppid = 0;
+    unsigned long long start = 0;
+    if (!p || sscanf(p + 1,
+                     " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
+                     "%*d %*d %*d %*d %*d %llu",
+                     &state, &ppid, &start) != 3)
+      continue;
+    if (ppid != getpid() || state == 'Z') continue;
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    f = fopen(path, "r");
+    if (!f) continue;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+      if (!buf[i]) buf[i] = ' ';
+    buf[n] = 0;
+    double s = (double)start / (double)sysconf(_SC_CLK_TCK);
+    if (strstr(buf, word) && s > best) best = s;
+  }
+  if (d) closedir(d);
+  return best;
+}
+
+/* The next candidate's run worker starts once the current one has
+ * replied, so its start-up (about 50 ms of CPU) stays out of the
+ * candidate's checks and timed launches: after a cached evaluation whose
+ * run takes a few hundred ms, the waiting run worker is younger than the
+ * evaluation's second half. With overlap_workers it starts as the job
+ * does, in the first half. (Start times tick at 10 ms.) */
+static void test_next_worker_after_reply(void) {
+  for (int overlap = 0; overlap < 2; overlap++) {
+    sbx_limits lim = {60, 60, overlap};
+    static job j;
+    memset(&j, 0, sizeof j);
+    j.slot = sbx_slot_new(&lim);
+    j.text = src;
+    j.n = 192;
+    j.samples = 40;
+    j.budget_ms = 400;
+    evaluate(&j); /* the compile is a cache hit below */
+    usleep(200000);
+    double t0 = boot_s();
+    evaluate(&j);
+    double t1 = boot_s(), start = youngest_start_s("__worker run-cpu-emu");
+    CHECK(j.r.correct, "overlap %d: %s %s", overlap, j.r.status, j.r.error);
+    CHECK(t1 - t0 > 0.1,
+          "overlap %d: the evaluation took %.0f ms, too short "
+          "to tell when the next worker started (expected over 100 ms)",
+          overlap, 1e3 * (t1 - t0));
+    double mid = (t0 + t1) / 2;
+    if (!overlap)
+      CHECK(start > mid,
+            "the next run worker started %.0f ms into a "
+            "%.0f ms evaluation: while the candidate ran, not after its "
+            "reply",
+            1e3 * (start - t0), 1e3 * (t1 - t0));
+    else
+      CHECK(start > 0 && start < mid,
+            "overlap_workers: the next run worker "
+            "started %.0f ms into a %.0f ms evaluation (expected in its "
+            "first half)",
+            1e3 * (start - t0), 1e3 * (t1 - t0));
+    sbx_slot_free(j.slot);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
@@ -209,5 +307,6 @@ int main(int argc, char **argv) {
   test_paced_batches(slot);
   test_worker_heap_prefaulted();
   sbx_slot_free(slot);
+  test_next_worker_after_reply();
   return kl_test_done("test_slot_threads");
 }
