@@ -121,7 +121,9 @@ typedef struct profile {
 
 /* compile: NVRTC parses untrusted text. It was loaded and warmed up (its
  * builtins library is dlopen'ed lazily) before the filter, so it needs no
- * files at all afterwards. */
+ * files at all afterwards. With TSYNC: threads already run by then (OpenBLAS
+ * starts its pool as the binary loads), and one left unfiltered would be a
+ * way out for code that took over the compiling thread. */
 static const rule compile_rules[] = {
     SBX_COMMON_RULES,
     {"getrusage", R_ALLOW, "NVRTC and ptxas time themselves"},
@@ -253,7 +255,7 @@ static const limit run_gpu_limits[] = {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 static const profile profiles[SBX_PROFILE_COUNT] = {
-    [SBX_COMPILE] = {"compile", "NVRTC compiling untrusted source", 1, 0, 0,
+    [SBX_COMPILE] = {"compile", "NVRTC compiling untrusted source", 1, 0, 1,
                      "measured here (CPU machine)", compile_rules,
                      N(compile_rules), compile_limits, N(compile_limits),
                      "exec, sockets, opening files for write, fork, ptrace, "
@@ -308,7 +310,18 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
     snprintf(why, whylen, "seccomp_init failed");
     return NULL;
   }
-  if (p->tsync) seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  /* Fail closed: a filter loaded without TSYNC would leave the threads
+   * started before it (the emulator's pool, where candidates run; CUDA's)
+   * with no filter at all. */
+  int arc = p->tsync ? seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) : 0;
+  if (arc != 0) {
+    snprintf(why, whylen,
+             "%s: cannot synchronise the filter to every thread (TSYNC): %s; "
+             "the threads started before it would run unconfined",
+             p->name, strerror(-arc));
+    seccomp_release(ctx);
+    return NULL;
+  }
   /* A stacked profile: NO_NEW_PRIVS is set already, and prctl may be
    * forbidden by the filter below it. */
   if (p->default_allow) seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);

@@ -3,9 +3,11 @@
  * forked child confined with sbx_confine, allowed work (memory, time)
  * succeeds and each forbidden syscall (a new thread among them) ends the
  * process with SBX_TRAP_EXIT and the syscall's number in the shared trap
- * slot. And what the run-gpu worker does after its filter without a device
- * (the median of 200 timing samples; fresh inputs and the launch checks
- * on threads) runs under the run-gpu profile.
+ * slot; so does a thread that was running before the filter, as the
+ * emulator's pool, OpenBLAS's and CUDA's threads are (TSYNC). And what the
+ * run-gpu worker does after its filter without a device (the median of 200
+ * timing samples; fresh inputs and the launch checks on threads) runs under the
+ * run-gpu profile.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -149,6 +151,42 @@ static int run_confined(action act, int *slot) {
   return status;
 }
 
+/* A thread started before the filter (as the emulator's pool threads and
+ * CUDA's are) is held to it too: confined after it started, it opens a
+ * socket. */
+static int early_go[2];
+static void *early_thread(void *arg) {
+  char c;
+  if (read(early_go[0], &c, 1) != 1) return arg;
+  socket(AF_INET, SOCK_STREAM, 0);
+  return arg;
+}
+static int run_early_thread(sbx_profile_id id, int *slot) {
+  volatile int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  *shared = -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    pthread_t t;
+    char why[256];
+    if (pipe(early_go) != 0 ||
+        pthread_create(&t, NULL, early_thread, NULL) != 0)
+      _exit(3);
+    if (sbx_confine(id, shared, -1, why, sizeof why) < 0) {
+      fprintf(stderr, "confine: %s\n", why);
+      _exit(2);
+    }
+    if (write(early_go[1], "x", 1) != 1) _exit(3);
+    pthread_join(t, NULL);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *slot = *shared;
+  munmap((void *)shared, 4096);
+  return status;
+}
+
 static void expect_trap(const char *what, action act, const char *syscall) {
   int slot, st = run_confined(act, &slot);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT,
@@ -184,6 +222,16 @@ int main(void) {
             (WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT &&
              !strcmp(sbx_syscall_name(slot), "clone")),
         "a thread: expected a clone trap, got status 0x%x", st);
+  static const sbx_profile_id synced[3] = {SBX_RUN_CPU_EMU, SBX_RUN_GPU,
+                                           SBX_COMPILE};
+  for (int i = 0; i < 3; i++) {
+    st = run_early_thread(synced[i], &slot);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT && slot >= 0 &&
+              !strcmp(sbx_syscall_name(slot), "socket"),
+          "profile %d: a thread started before the filter must trap on "
+          "socket: status 0x%x, slot %d (%s)",
+          (int)synced[i], st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
+  }
   expect_trap("exec", do_exec, "execve");
   expect_trap("replace the SIGSYS handler", do_sigsys_handler, "rt_sigaction");
   expect_trap("signal the parent", do_kill_parent, "getppid");

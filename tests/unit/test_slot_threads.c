@@ -7,7 +7,8 @@
  * compile worker SIGKILLed from outside mid-request is retried, not called
  * oom. And short paced launches go through the sandbox in batches. And a
  * slot starts its next run worker after the reply, not while the
- * candidate is timed (unless sbx_limits.overlap_workers).
+ * candidate is timed (unless sbx_limits.overlap_workers). And every thread
+ * of a waiting worker is under its seccomp filter.
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -33,6 +34,19 @@ static const char src[] =
     "  for (int k = 0; k < K; k++) acc += A[r * K + k] * B[k * N + c];\n"
     "  C[r * N + c] = acc;\n"
     "}\n";
+
+/* A thread started as the binary loads, in this process and in every
+ * worker it execs, as OpenBLAS's pool is in kernlab's: a worker's filter
+ * must hold it too (test_workers_fully_confined). */
+static void *idle_forever(void *arg) {
+  for (;;)
+    pause();
+  return arg;
+}
+__attribute__((constructor)) static void start_idle_thread(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, idle_forever, NULL) == 0) pthread_detach(t);
+}
 
 typedef struct job {
   sbx_slot *slot;
@@ -189,6 +203,63 @@ static void test_worker_heap_prefaulted(void) {
 #endif
 }
 
+/* Threads of process pid, and how many of them run under a seccomp filter
+ * (/proc/PID/task/TID/status "Seccomp: 2"). */
+static void filtered_threads(pid_t pid, int *threads, int *filtered) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  *threads = *filtered = 0;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char status[320], line[128];
+    snprintf(status, sizeof status, "/proc/%d/task/%s/status", (int)pid,
+             e->d_name);
+    FILE *f = fopen(status, "r");
+    if (!f) continue;
+    (*threads)++;
+    int mode = -1;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "Seccomp: %d", &mode) == 1) break;
+    fclose(f);
+    if (mode == 2) (*filtered)++;
+  }
+  if (d) closedir(d);
+}
+
+/* Every thread of a waiting worker is filtered, not only the one that
+ * installed the filter: OpenBLAS starts its pool as the binary loads (as
+ * start_idle_thread does here), the emulator starts its own before
+ * confinement (TSYNC). A
+ * thread left out would run whatever code that took over the process
+ * hands it, unconfined. */
+static void test_workers_fully_confined(sbx_slot *slot) {
+  /* a text of its own, so that a compile worker starts on this thread */
+  static char text[sizeof src + 64];
+  snprintf(text, sizeof text, "%s// confined %d %ld\n", src, (int)getpid(),
+           (long)time(NULL));
+  static job j;
+  j.slot = slot;
+  j.text = text;
+  evaluate(&j);
+  CHECK(j.r.correct, "a fresh text: %s %s", j.r.status, j.r.error);
+  const char *names[2] = {"__worker compile", "__worker run-cpu-emu"};
+  for (int i = 0; i < 2; i++) {
+    pid_t w = child_named(names[i]);
+    CHECK(w > 0, "a %s is waiting", names[i]);
+    if (w <= 0) continue;
+    int threads = 0, filtered = 0;
+    for (int tries = 0; tries < 50; tries++) {
+      filtered_threads(w, &threads, &filtered);
+      if (threads > 0 && filtered == threads) break;
+      usleep(100000); /* it may not be confined yet */
+    }
+    CHECK(threads > 0 && filtered == threads,
+          "%s: %d of its %d threads run under the seccomp filter", names[i],
+          filtered, threads);
+  }
+}
+
 /* CLOCK_BOOTTIME in seconds: the clock /proc/PID/stat's start times
  * count on. */
 static double boot_s(void) {
@@ -306,6 +377,7 @@ int main(int argc, char **argv) {
   test_killed_compile_worker(slot);
   test_paced_batches(slot);
   test_worker_heap_prefaulted();
+  test_workers_fully_confined(slot);
   sbx_slot_free(slot);
   test_next_worker_after_reply();
   return kl_test_done("test_slot_threads");
