@@ -262,8 +262,8 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
                      "kill"},
     [SBX_HOST_COMPILE] = {"host-compile",
                           "the host C++ compiler building a cpu-emu module", 0,
-                          0, 0, "rlimits + namespaces + deadline", NULL, 0,
-                          host_compile_limits, N(host_compile_limits),
+                          0, 0, "rlimits + namespaces + Landlock + deadline",
+                          NULL, 0, host_compile_limits, N(host_compile_limits),
                           "no seccomp: the compiler must exec its passes"},
     [SBX_RUN_CPU_EMU] =
         {"run-cpu-emu",
@@ -512,6 +512,18 @@ int sbx_explain(FILE *out, int pfc) {
     const profile *p = &profiles[i];
     fprintf(out, "profile %s — %s\n  status: %s\n", p->name, p->purpose,
             p->status);
+    if (i == SBX_HOST_COMPILE) {
+      int abi = sbx_landlock_abi();
+      if (abi > 0)
+        fprintf(out,
+                "  files: Landlock (ABI %d): the compiler opens only the "
+                "toolchain (/usr, /lib*, /bin, /sbin, its own prefix, the "
+                "loader's cache), /dev/null and its build folder\n",
+                abi);
+      else
+        fprintf(out, "  files: no Landlock in this kernel: the compiler can "
+                     "read any file the lab's user can (.incbin)\n");
+    }
     if (!p->seccomp)
       fprintf(out, "  seccomp: none (%s)\n", p->denied);
     else if (p->default_allow)

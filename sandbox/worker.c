@@ -31,6 +31,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -484,9 +485,18 @@ static int host_compile_worker(int argc, char **argv) {
     fprintf(stderr, "kernlab host-compile worker: no command after --\n");
     return 2;
   }
-  char why[256];
+  char why[PATH_MAX + 256], dir[PATH_MAX] = "";
   if (sbx_confine(SBX_HOST_COMPILE, NULL, -1, why, sizeof why) < 0) {
     fprintf(stderr, "kernlab host-compile worker: %s\n", why);
+    return 3;
+  }
+  /* The compiler runs in its build folder (emu_build chdirs there and
+   * points TMPDIR at it): that folder and the toolchain are all it may
+   * open (a kernel without Landlock leaves the files as they were). */
+  if (!getcwd(dir, sizeof dir) ||
+      sbx_landlock_toolchain(dir, argv[i + 1], why, sizeof why) < 0) {
+    fprintf(stderr, "kernlab host-compile worker: %s\n",
+            dir[0] ? why : "cannot read the build folder's name");
     return 3;
   }
   execvp(argv[i + 1], argv + i + 1);

@@ -679,6 +679,12 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
   kl_sha256_update(&h, kl_abi_header, strlen(kl_abi_header) + 1);
   const char *compiler = KL_HOST_CXX " " __VERSION__;
   kl_sha256_update(&h, compiler, strlen(compiler) + 1);
+  /* How a module is built beyond its inputs: bumped when a change makes
+   * older cached modules untrustworthy (2: the sandboxed compiler reads
+   * only the toolchain and its build folder, so `.incbin` of a host file
+   * fails; a module cached before may hold one). */
+  static const char recipe[] = "build recipe 2";
+  kl_sha256_update(&h, recipe, sizeof recipe);
   for (size_t i = 0; i < N_CXX_FLAGS; i++)
     kl_sha256_update(&h, cxx_flags[i], strlen(cxx_flags[i]) + 1);
   uint8_t digest[32];
