@@ -80,6 +80,45 @@ int sbx_spawn_count(void) {
   return __atomic_load_n(&spawned_count, __ATOMIC_RELAXED);
 }
 
+/* The environment of a worker whose candidate is native code (run-cpu-emu,
+ * matmul-cpu-emu): it can read its own process's memory, environment
+ * included, so it gets only what the lab's own code and the libraries it
+ * loads read (paths, locale, kernlab's and the thread pools' settings,
+ * the sanitizers' options), not the tokens and keys a user's shell keeps.
+ * Pointers into environ, NULL-terminated; free the array only. NULL when
+ * out of memory. */
+static char **native_worker_env(void) {
+  static const char *const keep[] = {"PATH=",
+                                     "HOME=",
+                                     "TMPDIR=",
+                                     "XDG_CACHE_HOME=",
+                                     "LANG=",
+                                     "LC_",
+                                     "TZ=",
+                                     "KERNLAB_",
+                                     "KL_",
+                                     "OPENBLAS_",
+                                     "OMP_",
+                                     "ASAN_",
+                                     "UBSAN_",
+                                     "LSAN_",
+                                     "LD_LIBRARY_PATH="};
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = malloc((n + 1) * sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < sizeof keep / sizeof *keep; j++)
+      if (!strncmp(environ[i], keep[j], strlen(keep[j]))) {
+        env[k++] = environ[i];
+        break;
+      }
+  env[k] = NULL;
+  return env;
+}
+
 int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   int to[2], from[2];
   memset(w, 0, sizeof *w);
@@ -138,8 +177,13 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &all);
-  int err = posix_spawn(&w->pid, spawn_path(), &fa, &at, (char *const *)argv,
-                        environ);
+  int native =
+      strcmp(mode, "run-cpu-emu") == 0 || strcmp(mode, "matmul-cpu-emu") == 0;
+  char **env = native ? native_worker_env() : environ;
+  int err = env ? posix_spawn(&w->pid, spawn_path(), &fa, &at,
+                              (char *const *)argv, env)
+                : ENOMEM;
+  if (native) free(env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   close(to[0]);

@@ -8,7 +8,8 @@
  * oom. And short paced launches go through the sandbox in batches. And a
  * slot starts its next run worker after the reply, not while the
  * candidate is timed (unless sbx_limits.overlap_workers). And every thread
- * of a waiting worker is under its seccomp filter.
+ * of a waiting worker is under its seccomp filter, and a run worker's
+ * environment holds none of the lab's secrets.
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -260,6 +261,34 @@ static void test_workers_fully_confined(sbx_slot *slot) {
   }
 }
 
+/* A run worker's candidate is native code that can read its process's
+ * environment: the lab's tokens and keys stay out of it (a variable of
+ * the kind a user's shell keeps, set at the start of main), while PATH
+ * and kernlab's own settings stay in. */
+static void test_run_worker_env(void) {
+  pid_t w = child_named("__worker run-cpu-emu");
+  CHECK(w > 0, "a run worker waits for the next job");
+  if (w <= 0) return;
+  char path[64], buf[1 << 16];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)w);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  int secret = 0, has_path = 0, has_ours = 0;
+  buf[n] = 0;
+  for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+    secret |= !strncmp(buf + i, "AWS_SECRET_ACCESS_KEY=", 22);
+    has_path |= !strncmp(buf + i, "PATH=", 5);
+    has_ours |= !strncmp(buf + i, "KERNLAB_TEST_SETTING=", 21);
+  }
+  CHECK(n > 0 && has_path && has_ours,
+        "the run worker's environment reads (%zu bytes) and keeps PATH and "
+        "KERNLAB_TEST_SETTING",
+        n);
+  CHECK(!secret, "the run worker's environment holds the lab's "
+                 "AWS_SECRET_ACCESS_KEY");
+}
+
 /* CLOCK_BOOTTIME in seconds: the clock /proc/PID/stat's start times
  * count on. */
 static double boot_s(void) {
@@ -356,6 +385,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
   signal(SIGPIPE, SIG_IGN); /* as the lab does: a dead worker is an error */
+  setenv("AWS_SECRET_ACCESS_KEY", "kl-test-not-a-secret", 1);
+  setenv("KERNLAB_TEST_SETTING", "kept", 1);
   kl_emu_set_launcher(sbx_host_compile_launcher());
   sbx_slot *slot = sbx_slot_new(NULL);
   /* Two texts, so the second is not an NVRTC cache hit: it needs the
@@ -378,6 +409,7 @@ int main(int argc, char **argv) {
   test_paced_batches(slot);
   test_worker_heap_prefaulted();
   test_workers_fully_confined(slot);
+  test_run_worker_env();
   sbx_slot_free(slot);
   test_next_worker_after_reply();
   return kl_test_done("test_slot_threads");
