@@ -77,6 +77,19 @@ static void *evaluate(void *arg) {
   return NULL;
 }
 
+/* Evaluates a text of its own (src and a comment naming tag, this process
+ * and the time: no cache hit) on this thread, so that the compile worker
+ * it needs starts here and stays while this thread lives. */
+static void evaluate_fresh(sbx_slot *slot, const char *tag, job *j) {
+  static char text[sizeof src + 96];
+  snprintf(text, sizeof text, "%s// %s %d %ld\n", src, tag, (int)getpid(),
+           (long)time(NULL));
+  memset(j, 0, sizeof *j);
+  j->slot = slot;
+  j->text = text;
+  evaluate(j);
+}
+
 /* This process's child whose command line names `word` (a worker), or -1. */
 static pid_t child_named(const char *word) {
   DIR *d = opendir("/proc");
@@ -112,13 +125,8 @@ static pid_t child_named(const char *word) {
  * candidate evaluates correctly instead of being called oom. */
 static void test_killed_compile_worker(sbx_slot *slot) {
   /* A compile on this (long-lived) thread starts a worker that stays. */
-  static char warm[sizeof src + 64];
-  snprintf(warm, sizeof warm, "%s// warm %d %ld\n", src, (int)getpid(),
-           (long)time(NULL));
   static job wj;
-  wj.slot = slot;
-  wj.text = warm;
-  evaluate(&wj);
+  evaluate_fresh(slot, "warm", &wj);
   CHECK(wj.r.correct, "warm-up: %s %s", wj.r.status, wj.r.error);
   pid_t w = child_named("__worker compile");
   CHECK(w > 0, "a compile worker is running");
@@ -231,18 +239,11 @@ static void filtered_threads(pid_t pid, int *threads, int *filtered) {
 /* Every thread of a waiting worker is filtered, not only the one that
  * installed the filter: OpenBLAS starts its pool as the binary loads (as
  * start_idle_thread does here), the emulator starts its own before
- * confinement (TSYNC). A
- * thread left out would run whatever code that took over the process
- * hands it, unconfined. */
+ * confinement (TSYNC). A thread left out would run whatever code that
+ * took over the process hands it, unconfined. */
 static void test_workers_fully_confined(sbx_slot *slot) {
-  /* a text of its own, so that a compile worker starts on this thread */
-  static char text[sizeof src + 64];
-  snprintf(text, sizeof text, "%s// confined %d %ld\n", src, (int)getpid(),
-           (long)time(NULL));
   static job j;
-  j.slot = slot;
-  j.text = text;
-  evaluate(&j);
+  evaluate_fresh(slot, "confined", &j);
   CHECK(j.r.correct, "a fresh text: %s %s", j.r.status, j.r.error);
   const char *names[2] = {"__worker compile", "__worker run-cpu-emu"};
   for (int i = 0; i < 2; i++) {
