@@ -119,6 +119,34 @@ static char **native_worker_env(void) {
   return env;
 }
 
+/* The environment of a run-gpu worker: the lab's, less the variables
+ * whose names say they hold a secret. Its candidate is device code, but
+ * a driver with HMM lets device code read the host memory of its own
+ * process, and CUDA reads variables of its own (CUDA_*, NVIDIA_*, __GL_*,
+ * paths) that an allowlist made here, without a device, could miss.
+ * Pointers into environ; free the array only. NULL when out of memory. */
+static char **gpu_worker_env(void) {
+  static const char *const secret[] = {"TOKEN",      "SECRET",     "PASSWORD",
+                                       "PASSWD",     "CREDENTIAL", "API_KEY",
+                                       "ACCESS_KEY", "PRIVATE_KEY"};
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = malloc((n + 1) * sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *eq = strchr(environ[i], '=');
+    size_t len = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+    int drop = !strncmp(environ[i], "AWS_", 4);
+    for (size_t j = 0; !drop && j < sizeof secret / sizeof *secret; j++)
+      drop = memmem(environ[i], len, secret[j], strlen(secret[j])) != NULL;
+    if (!drop) env[k++] = environ[i];
+  }
+  env[k] = NULL;
+  return env;
+}
+
 int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   int to[2], from[2];
   memset(w, 0, sizeof *w);
@@ -177,13 +205,14 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &all);
-  int native =
-      strcmp(mode, "run-cpu-emu") == 0 || strcmp(mode, "matmul-cpu-emu") == 0;
-  char **env = native ? native_worker_env() : environ;
+  int native = strcmp(mode, "run-cpu-emu") == 0 ||
+               strcmp(mode, "matmul-cpu-emu") == 0,
+      gpu = strcmp(mode, "run-gpu") == 0;
+  char **env = native ? native_worker_env() : gpu ? gpu_worker_env() : environ;
   int err = env ? posix_spawn(&w->pid, spawn_path(), &fa, &at,
                               (char *const *)argv, env)
                 : ENOMEM;
-  if (native) free(env);
+  if (native || gpu) free(env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   close(to[0]);

@@ -9,10 +9,11 @@
  * slot starts its next run worker after the reply, not while the
  * candidate is timed (unless sbx_limits.overlap_workers). And every thread
  * of a waiting worker is under its seccomp filter, and a run worker's
- * environment holds none of the lab's secrets.
+ * environment (cpu-emu or GPU) holds none of the lab's secrets.
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sandbox_internal.h"
 #include "tests/unit/kltest.h"
 
 #include <dirent.h>
@@ -262,32 +263,63 @@ static void test_workers_fully_confined(sbx_slot *slot) {
   }
 }
 
-/* A run worker's candidate is native code that can read its process's
- * environment: the lab's tokens and keys stay out of it (a variable of
- * the kind a user's shell keeps, set at the start of main), while PATH
- * and kernlab's own settings stay in. */
-static void test_run_worker_env(void) {
-  pid_t w = child_named("__worker run-cpu-emu");
-  CHECK(w > 0, "a run worker waits for the next job");
-  if (w <= 0) return;
+/* Whether process pid's environment holds a variable named by each of
+ * names (NAME=), in has[]; the bytes read. */
+static size_t environ_has(pid_t pid, const char *const *names, int n_names,
+                          int *has) {
   char path[64], buf[1 << 16];
-  snprintf(path, sizeof path, "/proc/%d/environ", (int)w);
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
   FILE *f = fopen(path, "r");
   size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
   if (f) fclose(f);
-  int secret = 0, has_path = 0, has_ours = 0;
   buf[n] = 0;
-  for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
-    secret |= !strncmp(buf + i, "AWS_SECRET_ACCESS_KEY=", 22);
-    has_path |= !strncmp(buf + i, "PATH=", 5);
-    has_ours |= !strncmp(buf + i, "KERNLAB_TEST_SETTING=", 21);
+  for (int j = 0; j < n_names; j++) {
+    has[j] = 0;
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+      has[j] |= !strncmp(buf + i, names[j], strlen(names[j]));
   }
-  CHECK(n > 0 && has_path && has_ours,
-        "the run worker's environment reads (%zu bytes) and keeps PATH and "
+  return n;
+}
+
+/* A run worker's candidate can read its process's environment (native
+ * code on cpu-emu; device code through HMM on a GPU): the lab's tokens
+ * and keys stay out of it (variables of the kind a user's shell keeps,
+ * set at the start of main), while PATH and kernlab's own settings stay
+ * in; a run-gpu worker (started here without a device: it says READY all
+ * the same) also keeps what CUDA reads. */
+static void test_run_worker_env(void) {
+  static const char *const names[5] = {
+      "AWS_SECRET_ACCESS_KEY=", "HF_TOKEN=", "PATH=", "KERNLAB_TEST_SETTING=",
+      "CUDA_VISIBLE_DEVICES="};
+  int has[5];
+  pid_t w = child_named("__worker run-cpu-emu");
+  CHECK(w > 0, "a run worker waits for the next job");
+  if (w <= 0) return;
+  size_t n = environ_has(w, names, 5, has);
+  CHECK(n > 0 && has[2] && has[3],
+        "run-cpu-emu: its environment reads (%zu bytes) and keeps PATH and "
         "KERNLAB_TEST_SETTING",
         n);
-  CHECK(!secret, "the run worker's environment holds the lab's "
-                 "AWS_SECRET_ACCESS_KEY");
+  CHECK(!has[0] && !has[1] && !has[4],
+        "run-cpu-emu: its environment holds AWS_SECRET_ACCESS_KEY %d, "
+        "HF_TOKEN %d, CUDA_VISIBLE_DEVICES %d (expected none)",
+        has[0], has[1], has[4]);
+  sbx_worker g;
+  char why[256];
+  int up = sbx_spawn(&g, "run-gpu", why, sizeof why) == 0 &&
+           sbx_await_ready(&g, 60000, why, sizeof why) == 0;
+  CHECK(up, "a run-gpu worker starts: %s", up ? "" : why);
+  if (!up) return;
+  n = environ_has(g.pid, names, 5, has);
+  CHECK(n > 0 && has[2] && has[3] && has[4],
+        "run-gpu: its environment reads (%zu bytes) and keeps PATH, "
+        "KERNLAB_TEST_SETTING and CUDA_VISIBLE_DEVICES",
+        n);
+  CHECK(!has[0] && !has[1],
+        "run-gpu: its environment holds AWS_SECRET_ACCESS_KEY %d, HF_TOKEN "
+        "%d (expected neither)",
+        has[0], has[1]);
+  sbx_kill(&g);
 }
 
 /* CLOCK_BOOTTIME in seconds: the clock /proc/PID/stat's start times
@@ -387,6 +419,8 @@ int main(int argc, char **argv) {
     return sbx_worker_main(argc - 1, argv + 1);
   signal(SIGPIPE, SIG_IGN); /* as the lab does: a dead worker is an error */
   setenv("AWS_SECRET_ACCESS_KEY", "kl-test-not-a-secret", 1);
+  setenv("HF_TOKEN", "kl-test-not-a-token", 1);
+  if (!getenv("CUDA_VISIBLE_DEVICES")) setenv("CUDA_VISIBLE_DEVICES", "0", 1);
   setenv("KERNLAB_TEST_SETTING", "kept", 1);
   kl_emu_set_launcher(sbx_host_compile_launcher());
   sbx_slot *slot = sbx_slot_new(NULL);
