@@ -80,14 +80,17 @@ int sbx_spawn_count(void) {
   return __atomic_load_n(&spawned_count, __ATOMIC_RELAXED);
 }
 
-/* The environment of a worker whose candidate is native code (run-cpu-emu,
- * matmul-cpu-emu): it can read its own process's memory, environment
- * included, so it gets only what the lab's own code and the libraries it
- * loads read (paths, locale, kernlab's and the thread pools' settings,
- * the sanitizers' options), not the tokens and keys a user's shell keeps.
- * Pointers into environ, NULL-terminated; free the array only. NULL when
- * out of memory. */
-static char **native_worker_env(void) {
+/* Whether variable var (NAME=VALUE) goes into a run worker's environment.
+ * A native candidate (run-cpu-emu, matmul-cpu-emu) can read its process's
+ * memory, environment included, so its worker gets only what the lab's
+ * code and the libraries it loads read (paths, locale, kernlab's and the
+ * thread pools' settings, the sanitizers' options), none of the tokens
+ * and keys a user's shell exports. A run-gpu worker's candidate is device
+ * code, but with HMM device code can read its process's host memory; its
+ * worker gets the lab's environment less the variables whose names say
+ * they hold a secret: CUDA reads variables of its own (CUDA_*, NVIDIA_*,
+ * __GL_*, paths) that an allowlist made without a device could miss. */
+static int env_kept(const char *var, int native) {
   static const char *const keep[] = {"PATH=",
                                      "HOME=",
                                      "TMPDIR=",
@@ -103,6 +106,25 @@ static char **native_worker_env(void) {
                                      "UBSAN_",
                                      "LSAN_",
                                      "LD_LIBRARY_PATH="};
+  static const char *const secret[] = {"TOKEN",      "SECRET",     "PASSWORD",
+                                       "PASSWD",     "CREDENTIAL", "API_KEY",
+                                       "ACCESS_KEY", "PRIVATE_KEY"};
+  if (native) {
+    for (size_t j = 0; j < sizeof keep / sizeof *keep; j++)
+      if (!strncmp(var, keep[j], strlen(keep[j]))) return 1;
+    return 0;
+  }
+  const char *eq = strchr(var, '=');
+  size_t len = eq ? (size_t)(eq - var) : strlen(var);
+  if (!strncmp(var, "AWS_", 4)) return 0;
+  for (size_t j = 0; j < sizeof secret / sizeof *secret; j++)
+    if (memmem(var, len, secret[j], strlen(secret[j]))) return 0;
+  return 1;
+}
+
+/* A run worker's environment (env_kept): pointers into environ,
+ * NULL-terminated; free the array only. NULL when out of memory. */
+static char **run_worker_env(int native) {
   size_t n = 0;
   while (environ[n])
     n++;
@@ -110,39 +132,7 @@ static char **native_worker_env(void) {
   if (!env) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < sizeof keep / sizeof *keep; j++)
-      if (!strncmp(environ[i], keep[j], strlen(keep[j]))) {
-        env[k++] = environ[i];
-        break;
-      }
-  env[k] = NULL;
-  return env;
-}
-
-/* The environment of a run-gpu worker: the lab's, less the variables
- * whose names say they hold a secret. Its candidate is device code, but
- * a driver with HMM lets device code read the host memory of its own
- * process, and CUDA reads variables of its own (CUDA_*, NVIDIA_*, __GL_*,
- * paths) that an allowlist made here, without a device, could miss.
- * Pointers into environ; free the array only. NULL when out of memory. */
-static char **gpu_worker_env(void) {
-  static const char *const secret[] = {"TOKEN",      "SECRET",     "PASSWORD",
-                                       "PASSWD",     "CREDENTIAL", "API_KEY",
-                                       "ACCESS_KEY", "PRIVATE_KEY"};
-  size_t n = 0;
-  while (environ[n])
-    n++;
-  char **env = malloc((n + 1) * sizeof *env);
-  if (!env) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char *eq = strchr(environ[i], '=');
-    size_t len = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-    int drop = !strncmp(environ[i], "AWS_", 4);
-    for (size_t j = 0; !drop && j < sizeof secret / sizeof *secret; j++)
-      drop = memmem(environ[i], len, secret[j], strlen(secret[j])) != NULL;
-    if (!drop) env[k++] = environ[i];
-  }
+    if (env_kept(environ[i], native)) env[k++] = environ[i];
   env[k] = NULL;
   return env;
 }
@@ -207,12 +197,12 @@ int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen) {
   posix_spawnattr_setsigdefault(&at, &all);
   int native = strcmp(mode, "run-cpu-emu") == 0 ||
                strcmp(mode, "matmul-cpu-emu") == 0,
-      gpu = strcmp(mode, "run-gpu") == 0;
-  char **env = native ? native_worker_env() : gpu ? gpu_worker_env() : environ;
+      filtered = native || strcmp(mode, "run-gpu") == 0;
+  char **env = filtered ? run_worker_env(native) : environ;
   int err = env ? posix_spawn(&w->pid, spawn_path(), &fa, &at,
                               (char *const *)argv, env)
                 : ENOMEM;
-  if (native || gpu) free(env);
+  if (filtered) free(env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   close(to[0]);
