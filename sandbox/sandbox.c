@@ -524,6 +524,8 @@ int sbx_explain(FILE *out, int pfc) {
         fprintf(out, "  files: no Landlock in this kernel: the compiler can "
                      "read any file the lab's user can (.incbin)\n");
     }
+    if (i == SBX_RUN_CPU_EMU || i == SBX_RUN_GPU)
+      sbx_explain_env(out, i == SBX_RUN_CPU_EMU);
     if (!p->seccomp)
       fprintf(out, "  seccomp: none (%s)\n", p->denied);
     else if (p->default_allow)

@@ -118,6 +118,9 @@ void sbx_status_from_wait(int st, const char *what, struct kl_result *out);
 
 /* Starts `kernlab __worker MODE` (this executable, re-exec'd). */
 int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen);
+/* Prints the rule for a run worker's environment (--explain): the
+ * allowlist of a native (cpu-emu) worker, or the GPU worker's denylist. */
+void sbx_explain_env(FILE *out, int native);
 /* SIGKILL to the worker's process group (through the pidfd where there is
  * one), reap it, close its pipes. Returns its wait status. */
 int sbx_kill(sbx_worker *w);

@@ -90,36 +90,55 @@ int sbx_spawn_count(void) {
  * worker gets the lab's environment less the variables whose names say
  * they hold a secret: CUDA reads variables of its own (CUDA_*, NVIDIA_*,
  * __GL_*, paths) that an allowlist made without a device could miss. */
+static const char *const env_keep[] = {"PATH=",
+                                       "HOME=",
+                                       "TMPDIR=",
+                                       "XDG_CACHE_HOME=",
+                                       "LANG=",
+                                       "LC_",
+                                       "TZ=",
+                                       "KERNLAB_",
+                                       "KL_",
+                                       "OPENBLAS_",
+                                       "OMP_",
+                                       "ASAN_",
+                                       "UBSAN_",
+                                       "LSAN_",
+                                       "LD_LIBRARY_PATH="};
+static const char *const env_secret[] = {"TOKEN",      "SECRET",     "PASSWORD",
+                                         "PASSWD",     "CREDENTIAL", "API_KEY",
+                                         "ACCESS_KEY", "PRIVATE_KEY"};
+#define N_ENV_KEEP (sizeof env_keep / sizeof *env_keep)
+#define N_ENV_SECRET (sizeof env_secret / sizeof *env_secret)
+
 static int env_kept(const char *var, int native) {
-  static const char *const keep[] = {"PATH=",
-                                     "HOME=",
-                                     "TMPDIR=",
-                                     "XDG_CACHE_HOME=",
-                                     "LANG=",
-                                     "LC_",
-                                     "TZ=",
-                                     "KERNLAB_",
-                                     "KL_",
-                                     "OPENBLAS_",
-                                     "OMP_",
-                                     "ASAN_",
-                                     "UBSAN_",
-                                     "LSAN_",
-                                     "LD_LIBRARY_PATH="};
-  static const char *const secret[] = {"TOKEN",      "SECRET",     "PASSWORD",
-                                       "PASSWD",     "CREDENTIAL", "API_KEY",
-                                       "ACCESS_KEY", "PRIVATE_KEY"};
   if (native) {
-    for (size_t j = 0; j < sizeof keep / sizeof *keep; j++)
-      if (!strncmp(var, keep[j], strlen(keep[j]))) return 1;
+    for (size_t j = 0; j < N_ENV_KEEP; j++)
+      if (!strncmp(var, env_keep[j], strlen(env_keep[j]))) return 1;
     return 0;
   }
   const char *eq = strchr(var, '=');
   size_t len = eq ? (size_t)(eq - var) : strlen(var);
   if (!strncmp(var, "AWS_", 4)) return 0;
-  for (size_t j = 0; j < sizeof secret / sizeof *secret; j++)
-    if (memmem(var, len, secret[j], strlen(secret[j]))) return 0;
+  for (size_t j = 0; j < N_ENV_SECRET; j++)
+    if (memmem(var, len, env_secret[j], strlen(env_secret[j]))) return 0;
   return 1;
+}
+
+void sbx_explain_env(FILE *out, int native) {
+  const char *const *list = native ? env_keep : env_secret;
+  size_t n = native ? N_ENV_KEEP : N_ENV_SECRET;
+  fprintf(out, native ? "  environment: only"
+                      : "  environment: the lab's, "
+                        "less AWS_* and names with");
+  for (size_t j = 0; j < n; j++) {
+    size_t len = strlen(list[j]);
+    int eq = len > 0 && list[j][len - 1] == '=';
+    fprintf(out, "%s %.*s%s", j ? "," : "", (int)(len - (size_t)eq), list[j],
+            native && !eq ? "*" : "");
+  }
+  fprintf(out, native ? " (the candidate can read its process's memory)\n"
+                      : " (device code can read host memory through HMM)\n");
 }
 
 /* A run worker's environment (env_kept): pointers into environ,

@@ -266,6 +266,9 @@ int main(void) {
   CHECK(strstr(buf, "run-cpu-emu") && strstr(buf, "CLONE_THREAD only") &&
             strstr(buf, "RLIMIT_AS"),
         "explain output lacks the profile table");
+  CHECK(strstr(buf, "environment: only PATH,") &&
+            strstr(buf, "less AWS_* and names with TOKEN,"),
+        "explain output lacks the run workers' environment rules");
   free(buf);
   return kl_test_done("test_sandbox");
 }
