@@ -92,30 +92,31 @@ static int allow(int ruleset, const char *path, uint64_t rights,
   return 0;
 }
 
-/* The folder two levels above the program `name` finds on PATH (resolved
- * through its links: /usr/bin/c++ -> /usr), into out; 0 if found. */
+/* The folder two levels above the program `name` (as execvp finds it on
+ * PATH when it has no slash), resolved through its links: /usr/bin/c++ ->
+ * /usr/bin/x86_64-linux-gnu-g++-12 -> /usr. Into out; 0 if found. */
 static int tool_prefix(const char *name, char *out, size_t n) {
   char cand[PATH_MAX], real[PATH_MAX];
-  const char *path = strchr(name, '/') ? "" : getenv("PATH");
-  if (!path) path = "/usr/bin:/bin";
-  for (const char *p = path;;) {
-    const char *colon = strchr(p, ':');
-    size_t len = colon ? (size_t)(colon - p) : strlen(p);
-    if (strchr(name, '/'))
-      snprintf(cand, sizeof cand, "%s", name);
-    else
-      snprintf(cand, sizeof cand, "%.*s/%s", (int)len, len ? p : ".", name);
-    if (access(cand, X_OK) == 0 && realpath(cand, real)) {
-      for (int up = 0; up < 2; up++) {
-        char *slash = strrchr(real, '/');
-        if (slash && slash != real) *slash = 0;
-      }
-      snprintf(out, n, "%s", real);
-      return 0;
+  int found = 0;
+  if (strchr(name, '/')) {
+    found = realpath(name, real) != NULL;
+  } else {
+    const char *p = getenv("PATH");
+    for (p = p ? p : "/usr/bin:/bin"; !found && p;) {
+      const char *colon = strchr(p, ':');
+      int len = colon ? (int)(colon - p) : (int)strlen(p);
+      snprintf(cand, sizeof cand, "%.*s/%s", len, len ? p : ".", name);
+      found = access(cand, X_OK) == 0 && realpath(cand, real);
+      p = colon ? colon + 1 : NULL;
     }
-    if (!colon || strchr(name, '/')) return -1;
-    p = colon + 1;
   }
+  if (!found) return -1;
+  for (int up = 0; up < 2; up++) {
+    char *slash = strrchr(real, '/');
+    if (slash && slash != real) *slash = 0;
+  }
+  snprintf(out, n, "%s", real);
+  return 0;
 }
 
 int sbx_landlock_toolchain(const char *build_dir, const char *compiler,

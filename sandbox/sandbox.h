@@ -69,17 +69,6 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int trap_fd,
  * reuse the outcome). Call before starting threads. Returns 1 if entered. */
 int sbx_enter_namespaces(void);
 
-/* The kernel's Landlock ABI version, or 0 without Landlock. */
-int sbx_landlock_abi(void);
-/* Limits what this process and the programs it execs may open
- * (sandbox/landlock.c): read and execute the toolchain (/usr, /lib*, /bin,
- * /sbin, the loader's cache, the prefix of `compiler` as found on PATH),
- * read and write /dev/null, anything inside build_dir; nothing else.
- * Returns the ABI version enforced, 0 if the kernel has no Landlock (why
- * says so; nothing was changed), or -1 with why. */
-int sbx_landlock_toolchain(const char *build_dir, const char *compiler,
-                           char *why, size_t whylen);
-
 /* Name of syscall number nr on this architecture ("openat"), or "?". */
 const char *sbx_syscall_name(int nr);
 

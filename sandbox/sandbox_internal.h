@@ -118,6 +118,17 @@ void sbx_status_from_wait(int st, const char *what, struct kl_result *out);
 
 /* Starts `kernlab __worker MODE` (this executable, re-exec'd). */
 int sbx_spawn(sbx_worker *w, const char *mode, char *why, size_t whylen);
+/* The kernel's Landlock ABI version, or 0 without Landlock. */
+int sbx_landlock_abi(void);
+/* Limits what this process and the programs it execs may open
+ * (sandbox/landlock.c): read and execute the toolchain (/usr, /lib*, /bin,
+ * /sbin, the loader's cache, the prefix of `compiler` as found on PATH),
+ * read and write /dev/null, anything inside build_dir; nothing else.
+ * Returns the ABI version enforced, 0 if the kernel has no Landlock (why
+ * says so; nothing was changed), or -1 with why. */
+int sbx_landlock_toolchain(const char *build_dir, const char *compiler,
+                           char *why, size_t whylen);
+
 /* Prints the rule for a run worker's environment (--explain): the
  * allowlist of a native (cpu-emu) worker, or the GPU worker's denylist. */
 void sbx_explain_env(FILE *out, int native);
