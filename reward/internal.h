@@ -10,10 +10,14 @@
 
 #include <lua.h>
 
+#include <signal.h>
+
 /* The count hook runs every RW_HOOK_EVERY VM instructions; a call hook
- * runs before every function call (Lua or C) and checks the clock, so one
- * expensive C call (a 60 MiB string.upper) is the most that can run past
- * the deadline. */
+ * runs before every function call (Lua or C) and checks the clock; and the
+ * deadline alarm (sandbox.c) makes the hook run at the next instruction once
+ * the deadline has passed. So one expensive C call (a 60 MiB string.upper)
+ * or one expensive instruction (comparing two long strings) is the most
+ * that can run past the deadline. */
 #define RW_HOOK_EVERY 1000
 
 struct rw_script {
@@ -42,6 +46,9 @@ struct rw_script {
   double deadline_ms;    /* monotonic clock */
   int stop;              /* 0 running, 1 instruction budget, 2 deadline */
   int mem_error;         /* a memory error was caught by pcall/xpcall */
+  /* set by the deadline alarm's signal handler (sandbox.c): the deadline
+   * passed and the hook now runs at every instruction */
+  volatile sig_atomic_t alarm;
   /* the allocator refused a request at the cap (the request, so that Lua's
    * retry after its emergency collection can be recognised) and nothing
    * since showed the script survived it: a stop raised while that memory

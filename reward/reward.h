@@ -23,7 +23,10 @@
  *   - chunks are text only (no bytecode);
  *   - a memory cap enforced by the allocator (LUA_ERRMEM when refused);
  *   - an instruction budget and a wall-clock deadline per call, checked by
- *     a count hook; once exceeded the hook keeps raising, and pcall/xpcall
+ *     a count hook (every 1000 instructions, and at every instruction once
+ *     a per-thread timer signal says the deadline passed: one instruction,
+ *     comparing two long strings, can take milliseconds) and a call hook;
+ *     once exceeded the hook keeps raising, and pcall/xpcall
  *     are replaced by versions that re-raise budget and memory errors, so a
  *     script cannot swallow them;
  *   - C functions that loop without running Lua code are bounded too
@@ -42,8 +45,10 @@
  * `why` naming the script file and line ("lua/reward/x.lua:12: ...").
  * The Lua traceback of the last failure is kept apart (rw_traceback,
  * rw_load_traceback). A hostile or broken script never crashes the caller
- * and is stopped at its wall deadline (250 ms by default; the one C call in
- * flight, such as a 60 MiB string.upper, may overrun it by some ms).
+ * and is stopped at its wall deadline (250 ms by default; the one C call or
+ * VM instruction in flight, such as a 60 MiB string.upper, may overrun it
+ * by some ms). The deadline's timer costs two timer_settime calls per
+ * protected call (~3 us here, tests/bench/bench_reward.c).
  *
  * Not here: reading candidates from the results store (rescoring lives in
  * lab/ on top of this API), CUDA, flags (names come from kernels/flags.c;

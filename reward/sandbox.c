@@ -11,19 +11,28 @@
  * What it cannot: touch files, processes, the clock, other scripts, the
  * lab's memory, or keep the lab waiting past its deadline.
  *
+ * The deadline alarm is a POSIX timer per thread that runs Lua calls,
+ * armed for the deadline of each call; its signal (SIGRTMIN + 5) is taken
+ * only if nothing else in the process handles it. Without it (the signal
+ * taken, no timer) the hooks alone enforce the deadline, as before.
+ *
  * Not here: loading files (script.c), the metrics (score.c), and the
  * guards on library functions that loop in C out of the hook's reach
  * (guards.c).
  */
+#define _GNU_SOURCE /* gettid, SIGEV_THREAD_ID */
 #include "reward/internal.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double rw__now_ms(void) {
   struct timespec ts;
@@ -87,10 +96,12 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
   if (ar->event == LUA_HOOKCOUNT) s->mem_refused = 0;
   if (!s->stop) {
     if (ar->event == LUA_HOOKCOUNT) s->hook_events++;
-    if (s->hook_events * RW_HOOK_EVERY > s->lim.instructions)
-      s->stop = 1;
-    else if (rw__now_ms() > s->deadline_ms)
+    /* after the alarm, count events come at every instruction: the
+     * deadline is what stops the script, not a budget they would inflate */
+    if (s->alarm || rw__now_ms() > s->deadline_ms)
       s->stop = 2;
+    else if (s->hook_events * RW_HOOK_EVERY > s->lim.instructions)
+      s->stop = 1;
     if (s->stop) {
       /* Name the Lua line that was running: for a call event that is the
        * caller (the callee has not started). With no Lua frame (a C
@@ -129,6 +140,98 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     lua_pushstring(L, s->stop_msg);
     lua_error(L);
   }
+}
+
+/* ---- the deadline alarm -------------------------------------------------
+ * The count hook looks at the clock every RW_HOOK_EVERY instructions, and
+ * one instruction can cost milliseconds: `a < b` on two 8 MiB strings of
+ * NUL bytes calls strcoll once per NUL (12 ms here), `a == b` compares 8
+ * MiB, `a .. b` copies them. A loop of such instructions calls nothing the
+ * call hook sees, so a formula ran seconds past its 250 ms deadline before
+ * the count hook looked (tests/unit/test_reward_guards.c, "expensive").
+ *
+ * So each thread that runs Lua calls owns a timer (timer_create with
+ * SIGEV_THREAD_ID: the signal goes to that thread, not to any thread of
+ * the lab), armed at the deadline of each protected call. Its handler
+ * turns the count hook to every instruction, with lua_sethook, which Lua
+ * allows in a signal handler (ldebug.c; lua.c's Ctrl-C does the same), and
+ * sets s->alarm. Past the deadline at most one instruction runs before the
+ * hook stops the script. The timer is deleted when its thread ends.
+ *
+ * SA_RESTART: the handler interrupts nothing a script can see (Lua calls
+ * no blocking system call but print's write). The lab's own threads never
+ * get the signal. */
+#define ALARM_SIGNAL (SIGRTMIN + 5)
+#define ALARM_MASK (LUA_MASKCOUNT | LUA_MASKCALL)
+
+/* Per thread: the script whose call the timer is armed for (read by the
+ * handler on this thread), and the timer. initial-exec: reading it in a
+ * signal handler must not allocate. */
+static __thread struct {
+  rw_script *volatile active;
+  int state; /* 0 not tried, 1 have a timer, -1 cannot have one */
+  timer_t id;
+} alarm_tls __attribute__((tls_model("initial-exec")));
+
+static pthread_once_t alarm_once = PTHREAD_ONCE_INIT;
+static int alarm_ok;            /* the handler is installed */
+static pthread_key_t alarm_key; /* its destructor deletes a thread's timer */
+
+static void on_alarm(int sig, siginfo_t *si, void *uc) {
+  (void)sig, (void)si, (void)uc;
+  rw_script *s = alarm_tls.active;
+  if (!s) return; /* late: the call already returned */
+  s->alarm = 1;
+  lua_sethook(s->L, budget_hook, ALARM_MASK, 1);
+}
+
+static void delete_timer(void *unused) {
+  (void)unused;
+  if (alarm_tls.state == 1) timer_delete(alarm_tls.id);
+  alarm_tls.state = -1;
+}
+
+static void install_alarm(void) {
+  struct sigaction old;
+  if (sigaction(ALARM_SIGNAL, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+      (old.sa_flags & SA_SIGINFO))
+    return; /* someone else's signal: keep to the hooks */
+  if (pthread_key_create(&alarm_key, delete_timer) != 0) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_alarm;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  alarm_ok = sigaction(ALARM_SIGNAL, &sa, NULL) == 0;
+}
+
+/* Arms this thread's timer to fire at deadline_ms (CLOCK_MONOTONIC, as
+ * rw__now_ms), or disarms it for deadline_ms 0. */
+static void set_alarm(double deadline_ms) {
+  if (alarm_tls.state == 0) {
+    pthread_once(&alarm_once, install_alarm);
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = ALARM_SIGNAL;
+    ev._sigev_un._tid = gettid(); /* sigev_notify_thread_id */
+    alarm_tls.state = -1;
+    if (alarm_ok && timer_create(CLOCK_MONOTONIC, &ev, &alarm_tls.id) == 0) {
+      alarm_tls.state = 1;
+      pthread_setspecific(alarm_key, &alarm_tls);
+    }
+  }
+  if (alarm_tls.state != 1) return;
+  struct itimerspec when;
+  memset(&when, 0, sizeof when);
+  if (deadline_ms > 0) {
+    long long ns = (long long)(deadline_ms * 1e6);
+    when.it_value.tv_sec = ns / 1000000000LL;
+    when.it_value.tv_nsec = ns % 1000000000LL;
+    if (!when.it_value.tv_sec && !when.it_value.tv_nsec)
+      when.it_value.tv_nsec = 1; /* zero would disarm */
+  }
+  timer_settime(alarm_tls.id, TIMER_ABSTIME, &when, NULL);
 }
 
 /* ---- pcall and xpcall that cannot swallow the budget ---------------------
@@ -224,9 +327,23 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   s->stop_msg[0] = 0;
   s->traceback[0] = 0;
   s->deadline_ms = rw__now_ms() + s->lim.wall_ms;
+  /* a fresh count for each call: its first count event comes after
+   * RW_HOOK_EVERY instructions of its own, not of the calls before it */
+  s->alarm = 0;
+  lua_sethook(L, budget_hook, ALARM_MASK, RW_HOOK_EVERY);
+  rw_script *outer = alarm_tls.active; /* a call from inside a call */
+  alarm_tls.active = s;
+  set_alarm(s->deadline_ms);
   s->in_call++;
   int status = lua_pcall(L, nargs, nresults, fn);
   s->in_call--;
+  /* unhooked from the handler first, so a late signal changes nothing */
+  alarm_tls.active = outer;
+  set_alarm(outer ? outer->deadline_ms : 0);
+  if (s->alarm) {
+    s->alarm = 0;
+    lua_sethook(L, budget_hook, ALARM_MASK, RW_HOOK_EVERY);
+  }
   int code = RW_OK;
   /* A memory error first: when the allocator refused and nothing ran on
    * since, a stop is what the hook met while that error unwound (a
@@ -493,7 +610,7 @@ int rw__sandbox_open(rw_script *s, char *why, size_t whylen) {
     s->L = NULL;
     return RW_EENV;
   }
-  lua_sethook(s->L, budget_hook, LUA_MASKCOUNT | LUA_MASKCALL, RW_HOOK_EVERY);
+  lua_sethook(s->L, budget_hook, ALARM_MASK, RW_HOOK_EVERY);
   return RW_OK;
 }
 

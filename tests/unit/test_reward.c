@@ -49,11 +49,12 @@ static rw_script *load_text(const char *name, const char *text,
 /* Loads name (expected to load), scores the fixture's first candidate, and
  * checks the error code, that why contains each of want1/want2 (NULL to
  * skip) and that it took under a second. */
-static void expect_score_error(const char *name, const char *text, int code,
-                               const char *want1, const char *want2) {
+static void expect_score_error_lim(const char *name, const char *text,
+                                   const rw_limits *lim, int code,
+                                   const char *want1, const char *want2) {
   char why[512] = "";
   double t0 = now_ms();
-  rw_script *s = load_text(name, text, NULL, why, sizeof why);
+  rw_script *s = load_text(name, text, lim, why, sizeof why);
   CHECK(s != NULL, "%s: load failed: %s", name, why);
   if (!s) return;
   int n;
@@ -78,6 +79,12 @@ static void expect_score_error(const char *name, const char *text, int code,
   CHECK(rc == code, "%s: second call gave %d (%s)", name, rc, why);
   rw_components_free(&out);
   rw_free(s);
+}
+
+/* The same with the default limits. */
+static void expect_score_error(const char *name, const char *text, int code,
+                               const char *want1, const char *want2) {
+  expect_score_error_lim(name, text, NULL, code, want1, want2);
 }
 
 static void expect_load_error(const char *name, const char *text, int code,
@@ -525,10 +532,15 @@ static void test_endless(void) {
 }
 
 static void test_memory(void) {
-  expect_score_error("bomb_string.lua",
-                     "return { score = function()\n"
-                     "  local s = 'x'\n  while true do s = s .. s end\nend }\n",
-                     RW_EMEM, "memory cap", NULL);
+  /* An 8 MiB cap and a 900 ms deadline: doubling a string to the default
+   * 64 MiB cap faults in some 128 MiB (~400 ms on this VM at 12 us a page),
+   * and the deadline alarm would stop the loop first. */
+  const rw_limits doubling = {8u << 20, 0, 900, 0};
+  expect_score_error_lim("bomb_string.lua",
+                         "return { score = function()\n"
+                         "  local s = 'x'\n  while true do s = s .. s end\n"
+                         "end }\n",
+                         &doubling, RW_EMEM, "memory cap", NULL);
   expect_score_error("bomb_rep.lua",
                      "return { score = function()\n"
                      "  return { n = #string.rep('x', 1 << 28) } end }\n",

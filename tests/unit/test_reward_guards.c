@@ -5,9 +5,12 @@
  * huge __len, a sort of huge equal strings, patterns whose work the guard
  * used to miss (a quantifier before '$', %b, a long literal, a
  * backreference), a memory error unwinding past the deadline, a deadline
- * met in C, and print's line cap. Each hostile case hung for minutes or
- * said the wrong thing before its fix; each must now end in its error at
- * once. No time is asserted: a hang shows as ctest's timeout.
+ * met in C, one VM instruction made expensive (comparing long strings), and
+ * print's line cap. Each hostile case hung for minutes or said the wrong
+ * thing before its fix; each must now end in its error at once. No time is
+ * asserted but one bound 40 times the deadline (the long strings: their
+ * loop ran 48 s before its fix, short of ctest's timeout); a hang shows as
+ * ctest's timeout.
  *
  * Usage: test_reward_guards [CASE]: one case by name (to run one under a
  * timeout by hand), or all.
@@ -19,8 +22,11 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char tmpdir[] = "/tmp/kl-test-reward-guards-XXXXXX";
@@ -257,7 +263,94 @@ static void test_stop_reports(void) {
                NULL, RW_EMEM, "memory cap", NULL);
 }
 
-/* 5. print: at most 100 lines, newlines inside one print counted, control
+/* 5. One VM instruction can cost milliseconds: `a < b` on two 8 MiB
+ * strings of NUL bytes calls strcoll once per NUL (about 50 ms here). The
+ * count hook looks at the clock only every RW_HOOK_EVERY (1000)
+ * instructions, and the loop below takes 3 per comparison, so 331
+ * comparisons (16 s) ran before the hook saw a 250 ms deadline. With the
+ * deadline alarm (sandbox.c) the loop stops at the first instruction past
+ * it: 5 comparisons here, under 100 on a machine 20 times as fast. The
+ * count is read from the state, so the check asserts no time. */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Runs the loop in a fresh state on the calling thread; where names it. */
+static void compare_loop(const char *where) {
+  const rw_limits lim = {0, 0, 250, 0};
+  char why[512] = "";
+  rw_script *s = rw_sandbox_open(write_script("long_compare.lua", "\n"),
+                                 "campaign files", &lim, why, sizeof why);
+  CHECK(s != NULL, "rw_sandbox_open: %s", why);
+  if (!s) return;
+  lua_State *L = rw_sandbox_state(s);
+  /* one string per call: each call has its own deadline, and faulting in
+   * the pages of a string and its buffer takes ~60 ms on this VM */
+  const char *setup[] = {"a = ('\\0'):rep(8 * 2^20)",
+                         "b = ('\\0'):rep(8 * 2^20)", "n = 0"};
+  for (int i = 0; i < 3; i++) {
+    CHECK(luaL_loadstring(L, setup[i]) == LUA_OK, "%s loads", setup[i]);
+    int rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
+    CHECK(rc == RW_OK, "%s: %d %s", setup[i], rc, why);
+  }
+  CHECK(luaL_loadstring(L, "local a, b = a, b\n"
+                           "for i = 1, 100000 do\n"
+                           "  if a < b then break end\n"
+                           "  n = i\n"
+                           "end\n") == LUA_OK,
+        "loop chunk loads");
+  double t0 = now_ms();
+  int rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
+  double ms = now_ms() - t0;
+  CHECK(rc == RW_EBUDGET && strstr(why, "wall-clock deadline"),
+        "the compare loop meets its deadline: %d %s", rc, why);
+  lua_getglobal(L, "n");
+  long long n = (long long)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  CHECK(n < 100,
+        "%s: %lld comparisons of 8 MiB strings ran (%.0f ms) under a 250 ms "
+        "deadline; the deadline alarm stops the loop at the next instruction",
+        where, n, ms);
+  if (getenv("KL_TEST_VERBOSE"))
+    fprintf(stderr, "%s: %lld comparisons, %.0f ms\n", where, n, ms);
+  rw_free(s);
+}
+
+static void *compare_thread(void *arg) {
+  compare_loop(arg);
+  return NULL;
+}
+
+/* POSIX timers of this process (/proc/self/timers: one "ID:" line each),
+ * or -1 when the kernel does not list them. */
+static int count_timers(void) {
+  FILE *f = fopen("/proc/self/timers", "r");
+  if (!f) return -1;
+  char line[256];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    n += !strncmp(line, "ID:", 3);
+  fclose(f);
+  return n;
+}
+
+/* On the main thread and on a thread of its own: the alarm's signal goes to
+ * the thread whose call ran late, and a thread's timer goes with it. */
+static void test_expensive_instructions(void) {
+  compare_loop("main thread");
+  int before = count_timers();
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, compare_thread, "second thread") == 0,
+        "pthread_create");
+  pthread_join(th, NULL);
+  int after = count_timers();
+  CHECK(after == before,
+        "timers: %d before a scoring thread, %d after it ended", before, after);
+}
+
+/* 6. print: at most 100 lines, newlines inside one print counted, control
  * bytes escaped. */
 static void test_print_lines(void) {
   char why[512] = "";
@@ -321,6 +414,7 @@ int main(int argc, char **argv) {
                {"sort", test_sort},
                {"patterns", test_patterns},
                {"stops", test_stop_reports},
+               {"expensive", test_expensive_instructions},
                {"print", test_print_lines}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (argc < 2 || !strcmp(argv[1], tests[i].name)) tests[i].fn();
