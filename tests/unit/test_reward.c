@@ -87,11 +87,12 @@ static void expect_score_error(const char *name, const char *text, int code,
   expect_score_error_lim(name, text, NULL, code, want1, want2);
 }
 
-static void expect_load_error(const char *name, const char *text, int code,
-                              const char *want1, const char *want2) {
+static void expect_load_error_lim(const char *name, const char *text,
+                                  const rw_limits *lim, int code,
+                                  const char *want1, const char *want2) {
   char why[512] = "";
   double t0 = now_ms();
-  rw_script *s = load_text(name, text, NULL, why, sizeof why);
+  rw_script *s = load_text(name, text, lim, why, sizeof why);
   double ms = now_ms() - t0;
   CHECK(s == NULL, "%s: loaded, expected failure", name);
   rw_free(s);
@@ -104,6 +105,12 @@ static void expect_load_error(const char *name, const char *text, int code,
   if (want2)
     CHECK(strstr(why, want2), "%s: want '%s' in: %s", name, want2, why);
   CHECK(ms < 1000, "%s: took %.0f ms", name, ms);
+}
+
+/* The same with the default limits. */
+static void expect_load_error(const char *name, const char *text, int code,
+                              const char *want1, const char *want2) {
+  expect_load_error_lim(name, text, NULL, code, want1, want2);
 }
 
 /* ---- happy path ---------------------------------------------------------- */
@@ -531,11 +538,13 @@ static void test_endless(void) {
   }
 }
 
+/* For the string-doubling bombs: an 8 MiB cap and a 900 ms deadline.
+ * Doubling a string up to the default 64 MiB cap faults in some 128 MiB
+ * (~400 ms on this VM at 12 us a page, more under ASan on a loaded
+ * machine), and the deadline alarm would stop the loop first. */
+static const rw_limits doubling = {8u << 20, 0, 900, 0};
+
 static void test_memory(void) {
-  /* An 8 MiB cap and a 900 ms deadline: doubling a string to the default
-   * 64 MiB cap faults in some 128 MiB (~400 ms on this VM at 12 us a page),
-   * and the deadline alarm would stop the loop first. */
-  const rw_limits doubling = {8u << 20, 0, 900, 0};
   expect_score_error_lim("bomb_string.lua",
                          "return { score = function()\n"
                          "  local s = 'x'\n  while true do s = s .. s end\n"
@@ -575,9 +584,9 @@ static void test_memory(void) {
     rw_free(s);
   }
   /* top-level memory bomb */
-  expect_load_error("bomb_top.lua",
-                    "local s = 'x'\nwhile true do s = s .. s end\n", RW_EMEM,
-                    "memory cap", NULL);
+  expect_load_error_lim("bomb_top.lua",
+                        "local s = 'x'\nwhile true do s = s .. s end\n",
+                        &doubling, RW_EMEM, "memory cap", NULL);
 }
 
 static void test_escapes(void) {

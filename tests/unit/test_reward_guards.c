@@ -230,12 +230,20 @@ static int recovered_then_late(lua_State *L) {
   return late_call(L);
 }
 
+/* A configuration-script state (rw_sandbox_open) over script `name`. */
+static rw_script *open_state(const char *name, const char *text,
+                             const rw_limits *lim) {
+  char why[512] = "";
+  rw_script *s = rw_sandbox_open(write_script(name, text), "campaign files",
+                                 lim, why, sizeof why);
+  CHECK(s != NULL, "rw_sandbox_open %s: %s", name, why);
+  return s;
+}
+
 static void test_stop_reports(void) {
   rw_limits lim = {0, 0, 20, 0};
   char why[512] = "";
-  rw_script *s = rw_sandbox_open(write_script("stops.lua", "return {}\n"),
-                                 "campaign files", &lim, why, sizeof why);
-  CHECK(s != NULL, "rw_sandbox_open: %s", why);
+  rw_script *s = open_state("stops.lua", "return {}\n", &lim);
   if (!s) return;
   lua_State *L = rw_sandbox_state(s);
   lua_pushcfunction(L, late_call);
@@ -281,9 +289,7 @@ static double now_ms(void) {
 static void compare_loop(const char *where) {
   const rw_limits lim = {0, 0, 250, 0};
   char why[512] = "";
-  rw_script *s = rw_sandbox_open(write_script("long_compare.lua", "\n"),
-                                 "campaign files", &lim, why, sizeof why);
-  CHECK(s != NULL, "rw_sandbox_open: %s", why);
+  rw_script *s = open_state("long_compare.lua", "\n", &lim);
   if (!s) return;
   lua_State *L = rw_sandbox_state(s);
   /* one string per call: each call has its own deadline, and faulting in
