@@ -6,8 +6,10 @@
  * over many calls, and prints microseconds per candidate against the goal
  * of 50 us. Also, all measured in the same run and the same lua_State:
  *   - the named baseline: an empty Lua function called through the same
- *     protected call (message handler, budget hooks) — the floor any
- *     formula pays;
+ *     protected call (message handler, budget hooks, the deadline alarm's
+ *     two timer_settime calls) — the floor any formula pays;
+ *   - the same function through a plain lua_pcall with the hooks off:
+ *     what the protected call's limits cost on top;
  *   - rw_score with score() swapped for `function() return {} end`: what
  *     building c and ctx (with its group of 8) and reading the result cost;
  *   - rw_score_group: the whole group scored with ctx built once.
@@ -113,6 +115,15 @@ int main(int argc, char **argv) {
     rw__pcall(s, 0, 0, why, sizeof why);
   });
 
+  /* the same, unprotected: what the limits themselves cost (hooks off
+   * here; rw__pcall sets them again at its next call) */
+  double t_plain_call;
+  lua_sethook(L, NULL, 0, 0);
+  MEASURE(t_plain_call, 1, {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, empty_ref);
+    lua_pcall(L, 0, 0, 0);
+  });
+
   /* marshalling: the same rw_score with an empty formula */
   luaL_loadstring(L, "return function() return {} end");
   lua_call(L, 0, 1);
@@ -125,6 +136,9 @@ int main(int argc, char **argv) {
          "context with a group of 8 (median of %d x %d calls)\n",
          SAMPLES, CALLS);
   printf("  baseline: empty Lua call, same state   %8.2f us\n", t_empty_call);
+  printf("  plain lua_pcall, no hooks, no alarm    %8.2f us  (%.2fx "
+         "baseline)\n",
+         t_plain_call, t_plain_call / t_empty_call);
   printf("  rw_score, empty formula (marshalling)  %8.2f us  (%.1fx "
          "baseline)\n",
          t_marshal, t_marshal / t_empty_call);
