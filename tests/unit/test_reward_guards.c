@@ -36,6 +36,12 @@ static char tmpdir[] = "/tmp/kl-test-reward-guards-XXXXXX";
  * guard that let the work through would hang past any deadline anyway). */
 static const rw_limits slow = {0, 0, 10000, 0};
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static const char *write_script(const char *name, const char *text) {
   static char path[256];
   snprintf(path, sizeof path, "%s/%s", tmpdir, name);
@@ -44,6 +50,16 @@ static const char *write_script(const char *name, const char *text) {
   fputs(text, f);
   fclose(f);
   return path;
+}
+
+/* A configuration-script state (rw_sandbox_open) over script `name`. */
+static rw_script *open_state(const char *name, const char *text,
+                             const rw_limits *lim) {
+  char why[512] = "";
+  rw_script *s = rw_sandbox_open(write_script(name, text), "campaign files",
+                                 lim, why, sizeof why);
+  CHECK(s != NULL, "rw_sandbox_open %s: %s", name, why);
+  return s;
 }
 
 /* Loads text as script `name` (limits NULL: the defaults), scores one
@@ -160,6 +176,20 @@ static void test_patterns(void) {
       {"pat_plain.lua",
        "local s = ('a'):rep(100000):rep(100)\n"
        "  return { x = s:find(('a'):rep(100000) .. 'b', 1, true) or 0 }\n"},
+      /* the subject-aware bounds do not let these through: every byte is
+       * a '#' (each start gets past the first item), and '.-' runs over
+       * the whole subject */
+      {"pat_first_all.lua", "local s = ('#'):rep(100000)\n"
+                            "  return { x = s:find('#.-.-.-x') or 0 }\n"},
+      /* the guard's own scans are bounded: 20,000 items on 16 MiB would
+       * scan for an hour before refusing */
+      {"pat_many_items.lua",
+       "local s = ('a'):rep(2^24)\n"
+       "  return { x = s:find(('a*'):rep(20000) .. 'x') or 0 }\n"},
+      /* one long word: '[%w_]+' expands over all of it at each start */
+      {"pat_long_run.lua",
+       "local s = ('a'):rep(100000) .. '\\n'\n"
+       "  return { x = #s:gsub('([%w_]+) [^\\n]*', '') }\n"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char text[512], want[64];
@@ -186,6 +216,113 @@ static void test_patterns(void) {
       "  assert(big:find('word', 1, true) == 1 and big:find('d  w') == 4)\n"
       "  return { d = #d }\nend }\n",
       &slow, RW_OK, NULL, NULL);
+  /* What a formula does with a kernel's source, on a source of 10 KB: by
+   * the subject's length alone these were refused above ~1.3 KB (worst
+   * case ~3e8 steps at 5 KB); the longest runs of the bytes each item
+   * matches, and the few starts that get past a '#' or a '_', bound them
+   * at some 1e5. */
+  expect_score(
+      "pat_source.lua",
+      "return { score = function()\n"
+      "  local src = ('#define BM 64\\n#define TILE_K 8\\n'\n"
+      "    .. '__global__ void k(float *a) { a[threadIdx.x] = 0.0f; }\\n'\n"
+      "    .. '  __syncthreads(); // one line of a kernel\\n'):rep(80)\n"
+      "  local names = {}\n"
+      "  for name, v in src:gmatch('#define ([%w_]+) ([^\\n]*)') do\n"
+      "    names[name] = v\n"
+      "  end\n"
+      "  local d, nd = src:gsub('#define ([%w_]+) [^\\n]*', '#define %1 1')\n"
+      "  local syncs = select(2, src:gsub('__syncthreads%s*%(%s*%)', ''))\n"
+      "  local globals = select(2, src:gsub('__global__%s+void%s+([%w_]+)', "
+      "''))\n"
+      "  assert(#src > 10000 and names.BM == '64' and names.TILE_K == '8')\n"
+      "  assert(nd == 160 and syncs == 80 and globals == 80)\n"
+      "  assert(src:match('//[^\\n]*') == '// one line of a kernel')\n"
+      "  return { d = #d }\nend }\n",
+      &slow, RW_OK, NULL, NULL);
+}
+
+/* 3b. The bound must stay an upper bound: random patterns over a small
+ * alphabet (quantified 'a', '.', classes, sets, captures, anchors, a final
+ * 'x' or '$' that makes everything before it backtrack) on subjects made
+ * of long runs, through find, match, gmatch (drained) and gsub. Every call
+ * the guard lets through must end quickly: its worst case is at most 2e7
+ * steps, well under 0.1 s here (the slowest of 30,000 such calls took 68
+ * ms); 2 s is what an unsound bound (a factor of n) would blow through.
+ * The refused share is printed with KL_TEST_VERBOSE. */
+static unsigned long long fuzz_state = 88172645463325252ULL;
+static unsigned fuzz(unsigned n) { /* xorshift64: the same cases each run */
+  fuzz_state ^= fuzz_state << 13;
+  fuzz_state ^= fuzz_state >> 7;
+  fuzz_state ^= fuzz_state << 17;
+  return (unsigned)(fuzz_state % n);
+}
+
+static void test_pattern_fuzz(void) {
+  static const char *const items[] = {"a",    "a",  "b", ".", "%a",  "[ab]",
+                                      "[^b]", "%w", "x", "#", "(a)", "[%w_]"};
+  static const char *const quants[] = {"", "", "*", "+", "-", "?"};
+  static const char *const fns[] = {"find", "match", "gmatch", "gsub"};
+  static char subj[100000];
+  rw_script *s = open_state("fuzz.lua", "\n", &slow);
+  if (!s) return;
+  lua_State *L = rw_sandbox_state(s);
+  int accepted = 0, refused = 0;
+  double worst = 0;
+  char worst_case[200] = "";
+  for (int c = 0; c < 3000; c++) {
+    char pat[128] = "";
+    if (!fuzz(4)) strcat(pat, "^");
+    for (unsigned i = 0, k = 1 + fuzz(6); i < k; i++) {
+      strcat(pat, items[fuzz(12)]);
+      strcat(pat, quants[fuzz(6)]);
+    }
+    if (!fuzz(3)) strcat(pat, fuzz(2) ? "$" : "x");
+    size_t n = fuzz(4) ? fuzz(5000) : fuzz(sizeof subj);
+    unsigned mode = fuzz(4);
+    for (size_t i = 0; i < n; i++)
+      subj[i] = mode == 0   ? 'a'
+                : mode == 1 ? (fuzz(20) ? 'a' : 'b')
+                : mode == 2 ? "ab#_ \n"[fuzz(6)]
+                            : (i % 50 == 49 ? 'b' : 'a');
+    const char *fn = fns[fuzz(4)];
+    int drain = !strcmp(fn, "gmatch"), gsub = !strcmp(fn, "gsub");
+    if (drain)
+      luaL_loadstring(L, "local f, s, p = ...\n"
+                         "for _ in f(s, p) do end\n");
+    lua_getglobal(L, "string");
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+    lua_pushlstring(L, subj, n);
+    lua_pushstring(L, pat);
+    if (gsub) lua_pushliteral(L, "");
+    char why[512];
+    double t0 = now_ms();
+    int rc = rw_sandbox_call(s, drain || gsub ? 3 : 2, 0, why, sizeof why);
+    double ms = now_ms() - t0;
+    if (rc == RW_OK) {
+      accepted++;
+      if (ms > worst) {
+        worst = ms;
+        snprintf(worst_case, sizeof worst_case,
+                 "string.%s, pattern '%s', %zu-byte subject (kind %u)", fn, pat,
+                 n, mode);
+      }
+    } else {
+      refused++;
+      CHECK(strstr(why, "too expensive") || strstr(why, "malformed"),
+            "%s '%s': %s", fn, pat, why);
+    }
+  }
+  CHECK(worst < 2000, "a call the guard let through took %.0f ms: %s", worst,
+        worst_case);
+  CHECK(accepted > 1000 && refused > 300,
+        "the fuzz exercises both sides: %d accepted, %d refused", accepted,
+        refused);
+  if (getenv("KL_TEST_VERBOSE"))
+    fprintf(stderr, "fuzz: %d accepted, %d refused, slowest %.1f ms (%s)\n",
+            accepted, refused, worst, worst_case);
+  rw_free(s);
 }
 
 /* 4. How a stop is reported. The C functions below run through
@@ -230,16 +367,6 @@ static int recovered_then_late(lua_State *L) {
   return late_call(L);
 }
 
-/* A configuration-script state (rw_sandbox_open) over script `name`. */
-static rw_script *open_state(const char *name, const char *text,
-                             const rw_limits *lim) {
-  char why[512] = "";
-  rw_script *s = rw_sandbox_open(write_script(name, text), "campaign files",
-                                 lim, why, sizeof why);
-  CHECK(s != NULL, "rw_sandbox_open %s: %s", name, why);
-  return s;
-}
-
 static void test_stop_reports(void) {
   rw_limits lim = {0, 0, 20, 0};
   char why[512] = "";
@@ -279,12 +406,6 @@ static void test_stop_reports(void) {
  * deadline alarm (sandbox.c) the loop stops at the first instruction past
  * it: 5 comparisons here, under 100 on a machine 20 times as fast. The
  * count is read from the state, so the check asserts no time. */
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Runs the loop in a fresh state on the calling thread; where names it. */
 static void compare_loop(const char *where) {
   const rw_limits lim = {0, 0, 250, 0};
@@ -419,6 +540,7 @@ int main(int argc, char **argv) {
   } tests[] = {{"insert_remove", test_insert_remove},
                {"sort", test_sort},
                {"patterns", test_patterns},
+               {"fuzz", test_pattern_fuzz},
                {"stops", test_stop_reports},
                {"expensive", test_expensive_instructions},
                {"print", test_print_lines}};
