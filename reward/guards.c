@@ -19,6 +19,7 @@
 #include <lauxlib.h>
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,7 +56,9 @@ static int safe_rep(lua_State *L) {
  *     n bytes (no backtracking: the rest once);
  *   - '$' at the end is a single item: it can fail, and make everything
  *     before it backtrack (find("a*$") on "aaa...b" is n^2);
- *   - captures cost nothing.
+ *   - '(' one step (a nested match call), ')' a step for each capture
+ *     opened so far (closing one looks back over them); ("()"):rep(32)
+ *     .. "x" on 19 MB ran 3 s when captures cost nothing.
  * Unanchored calls try every one of the n + 1 start positions, so a
  * literal pattern of m bytes costs n * m ((aaa...ab) on aaa...a), and each
  * quantifier before something that can fail multiplies that by n + 1.
@@ -66,7 +69,10 @@ static int safe_rep(lua_State *L) {
  *
  * A find with plain = true, or a find pattern without special characters
  * (which Lua searches the same way), is memchr then memcmp of up to m bytes
- * at each of n - m + 1 starts; memcmp compares 16 bytes or more a step.
+ * at each of n - m + 1 starts: a step each, or m / 16 when longer
+ * (memcmp compares 16 bytes or more a step).
+ *
+ * gsub's replacement adds its own work per match (replace_steps).
  *
  * Two facts about the subject itself make the bound much closer for the
  * patterns formulas use on kernel sources (gsub("#define ([%w_]+) [^\n]*",
@@ -81,8 +87,11 @@ static int safe_rep(lua_State *L) {
  * matches are found with a 256-entry table built from its class, as
  * lstrlib's singlematch decides), up to pattern_steps bytes in all per
  * call. Items the tables do not model (%b, %f, backreferences) keep the
- * bound by length. */
-enum { PAT_OTHER, PAT_FIND, PAT_GMATCH };
+ * bound by length. A table that got a class wrong would make the bound
+ * unsound: %Z read as a literal 'Z' let find("%Z+x") run 4.8 s on 30 KB
+ * (tests/unit/test_reward_guards.c has it, and a fuzz of random patterns
+ * whose accepted calls must end quickly). */
+enum { PAT_OTHER, PAT_FIND, PAT_GMATCH, PAT_GSUB };
 
 /* The index just past the set that starts at p[i] == '[' (as lstrlib's
  * classEnd: the first byte after '[' or '[^' belongs to the set even when
@@ -134,6 +143,9 @@ static int in_class(int c, int cl) {
   case 'x':
     r = isxdigit(c);
     break;
+  case 'z': /* deprecated in 5.2, still in 5.4's lstrlib */
+    r = c == 0;
+    break;
   default:
     return cl == c;
   }
@@ -153,6 +165,10 @@ static void item_bytes(const char *p, size_t at, size_t end, char in[256]) {
     return;
   }
   if (p[at] == '%') {
+    if (at + 1 >= end) { /* a pattern that ends in '%': Lua raises */
+      memset(in, 1, 256);
+      return;
+    }
     for (c = 0; c < 256; c++)
       in[c] = (char)in_class(c, (unsigned char)p[at + 1]);
     return;
@@ -220,7 +236,7 @@ static double pattern_steps(const char *p, size_t m, const char *subj, size_t n,
   double first_len = 0, first_count = -1;
   int first = 1;
   if (kind == PAT_FIND && (plain || no_specials(p, m)))
-    return n < m ? 0 : ((double)(n - m) + 1) * (double)m / 16;
+    return n < m ? 0 : ((double)(n - m) + 1) * fmax(1, (double)m / 16);
   size_t i = 0;
   int anchored = kind != PAT_GMATCH && m > 0 && p[0] == '^';
   if (anchored) i = 1;
@@ -230,9 +246,14 @@ static double pattern_steps(const char *p, size_t m, const char *subj, size_t n,
     tail--;
   /* one attempt costs a + b * (cost of the rest of the pattern) */
   double a = 0, b = 1, once = 0;
+  int caps = 0; /* captures opened so far */
   while (i < m) {
     size_t at = i;
     if (p[i] == '(' || p[i] == ')') {
+      /* opening a capture is a nested match call; closing one looks back
+       * over up to every capture opened so far */
+      a += b * (p[i] == '(' ? 1 : (double)caps);
+      caps += p[i] == '(';
       i++;
       continue;
     }
@@ -271,7 +292,7 @@ static double pattern_steps(const char *p, size_t m, const char *subj, size_t n,
       subject_runs(su, n, in, &longest, &count);
     }
     if (modelled && first && q != '*' && q != '-') {
-      first_len = len;
+      first_len = a + len; /* the captures before it, and its test */
       first_count = (double)count;
     }
     first = 0;
@@ -300,6 +321,29 @@ static double pattern_steps(const char *p, size_t m, const char *subj, size_t n,
   return starts + once;
 }
 
+/* gsub's replacement (argument 3) runs once per match, and there are at
+ * most n + 1 matches (or max_n, argument 4). A string is walked whole each
+ * time (lstrlib's add_s; "%0" on an empty match copies nothing, so the
+ * memory cap never stops a long one); a table with a metatable can send
+ * each lookup through a chain of up to 2000 __index tables (the VM's
+ * MAXTAGLOOP), with no call the hook sees; a function is a call, which it
+ * sees. Anything else Lua refuses itself. */
+static double replace_steps(lua_State *L, size_t n, double *matches_out) {
+  double matches = (double)n + 1;
+  int isnum;
+  lua_Integer max_n = lua_tointegerx(L, 4, &isnum);
+  if (isnum && max_n >= 0 && (double)max_n < matches) matches = (double)max_n;
+  double each = 1;
+  if (lua_type(L, 3) == LUA_TSTRING)
+    each += (double)lua_rawlen(L, 3);
+  else if (lua_type(L, 3) == LUA_TTABLE && lua_getmetatable(L, 3)) {
+    lua_pop(L, 1);
+    each += 2000;
+  }
+  *matches_out = matches;
+  return matches * each;
+}
+
 static int guarded_pattern(lua_State *L) {
   size_t n, m;
   const char *subj = luaL_checklstring(L, 1, &n);
@@ -309,8 +353,19 @@ static int guarded_pattern(lua_State *L) {
   rw_script *s = rw__owner(L);
   double steps =
       pattern_steps(p, m, subj, n, kind, plain, s->lim.pattern_steps);
+  double matches = 0;
+  double repl = kind == PAT_GSUB ? replace_steps(L, n, &matches) : 0;
+  char msg[300];
+  if (repl > s->lim.pattern_steps ||
+      (steps <= s->lim.pattern_steps && steps + repl > s->lim.pattern_steps)) {
+    snprintf(msg, sizeof msg,
+             "replacement too expensive for %s (worst case ~%.0e steps: it "
+             "runs at each of up to %.0f matches on %zu bytes; the limit is "
+             "%.0e); use a shorter replacement or subject, or a function",
+             s->kind, repl, matches, n, s->lim.pattern_steps);
+    return luaL_error(L, "string.gsub: %s", msg);
+  }
   if (steps > s->lim.pattern_steps) {
-    char msg[300];
     snprintf(msg, sizeof msg,
              "%s too expensive for %s (worst case ~%.0e steps for a %zu-byte "
              "%s on %zu bytes; the limit is %.0e); use %s",
@@ -447,7 +502,7 @@ void rw__install_guards(lua_State *L, int string_t, int table_t) {
   wrap(L, string_t, "find", guarded_pattern, "string.find", PAT_FIND);
   wrap(L, string_t, "match", guarded_pattern, "string.match", PAT_OTHER);
   wrap(L, string_t, "gmatch", guarded_pattern, "string.gmatch", PAT_GMATCH);
-  wrap(L, string_t, "gsub", guarded_pattern, "string.gsub", PAT_OTHER);
+  wrap(L, string_t, "gsub", guarded_pattern, "string.gsub", PAT_GSUB);
   wrap(L, table_t, "move", guarded_move, "table.move", 0);
   wrap(L, table_t, "sort", guarded_sort, "table.sort", 0);
   lua_pushcfunction(L, guarded_insert);

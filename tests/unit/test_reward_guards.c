@@ -186,13 +186,39 @@ static void test_patterns(void) {
       {"pat_many_items.lua",
        "local s = ('a'):rep(2^24)\n"
        "  return { x = s:find(('a*'):rep(20000) .. 'x') or 0 }\n"},
+      /* found by an adversarial review: %Z is every byte but NUL (read as
+       * a literal 'Z' it gave a tiny bound: 4.8 s); %z is NUL */
+      {"pat_class_z.lua", "local s = ('a'):rep(30000)\n"
+                          "  return { x = s:find('%Z+x') or 0 }\n"},
+      {"pat_class_nul.lua", "local s = ('\\0'):rep(30000)\n"
+                            "  return { x = s:find('%z+x') or 0 }\n"},
+      /* captures are nested calls at every start, and closing one looks
+       * back over the open ones (a bound of 2e6 let this through) */
+      {"pat_captures.lua",
+       "local s = ('a'):rep(2^20)\n"
+       "  return { x = s:find(('()'):rep(32) .. 'x') or 0 }\n"},
+      /* a plain find is a memchr and a memcmp call at each start, however
+       * short the string */
+      {"pat_plain_short.lua", "local s = ('a'):rep(25000000)\n"
+                              "  return { x = s:find('ab', 1, true) or 0 }\n"},
+      /* gsub walks its replacement at each match: '%0' on 10^4 empty
+       * matches copies nothing and ran 8 s */
+      {"pat_replacement.lua",
+       "local s = ('a'):rep(10000)\n"
+       "  return { x = #s:gsub('', ('%0'):rep(100000)) }\n"},
+      /* and each lookup in a table replacement can walk a chain of 2000
+       * __index tables without a call */
+      {"pat_replace_table.lua",
+       "local T = {} for i = 1, 1990 do T = setmetatable({}, {__index = T}) "
+       "end local s = ('a'):rep(100000)\n"
+       "  return { x = #s:gsub('a', T) }\n"},
       /* one long word: '[%w_]+' expands over all of it at each start */
       {"pat_long_run.lua",
        "local s = ('a'):rep(100000) .. '\\n'\n"
        "  return { x = #s:gsub('([%w_]+) [^\\n]*', '') }\n"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char text[512], want[64];
+    char text[640], want[64];
     snprintf(text, sizeof text, "return { score = function()\n  %send }\n",
              cases[i].body);
     snprintf(want, sizeof want, "%s:3:", cases[i].name);
@@ -238,6 +264,8 @@ static void test_patterns(void) {
       "  assert(#src > 10000 and names.BM == '64' and names.TILE_K == '8')\n"
       "  assert(nd == 160 and syncs == 80 and globals == 80)\n"
       "  assert(src:match('//[^\\n]*') == '// one line of a kernel')\n"
+      "  local renamed = src:gsub('[%w_]+', {BM = 'BLOCK_M'})\n"
+      "  assert(select(2, renamed:gsub('BLOCK_M', '')) == 80)\n"
       "  return { d = #d }\nend }\n",
       &slow, RW_OK, NULL, NULL);
 }
@@ -259,8 +287,9 @@ static unsigned fuzz(unsigned n) { /* xorshift64: the same cases each run */
 }
 
 static void test_pattern_fuzz(void) {
-  static const char *const items[] = {"a",    "a",  "b", ".", "%a",  "[ab]",
-                                      "[^b]", "%w", "x", "#", "(a)", "[%w_]"};
+  static const char *const items[] = {"a",    "a",     "b",  ".", "%a",
+                                      "[ab]", "[^b]",  "%w", "x", "#",
+                                      "(a)",  "[%w_]", "%Z", "()"};
   static const char *const quants[] = {"", "", "*", "+", "-", "?"};
   static const char *const fns[] = {"find", "match", "gmatch", "gsub"};
   static char subj[100000];
@@ -274,7 +303,7 @@ static void test_pattern_fuzz(void) {
     char pat[128] = "";
     if (!fuzz(4)) strcat(pat, "^");
     for (unsigned i = 0, k = 1 + fuzz(6); i < k; i++) {
-      strcat(pat, items[fuzz(12)]);
+      strcat(pat, items[fuzz(sizeof items / sizeof items[0])]);
       strcat(pat, quants[fuzz(6)]);
     }
     if (!fuzz(3)) strcat(pat, fuzz(2) ? "$" : "x");
