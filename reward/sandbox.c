@@ -486,15 +486,55 @@ static void set_disabled(lua_State *L, int table, const char *field,
 }
 
 /* setmetatable without __gc: finalizers run inside the collector with hooks
- * off, so an endless loop there would escape the budget. */
+ * off, so an endless loop there would escape the budget. And without
+ * __mode: the collector's atomic phase walks weak-keyed tables until
+ * nothing changes, in one step no hook sees, and a shuffled chain of
+ * 60,000 weak keys kept it there 15 s past a 250 ms deadline (found by an
+ * adversarial review). Lua reads __mode again at every collection, so a
+ * metatable gets a metatable of its own (upvalue 2) whose __newindex
+ * refuses a __mode added later; a table that has another metatable cannot
+ * be one. Neither matters to a formula; both say so by name. */
+static int metatable_newindex(lua_State *L) {
+  const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
+  if (!strcmp(k, "__mode") || !strcmp(k, "__gc"))
+    return luaL_error(L, "%s cannot be added to a metatable in %s", k,
+                      rw__owner(L)->kind);
+  lua_settop(L, 3);
+  lua_rawset(L, 1);
+  return 0;
+}
+
 static int safe_setmetatable(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TTABLE) {
-    lua_pushliteral(L, "__gc");
-    if (lua_rawget(L, 2) != LUA_TNIL)
+  const char *kind = rw__owner(L)->kind;
+  if (lua_getmetatable(L, 1)) {
+    if (lua_rawequal(L, -1, lua_upvalueindex(2)))
       return luaL_error(L,
-                        "setmetatable: __gc finalizers are not allowed in %s",
-                        rw__owner(L)->kind);
+                        "setmetatable: this table is a metatable; it cannot "
+                        "get one of its own in %s",
+                        kind);
     lua_pop(L, 1);
+  }
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    static const char *const refused[] = {"__gc", "__mode"};
+    static const char *const why[] = {"finalizers", "weak tables"};
+    for (int i = 0; i < 2; i++) {
+      lua_pushstring(L, refused[i]);
+      if (lua_rawget(L, 2) != LUA_TNIL)
+        return luaL_error(L, "setmetatable: %s %s are not allowed in %s",
+                          refused[i], why[i], kind);
+      lua_pop(L, 1);
+    }
+    if (lua_getmetatable(L, 2)) {
+      if (!lua_rawequal(L, -1, lua_upvalueindex(2)))
+        return luaL_error(L,
+                          "setmetatable: a metatable with a metatable of its "
+                          "own is not allowed in %s",
+                          kind);
+      lua_pop(L, 1);
+    } else {
+      lua_pushvalue(L, lua_upvalueindex(2));
+      lua_setmetatable(L, 2);
+    }
   }
   lua_pushvalue(L, lua_upvalueindex(1)); /* the original */
   lua_insert(L, 1);
@@ -555,7 +595,12 @@ static int build_sandbox(lua_State *L) {
   lua_pushcfunction(L, capped_print);
   lua_setfield(L, 1, "print");
   lua_getfield(L, 1, "setmetatable");
-  lua_pushcclosure(L, safe_setmetatable, 1);
+  lua_createtable(L, 0, 2); /* every metatable's metatable */
+  lua_pushcfunction(L, metatable_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushliteral(L, "locked");
+  lua_setfield(L, -2, "__metatable");
+  lua_pushcclosure(L, safe_setmetatable, 2);
   lua_setfield(L, 1, "setmetatable");
 
   lua_getglobal(L, "string"); /* 2 */

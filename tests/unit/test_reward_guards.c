@@ -354,6 +354,39 @@ static void test_pattern_fuzz(void) {
   rw_free(s);
 }
 
+/* 3c. Weak tables: the collector's atomic phase walks weak-keyed tables
+ * until nothing changes, in one step no hook sees (a shuffled chain of
+ * 60,000 weak keys: 15 s past a 250 ms deadline). __mode is refused in
+ * setmetatable and when added to a metatable later; ordinary metatables
+ * (a class whose __index is set after its first object) still work. */
+static void test_weak_tables(void) {
+  expect_score("weak_direct.lua",
+               "return { score = function()\n"
+               "  return { x = #setmetatable({}, {__mode = 'k'}) }\nend }\n",
+               &slow, RW_ERUN, "weak_direct.lua:2:", "__mode");
+  expect_score("weak_late.lua",
+               "return { score = function()\n"
+               "  local mt = {} local t = setmetatable({}, mt)\n"
+               "  mt.__mode = 'k'\n  return {}\nend }\n",
+               &slow, RW_ERUN,
+               "weak_late.lua:3:", "__mode cannot be added to a metatable");
+  expect_score("weak_meta_meta.lua",
+               "return { score = function()\n"
+               "  local mt = {} local t = setmetatable({}, mt)\n"
+               "  setmetatable(mt, {})\n  return {}\nend }\n",
+               &slow, RW_ERUN, "weak_meta_meta.lua:3:", "is a metatable");
+  expect_score(
+      "class_ok.lua",
+      "return { score = function()\n"
+      "  local C = {} local o = setmetatable({}, C)\n"
+      "  C.__index = C C.v = 3\n"
+      "  function C.twice(self) return 2 * self.v end\n"
+      "  assert(o.v == 3 and o:twice() == 6 and getmetatable(o) == C)\n"
+      "  local D = setmetatable({}, {__index = C})\n"
+      "  return { x = D.v }\nend }\n",
+      &slow, RW_OK, NULL, NULL);
+}
+
 /* 4. How a stop is reported. The C functions below run through
  * rw_sandbox_call; usleep makes sure the deadline has passed without any
  * hook event. */
@@ -578,6 +611,7 @@ int main(int argc, char **argv) {
                {"sort", test_sort},
                {"patterns", test_patterns},
                {"fuzz", test_pattern_fuzz},
+               {"weak", test_weak_tables},
                {"stops", test_stop_reports},
                {"expensive", test_expensive_instructions},
                {"print", test_print_lines}};
