@@ -1,8 +1,9 @@
 /*
  * reward/guards.c — the library functions the sandbox wraps or replaces
  * because they can loop inside one C call: string.rep, the pattern
- * functions (find, match, gmatch, gsub), table.move, table.insert,
- * table.remove and table.sort.
+ * functions (find, match, gmatch, gsub), the functions that read many
+ * arguments as numbers (math.max, min, string.char, format, pack),
+ * table.move, table.insert, table.remove and table.sort.
  *
  * The budget hook (sandbox.c) runs on calls and every RW_HOOK_EVERY VM
  * instructions, so a C loop that calls nothing is out of its reach: ten
@@ -381,6 +382,35 @@ static int guarded_pattern(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* ---- many arguments ------------------------------------------------------
+ * math.max and min, string.char, format and pack turn each argument into a
+ * number inside one C call, and a string argument is read whole to do it:
+ * "1" followed by 16 MB of spaces is a valid number. table.unpack hands a
+ * call up to a million arguments, all references to one such string, so
+ * math.max(table.unpack(t)) ran a minute past the deadline (an adversarial
+ * review found it). The string arguments of one call may hold at most 64
+ * MiB in all, the memory cap's worth: no single string is refused, and
+ * reading them takes some tens of ms. */
+#define ARGS_MAX_BYTES ((double)(64u << 20))
+
+static int guarded_args(lua_State *L) {
+  double bytes = 0;
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++)
+    if (lua_type(L, i) == LUA_TSTRING) bytes += (double)lua_rawlen(L, i);
+  if (bytes > ARGS_MAX_BYTES)
+    return luaL_error(L,
+                      "%s: %d arguments holding %d MiB of strings are too "
+                      "many for %s (at most 64 MiB in one call)",
+                      lua_tostring(L, lua_upvalueindex(2)), n,
+                      (int)(bytes / (1 << 20) > 1e9 ? 1e9 : bytes / (1 << 20)),
+                      rw__owner(L)->kind);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 /* ---- tables --------------------------------------------------------------
  * table.move, insert and remove move elements one by one in C (lua_geti,
  * lua_seti: no call unless the table has __index/__newindex, so no hook);
@@ -497,12 +527,17 @@ static void wrap(lua_State *L, int t, const char *field, lua_CFunction fn,
   lua_setfield(L, t, field);
 }
 
-void rw__install_guards(lua_State *L, int string_t, int table_t) {
+void rw__install_guards(lua_State *L, int string_t, int table_t, int math_t) {
   wrap(L, string_t, "rep", safe_rep, "string.rep", 0);
   wrap(L, string_t, "find", guarded_pattern, "string.find", PAT_FIND);
   wrap(L, string_t, "match", guarded_pattern, "string.match", PAT_OTHER);
   wrap(L, string_t, "gmatch", guarded_pattern, "string.gmatch", PAT_GMATCH);
   wrap(L, string_t, "gsub", guarded_pattern, "string.gsub", PAT_GSUB);
+  wrap(L, string_t, "char", guarded_args, "string.char", 0);
+  wrap(L, string_t, "format", guarded_args, "string.format", 0);
+  wrap(L, string_t, "pack", guarded_args, "string.pack", 0);
+  wrap(L, math_t, "max", guarded_args, "math.max", 0);
+  wrap(L, math_t, "min", guarded_args, "math.min", 0);
   wrap(L, table_t, "move", guarded_move, "table.move", 0);
   wrap(L, table_t, "sort", guarded_sort, "table.sort", 0);
   lua_pushcfunction(L, guarded_insert);

@@ -615,8 +615,9 @@ static int build_sandbox(lua_State *L) {
 
   /* C library loops the hook cannot reach: guards.c */
   lua_getglobal(L, "table"); /* 3 */
-  rw__install_guards(L, 2, 3);
-  lua_pop(L, 2);
+  lua_getglobal(L, "math");  /* 4 */
+  rw__install_guards(L, 2, 3, 4);
+  lua_pop(L, 3);
 
   lua_getglobal(L, "math");
   const char *why = "a reward must be a deterministic function of the "

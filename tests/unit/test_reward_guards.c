@@ -354,6 +354,36 @@ static void test_pattern_fuzz(void) {
   rw_free(s);
 }
 
+/* 3b'. Many arguments read as numbers in one C call: "1" and a MiB of
+ * spaces is a number, read whole, and table.unpack passes a call 200
+ * references to it (a million fit: math.max ran a minute). */
+static void test_many_args(void) {
+  static const char *const calls[] = {"math.max", "math.min", "string.char",
+                                      "string.format(('%d'):rep(200)),"};
+  for (int i = 0; i < 4; i++) {
+    char name[64], text[600], where[80];
+    snprintf(name, sizeof name, "many_args_%d.lua", i);
+    const char *fn = calls[i];
+    int fmt = i == 3;
+    snprintf(text, sizeof text,
+             "return { score = function()\n"
+             "  local s = '1' .. (' '):rep(2^20) local t = {} "
+             "for i = 1, 200 do t[i] = s end\n"
+             "  return { x = #tostring(%s%s table.unpack(t))) }\nend }\n",
+             fmt ? "string.format(('%d'):rep(200)," : fn, fmt ? "" : "(");
+    snprintf(where, sizeof where, "%s:3:", name);
+    expect_score(name, text, &slow, RW_ERUN, where, "200 MiB of strings");
+  }
+  expect_score("few_args_ok.lua",
+               "return { score = function()\n"
+               "  local big = ('x'):rep(2^20)\n"
+               "  assert(math.max(1, 2, 3) == 3 and math.min(4, 5) == 4)\n"
+               "  assert(#('%s'):format(big) == 2^20 and string.char(65) == "
+               "'A')\n"
+               "  return { x = #string.pack('i4', 7) }\nend }\n",
+               &slow, RW_OK, NULL, NULL);
+}
+
 /* 3c. Weak tables: the collector's atomic phase walks weak-keyed tables
  * until nothing changes, in one step no hook sees (a shuffled chain of
  * 60,000 weak keys: 15 s past a 250 ms deadline). __mode is refused in
@@ -612,6 +642,7 @@ int main(int argc, char **argv) {
                {"patterns", test_patterns},
                {"fuzz", test_pattern_fuzz},
                {"weak", test_weak_tables},
+               {"args", test_many_args},
                {"stops", test_stop_reports},
                {"expensive", test_expensive_instructions},
                {"print", test_print_lines}};
