@@ -32,10 +32,16 @@
  *   - C functions that loop without running Lua code are bounded too
  *     (reward/guards.c): string.rep of an empty string returns at once;
  *     the pattern functions (find, match, gmatch, gsub) refuse
- *     subject/pattern pairs whose worst-case work is too large;
- *     table.move, insert and remove move at most 2^22 elements (#t as
- *     __len says); table.sort takes at most 2^22 and compares through a
- *     call, so the deadline is checked between comparisons;
+ *     subject/pattern pairs (and gsub replacements) whose worst-case work
+ *     on that subject is too large; table.move, insert, remove, unpack
+ *     and concat make at most 2^22 element accesses (#t as __len says,
+ *     each access counted through its chain of table-valued __index or
+ *     __newindex); math.max/min and string.char/format/pack take at most
+ *     64 MiB of string arguments; table.sort takes at most 2^22 and
+ *     compares through a call, so the deadline is checked between
+ *     comparisons;
+ *   - no weak tables (__mode), since the collector's work on them is out
+ *     of the hooks' reach;
  *   - a stop is reported at the script's line, or "(in a C function)";
  *     a memory error wins over a stop met while it unwinds;
  *   - print writes at most 100 lines per script (1 KiB per call), control
