@@ -54,6 +54,7 @@ struct rw_script {
    * since showed the script survived it: a stop raised while that memory
    * error unwinds (by a __close call) is reported as the memory error */
   int mem_refused;
+  int refusals; /* growth requests refused in this call */
   const void *refused_ptr;
   size_t refused_size;
   char stop_msg[256];

@@ -53,7 +53,16 @@ void rw__one_line(char *dst, size_t len, const char *src) {
  * lua_Alloc contract (manual §4.1, lua_Alloc): ptr == NULL means osize
  * encodes a type, not a size; nsize == 0 frees; Lua assumes shrinking never
  * fails. Growth past the cap returns NULL, which Lua turns into LUA_ERRMEM
- * after one emergency collection. */
+ * after one emergency collection.
+ *
+ * One refusal Lua tolerates: the string table's doubling. Near the cap
+ * every new short string then asks for it again, and each refusal costs a
+ * full emergency collection out of the hooks' reach: a gsub making 100
+ * captures took 2 s (an adversarial review found it). After
+ * RW_MAX_REFUSALS refusals in one call, all growth is refused until the
+ * call ends, so the next allocation Lua cannot do without ends the call
+ * with a memory error. */
+#define RW_MAX_REFUSALS 8
 static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   rw_script *s = ud;
   size_t old = ptr ? osize : 0;
@@ -63,9 +72,11 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   if (nsize > old && (!s->cap_in_calls || s->in_call) &&
-      (s->mem_used > s->lim.mem_bytes ||
+      ((s->in_call && s->refusals >= RW_MAX_REFUSALS) ||
+       s->mem_used > s->lim.mem_bytes ||
        nsize - old > s->lim.mem_bytes - s->mem_used)) {
     /* over the cap (written so that it cannot overflow) */
+    s->refusals++;
     s->mem_refused = 1;
     s->refused_ptr = ptr;
     s->refused_size = nsize;
@@ -324,6 +335,7 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   s->stop = 0;
   s->mem_error = 0;
   s->mem_refused = 0;
+  s->refusals = 0;
   s->stop_msg[0] = 0;
   s->traceback[0] = 0;
   s->deadline_ms = rw__now_ms() + s->lim.wall_ms;

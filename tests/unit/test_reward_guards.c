@@ -498,6 +498,26 @@ static int recovered_then_late(lua_State *L) {
   return late_call(L);
 }
 
+/* Near the cap with the string table due to double: its doubling is
+ * refused and tolerated, and every new short string asks again, each time
+ * after a full emergency collection (out of the hooks' reach). The call
+ * fills the memory to 2.75 MiB under the cap, then makes strings; the
+ * table doubles at 65,536 strings (1 MiB more) with less than that left. */
+static rw_script *strtab_owner;
+static int strtab_made;
+
+static int strtab_near_cap(lua_State *L) {
+  lua_createtable(L, 200000, 0);
+  size_t cap = (size_t)64 << 20, used = rw_memory_used(strtab_owner);
+  lua_newuserdatauv(L, cap - used - ((size_t)11 << 20) / 4, 0);
+  lua_setglobal(L, "filler");
+  for (strtab_made = 0; strtab_made < 200000; strtab_made++) {
+    lua_pushfstring(L, "m%d", strtab_made);
+    lua_rawseti(L, -2, strtab_made + 1);
+  }
+  return 0;
+}
+
 static void test_stop_reports(void) {
   rw_limits lim = {0, 0, 20, 0};
   char why[512] = "";
@@ -519,6 +539,25 @@ static void test_stop_reports(void) {
   rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
   CHECK(rc == RW_EBUDGET && strstr(why, "deadline"),
         "a refusal Lua recovered from is no memory error: %d %s", rc, why);
+  rw_free(s);
+
+  /* The string table's refused doubling (found by an adversarial review):
+   * after 8 refusals in one call all growth is refused, so the call ends
+   * a few strings after the first, not when the last byte is used (some
+   * 11,000 strings and full collections later: 6 s here). */
+  rw_limits roomy = {0, 0, 60000, 0};
+  s = open_state("strtab.lua", "return {}\n", &roomy);
+  if (!s) return;
+  strtab_owner = s;
+  L = rw_sandbox_state(s);
+  lua_pushcfunction(L, strtab_near_cap);
+  rc = rw_sandbox_call(s, 0, 0, why, sizeof why);
+  CHECK(rc == RW_EMEM, "strings near the cap: a memory error: %d %s", rc, why);
+  CHECK(strtab_made > 60000 && strtab_made < 67000,
+        "the call ended after %d strings; expected a few past the string "
+        "table's refused doubling at ~65,000 (76,528 when each refusal "
+        "is tolerated)",
+        strtab_made);
   rw_free(s);
 
   /* the case found: a 33 MiB string.rep under a 64 MiB cap, whose copy
