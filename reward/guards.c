@@ -325,10 +325,11 @@ static double pattern_steps(const char *p, size_t m, const char *subj, size_t n,
 /* gsub's replacement (argument 3) runs once per match, and there are at
  * most n + 1 matches (or max_n, argument 4). A string is walked whole each
  * time (lstrlib's add_s; "%0" on an empty match copies nothing, so the
- * memory cap never stops a long one); a table with a metatable can send
- * each lookup through a chain of up to 2000 __index tables (the VM's
- * MAXTAGLOOP), with no call the hook sees; a function is a call, which it
- * sees. Anything else Lua refuses itself. */
+ * memory cap never stops a long one); a table lookup may walk a chain of
+ * table-valued __index (chain_depth, below), with no call the hook sees; a
+ * function is a call, which it sees. Anything else Lua refuses itself. */
+static double chain_depth(lua_State *L, int idx);
+
 static double replace_steps(lua_State *L, size_t n, double *matches_out) {
   double matches = (double)n + 1;
   int isnum;
@@ -337,10 +338,8 @@ static double replace_steps(lua_State *L, size_t n, double *matches_out) {
   double each = 1;
   if (lua_type(L, 3) == LUA_TSTRING)
     each += (double)lua_rawlen(L, 3);
-  else if (lua_type(L, 3) == LUA_TTABLE && lua_getmetatable(L, 3)) {
-    lua_pop(L, 1);
-    each += 2000;
-  }
+  else if (lua_type(L, 3) == LUA_TTABLE)
+    each += chain_depth(L, 3);
   *matches_out = matches;
   return matches * each;
 }
@@ -403,8 +402,7 @@ static int guarded_args(lua_State *L) {
                       "%s: %d arguments holding %d MiB of strings are too "
                       "many for %s (at most 64 MiB in one call)",
                       lua_tostring(L, lua_upvalueindex(2)), n,
-                      (int)(bytes / (1 << 20) > 1e9 ? 1e9 : bytes / (1 << 20)),
-                      rw__owner(L)->kind);
+                      (int)(bytes / (1 << 20)), rw__owner(L)->kind);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, n, LUA_MULTRET);
@@ -477,36 +475,30 @@ static int guarded_move(lua_State *L) {
   return 1;
 }
 
-/* table.unpack(t, i, j) and table.concat(t, sep, i, j): the length is taken
- * here, once, and passed on, so that a __len answering 1 and then 2^62
- * cannot slip past. */
-static int guarded_unpack(lua_State *L) {
-  lua_Integer i = luaL_optinteger(L, 2, 1);
-  lua_Integer j =
-      lua_isnoneornil(L, 3) ? luaL_len(L, 1) : luaL_checkinteger(L, 3);
-  check_accesses(L, "table.unpack", span(i, j), 1, 0);
-  lua_settop(L, 1);
+/* table.unpack(t, i, j) and table.concat(t, sep, i, j): i and j are the
+ * arguments at `at` and at + 1. The length is taken here, once, and passed
+ * on, so that a __len answering 1 and then 2^62 cannot slip past. */
+static int guarded_range(lua_State *L, int at, int nresults) {
+  if (at > 2) luaL_optlstring(L, 2, "", NULL); /* concat's separator */
+  lua_Integer i = luaL_optinteger(L, at, 1);
+  lua_Integer j = lua_isnoneornil(L, at + 1) ? luaL_len(L, 1)
+                                             : luaL_checkinteger(L, at + 1);
+  check_accesses(L, lua_tostring(L, lua_upvalueindex(2)), span(i, j), 1, 0);
+  lua_settop(L, at - 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_pushinteger(L, i);
   lua_pushinteger(L, j);
-  lua_call(L, 3, LUA_MULTRET);
+  lua_call(L, at + 1, nresults);
   return lua_gettop(L);
 }
 
+static int guarded_unpack(lua_State *L) {
+  return guarded_range(L, 2, LUA_MULTRET);
+}
+
 static int guarded_concat(lua_State *L) {
-  luaL_optlstring(L, 2, "", NULL);
-  lua_Integer i = luaL_optinteger(L, 3, 1);
-  lua_Integer j =
-      lua_isnoneornil(L, 4) ? luaL_len(L, 1) : luaL_checkinteger(L, 4);
-  check_accesses(L, "table.concat", span(i, j), 1, 0);
-  lua_settop(L, 2);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_pushinteger(L, i);
-  lua_pushinteger(L, j);
-  lua_call(L, 4, 1);
-  return 1;
+  return guarded_range(L, 3, 1);
 }
 
 /* table.insert and table.remove are Lua 5.4's tinsert and tremove (ltablib.c)

@@ -173,7 +173,7 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
  * no blocking system call but print's write). The lab's own threads never
  * get the signal. */
 #define ALARM_SIGNAL (SIGRTMIN + 5)
-#define ALARM_MASK (LUA_MASKCOUNT | LUA_MASKCALL)
+#define HOOK_MASK (LUA_MASKCOUNT | LUA_MASKCALL)
 
 /* Per thread: the script whose call the timer is armed for (read by the
  * handler on this thread), and the timer. initial-exec: reading it in a
@@ -193,7 +193,7 @@ static void on_alarm(int sig, siginfo_t *si, void *uc) {
   rw_script *s = alarm_tls.active;
   if (!s) return; /* late: the call already returned */
   s->alarm = 1;
-  lua_sethook(s->L, budget_hook, ALARM_MASK, 1);
+  lua_sethook(s->L, budget_hook, HOOK_MASK, 1);
 }
 
 static void delete_timer(void *unused) {
@@ -342,7 +342,7 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   /* a fresh count for each call: its first count event comes after
    * RW_HOOK_EVERY instructions of its own, not of the calls before it */
   s->alarm = 0;
-  lua_sethook(L, budget_hook, ALARM_MASK, RW_HOOK_EVERY);
+  lua_sethook(L, budget_hook, HOOK_MASK, RW_HOOK_EVERY);
   rw_script *outer = alarm_tls.active; /* a call from inside a call */
   alarm_tls.active = s;
   set_alarm(s->deadline_ms);
@@ -354,7 +354,7 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen) {
   set_alarm(outer ? outer->deadline_ms : 0);
   if (s->alarm) {
     s->alarm = 0;
-    lua_sethook(L, budget_hook, ALARM_MASK, RW_HOOK_EVERY);
+    lua_sethook(L, budget_hook, HOOK_MASK, RW_HOOK_EVERY);
   }
   int code = RW_OK;
   /* A memory error first: when the allocator refused and nothing ran on
@@ -668,7 +668,7 @@ int rw__sandbox_open(rw_script *s, char *why, size_t whylen) {
     s->L = NULL;
     return RW_EENV;
   }
-  lua_sethook(s->L, budget_hook, ALARM_MASK, RW_HOOK_EVERY);
+  lua_sethook(s->L, budget_hook, HOOK_MASK, RW_HOOK_EVERY);
   return RW_OK;
 }
 
