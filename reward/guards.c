@@ -3,7 +3,8 @@
  * because they can loop inside one C call: string.rep, the pattern
  * functions (find, match, gmatch, gsub), the functions that read many
  * arguments as numbers (math.max, min, string.char, format, pack),
- * table.move, table.insert, table.remove and table.sort.
+ * the pack formats (string.pack, packsize, unpack), table.move, table.insert,
+ * table.remove and table.sort.
  *
  * The budget hook (sandbox.c) runs on calls and every RW_HOOK_EVERY VM
  * instructions, so a C loop that calls nothing is out of its reach: ten
@@ -381,6 +382,33 @@ static int guarded_pattern(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* ---- pack formats --------------------------------------------------------
+ * string.pack, packsize and unpack read their format option by option in
+ * one C call, and a space is an option that does nothing: packsize of 30
+ * MB of spaces ran 0.25 s past the deadline, and the memory cap allows
+ * twice that. An honest format is a few dozen options; 64 KiB parse in
+ * well under a millisecond. */
+#define FORMAT_MAX_BYTES ((size_t)64 << 10)
+
+static void check_format(lua_State *L) {
+  size_t m = 0;
+  if (lua_type(L, 1) == LUA_TSTRING) lua_tolstring(L, 1, &m);
+  if (m > FORMAT_MAX_BYTES)
+    luaL_error(L,
+               "%s: a format of %I bytes is too long for %s (at most 64 "
+               "KiB)",
+               lua_tostring(L, lua_upvalueindex(2)), (lua_Integer)m,
+               rw__owner(L)->kind);
+}
+
+static int guarded_format(lua_State *L) {
+  check_format(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 /* ---- many arguments ------------------------------------------------------
  * math.max and min, string.char, format and pack turn each argument into a
  * number inside one C call, and a string argument is read whole to do it:
@@ -392,7 +420,12 @@ static int guarded_pattern(lua_State *L) {
  * reading them takes some tens of ms. */
 #define ARGS_MAX_BYTES ((double)(64u << 20))
 
+/* guarded_args' kind (upvalue 3) for string.pack: its format is checked
+ * too. */
+enum { ARGS_PLAIN, ARGS_FORMAT };
+
 static int guarded_args(lua_State *L) {
+  if (lua_tointeger(L, lua_upvalueindex(3)) == ARGS_FORMAT) check_format(L);
   double bytes = 0;
   int n = lua_gettop(L);
   for (int i = 1; i <= n; i++)
@@ -600,7 +633,9 @@ void rw__install_guards(lua_State *L, int string_t, int table_t, int math_t) {
   wrap(L, string_t, "gsub", guarded_pattern, "string.gsub", PAT_GSUB);
   wrap(L, string_t, "char", guarded_args, "string.char", 0);
   wrap(L, string_t, "format", guarded_args, "string.format", 0);
-  wrap(L, string_t, "pack", guarded_args, "string.pack", 0);
+  wrap(L, string_t, "pack", guarded_args, "string.pack", ARGS_FORMAT);
+  wrap(L, string_t, "packsize", guarded_format, "string.packsize", 0);
+  wrap(L, string_t, "unpack", guarded_format, "string.unpack", 0);
   wrap(L, math_t, "max", guarded_args, "math.max", 0);
   wrap(L, math_t, "min", guarded_args, "math.min", 0);
   wrap(L, table_t, "move", guarded_move, "table.move", 0);

@@ -37,7 +37,8 @@
  *     and concat make at most 2^22 element accesses (#t as __len says,
  *     each access counted through its chain of table-valued __index or
  *     __newindex); math.max/min and string.char/format/pack take at most
- *     64 MiB of string arguments; table.sort takes at most 2^22 and
+ *     64 MiB of string arguments, and string.pack/packsize/unpack a
+ *     format of at most 64 KiB; table.sort takes at most 2^22 and
  *     compares through a call, so the deadline is checked between
  *     comparisons;
  *   - no weak tables (__mode), since the collector's work on them is out

@@ -383,6 +383,33 @@ static void test_many_args(void) {
                &slow, RW_OK, NULL, NULL);
 }
 
+/* 3b'''. The pack functions read their format in one C call, and a space
+ * is an option that does nothing: packsize of 30 MB of spaces ran 0.25 s
+ * past the deadline. */
+static void test_pack_formats(void) {
+  static const char *const calls[] = {"string.packsize(f)",
+                                      "string.unpack(f, '')", "string.pack(f)",
+                                      "f:pack()"};
+  for (int i = 0; i < 4; i++) {
+    char name[64], text[600], where[80];
+    snprintf(name, sizeof name, "format_%d.lua", i);
+    snprintf(text, sizeof text,
+             "return { score = function()\n"
+             "  local f = (' '):rep(65 * 1024)\n"
+             "  return { x = #tostring(%s) }\nend }\n",
+             calls[i]);
+    snprintf(where, sizeof where, "%s:3:", name);
+    expect_score(name, text, &slow, RW_ERUN, where, "66560 bytes");
+  }
+  expect_score("format_ok.lua",
+               "return { score = function()\n"
+               "  local f = (' '):rep(64 * 1024) .. 'i4'\n"
+               "  assert(string.packsize('i4d') == 12)\n"
+               "  assert(string.unpack('<i4', string.pack('<i4', 7)) == 7)\n"
+               "  return { x = string.packsize(f:sub(3)) }\nend }\n",
+               &slow, RW_OK, NULL, NULL);
+}
+
 /* 3b''. A table-valued __index or __newindex is followed without a call,
  * through up to 2000 tables: behind a chain of 1990, table.unpack of
  * 900,000 elements ran 17.5 s. Each table function counts its element
@@ -720,6 +747,7 @@ int main(int argc, char **argv) {
                {"fuzz", test_pattern_fuzz},
                {"weak", test_weak_tables},
                {"args", test_many_args},
+               {"formats", test_pack_formats},
                {"chains", test_table_chains},
                {"stops", test_stop_reports},
                {"expensive", test_expensive_instructions},
