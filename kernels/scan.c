@@ -17,18 +17,29 @@
  *    some only when called: `write(` but not `int write = 0;`; a
  *    __device__ helper named like a banned host function is flagged too,
  *    since the emulator's g++ may resolve its calls to the host one);
- *  - punctuators: `<<<` (a device-side launch);
+ *  - punctuators: `<<<` (a device-side launch); the digraphs <% %> <: :>
+ *    are read as the braces and brackets they are;
  *  - directives: #include targets, #if/#ifdef/#elif on any macro the file
  *    itself never #defines (that can only be the compiler's: a branch on the
- *    compilation pass), and `##` pasting in #define bodies (literal pastes
- *    such as cl ## ock64, and parameter pastes resolved at each invocation
- *    of the macro with its literal arguments);
+ *    compilation pass) or on any macro the emulator's compile defines (the
+ *    shim's and its libc headers', listed at build time), `##` pasting in
+ *    #define bodies (literal pastes such as cl ## ock64, parameter pastes,
+ *    __VA_ARGS__ included, resolved at each call of the macro with its
+ *    literal arguments; a pasting macro named without a call or called
+ *    with another macro's parameters is flagged, unresolved), and #pragma
+ *    or _Pragma other than unroll, nounroll and once (redefine_extname
+ *    renames symbols);
  *  - declarations: a small scope tracker (file, namespace, class, function
  *    or lambda body, initializer) finds file-scope __device__/__managed__
  * variables that are not const, static locals and static members that are not
  *    const, file-scope variables without any CUDA qualifier (host memory on
- *    cpu-emu), functions without __device__/__global__ (host code), and
- *    extern declarations other than extern __shared__.
+ *    cpu-emu), functions without __device__/__global__ (host code),
+ *    extern declarations other than extern __shared__, and file-scope
+ *    functions declared but defined nowhere in the file (the host's).
+ *
+ * Where the issue was silent: the stricter macro rules cost honest code
+ * little (a CAT(a, b) called directly passes; the two-level CAT/CAT_ idiom
+ * is flagged, and `#ifndef INFINITY` is too).
  *
  * Limits, on purpose (the dynamic checks and the sandbox are the backstop):
  * this is not a preprocessor. A macro whose body is an ordinary banned name
@@ -67,6 +78,7 @@ typedef struct directive {
   int end;   /* one past its last token */
   int line;
   int start, stop; /* text span after the name, to the end of the line */
+  int params_end;  /* a #define's body's first token (macro_params) */
 } directive;
 
 typedef struct scanner {
@@ -80,6 +92,9 @@ typedef struct scanner {
   int *constant_var; /* token index of each read-only variable's name
                        (check_const_casts) */
   int nconstant_var;
+  int *proto, nproto; /* names of file-scope functions declared without a
+                         body, and with one (check_prototypes) */
+  int *defined, ndefined;
   long paste_work; /* tokens read resolving pastes (check_paste) */
   kl_flags flags;
   char note[64][96]; /* first finding per bit */
@@ -273,6 +288,28 @@ static int lex(scanner *s) {
         tk.len = (int)pl;
         break;
       }
+    }
+    /* The digraphs <% %> <: :> are { } [ ] to both compilers (a kernel
+     * body in <% %> hid its static locals from the scope tracker): they
+     * are rewritten so in the scanner's copy. `<::` not followed by : or
+     * > is `<` then `::` (C++11). */
+    int digraph = -1;
+    if (i + 1 < n) {
+      static const char *const dg[] = {"<%", "%>", "<:", ":>"};
+      for (int g = 0; g < 4; g++)
+        if (t[i] == dg[g][0] && t[i + 1] == dg[g][1]) digraph = g;
+      if (digraph == 2 && i + 2 < n && t[i + 2] == ':' &&
+          !(i + 3 < n && (t[i + 3] == ':' || t[i + 3] == '>')))
+        digraph = -1;
+    }
+    if (digraph >= 0) {
+      s->text[i] = "{}[]"[digraph];
+      s->text[i + 1] = ' ';
+      tk.len = 1;
+      s->tok[s->ntok++] = tk;
+      i += 2;
+      line_start = 0;
+      continue;
     }
     int hash = (tk.len == 1 && c == '#') || (tk.len == 2 && c == '%');
     if (hash && line_start) {
@@ -664,8 +701,16 @@ static void check_include(scanner *s, int d) {
   }
 }
 
+/* Every macro the emulator's compile defines once the shim is included
+ * (its own, and its libc headers': EOF, NAN, M_PI, INT32_MAX ...), listed
+ * at build time by the same compiler (cmake/shim_macros.cmake). */
+extern const char *const kl_shim_macro_names[];
+extern const int kl_shim_macro_count;
+
 /* Macros the emulator's shim (kernels/emu/cuda_shim.h) defines and NVRTC
- * does not: an #if on one is a compiler-pass branch. */
+ * does not: an #if on one is a compiler-pass branch, whatever the file
+ * #defines (`#if 0 #define EOF #endif`, then `#ifdef EOF`, was a branch
+ * only g++ took; an adversarial review found it). */
 static int shim_macro(const char *w, int len) {
   static const char *const names[] = {"threadIdx", "blockIdx",     "blockDim",
                                       "gridDim",   "warpSize",     "KL_VEC2",
@@ -673,6 +718,10 @@ static int shim_macro(const char *w, int len) {
   if (len > 6 && !memcmp(w, "KL_EMU", 6)) return 1;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if ((int)strlen(names[i]) == len && !memcmp(names[i], w, (size_t)len))
+      return 1;
+  for (int i = 0; i < kl_shim_macro_count; i++)
+    if (!strncmp(kl_shim_macro_names[i], w, (size_t)len) &&
+        kl_shim_macro_names[i][len] == 0)
       return 1;
   return 0;
 }
@@ -734,6 +783,56 @@ static void check_pasted(scanner *s, const char *w, int wl, int line) {
                "a paste builds the keyword %s", w, wl);
 }
 
+/* The parameters of the function-like macro #defined by directive d:
+ * their names (pname, plen; at most 32) and their count, or -1 for an
+ * object-like macro. A variadic macro's last parameter (`...`, named
+ * __VA_ARGS__, or GNU's `args...`) takes the rest of the arguments:
+ * *variadic is then 1. dir[d].params_end is the body's first token. */
+static int macro_params(scanner *s, int d, const char **pname, int *plen,
+                        int *variadic) {
+  directive *dr = &s->dir[d];
+  int name = dr->first + 1, np = 0;
+  *variadic = 0;
+  dr->params_end = name + 1;
+  if (name >= dr->end ||
+      !(name + 1 < dr->end && tok_punct(s, name + 1, "(") &&
+        s->tok[name + 1].start == s->tok[name].start + s->tok[name].len))
+    return -1;
+  int i = name + 2;
+  for (; i < dr->end && !tok_punct(s, i, ")"); i++) {
+    if (s->tok[i].kind == T_IDENT && np < 32) {
+      pname[np] = s->text + s->tok[i].start;
+      plen[np++] = s->tok[i].len;
+    } else if (tok_punct(s, i, ".") && !*variadic && np < 32) {
+      *variadic = 1;
+      if (s->tok[i - 1].kind != T_IDENT) {
+        pname[np] = "__VA_ARGS__";
+        plen[np++] = 11;
+      }
+    }
+  }
+  dr->params_end = i + 1;
+  s->paste_work += i - name; /* check_paste's budget: see there */
+  return np;
+}
+
+/* 1 if token j is in a #define's body (or its name). */
+static int in_define(const scanner *s, int j) {
+  return s->tok[j].dir >= 0 && dir_is(s, s->tok[j].dir, "define");
+}
+
+/* A pasting macro used in a way check_paste does not follow: through
+ * another macro, whose own arguments would have to be expanded first. */
+static void unresolved_paste(scanner *s, const token *name, int line,
+                             const char *how) {
+  char w[64];
+  int wl = snprintf(w, sizeof w, "%.*s %s", name->len > 32 ? 32 : name->len,
+                    s->text + name->start, how);
+  raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+             "the pasting macro %s: the names it builds are unchecked", w,
+             wl < (int)sizeof w ? wl : (int)sizeof w - 1);
+}
+
 /* Token pasting: `a ## b ## c` in a #define body. Literal pieces are joined
  * and checked at once; chains with parameters are joined again at each
  * invocation of the macro with its (literal) arguments. */
@@ -742,14 +841,9 @@ static void check_paste(scanner *s, int d) {
   int name = dr->first + 1, body = name + 1;
   if (name >= dr->end || s->tok[name].kind != T_IDENT) return;
   const token *nt = &s->tok[name];
-  int params[32], np = 0;
-  if (body < dr->end && tok_punct(s, body, "(") &&
-      s->tok[body].start == nt->start + nt->len) {
-    int i = body + 1;
-    for (; i < dr->end && !tok_punct(s, i, ")"); i++)
-      if (s->tok[i].kind == T_IDENT && np < 32) params[np++] = i;
-    body = i + 1;
-  }
+  const char *pname[33];
+  int plen[33], variadic, np = macro_params(s, d, pname, plen, &variadic);
+  if (np >= 0) body = s->dir[d].params_end;
   for (int i = body; i < dr->end; i++) {
     if (!(tok_punct(s, i, "##") || tok_punct(s, i, "%:%:"))) continue;
     /* the chain around this ##: back to its first piece, forward to its
@@ -770,10 +864,9 @@ static void check_paste(scanner *s, int d) {
     for (int k = 0; k < npc; k++) {
       argi[k] = -1;
       for (int p = 0; p < np; p++)
-        if (s->tok[pieces[k]].len == s->tok[params[p]].len &&
-            !memcmp(s->text + s->tok[pieces[k]].start,
-                    s->text + s->tok[params[p]].start,
-                    (size_t)s->tok[params[p]].len))
+        if (s->tok[pieces[k]].len == plen[p] &&
+            !memcmp(s->text + s->tok[pieces[k]].start, pname[p],
+                    (size_t)plen[p]))
           argi[k] = p, any_param = 1;
     }
     char buf[256];
@@ -804,9 +897,17 @@ static void check_paste(scanner *s, int d) {
       if (s->tok[j].dir == d || s->tok[j].kind != T_IDENT ||
           s->tok[j].len != nt->len ||
           memcmp(s->text + s->tok[j].start, s->text + nt->start,
-                 (size_t)nt->len) ||
-          !tok_punct(s, j + 1, "("))
+                 (size_t)nt->len))
         continue;
+      if (!tok_punct(s, j + 1, "(")) {
+        /* named, not called: an alias (#define J CAT), or an argument of
+         * another macro that calls it (ID(CAT)(clo, ck64)) */
+        if (s->tok[j].dir < 0 || in_define(s, j)) {
+          unresolved_paste(s, nt, s->tok[j].line, "is named without a call");
+          return;
+        }
+        continue;
+      }
       int argstart[32], argend[32], na = 0, depth = 0, k = j + 2;
       argstart[0] = k;
       for (; k < s->ntok && ++s->paste_work <= KL_SCAN_PASTE_BUDGET; k++) {
@@ -818,12 +919,27 @@ static void check_paste(scanner *s, int d) {
         }
       }
       argend[na++] = k;
+      /* called in another macro's body: resolved with the arguments
+       * written there, unless one of them is that macro's parameter */
+      if (in_define(s, j)) {
+        const char *on[33];
+        int ol[33], ov, on_n = macro_params(s, s->tok[j].dir, on, ol, &ov);
+        for (int m = j + 2; m < k; m++)
+          for (int p = 0; p < on_n; p++)
+            if (s->tok[m].len == ol[p] &&
+                !memcmp(s->text + s->tok[m].start, on[p], (size_t)ol[p])) {
+              unresolved_paste(s, nt, s->tok[j].line,
+                               "is called with another macro's parameter");
+              return;
+            }
+      }
       int bl = 0;
       for (int q = 0; q < npc; q++) {
         int from = pieces[q], to = pieces[q] + 1;
         if (argi[q] >= 0) {
           if (argi[q] >= na) continue;
           from = argstart[argi[q]], to = argend[argi[q]];
+          if (variadic && argi[q] == np - 1) to = argend[na - 1];
         }
         for (int m = from; m < to; m++) {
           const token *t = &s->tok[m];
@@ -860,6 +976,48 @@ static void check_storage_macro(scanner *s, int d) {
   }
 }
 
+/* #pragma and _Pragma("..."): only unroll, nounroll and once. The others
+ * reach the compilers' back ends: `redefine_extname kl_get malloc` made a
+ * __device__ prototype the host's malloc (and free), a heap memo kept
+ * across launches with no name the table knows; `weak`, `push_macro`,
+ * `GCC optimize` and `GCC poison` change what the other checks read.
+ * text[0..len) is the pragma's text after the word pragma. */
+static void check_pragma(scanner *s, const char *text, int len, int line) {
+  static const char *const allowed[] = {"unroll", "nounroll", "once"};
+  int i = 0;
+  while (i < len && (text[i] == ' ' || text[i] == '\t'))
+    i++;
+  int w = i;
+  while (w < len && is_ident_char((unsigned char)text[w]))
+    w++;
+  for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
+    if ((int)strlen(allowed[k]) == w - i &&
+        !memcmp(text + i, allowed[k], (size_t)(w - i)))
+      return;
+  raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+             "#pragma %s (only unroll, nounroll and once are allowed)",
+             text + i, w - i > 0 ? w - i : 0);
+}
+
+/* _Pragma("...") and MSVC's __pragma(...) in code or in a macro body. */
+static void check_pragma_operators(scanner *s) {
+  for (int i = 0; i < s->ntok; i++) {
+    if (!tok_is(s, i, "_Pragma") && !tok_is(s, i, "__pragma")) continue;
+    int j = i + 1;
+    if (tok_punct(s, j, "(")) j++;
+    const token *t = &s->tok[j < s->ntok ? j : i];
+    if (j < s->ntok && t->kind == T_STR) {
+      const char *q = memchr(s->text + t->start, '"', (size_t)t->len);
+      int off = q ? (int)(q - (s->text + t->start)) + 1 : t->len;
+      check_pragma(s, s->text + t->start + off, t->len - off, t->line);
+    } else {
+      raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, s->tok[i].line,
+                 "%s without a literal string", s->text + s->tok[i].start,
+                 s->tok[i].len);
+    }
+  }
+}
+
 static void check_directives(scanner *s) {
   for (int d = 0; d < s->ndir; d++) {
     if (s->dir[d].first < 0) continue;
@@ -879,6 +1037,7 @@ static void check_directives(scanner *s) {
                  "dependency", 10))
         raise_flag(s, KL_FLAG_DISALLOWED_INCLUDE, dr->line, "%s",
                    "#pragma dependency", 18);
+      check_pragma(s, s->text + dr->start, dr->stop - dr->start, dr->line);
     }
   }
 }
@@ -991,6 +1150,13 @@ static void declaration(scanner *s, int scope, int a, int b) {
   int is_fn = dc.fn_paren >= 0;
 
   if (scope == SC_FILE) {
+    if (is_fn && dc.name >= 0 && !dc.constexpr_) {
+      if (b < s->ntok && tok_punct(s, b, "{"))
+        s->defined[s->ndefined++] = dc.name;
+      else if (!(dc.eq >= 0 && (tok_is(s, dc.eq + 1, "delete") ||
+                                tok_is(s, dc.eq + 1, "default"))))
+        s->proto[s->nproto++] = dc.name;
+    }
     if (is_fn) {
       if (dc.host && !dc.device)
         raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line, "__host__ function %s",
@@ -1091,7 +1257,9 @@ static int check_declarations(scanner *s) {
   int *stack = malloc((size_t)cap * sizeof(int));
   int *idx = malloc((size_t)cap * sizeof(int));
   s->constant_var = malloc((size_t)cap * sizeof(int));
-  if (!stack || !idx || !s->constant_var) {
+  s->proto = malloc((size_t)cap * sizeof(int));
+  s->defined = malloc((size_t)cap * sizeof(int));
+  if (!stack || !idx || !s->constant_var || !s->proto || !s->defined) {
     free(stack);
     free(idx);
     return -1;
@@ -1269,6 +1437,27 @@ static void check_const_casts(scanner *s) {
   }
 }
 
+/* A file-scope function declared here and defined nowhere here is
+ * somebody else's: NVRTC refuses to call one, while the emulator's linker
+ * binds it to the host's (`extern "C" __device__ void *kl_get(size_t);`
+ * under a pragma, or any libc function the name table does not know). A
+ * declaration read as a function that is a variable, `__device__ int
+ * n(0);`, is flagged by the same rule. */
+static void check_prototypes(scanner *s) {
+  if (s->nproto == 0) return;
+  sort_scanner = s;
+  qsort(s->defined, (size_t)s->ndefined, sizeof(int), by_name);
+  for (int i = 0; i < s->nproto; i++) {
+    if (s->ndefined && bsearch(&s->proto[i], s->defined, (size_t)s->ndefined,
+                               sizeof(int), by_name))
+      continue;
+    const token *t = &s->tok[s->proto[i]];
+    raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, t->line,
+               "%s is declared but not defined here (a host symbol)",
+               s->text + t->start, t->len);
+  }
+}
+
 kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   scanner s;
   memset(&s, 0, sizeof s);
@@ -1295,7 +1484,9 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
         raise_flag(&s, KL_FLAG_GRAPH_OR_DYNPAR, t->line, "%s", "<<<", 3);
     }
     check_directives(&s);
+    check_pragma_operators(&s);
     check_const_casts(&s);
+    check_prototypes(&s);
     if (s.flags & KL_FLAG(KL_FLAG_INLINE_ASM)) check_asm_strings(&s);
   }
   if (detail && detail_len) {
@@ -1314,5 +1505,7 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   free(s.tok);
   free(s.dir);
   free(s.constant_var);
+  free(s.proto);
+  free(s.defined);
   return s.flags;
 }

@@ -268,6 +268,58 @@ static void test_tricks(void) {
                         "static_cast<int>(1.5f); (void)y;"));
 }
 
+/* The third adversarial review's tricks: names built through variadic or
+ * aliased pasting macros, branches on the shim's libc macros, pragmas that
+ * rename symbols, prototypes of host functions, digraph braces. */
+static void test_macro_tricks(void) {
+  raises("timer_read",
+         kernel_with("#define V(...) clo##__VA_ARGS__", "(void)V(ck64)();"));
+  raises("timer_read", kernel_with("#define V(a, ...) a##__VA_ARGS__",
+                                   "(void)V(clo, ck64)();"));
+  raises("timer_read",
+         kernel_with("#define V(args...) clo##args", "(void)V(ck64)();"));
+  /* a call in another macro's body with literal arguments is resolved */
+  raises("timer_read",
+         kernel_with("#define V(x) clo##x\n#define NOW() V(ck64)()",
+                     "(void)NOW();"));
+  raises("compile_pass_branch",
+         kernel_with("#define CAT(a, b) a##b\n#define J CAT",
+                     "(void)J(clo, ck64)();"));
+  raises("compile_pass_branch",
+         kernel_with("#define CAT(a, b) a##b\n#define W(a, b) CAT(a, b)",
+                     "(void)W(clo, ck64)();"));
+  raises("compile_pass_branch",
+         kernel_with("#define CAT(a, b) a##b\n#define ID(x) x",
+                     "(void)ID(CAT)(clo, ck64)();"));
+  /* names the shim's libc headers define, whatever the file #defines */
+  raises("compile_pass_branch",
+         kernel_with("#if 0\n#define EOF\n#endif\n#ifdef EOF\n#endif", ""));
+  raises(
+      "compile_pass_branch",
+      kernel_with("#define M_PI 3.14159265358979323846\n#if M_PI\n#endif", ""));
+  raises("compile_pass_branch", kernel_with("#ifndef INT32_MAX\n#endif", ""));
+  raises("compile_pass_branch",
+         kernel_with("#pragma redefine_extname kl_get malloc", ""));
+  raises("compile_pass_branch",
+         kernel_with("_Pragma(\"GCC poison clock64\")", ""));
+  raises("compile_pass_branch", kernel_with("#pragma weak kl_get", ""));
+  raises(
+      "compile_pass_branch",
+      kernel_with("extern \"C\" __device__ void* kl_get(unsigned long);", ""));
+  raises("compile_pass_branch",
+         kernel_with("extern \"C\" {\n__device__ int kl_t(void);\n}", ""));
+  raises("mutable_device_state",
+         kernel_with("", "if (r == 0) <% static int n = 0; n++; %>"));
+  clean(kernel_with("#ifndef TILE\n#define TILE 16\n#endif\n"
+                    "#define CAT(a, b) a##b\n#define V(...) (__VA_ARGS__)\n"
+                    "__device__ float twice(float x);\n"
+                    "__device__ float twice(float x) { return 2 * x; }",
+                    "\n#pragma unroll 4\n  for (int u = 0; u < 4; ++u) "
+                    "(void)CAT(twi, ce)(V(1.0f)); _Pragma(\"unroll\") "
+                    "for (int u = 0; u < 2; ++u) { float v<:2:> = <%0, 1%>; "
+                    "(void)v; }"));
+}
+
 /* Memos that got past the declaration checks once (each passed the
  * evaluation as correct, flag-free and 15-36x faster on cpu-emu). */
 static void test_memo_tricks(void) {
@@ -371,6 +423,7 @@ int main(void) {
   test_tricks();
   test_paste_budget();
   test_memo_tricks();
+  test_macro_tricks();
   scan_dir("kernels/seeds", 8);
   scan_dir("tests/kernels/honest", 30);
   return kl_test_done("test_scan");
