@@ -191,11 +191,28 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
    * shape, or the resumed steps would be compared and scored against
    * candidates of another one. (Other edits, such as more steps or a new
    * learning rate, are a campaign continued, and allowed.) */
+  /* eval and search files hold candidates of no campaign step (eval's
+   * have step -1; a search's evaluations are one step of its own): a run
+   * resumed into one took the search's step for its own step 0 */
+  const char *config = res_attr(r, "config");
+  const char *writer = !strcmp(config, "kernlab eval") ? "kernlab eval"
+                       : !strncmp(config, "-- kernlab search ", 18)
+                           ? "kernlab search"
+                           : NULL;
+  if (writer) {
+    snprintf(why, whylen,
+             "%s was written by %s, not by a campaign run: --resume continues "
+             "a run's own file; use --out for a new file",
+             path, writer);
+    res_reader_close(r);
+    return LAB_EXIT_USAGE;
+  }
   char task[48];
   snprintf(task, sizeof task, "fp32_%dx%dx%d", camp->M, camp->N, camp->K);
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
     const char *differs = strcmp(c->task, task) ? "task"
+                          : c->step < 0         ? "step"
                           : c->group >= camp->prompts_per_step
                               ? "prompts_per_step"
                           : c->sample >= camp->group_size ? "group_size"

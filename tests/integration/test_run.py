@@ -212,6 +212,23 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and "written by another campaign" in r.stderr and
               says in r.stderr, "%s: --resume refused: %d %s" % (name, r.returncode, r.stderr))
     check(open(out, "rb").read() == before, "the file is untouched by refused resumes")
+    # --resume into a file `kernlab eval` or `kernlab search` wrote, of the
+    # same task and seed: refused (a run once took the search's step for
+    # its own step 0 and appended to the file), the file untouched
+    eout = os.path.join(d, "eval.h5")
+    r = run("eval", os.path.join(SRC, "kernels", "seeds", "01_naive.cu"),
+            "--backend", "cpu-emu", "--shape", "32x32x32", "--seed", "7",
+            "--out", eout)
+    sout = os.path.join(d, "search.h5")
+    r2 = run("search", "exhaustive", c3, "--limit", "1", "--out", sout, cwd=SRC)
+    check(r.returncode == 0 and r2.returncode == 0,
+          "eval and search files made: %s %s" % (r.stderr[-300:], r2.stderr[-300:]))
+    for path, writer in ((eout, "kernlab eval"), (sout, "kernlab search")):
+        before = open(path, "rb").read()
+        r = run("run", c3, "--out", path, "--resume")
+        check(r.returncode == 2 and ("written by %s" % writer) in r.stderr,
+              "--resume into a %s file refused: %d %s" % (writer, r.returncode, r.stderr))
+        check(open(path, "rb").read() == before, "%s's file untouched" % writer)
     # A formula that passes its load-time check (the fixture's candidates
     # are "gpu") but fails on every candidate of the campaign: the step
     # says so, nothing is scored, and the policy is not updated (AdamW
