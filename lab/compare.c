@@ -25,6 +25,7 @@
 
 #include "sandbox/sandbox.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,12 +101,18 @@ static int corpus_best(const char *dir, char *name, size_t namelen,
                        double *time_us, char *why, size_t whylen) {
   char path[1200];
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  /* a FIFO (or /dev/zero) in its place would block the finished run's
+   * comparison for ever (the campaign-file review found it) */
+  FILE *f = kl_fopen_regular(path, NULL);
+  if (!f && errno == ENOENT) {
     snprintf(why, whylen,
              "no priming corpus at %s (no MANIFEST.tsv; build one with "
              "`kernlab corpus --out %s`)",
              dir, dir);
+    return -1;
+  }
+  if (!f) {
+    snprintf(why, whylen, "%.900s: %s", path, kl_fopen_error(errno));
     return -1;
   }
   char line[2048];

@@ -229,6 +229,21 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and ("written by %s" % writer) in r.stderr,
               "--resume into a %s file refused: %d %s" % (writer, r.returncode, r.stderr))
         check(open(path, "rb").read() == before, "%s's file untouched" % writer)
+    # A corpus whose MANIFEST.tsv is a FIFO: the finished run's comparison
+    # says so instead of waiting on it for ever
+    fifo_corpus = os.path.join(d, "fifo_corpus")
+    os.mkdir(fifo_corpus)
+    os.mkfifo(os.path.join(fifo_corpus, "MANIFEST.tsv"))
+    cfifo = os.path.join(d, "fifo_c.lua")
+    campaign(cfifo, ck, 1, "corpus = %r," % fifo_corpus)
+    try:
+        r = subprocess.run([KERNLAB, "run", cfifo, "--out", os.path.join(d, "fifo.h5")],
+                           capture_output=True, text=True, errors="replace", timeout=120)
+        check(r.returncode == 0 and "compare: corpus:" in r.stdout and
+              "not a regular file" in r.stdout,
+              "a FIFO manifest is refused: %d %s" % (r.returncode, r.stdout[-400:]))
+    except subprocess.TimeoutExpired:
+        check(False, "a FIFO manifest blocked the run's comparison")
     # A formula that passes its load-time check (the fixture's candidates
     # are "gpu") but fails on every candidate of the campaign: the step
     # says so, nothing is scored, and the policy is not updated (AdamW
