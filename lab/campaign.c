@@ -250,17 +250,23 @@ static char *read_all(const char *path, char *why, size_t whylen) {
   char *buf = malloc(cap);
   for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
     n += got;
+    /* full: grow while what was read fits the 1 MiB limit (a file of
+     * 1 MiB - 1 bytes once filled the last buffer and was refused) */
     if (n + 1 == cap) {
-      char *nb = cap < (1u << 20) ? realloc(buf, cap *= 2) : NULL;
-      if (!nb) {
-        snprintf(why, whylen, "%s: larger than 1 MiB", path);
-        free(buf);
-        buf = NULL;
-      }
+      char *nb = n <= (1u << 20) ? realloc(buf, cap *= 2) : NULL;
+      if (!nb) free(buf);
       buf = nb;
     }
   }
   fclose(f);
+  if (buf && n > (1u << 20)) {
+    free(buf);
+    buf = NULL;
+  }
+  if (!buf) {
+    snprintf(why, whylen, "%s: larger than 1 MiB (or out of memory)", path);
+    return NULL;
+  }
   if (buf) buf[n] = 0;
   /* Lua would read up to the end, but the text is kept as a C string (the
    * results file's config): a NUL would cut it there, and what follows be
@@ -503,6 +509,14 @@ done:
   if (rc) {
     free(c->text);
     c->text = NULL;
+    /* the script's own error text (error("\27[2J ...")) and the path go
+     * to a terminal: control bytes as '?' (campaign-file review) */
+    char *clean = whylen ? malloc(whylen) : NULL;
+    if (clean) {
+      snprintf(why, whylen, "%s",
+               lab_printable(why, strlen(why), clean, whylen));
+      free(clean);
+    }
   }
   return rc;
 }

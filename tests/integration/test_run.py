@@ -564,6 +564,7 @@ with tempfile.TemporaryDirectory() as d:
         "random.lua": ("return {seed = math.random(100), checkpoint = %r}\n" % ck,
                        "math.random is disabled in campaign files"),
         "errtable.lua": ("error({})\n", "errtable.lua:1: (error object is a table value)"),
+        "escape.lua": ("error('\\27[2J\\27]0;title\\7 oops')\n", "escape.lua:1: ?[2J?]0;title? oops"),
         "backtrack.lua": ("string.find(string.rep('a', 20000), string.rep('a-', 30) .. 'b')\n"
                           "return {}\n", "pattern too expensive for campaign files"),
     }
@@ -575,6 +576,17 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and want in r.stderr and name in r.stderr,
               "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
+    # The 1 MiB limit on a campaign file: 1 MiB is read (and its typo
+    # named), one byte more is refused
+    for size, want in ((1 << 20, "stpes"), ((1 << 20) + 1, "larger than 1 MiB")):
+        path = os.path.join(d, "size%d.lua" % size)
+        head = "return {stpes = 1}\n--"
+        with open(path, "w") as f:
+            f.write(head + "x" * (size - len(head) - 1) + "\n")
+        check(os.path.getsize(path) == size, "file of %d bytes" % size)
+        r = run("run", path, "--out", os.path.join(d, "runs", "bad.h5"))
+        check(r.returncode == 2 and want in r.stderr,
+              "a %d-byte campaign: exit 2 naming %r: %s" % (size, want, r.stderr[-300:]))
 
     # A step a killed run left partly recorded: --resume records the rest,
     # and the step's /steps record describes the candidates the file holds
