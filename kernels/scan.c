@@ -36,6 +36,10 @@
  *    cpu-emu), functions without __device__/__global__ (host code),
  *    extern declarations other than extern __shared__, and file-scope
  *    functions declared but defined nowhere in the file (the host's).
+ *    Operator functions, lambdas with noexcept(...)/decltype(...)
+ *    specifiers, and declarators after a record's closing brace (with the
+ *    qualifiers before its `struct`) are read as what they are; a lambda's
+ *    `mutable` is not state.
  *
  * Where the issue was silent: the stricter macro rules cost honest code
  * little (a CAT(a, b) called directly passes; the two-level CAT/CAT_ idiom
@@ -615,6 +619,20 @@ static int half_as_type(const scanner *s, int i) {
   return 0;
 }
 
+/* 1 if the `mutable` at token i follows a lambda's parameters, `[...](...)
+ * mutable`: its captured copies live for one call of the lambda, not
+ * across launches (a class member's `mutable` is still flagged, even after
+ * an attribute's parentheses). */
+static int lambda_mutable(const scanner *s, int i) {
+  if (!tok_punct(s, i - 1, ")")) return 0;
+  int depth = 0;
+  for (int q = i - 1; q >= 0 && q >= i - 4096; q--) {
+    if (tok_punct(s, q, ")")) depth++;
+    if (tok_punct(s, q, "(") && --depth == 0) return tok_punct(s, q - 1, "]");
+  }
+  return 0;
+}
+
 /* Applies the name table to w[0..len). i: its token (context for M_CALL and
  * M_TYPE), or -1 for a name built by pasting (counted as called). */
 static void check_name(scanner *s, const char *w, int len, int line, int i) {
@@ -652,6 +670,8 @@ static void check_name(scanner *s, const char *w, int len, int line, int i) {
     if (hit && nr->bit == KL_FLAG_DEVICE_MALLOC && i >= 0 &&
         tok_is(s, i, "delete") && tok_punct(s, i - 1, "="))
       hit = 0; /* a deleted function, not a delete expression */
+    if (hit && i >= 0 && tok_is(s, i, "mutable") && lambda_mutable(s, i))
+      hit = 0;
     if (hit) raise_flag(s, nr->bit, line, "%s", w, len);
   }
   /* cuda*/ /*cu* runtime and driver API (cudaMemcpy, cuModuleGetGlobal) */
@@ -1097,6 +1117,23 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
       continue;
     }
     if (t->kind != T_IDENT) continue;
+    /* operator+(...), operator()(...), operator float(): a function whose
+     * name is not an identifier before its '(' (its static locals went
+     * unseen, and at file scope it was taken for a variable) */
+    if (depth == 0 && dc->eq < 0 && dc->fn_paren < 0 &&
+        tok_is(s, i, "operator")) {
+      int j = i + 1;
+      if (tok_punct(s, j, "(") && tok_punct(s, j + 1, ")")) j += 2;
+      while (j < b && !tok_punct(s, j, "("))
+        j++;
+      if (j < b) {
+        dc->fn_paren = j, dc->name = i;
+        dc->nparen++;
+        depth++;
+        i = j;
+        continue;
+      }
+    }
     if (depth == 0 && dc->eq < 0 && dc->fn_paren < 0) dc->name = i;
     if (tok_is(s, i, "__device__")) dc->device = 1;
     if (tok_is(s, i, "__managed__")) dc->managed = 1;
@@ -1139,10 +1176,39 @@ static void note_const_var(scanner *s, int a, int b) {
   if (nm_tok >= 0) s->constant_var[s->nconstant_var++] = nm_tok;
 }
 
+static void judge(scanner *s, int scope, decl dc, int a, int b, int var);
+
 static void declaration(scanner *s, int scope, int a, int b) {
   if (a >= b) return;
   decl dc;
   read_decl(s, a, b, &dc);
+  judge(s, scope, dc, a, b, 0);
+}
+
+/* The declarators after an unnamed (or named) record's closing brace,
+ * tokens [a, b), with the qualifiers of the statement that opened it,
+ * tokens [qa, qb): `__device__ struct { int n; } memo;` declares memo
+ * __device__, and `static struct {...} m;` a static local (each passed
+ * unseen once: the qualifiers stayed with the record). */
+static void record_declaration(scanner *s, int scope, int qa, int qb, int a,
+                               int b) {
+  if (a >= b) return;
+  decl q, dc;
+  read_decl(s, qa, qb, &q);
+  read_decl(s, a, b, &dc);
+  if (q.skip) return; /* typedef struct {...} name; */
+  dc.device |= q.device, dc.managed |= q.managed, dc.host |= q.host;
+  dc.shared |= q.shared, dc.constant |= q.constant;
+  dc.is_static |= q.is_static, dc.is_extern |= q.is_extern;
+  dc.constexpr_ |= q.constexpr_;
+  dc.is_const |= q.is_const;
+  dc.record = 0;
+  judge(s, scope, dc, a, b, 1);
+}
+
+/* The rules, on a declaration read into dc from tokens [a, b); var: it is
+ * a variable whatever its length (a record's declarators). */
+static void judge(scanner *s, int scope, decl dc, int a, int b, int var) {
   if (dc.skip) return;
   int line = s->tok[a].line;
   const char *nm = dc.name >= 0 ? s->text + s->tok[dc.name].start : "?";
@@ -1178,7 +1244,7 @@ static void declaration(scanner *s, int scope, int a, int b) {
     if (dc.device || dc.managed)
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line,
                  "mutable __device__ variable %s", nm, nl);
-    else if (b - a >= 2 && dc.nparen == 0 && !dc.record)
+    else if ((var || b - a >= 2) && dc.nparen == 0 && !dc.record)
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, line,
                  "file-scope variable %s (host memory on cpu-emu)", nm, nl);
     return;
@@ -1222,9 +1288,20 @@ static int match_back(const scanner *s, const int *idx, int from, int k) {
  * declarator, not a lambda's captures. */
 static int lambda_body(const scanner *s, const int *idx, int from, int k) {
   int q = k - 1;
-  /* back over specifiers and a trailing return type to `)` or `]` */
-  while (q >= from && !tok_punct(s, idx[q], ")") &&
-         !tok_punct(s, idx[q], "]")) {
+  /* back over specifiers and a trailing return type to `)` or `]`; the
+   * parentheses of noexcept(...), decltype(...), throw(...) and
+   * __attribute__((...)) are specifiers too (`[]() noexcept(true) {` hid
+   * its body's static locals) */
+  while (q >= from && !tok_punct(s, idx[q], "]")) {
+    if (tok_punct(s, idx[q], ")")) {
+      int open = match_back(s, idx, from, q);
+      if (open - 1 < from || !(tok_is(s, idx[open - 1], "noexcept") ||
+                               tok_is(s, idx[open - 1], "decltype") ||
+                               tok_is(s, idx[open - 1], "throw") ||
+                               tok_is(s, idx[open - 1], "__attribute__")))
+        break;
+      q = open - 1; /* the specifier's word, read below */
+    }
     const token *t = &s->tok[idx[q]];
     if (t->kind != T_IDENT &&
         !(tok_punct(s, idx[q], "->") || tok_punct(s, idx[q], "*") ||
@@ -1256,12 +1333,18 @@ static int check_declarations(scanner *s) {
   int cap = s->ntok + 1;
   int *stack = malloc((size_t)cap * sizeof(int));
   int *idx = malloc((size_t)cap * sizeof(int));
+  /* for a record's scope: its statement's first token and its '{' */
+  int *rec = malloc((size_t)cap * sizeof(int));
+  int *rec_qb = malloc((size_t)cap * sizeof(int));
   s->constant_var = malloc((size_t)cap * sizeof(int));
   s->proto = malloc((size_t)cap * sizeof(int));
   s->defined = malloc((size_t)cap * sizeof(int));
-  if (!stack || !idx || !s->constant_var || !s->proto || !s->defined) {
+  if (!stack || !idx || !rec || !rec_qb || !s->constant_var || !s->proto ||
+      !s->defined) {
     free(stack);
     free(idx);
+    free(rec);
+    free(rec_qb);
     return -1;
   }
   /* the tokens that are code, in order */
@@ -1270,15 +1353,34 @@ static int check_declarations(scanner *s) {
     if (s->tok[i].dir < 0) idx[nc++] = i;
   int sp = 0, start = 0;
   stack[0] = SC_FILE;
+  rec[0] = -1;
+  /* a record just closed: its statement's qualifiers [pend_a, pend_b)
+   * apply to the declarators that follow its '}' */
+  int pend_a = -1, pend_b = -1;
 #define TK(k) idx[k]
   for (int k = 0; k < nc; k++) {
     int i = TK(k), scope = stack[sp];
+    if (pend_a >= 0 && start < k && scope != SC_INIT &&
+        (tok_punct(s, i, ";") || tok_punct(s, i, "{"))) {
+      int end = tok_punct(s, i, ";") ? TK(k - 1) + 1 : i;
+      record_declaration(s, scope, pend_a, pend_b, TK(start), end);
+      pend_a = -1;
+      if (tok_punct(s, i, ";")) {
+        start = k + 1;
+        continue;
+      }
+      if (sp + 1 < cap) stack[++sp] = SC_INIT, rec[sp] = -1;
+      start = k + 1;
+      continue;
+    }
+    if (tok_punct(s, i, ";") || tok_punct(s, i, "{") || tok_punct(s, i, "}"))
+      pend_a = -1;
     if (tok_punct(s, i, ";")) {
       if (scope != SC_INIT && start < k)
         declaration(s, scope, TK(start), TK(k - 1) + 1);
       start = k + 1;
     } else if (tok_punct(s, i, "{")) {
-      int next = SC_CODE;
+      int next = SC_CODE, rec_a = -1, rec_b = -1;
       if (start < k && lambda_body(s, idx, start, k)) {
         if (scope != SC_INIT) /* auto f = [...](...) {: the variable */
           declaration(s, scope, TK(start), i);
@@ -1304,6 +1406,7 @@ static int check_declarations(scanner *s) {
           next = SC_CODE;
         } else if (dc.record) {
           next = SC_CLASS;
+          rec_a = a, rec_b = b;
         } else if (scope == SC_CODE) {
           next = SC_CODE; /* else {, do {, a nested block */
         } else {
@@ -1311,16 +1414,25 @@ static int check_declarations(scanner *s) {
           next = SC_INIT;
         }
       }
-      if (sp + 1 < cap) stack[++sp] = next;
+      if (sp + 1 < cap) {
+        stack[++sp] = next;
+        rec[sp] = rec_a;
+        rec_qb[sp] = rec_b;
+      }
       start = k + 1;
     } else if (tok_punct(s, i, "}")) {
-      if (sp > 0) sp--;
+      if (sp > 0) {
+        if (rec[sp] >= 0) pend_a = rec[sp], pend_b = rec_qb[sp];
+        sp--;
+      }
       start = k + 1;
     }
   }
 #undef TK
   free(stack);
   free(idx);
+  free(rec);
+  free(rec_qb);
   return 0;
 }
 

@@ -310,6 +310,37 @@ static void test_macro_tricks(void) {
          kernel_with("extern \"C\" {\n__device__ int kl_t(void);\n}", ""));
   raises("mutable_device_state",
          kernel_with("", "if (r == 0) <% static int n = 0; n++; %>"));
+  /* declarations the tracker misread: operator functions, lambdas with
+   * noexcept(...) or a decltype return, qualifiers before an unnamed
+   * record */
+  raises("mutable_device_state",
+         kernel_with("struct T {};\n__device__ const int operator+(T, int) "
+                     "{ static int n = 0; return ++n; }",
+                     ""));
+  raises("mutable_device_state",
+         kernel_with("struct F { __device__ int operator()(int x) const { "
+                     "static int n = 0; return x + ++n; } };",
+                     ""));
+  raises("mutable_device_state",
+         kernel_with("", "auto f = []() noexcept(true) { static int n = 0; "
+                         "return ++n; }; (void)f;"));
+  raises("mutable_device_state",
+         kernel_with("", "auto f = []() -> decltype(1) { static int n = 0; "
+                         "return ++n; }; (void)f;"));
+  raises("mutable_device_state",
+         kernel_with("__device__ struct { int n; } memo;", ""));
+  raises("mutable_device_state",
+         kernel_with("", "static struct { int n; } memo; memo.n++;"));
+  raises("mutable_device_state",
+         kernel_with("", "static struct { int n; } memo = {0}; memo.n++;"));
+  raises("mutable_device_state",
+         kernel_with("struct M { __align__(4) mutable int n; };", ""));
+  clean(kernel_with("struct T { float v; };\n"
+                    "__device__ T operator+(T a, T b) { return T{a.v + b.v}; "
+                    "}\ntypedef struct { int n; } Pair;\n"
+                    "__device__ const struct { int n; } kOne = {1};",
+                    "auto g = [k = 0]() mutable { return ++k; }; (void)g; "
+                    "const struct { int a; } z = {1}; (void)z;"));
   clean(kernel_with("#ifndef TILE\n#define TILE 16\n#endif\n"
                     "#define CAT(a, b) a##b\n#define V(...) (__VA_ARGS__)\n"
                     "__device__ float twice(float x);\n"
