@@ -495,7 +495,8 @@ static const char export_synopsis[] =
 /* One text cell. A cell starting with = + - @ (or a tab or CR) is a
  * formula to a spreadsheet (=HYPERLINK(...) from an edited label): it gets a
  * leading apostrophe, as OWASP's CSV-injection advice says. Bytes that are
- * not UTF-8 become U+FFFD, as the JSONL export writes them. */
+ * not UTF-8, and control characters but the line ends and tab, become
+ * U+FFFD, as the JSONL export writes them. */
 static void csv_field(FILE *f, const char *s) {
   int formula = strchr("=+-@\t\r", s[0]) && s[0];
   int quote = strpbrk(s, ",\"\n\r") != NULL;
@@ -505,9 +506,16 @@ static void csv_field(FILE *f, const char *s) {
     size_t n = (unsigned char)s[i] < 0x80
                    ? 1
                    : res_utf8_char(s + i, strnlen(s + i, 4));
-    if (!n) {
+    unsigned char c0 = (unsigned char)s[i], c1 = (unsigned char)s[i + (n > 1)];
+    /* control bytes other than the line ends and tab (ESC, BEL, DEL) and
+     * C1 controls (U+0080..U+009F; U+009B is CSI): a terminal obeys them,
+     * and a spreadsheet has no use for them */
+    int control =
+        (n == 1 && ((c0 < 0x20 && !strchr("\n\r\t", c0)) || c0 == 0x7f)) ||
+        (n == 2 && c0 == 0xC2 && c1 < 0xA0);
+    if (!n || control) {
       fputs("\xEF\xBF\xBD", f);
-      i++;
+      i += n ? n : 1;
       continue;
     }
     if (s[i] == '"') fputc('"', f);

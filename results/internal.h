@@ -109,18 +109,23 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen);
 int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
                           int64_t src_bytes, int64_t n_samples, int schema);
 
-/* Whether the rows past the valid prefix can be a killed writer's work in
- * flight. A writer appends one record at a time, in order, and flushes
- * after each, so a crash leaves at most one incomplete row, at the end.
- * More than one, or a complete record after an incomplete one, means the
- * file was damaged after it was written (a disk, a copy, an edit): those
- * records must be neither dropped in silence nor overwritten. 0 when the
- * rows can be a crash's; -1 with what (one phrase) otherwise. */
-int res__damage(const res_candidate *recs, int64_t n, int64_t prefix,
-                int64_t src_bytes, int64_t n_samples, int schema, char *what,
-                size_t whatlen);
+/* Reads the n rows of /candidates (ds, memory type `type`) in batches and
+ * keeps its valid prefix: *out (malloc'd; NULL when n is 0) holds at least
+ * the *prefix complete records. Reading stops past the first damaged
+ * record's batch but for counting: whether the rows past the prefix can
+ * be a killed writer's work in flight. A writer appends one record at a
+ * time, in order, and flushes after each, so a crash leaves at most one
+ * incomplete row, at the end. More than one, or a complete record after
+ * an incomplete one, means the file was damaged after it was written (a
+ * disk, a copy, an edit): those records must be neither dropped in
+ * silence nor overwritten. what gets "" when the rows can be a crash's,
+ * else one phrase. Returns 0, -1 when a read fails, -2 out of memory. */
+int res__load_candidates(hid_t ds, hid_t type, int64_t n, int64_t src_bytes,
+                         int64_t n_samples, int schema, res_candidate **out,
+                         int64_t *prefix, char *what, size_t whatlen);
 
-/* The step records' valid prefix (crc), and res__damage's rule for them:
+/* The step records' valid prefix (crc), and res__load_candidates' rule
+ * for them:
  * what is "" when the rest can be a crash's, else one phrase. */
 int64_t res__step_prefix(const res_step *steps, int64_t ns, char *what,
                          size_t whatlen);

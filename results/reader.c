@@ -32,7 +32,7 @@ struct res_reader {
   char path[4096];
   res_candidate *recs;
   int64_t n;
-  char damage[256]; /* res__damage's phrase, "" when none */
+  char damage[256]; /* res__load_candidates' phrase, "" when none */
   res_step *steps;
   int64_t n_steps;
   double *comp; /* (n, k) */
@@ -344,12 +344,18 @@ static int load(res_reader *r, char *why, size_t whylen) {
   read_int_attr(r->fid, "schema_version", H5T_NATIVE_INT32, &schema);
   r->schema = schema;
   int64_t n = res__stored_rows(cand);
-  /* zeroed: a schema-1 file has no `error` member, which HDF5 then leaves
-   * as the buffer held it */
-  r->recs = calloc((size_t)(n > 0 ? n : 1), sizeof *r->recs);
-  if (n < 0 || !r->recs || res__read_rows(cand, ct, 0, n, 0, r->recs)) {
+  /* what the heaps hold, not the extents they declare (an extent can be
+   * edited to gigabytes with no data: a record over it would be read as
+   * gigabytes of fill values) */
+  int64_t src_bytes = res__stored_rows(r->src),
+          samples = res__stored_rows(r->tim);
+  int lrc = n < 0 ? -1
+                  : res__load_candidates(cand, ct, n, src_bytes, samples,
+                                         schema, &r->recs, &r->n, r->damage,
+                                         sizeof r->damage);
+  if (lrc) {
     char what[200], field[160];
-    if (n >= 0 && r->recs &&
+    if (lrc == -1 && n >= 0 &&
         res__field_problem(cand, ct, schema, field, sizeof field) < 0) {
       snprintf(why, whylen,
                "%s: damaged results file: /candidates cannot be read: %s",
@@ -358,18 +364,13 @@ static int load(res_reader *r, char *why, size_t whylen) {
       goto done;
     }
     snprintf(what, sizeof what, "cannot read /candidates%s",
-             n < 0 ? " (its extent does not read)" : "");
+             n < 0       ? " (its extent does not read)"
+             : lrc == -2 ? " (out of memory)"
+                         : "");
     rc = damaged(r, what, why, whylen);
     goto done;
   }
-  /* what the heaps hold, not the extents they declare (an extent can be
-   * edited to gigabytes with no data: a record over it would be read as
-   * gigabytes of fill values) */
-  int64_t src_bytes = res__stored_rows(r->src),
-          samples = res__stored_rows(r->tim);
-  r->n = res__valid_prefix(r->recs, n, src_bytes, samples, schema);
-  if (res__damage(r->recs, n, r->n, src_bytes, samples, schema, r->damage,
-                  sizeof r->damage))
+  if (r->damage[0])
     fprintf(stderr,
             "kernlab: warning: %s: %s; only the %lld records before it are "
             "read. A crash leaves damage only in the last record: this file "
@@ -421,6 +422,14 @@ static int load(res_reader *r, char *why, size_t whylen) {
             r->path, step_damage, (long long)r->n_steps);
   }
   int64_t k = res__stored_rows(cname);
+  if (k > RES_MAX_COMPONENT_NAMES) { /* the writer never makes more */
+    char what[120];
+    snprintf(what, sizeof what,
+             "/reward_component_names holds %lld names; at most %d",
+             (long long)k, RES_MAX_COMPONENT_NAMES);
+    rc = damaged(r, what, why, whylen);
+    goto done;
+  }
   if (k > 0) {
     r->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!r->comp_names || res__read_rows(cname, H5T_NATIVE_UINT8, 0, k,

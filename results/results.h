@@ -113,6 +113,11 @@ enum {
  * components are a handful (reward.h: at most RW_MAX_COMPONENTS per call);
  * edits over a campaign add a few more. */
 #define RES_MAX_COMPONENT_NAMES 256
+/* One candidate's source and raw timing samples, at most: what the lab
+ * accepts (KL_MAX_SOURCE_BYTES, KL_MAX_TIMING_SAMPLES). A record claiming
+ * more is damaged (readers); an append of more keeps the first ones. */
+#define RES_MAX_SOURCE_BYTES (256 * 1024)
+#define RES_MAX_SAMPLES 1000
 
 /* One evaluated candidate, as stored in /candidates. The caller fills the
  * measurement fields; the fields marked (store) are assigned by

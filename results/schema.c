@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -71,9 +72,17 @@ uint32_t res_step_crc(const res_step *r) {
 
 /* Record i is complete: crc matches, id is its row, and its source and
  * samples lie inside the heaps' extents. */
+_Static_assert(KL_MAX_SOURCE_BYTES <= RES_MAX_SOURCE_BYTES &&
+                   KL_MAX_TIMING_SAMPLES <= RES_MAX_SAMPLES,
+               "a results file must take what the lab makes");
+
 static int record_ok(const res_candidate *c, int64_t i, int64_t src_bytes,
                      int64_t n_samples, int schema) {
   return c->crc == res__candidate_crc(c, schema) && c->id == i &&
+         /* what the lab writes at most: a compressed heap of zeros made a
+          * record of 1.2e9 source bytes (or 3e8 samples) read whole */
+         c->src_len <= RES_MAX_SOURCE_BYTES &&
+         c->timing_count <= RES_MAX_SAMPLES &&
          /* as differences: an offset near 2^64 would wrap a sum */
          src_bytes >= 0 && n_samples >= 0 &&
          c->src_off <= (uint64_t)src_bytes &&
@@ -90,25 +99,74 @@ int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
   return i;
 }
 
-int res__damage(const res_candidate *recs, int64_t n, int64_t prefix,
-                int64_t src_bytes, int64_t n_samples, int schema, char *what,
-                size_t whatlen) {
-  int64_t after = 0;
-  for (int64_t i = prefix + 1; i < n; i++)
-    after += record_ok(&recs[i], i, src_bytes, n_samples, schema);
+/* Rows read at a time, and the rows past the first damaged record that are
+ * still read to count the complete ones among them: a compressed heap of
+ * zeros declares millions of rows in a megabyte, and reading them all at
+ * once took gigabytes before the first record was checked (the
+ * hostile-HDF5 review). */
+#define LOAD_BATCH 4096
+#define DAMAGE_SCAN_MAX ((int64_t)1 << 20)
+
+int res__load_candidates(hid_t ds, hid_t type, int64_t n, int64_t src_bytes,
+                         int64_t n_samples, int schema, res_candidate **out,
+                         int64_t *prefix, char *what, size_t whatlen) {
+  res_candidate *recs = NULL, *scratch = NULL;
+  int64_t valid = 0, after = 0, off = 0;
+  int rc = 0;
+  what[0] = 0;
+  for (int64_t m; off < n; off += m) {
+    m = n - off < LOAD_BATCH ? n - off : LOAD_BATCH;
+    res_candidate *into;
+    if (valid == off) { /* every record so far complete: keep them */
+      res_candidate *g = realloc(recs, (size_t)(off + m) * sizeof *recs);
+      if (!g) {
+        rc = -2;
+        break;
+      }
+      recs = g, into = recs + off;
+    } else {
+      if (off - valid > DAMAGE_SCAN_MAX) break;
+      if (!scratch && !(scratch = malloc(LOAD_BATCH * sizeof *scratch))) {
+        rc = -2;
+        break;
+      }
+      into = scratch;
+    }
+    /* zeroed: a schema-1 file has no `error` member, which HDF5 then
+     * leaves as the buffer held it */
+    memset(into, 0, (size_t)m * sizeof *into);
+    if (res__read_rows(ds, type, off, m, 0, into)) {
+      rc = -1;
+      break;
+    }
+    for (int64_t j = 0; j < m; j++) {
+      int ok = record_ok(&into[j], off + j, src_bytes, n_samples, schema);
+      if (ok && valid == off + j)
+        valid++;
+      else if (off + j > valid)
+        after += ok;
+    }
+  }
+  free(scratch);
+  if (rc) {
+    free(recs);
+    return rc;
+  }
+  int64_t seen = off < n ? off : n; /* rows looked at */
+  const char *more = seen < n ? "at least " : "";
   if (after > 0)
     snprintf(what, whatlen,
-             "candidate record %lld is damaged and %lld complete records "
+             "candidate record %lld is damaged and %s%lld complete records "
              "follow it",
-             (long long)prefix, (long long)after);
-  else if (n - prefix > 1)
+             (long long)valid, more, (long long)after);
+  else if (n - valid > 1)
     snprintf(what, whatlen,
              "the last %lld candidate records are damaged (a writer killed "
              "mid-append leaves at most one)",
-             (long long)(n - prefix));
-  else
-    return 0;
-  return -1;
+             (long long)(n - valid));
+  *out = recs;
+  *prefix = valid;
+  return 0;
 }
 
 int64_t res__step_prefix(const res_step *steps, int64_t ns, char *what,
@@ -270,6 +328,31 @@ static herr_t refuse_elink(const char *parent_file, const char *parent_group,
   return -1;
 }
 
+/* A dataset's data must be in the file: external storage (h5py's
+ * external=[(path, offset, size)], H5Pset_external) reads whatever file it
+ * names, a FIFO (for ever), /dev/zero (gigabytes) or /etc/passwd (shown
+ * by `show --source` when its sha256 is known: the hostile-HDF5 review
+ * found all three); a virtual dataset maps other files too. */
+static const char *storage_problem(hid_t fid, const char *name) {
+  hid_t ds = -1;
+  H5E_BEGIN_TRY {
+    ds = H5Dopen2(fid, name, H5P_DEFAULT);
+  }
+  H5E_END_TRY;
+  if (ds < 0) return NULL; /* not a dataset: the opener says so */
+  hid_t dcpl = H5Dget_create_plist(ds);
+  const char *problem = NULL;
+  if (dcpl < 0)
+    problem = "unreadable (its creation properties do not read)";
+  else if (H5Pget_external_count(dcpl) != 0)
+    problem = "stored outside the results file (external storage)";
+  else if (H5Pget_layout(dcpl) == H5D_VIRTUAL)
+    problem = "a virtual dataset (mapped from other files)";
+  if (dcpl >= 0) H5Pclose(dcpl);
+  H5Dclose(ds);
+  return problem;
+}
+
 const char *res__link_problem(hid_t fid, const char *name) {
   htri_t there = -1;
   H5L_info_t info;
@@ -283,7 +366,7 @@ const char *res__link_problem(hid_t fid, const char *name) {
   if (there < 0 || e < 0) return "unreadable (its link does not read)";
   switch (info.type) {
   case H5L_TYPE_HARD:
-    return NULL;
+    return storage_problem(fid, name);
   case H5L_TYPE_SOFT:
     return "a soft link (to another object of the file)";
   case H5L_TYPE_EXTERNAL:
@@ -302,7 +385,8 @@ int res__check_links(hid_t fid, const char *path, char *why, size_t whylen) {
     if (problem && strcmp(problem, "missing")) {
       snprintf(why, whylen,
                "%s: /%s is %s; a results file holds its own datasets, so "
-               "kernlab neither reads nor writes through a link",
+               "kernlab neither reads nor writes through a link or outside "
+               "the file",
                path, names[i], problem);
       return RES_EINPUT;
     }

@@ -540,16 +540,33 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
    * member (HDF5 drops it on write) and schema-1 crcs. */
   f->schema = schema;
   int64_t n = res__stored_rows(f->cand);
-  res_candidate *recs = n > 0 ? calloc((size_t)n, sizeof *recs) : NULL;
-  if (n > 0 && !recs) { /* the host's trouble, not the file's */
+  /* appends go after the declared extents; records are checked against
+   * what the heaps hold, as a reader checks them ... */
+  int64_t src_held = res__stored_rows(f->src),
+          tim_held = res__stored_rows(f->tim);
+  /* ... but not past what they hold: an extent edited to 2^40 put each
+   * new record's bytes where no reader looks, so the record was dropped
+   * as a crash's and the next append overwrote it (the hostile-HDF5
+   * review). Every complete record lies within the held rows. */
+  f->src_end = res__extent(f->src, 0);
+  f->tim_end = res__extent(f->tim, 0);
+  if (src_held >= 0 && f->src_end > src_held) f->src_end = src_held;
+  if (tim_held >= 0 && f->tim_end > tim_held) f->tim_end = tim_held;
+  res_candidate *recs = NULL;
+  char what[256];
+  int lrc = n < 0 ? -1
+                  : res__load_candidates(f->cand, f->cand_t, n, src_held,
+                                         tim_held, f->schema, &recs, &f->n_cand,
+                                         what, sizeof what);
+  if (lrc == -2) { /* the host's trouble, not the file's */
     snprintf(why, whylen, "%s: out of memory for its %lld candidate records",
              path, (long long)n);
     return RES_EENV;
   }
-  if (n > 0 && res__read_rows(f->cand, f->cand_t, 0, n, 0, recs)) {
-    free(recs);
+  if (lrc) {
     char field[160];
-    if (res__field_problem(f->cand, f->cand_t, schema, field, sizeof field)) {
+    if (n >= 0 &&
+        res__field_problem(f->cand, f->cand_t, schema, field, sizeof field)) {
       snprintf(why, whylen,
                "%s: damaged results file: /candidates cannot be read: %s", path,
                field);
@@ -557,16 +574,7 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
     }
     return unreadable(path, why, whylen, "/candidates");
   }
-  /* appends go after the declared extents; records are checked against
-   * what the heaps hold, as a reader checks them */
-  f->src_end = res__extent(f->src, 0);
-  f->tim_end = res__extent(f->tim, 0);
-  int64_t src_held = res__stored_rows(f->src),
-          tim_held = res__stored_rows(f->tim);
-  f->n_cand = res__valid_prefix(recs, n, src_held, tim_held, f->schema);
-  char what[256];
-  if (res__damage(recs, n, f->n_cand, src_held, tim_held, f->schema, what,
-                  sizeof what)) {
+  if (what[0]) {
     free(recs);
     snprintf(why, whylen,
              "%s: %s; appending would overwrite them: " RES_DAMAGE_HINT, path,
@@ -578,6 +586,13 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
       dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len, 0);
   free(recs);
   int64_t k = res__stored_rows(f->cname);
+  if (k > RES_MAX_COMPONENT_NAMES) {
+    snprintf(why, whylen,
+             "%s: damaged results file: /reward_component_names holds %lld "
+             "names; at most %d",
+             path, (long long)k, RES_MAX_COMPONENT_NAMES);
+    return RES_EINPUT;
+  }
   if (k > 0) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!f->comp_names) {
@@ -758,6 +773,10 @@ int res_append_candidate(res_file *f, const res_candidate *c,
              RES_MAX_COMPONENT_NAMES);
     return RES_EINPUT;
   }
+  /* past what a reader accepts (a source the lab rejected as oversize, a
+   * policy's runaway sample): kept cut, so the record still reads */
+  if (source_len > RES_MAX_SOURCE_BYTES) source_len = RES_MAX_SOURCE_BYTES;
+  if (n_samples > RES_MAX_SAMPLES) n_samples = RES_MAX_SAMPLES;
   int fresh = 0;
   for (int i = 0; i < n_comp; i++)
     if (!has_column(f, comp_names[i]) &&

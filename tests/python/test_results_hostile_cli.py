@@ -12,7 +12,12 @@ exits 77 (skipped) when h5py is missing.
 3. C1 controls (U+009B, CSI) in a label never reach the terminal; neither
    does an escape sequence in the reward_sha256 attribute (`rescore`).
 4. The CSV export: a label starting with = is no formula (a leading
-   apostrophe), and bytes that are not UTF-8 become U+FFFD.
+   apostrophe); bytes that are not UTF-8, and control characters, become
+   U+FFFD.
+5. The hostile-HDF5 review's files: a heap stored outside the file
+   (external storage), records claiming more source or samples than the
+   lab writes, 300 component names, a heap extent far past its data (each
+   append was lost), and a damaged record past the first read batches.
 """
 import csv
 import io
@@ -134,11 +139,127 @@ def test_csv(tmp):
     check(got[2] == "'+1" and got[3] == "plain", "others: %r" % got[2:])
 
 
+def test_csv_controls(tmp):
+    def fn(c):
+        c["label"][0] = b"a\x1b]0;T\x07b\x1b[2Jc\xc2\x9bd\x7fe\tf"
+    path = edited(tmp, "csvc", fn)
+    rc, out, err = kernlab("export", path, "--format", "csv")
+    check(rc == 0 and b"\x1b" not in out and b"\x07" not in out and
+          b"\xc2\x9b" not in out and b"\x7f" not in out,
+          "CSV: no control bytes reach the terminal: %r" % out[:400])
+    check("a\ufffd]0;T\ufffdb\ufffd[2Jc\ufffdd\ufffde\tf" in out.decode("utf-8", "replace"),
+          "CSV: controls as U+FFFD, tab kept: %r" % out[:400])
+
+
+def test_external_storage(tmp):
+    """/source_bytes stored in another file (HDF5 external storage, not a
+    link): it read /etc/passwd into `show --source`, and a FIFO blocked."""
+    path = edited(tmp, "external", lambda c: None)
+    raw = os.path.join(tmp, "heap.bin")
+    with h5py.File(path, "r+") as f:
+        data = f["source_bytes"][()]
+        data.tofile(raw)
+        del f["source_bytes"]
+        f.create_dataset("source_bytes", shape=data.shape, dtype="u1",
+                         external=[(raw, 0, data.size)])
+    for cmd in (["show", path, "0", "--source"], ["top", path]):
+        rc, out, err = kernlab(*cmd)
+        check(rc == 2 and b"/source_bytes is stored outside the results file" in err,
+              "%s: external storage refused: %d %r" % (cmd[0], rc, err[-300:]))
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    before = open(path, "rb").read()
+    rc, out, err = kernlab("eval", seed, "--backend", "cpu-emu", "--shape", "32x32x32",
+                           "--out", path)
+    check(rc == 2 and b"stored outside the results file" in err and
+          open(path, "rb").read() == before,
+          "eval --out: external storage refused, file untouched: %d %r" % (rc, err[-300:]))
+
+
+def test_record_bounds(tmp):
+    """A record may claim at most the 256 KiB source and the 1000 samples
+    the lab writes: a compressed heap of zeros once backed a record of
+    1.2e9 source bytes, read whole by `show --source`."""
+    for field, heap, size in (("src_len", "source_bytes", 300 * 1024),
+                              ("timing_count", "timings", 1001)):
+        def fn(c, field=field, size=size):
+            c[3]["src_off" if field == "src_len" else "timing_off"] = 0
+            c[3][field] = size
+        path = edited(tmp, "bound_" + field, fn)
+        with h5py.File(path, "r+") as f:
+            ds = f[heap]
+            if ds.shape[0] < size:
+                ds.resize((size,))
+                ds[...] = 0
+        rc, out, err = kernlab("top", path, "-n", "20")
+        check(rc == 0 and b"candidate record 3 is damaged and 4 complete records" in err,
+              "%s of %d: the record is damaged: %d %r" % (field, size, rc, err[-300:]))
+
+
+def test_component_names(tmp):
+    path = edited(tmp, "cnames", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        names = f["reward_component_names"]
+        names.resize((300,) + names.shape[1:])
+        for i in range(300):
+            names[i] = np.frombuffer(("c%d" % i).encode().ljust(names.shape[1], b"\0"), "u1")
+    rc, out, err = kernlab("top", path)
+    check(rc == 2 and b"holds 300 names; at most 256" in err,
+          "top: 300 component names refused: %d %r" % (rc, err[-300:]))
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    rc, out, err = kernlab("eval", seed, "--backend", "cpu-emu", "--shape", "32x32x32",
+                           "--out", path)
+    check(rc == 2 and b"holds 300 names; at most 256" in err,
+          "eval --out: refused before evaluating: %d %r" % (rc, err[-300:]))
+
+
+def test_heap_extent(tmp):
+    """A heap's extent edited far past its data: appends went there, where
+    no reader looks, and each was lost (and overwritten by the next)."""
+    path = edited(tmp, "extent", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        f["source_bytes"].resize((1 << 40,))
+    src = os.path.join(tmp, "new.cu")
+    with open(os.path.join(SRC, "kernels", "seeds", "01_naive.cu")) as f:
+        text = f.read()
+    for k in range(2):
+        with open(src, "w") as f:
+            f.write(text + "\n// variant %d\n" % k)
+        rc, out, err = kernlab("eval", src, "--backend", "cpu-emu", "--shape", "32x32x32",
+                               "--out", path)
+        check(rc == 0, "eval --out %d: %r" % (k, err[-300:]))
+    rc, out, err = kernlab("top", path, "-n", "20")
+    check(rc == 0 and b"damaged" not in err, "top reads the file: %r" % err[-300:])
+    for cid in ("8", "9"):
+        rc, out, err = kernlab("show", path, cid, "--source")
+        check(rc == 0 and b"// variant %d" % (int(cid) - 8) in out,
+              "candidate %s appended and readable: %d %r" % (cid, rc, err[-300:]))
+
+
+def test_many_records(tmp):
+    """Records are read in batches; damage after the first batches is
+    found and described as before."""
+    path = os.path.join(tmp, "many.h5")
+    subprocess.run([FIXTURE, path, "9000"], check=True, timeout=300)
+    with h5py.File(path, "r+") as f:
+        c = f["candidates"][5000]
+        c["crc"] ^= 1
+        f["candidates"][5000] = c
+    rc, out, err = kernlab("top", path, "-n", "1")
+    check(rc == 0 and b"candidate record 5000 is damaged and 3999 complete records" in err,
+          "9000 records, record 5000 damaged: %d %r" % (rc, err[-300:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_big_values(tmp)
         test_controls(tmp)
         test_csv(tmp)
+        test_csv_controls(tmp)
+        test_external_storage(tmp)
+        test_record_bounds(tmp)
+        test_component_names(tmp)
+        test_heap_extent(tmp)
+        test_many_records(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
