@@ -425,7 +425,8 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   get_str(p, 1, NULL, "checkpoint", c->checkpoint, sizeof c->checkpoint);
   snprintf(c->tokenizer, sizeof c->tokenizer, "%.1019s.tok", c->checkpoint);
   get_str(p, 1, NULL, "tokenizer", c->tokenizer, sizeof c->tokenizer);
-  v = c->group_size, get_int(p, 1, NULL, "group_size", 2, 1024, &v);
+  v = c->group_size,
+  get_int(p, 1, NULL, "group_size", 2, LAB_MAX_GROUP_SIZE, &v);
   c->group_size = (int)v;
   v = c->prompts_per_step, get_int(p, 1, NULL, "prompts_per_step", 1, 256, &v);
   c->prompts_per_step = (int)v;

@@ -176,6 +176,11 @@ void lab_json_string_n(FILE *f, const char *s, size_t n);
 
 /* ---- campaigns (lab/campaign.c; lua/campaigns/quick.lua documents the
  * fields and their defaults) ---- */
+
+/* The largest group_size a campaign takes; a results file's group (one
+ * step's, one prompt's samples) holds no more. */
+#define LAB_MAX_GROUP_SIZE 1024
+
 typedef struct lab_campaign {
   char name[128]; /* the file's base name without .lua */
   char path[1024];

@@ -445,6 +445,24 @@ int lab_rescore(int argc, char **argv) {
 
   /* Score context by context, and compute advantages within each group. */
   qsort(rows, (size_t)n, sizeof *rows, by_group);
+  /* Each member of a group is scored with the whole group in its context,
+   * built anew for each: work grows with the square of a group's size. A
+   * campaign's groups hold at most LAB_MAX_GROUP_SIZE; an edited file with
+   * one group of 20,000 kept rescore busy for minutes (the hostile-HDF5
+   * review). Refused before anything is scored. */
+  for (int64_t i = 0, m; i < n; i += m) {
+    m = run_length(rows, i, n);
+    if (m > LAB_MAX_GROUP_SIZE) {
+      fprintf(stderr,
+              "kernlab rescore: %s: step %lld, group %d holds %lld "
+              "candidates; a campaign's groups hold at most %d (group_size): "
+              "the file was edited\n",
+              run, (long long)rows[i].rec->step, (int)rows[i].rec->group,
+              (long long)m, LAB_MAX_GROUP_SIZE);
+      exit_code = LAB_EXIT_USAGE;
+      goto done;
+    }
+  }
   adv_summary adv = {0};
   double abs_sum = 0;
   for (int64_t i = 0; i < n;) {

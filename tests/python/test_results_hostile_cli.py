@@ -17,7 +17,8 @@ exits 77 (skipped) when h5py is missing.
 5. The hostile-HDF5 review's files: a heap stored outside the file
    (external storage), records claiming more source or samples than the
    lab writes, 300 component names, a heap extent far past its data (each
-   append was lost), and a damaged record past the first read batches.
+   append was lost), a damaged record past the first read batches, and a
+   group larger than a campaign makes (rescore's work is its square).
 """
 import csv
 import io
@@ -249,6 +250,24 @@ def test_many_records(tmp):
           "9000 records, record 5000 damaged: %d %r" % (rc, err[-300:]))
 
 
+def test_giant_group(tmp):
+    """rescore builds each member's context from the whole group: one group
+    of 20,000 took minutes. A group over the campaign maximum is refused."""
+    path = os.path.join(tmp, "group.h5")
+    subprocess.run([FIXTURE, path, "1100"], check=True, timeout=300)
+    with h5py.File(path, "r+") as f:
+        c = f["candidates"][...]
+        c["step"] = 0
+        c["group"] = 0
+        for i in range(len(c)):
+            c[i]["crc"] = rec_crc(c[i])
+        f["candidates"][...] = c
+    formula = os.path.join(SRC, "lua", "reward", "default.lua")
+    rc, out, err = kernlab("rescore", path, "--reward", formula)
+    check(rc == 2 and b"group 0 holds 1100 candidates; a campaign's groups hold at most 1024" in err,
+          "rescore: a group of 1100 refused: %d %r" % (rc, err[-300:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_big_values(tmp)
@@ -260,6 +279,7 @@ def main():
         test_component_names(tmp)
         test_heap_extent(tmp)
         test_many_records(tmp)
+        test_giant_group(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
