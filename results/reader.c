@@ -161,6 +161,9 @@ static void schema_problem(hid_t fid, int64_t *v, char *out, size_t n) {
   if (a >= 0) H5Aclose(a);
 }
 
+static int load_names(hid_t loc, const char *attr, char (**out)[RES_NAME_LEN],
+                      int *n);
+
 int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
   char *kind = read_str_attr(fid, "kind");
   int ok = kind && !strcmp(kind, RES_KIND);
@@ -213,6 +216,18 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
              "%s: truncated or damaged results file: /%s has the wrong rank "
              "or element type for the results schema",
              path, ds);
+    return RES_EINPUT;
+  }
+  /* checked here, for the writer too: an append once went into a file no
+   * reader could open for its flag_names (an integer array) */
+  char(*names)[RES_NAME_LEN] = NULL;
+  int n_names = 0, bad = load_names(fid, "flag_names", &names, &n_names) < 0;
+  free(names);
+  if (bad) {
+    snprintf(why, whylen,
+             "%s: damaged results file: the flag_names attribute is not a "
+             "list of names",
+             path);
     return RES_EINPUT;
   }
   return RES_OK;

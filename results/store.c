@@ -622,6 +622,29 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
              what);
     return RES_EINPUT;
   }
+  /* last, so that what a reader would say comes first */
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    /* appends extend the first dimension of chunked datasets; a copy
+     * rewritten contiguous (h5py's default) reads, but an append to it
+     * failed only after the candidate was evaluated (exit 3) */
+    hid_t dcpl = H5Dget_create_plist(*ids[i]), sp = H5Dget_space(*ids[i]);
+    hsize_t dims[2] = {0, 0}, maxd[2] = {0, 0};
+    int grows = dcpl >= 0 && sp >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+                H5Sget_simple_extent_ndims(sp) >= 1 &&
+                H5Sget_simple_extent_ndims(sp) <= 2 &&
+                H5Sget_simple_extent_dims(sp, dims, maxd) >= 1 &&
+                maxd[0] == H5S_UNLIMITED;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (sp >= 0) H5Sclose(sp);
+    if (!grows) {
+      snprintf(why, whylen,
+               "%s: /%s cannot grow (contiguous storage or a fixed extent): "
+               "kernlab appends only to datasets stored in chunks with an "
+               "unlimited first dimension, as it makes them",
+               path, names[i]);
+      return RES_EINPUT;
+    }
+  }
   return RES_OK;
 }
 

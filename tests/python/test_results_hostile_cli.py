@@ -18,7 +18,9 @@ exits 77 (skipped) when h5py is missing.
    (external storage), records claiming more source or samples than the
    lab writes, 300 component names, a heap extent far past its data (each
    append was lost), a damaged record past the first read batches, and a
-   group larger than a campaign makes (rescore's work is its square).
+   group larger than a campaign makes (rescore's work is its square);
+   the writer refuses what a reader refuses, and what cannot grow, before
+   anything is evaluated.
 """
 import csv
 import io
@@ -268,6 +270,31 @@ def test_giant_group(tmp):
           "rescore: a group of 1100 refused: %d %r" % (rc, err[-300:]))
 
 
+def test_writer_refuses_early(tmp):
+    """Files the readers refuse, or that cannot grow, are refused by
+    `eval --out` before it evaluates anything (it once appended to a file
+    with integer flag_names, and failed with exit 3 after evaluating on a
+    contiguous /candidates)."""
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    flags_int = edited(tmp, "flags_int", lambda c: None,
+                       {"flag_names": np.arange(5, dtype=np.int32)})
+    contiguous = edited(tmp, "contiguous", lambda c: None)
+    with h5py.File(contiguous, "r+") as f:
+        data = f["candidates"][...]
+        del f["candidates"]
+        f.create_dataset("candidates", data=data)
+    for path, want in ((flags_int, b"the flag_names attribute is not a list of names"),
+                       (contiguous, b"/candidates cannot grow")):
+        before = open(path, "rb").read()
+        rc, out, err = kernlab("eval", seed, "--backend", "cpu-emu", "--shape", "32x32x32",
+                               "--out", path)
+        check(rc == 2 and want in err and b"baseline" not in out and
+              open(path, "rb").read() == before,
+              "eval --out refused early: %d %r %r" % (rc, err[-300:], out[-200:]))
+    rc, out, err = kernlab("top", contiguous)
+    check(rc == 0, "a contiguous /candidates still reads: %d %r" % (rc, err[-300:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_big_values(tmp)
@@ -280,6 +307,7 @@ def main():
         test_heap_extent(tmp)
         test_many_records(tmp)
         test_giant_group(tmp)
+        test_writer_refuses_early(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
