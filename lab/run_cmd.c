@@ -776,6 +776,24 @@ int lab_run(int argc, char **argv) {
           (best_time < 0 || r->time_us < best_time))
         best_time = r->time_us;
     }
+    /* Record the candidates not already in the file before the update:
+     * an update that fails (out of memory for a large group) lost the
+     * step's evaluations, hours of them (the campaign-file review). The
+     * file then holds the step's candidates and no step record, as a kill
+     * leaves it: --resume runs the step again. */
+    for (int k = (int)pr.recorded[step]; k < n_cand && !exit_code; k++)
+      if (lab_record_candidate(store, &items[k], &comps[k], task, step, k / G,
+                               k % G, why, sizeof why) != RES_OK) {
+        lab_name_path(c.out, why, sizeof why);
+        fprintf(stderr, "kernlab run: %s\n", why);
+        exit_code = LAB_EXIT_ENV;
+      }
+    if (exit_code) {
+      for (int k = 0; k < n_cand; k++)
+        rw_components_free(&comps[k]);
+      free(rewards), free(adv), free(comps);
+      goto cleanup;
+    }
     rc = pl_grpo_advantages(adv, rewards, P, G, c.grpo.scale_rewards, why,
                             sizeof why);
     /* Update. */
@@ -801,17 +819,13 @@ int lab_run(int argc, char **argv) {
       for (int k = 0; k < n_cand; k++)
         rw_components_free(&comps[k]);
       free(rewards), free(adv), free(comps);
-      FAIL(pl_exit(rc), "step %d: update: %s", step + 1, why);
+      FAIL(pl_exit(rc),
+           "step %d: update: %s; the step's candidates are recorded in %s, "
+           "and --resume runs the step again",
+           step + 1, why, c.out);
     }
-    /* Record: candidates not already in the file, the step, the
-     * checkpoint. */
-    for (int k = (int)pr.recorded[step]; k < n_cand && !exit_code; k++)
-      if (lab_record_candidate(store, &items[k], &comps[k], task, step, k / G,
-                               k % G, why, sizeof why) != RES_OK) {
-        lab_name_path(c.out, why, sizeof why);
-        fprintf(stderr, "kernlab run: %s\n", why);
-        exit_code = LAB_EXIT_ENV;
-      }
+    /* Then the step and the checkpoint (the candidates are recorded
+     * before the update). */
     /* The step's statistics: of the candidates the file holds, so those a
      * killed run recorded count with their recorded rewards (a re-run's
      * timings, and so its rewards, differ). */

@@ -667,6 +667,20 @@ with h5py.File(sys.argv[1], "r") as f:
           not os.path.exists(os.path.join(d, "runs", "diverge.ckpt")) and
           len(candidates(dout)) == 2,
           "a diverged update: exit 2 naming it, records kept: %d %s" % (r.returncode, r.stderr[-500:]))
+    # An update that fails outright (two iterations: the first diverges,
+    # the second's forward gives NaN): the step's candidates were lost, as
+    # with an update out of memory; now they are recorded first
+    cf2 = os.path.join(d, "fail_update.lua")
+    with open(cf2, "w") as f:
+        f.write(text.replace("grpo = {mask_truncated = false},",
+                             'grpo = {mask_truncated = false, scale_rewards = "none", '
+                             'num_iterations = 2},')
+                .replace(os.path.join(SRC, "lua", "reward", "default.lua"), rd))
+    fout2 = os.path.join(d, "runs", "fail_update.h5")
+    r = run("run", cf2, "--out", fout2)
+    check(r.returncode != 0 and "step 1: update:" in r.stderr and
+          "candidates are recorded" in r.stderr and len(candidates(fout2)) == 2,
+          "a failed update keeps the step's candidates: %d %s" % (r.returncode, r.stderr[-500:]))
 
     # --out: a value that is missing, empty, or a folder is refused before
     # anything is made (an "x/" used to become a folder); out beside the
