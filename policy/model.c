@@ -302,6 +302,16 @@ static size_t point_acts(pl_acts *a, float *memory, const pl_config *c, int B,
   return total;
 }
 
+double pl_model_acts_bytes(const pl_config *c, int B, int T) {
+  /* every term is affine in B (the backward's per-thread scratch is not
+   * per row): counted at B = 1 and 2, as doubles, since a batch a
+   * campaign file can ask for overflows size_t */
+  pl_acts a;
+  double one = (double)point_acts(&a, NULL, c, 1, T);
+  double two = (double)point_acts(&a, NULL, c, 2, T);
+  return (one + (two - one) * (B - 1)) * sizeof(float);
+}
+
 /* Makes room for a (B,T) batch: the activations grow, never shrink. */
 static int ensure_acts(pl_model *m, int B, int T) {
   if (m->acts_memory && m->B == B && m->T == T) return PL_OK;

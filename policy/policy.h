@@ -272,6 +272,11 @@ void pl_blas_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
 float pl_model_forward(pl_model *m, const int32_t *tokens,
                        const int32_t *targets, int B, int T);
 
+/* The bytes of activations (and their gradients) a (B,T) forward and
+ * backward of a model of config c keeps; the attention's B n_heads T^2
+ * per layer dominates a long batch. As a double: it can pass 2^64. */
+double pl_model_acts_bytes(const pl_config *c, int B, int T);
+
 /* Sets every gradient to zero. */
 void pl_model_zero_grad(pl_model *m);
 

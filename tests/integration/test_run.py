@@ -244,6 +244,20 @@ with tempfile.TemporaryDirectory() as d:
               "a FIFO manifest is refused: %d %s" % (r.returncode, r.stdout[-400:]))
     except subprocess.TimeoutExpired:
         check(False, "a FIFO manifest blocked the run's comparison")
+    # A step whose update cannot fit this machine's memory is refused at
+    # the start, naming the fields, not after a step of sampling
+    cbig = os.path.join(d, "big_batch.lua")
+    campaign(cbig, ck, 1, "prompts_per_step = 256,")
+    with open(cbig) as f:
+        text_big = f.read()
+    with open(cbig, "w") as f:
+        f.write(text_big.replace("group_size = 2,", "group_size = 1024,")
+                .replace("max_tokens = 64", "max_tokens = 4096"))
+    r = run("run", cbig, "--out", os.path.join(d, "big.h5"))
+    check(r.returncode == 2 and "activations" in r.stderr and "group_size 1024" in r.stderr and
+          "sampling.max_tokens 4096" in r.stderr and "baseline" not in r.stdout and
+          not os.path.exists(os.path.join(d, "big.h5")),
+          "an update too large for memory refused at once: %d %s" % (r.returncode, r.stderr[-400:]))
     # A formula that passes its load-time check (the fixture's candidates
     # are "gpu") but fails on every candidate of the campaign: the step
     # says so, nothing is scored, and the policy is not updated (AdamW
