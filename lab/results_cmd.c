@@ -140,11 +140,15 @@ int64_t lab_parse_id(const char *cmd, const res_reader *r, const char *path,
                      const char *s) {
   char *end;
   errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || errno || v < 0) {
+  /* digits only: strtoll also takes leading spaces and a sign (" 1",
+   * "+1"), and the text is echoed as a terminal may show it */
+  long long v = *s >= '0' && *s <= '9' ? strtoll(s, &end, 10) : -1;
+  if (v < 0 || *end || errno) {
+    char shown[4 * 64];
     fprintf(stderr,
-            "kernlab %s: '%s' is not a candidate id (expected a number)\n", cmd,
-            s);
+            "kernlab %s: '%s' is not a candidate id (expected a number from "
+            "0)\n",
+            cmd, lab_printable(s, strnlen(s, 64), shown, sizeof shown));
     return -1;
   }
   if (v >= res_count(r)) {

@@ -295,6 +295,18 @@ def test_writer_refuses_early(tmp):
     check(rc == 0, "a contiguous /candidates still reads: %d %r" % (rc, err[-300:]))
 
 
+def test_ids(tmp):
+    """A candidate id is digits: strtoll took " 1" and "+1", and a 0xff
+    byte was echoed raw in the message."""
+    path = edited(tmp, "ids", lambda c: None)
+    for bad in (b"+1", b" 1", b"\xff", b"1x", b""):
+        rc, out, err = kernlab("show", path, bad)
+        check(rc == 2 and b"is not a candidate id" in err and b"\xff" not in err,
+              "show %r: refused: %d %r" % (bad, rc, err))
+    rc, out, err = kernlab("show", path, "7")
+    check(rc == 0, "show 7: %d %r" % (rc, err))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_big_values(tmp)
@@ -308,6 +320,7 @@ def main():
         test_many_records(tmp)
         test_giant_group(tmp)
         test_writer_refuses_early(tmp)
+        test_ids(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
