@@ -398,8 +398,7 @@ int kl_run_in_fork(void (*body)(void *arg, kl_run_report *rep, float *outs),
       waitpid(pid, &status, 0);
       snprintf(out->status, sizeof out->status, "timeout");
       snprintf(out->error, sizeof out->error,
-               "%s did not finish within the %.0f s deadline", what,
-               deadline_s);
+               "%s did not finish within the %g s deadline", what, deadline_s);
       munmap(map, len);
       return 0;
     }

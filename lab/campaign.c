@@ -456,6 +456,8 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
              &c->grpo.scale_rewards);
     get_num(p, t, "grpo", "beta", 0, 1e6, &c->grpo.beta);
     get_num(p, t, "grpo", "eps_low", 0, 1, &c->grpo.eps_low);
+    if (c->grpo.eps_low == 1) /* the clip range 1 - eps_low must be > 0 */
+      fail(p, "grpo.eps_low", "expected a number in [0, 1), got 1");
     get_num(p, t, "grpo", "eps_high", 0, 100, &c->grpo.eps_high);
     v = c->num_iterations;
     get_int(p, t, "grpo", "num_iterations", 1, 64, &v);

@@ -676,9 +676,13 @@ int lab_run(int argc, char **argv) {
          "layers (%zu parameters), reward %s\n",
          c.name, backend, task, G, P, c.steps, h.config.d_model,
          h.config.n_layers, model.num_params, c.reward);
-  printf("baseline (%s): %.1f us%s; results %s, checkpoint %s\n",
-         !strcmp(backend, "gpu") ? "cuBLAS SGEMM" : "naive seed", baseline,
-         !strcmp(backend, "cpu-emu") ? " (CPU-emulator time, not GPU)" : "",
+  char base_s[48] = "none (see the warning above)";
+  if (baseline >= 0) snprintf(base_s, sizeof base_s, "%.1f us", baseline);
+  printf("baseline (%s): %s%s; results %s, checkpoint %s\n",
+         !strcmp(backend, "gpu") ? "cuBLAS SGEMM" : "naive seed", base_s,
+         !strcmp(backend, "cpu-emu") && baseline >= 0
+             ? " (CPU-emulator time, not GPU)"
+             : "",
          c.out, ckpt_out);
   if (start_step >= c.steps)
     printf("nothing to do: the campaign has %d steps and %lld are recorded\n",

@@ -63,7 +63,7 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
     sbx_kill(&w);
     snprintf(out->status, sizeof out->status, "timeout");
     snprintf(out->error, sizeof out->error,
-             "GPU runs did not finish within the %.0f s deadline (worker "
+             "GPU runs did not finish within the %g s deadline (worker "
              "killed; a hung kernel dies with its context)",
              job->deadline_s);
     return 0;

@@ -705,7 +705,7 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     sbx_kill(&w);
     snprintf(out->status, sizeof out->status, "timeout");
     snprintf(out->error, sizeof out->error,
-             "runs did not finish within the %.0f s deadline (worker killed)",
+             "runs did not finish within the %g s deadline (worker killed)",
              job->deadline_s);
     goto respawn;
   }

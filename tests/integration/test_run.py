@@ -244,6 +244,19 @@ with tempfile.TemporaryDirectory() as d:
               "a FIFO manifest is refused: %d %s" % (r.returncode, r.stdout[-400:]))
     except subprocess.TimeoutExpired:
         check(False, "a FIFO manifest blocked the run's comparison")
+    # A fractional timeout the baseline misses: said as it is (it read
+    # "the 0 s deadline"), and no baseline time of -1.0 us
+    cto = os.path.join(d, "timeout_half.lua")
+    campaign(cto, ck, 1, "timeout = 0.5,")
+    with open(cto) as f:
+        text_to = f.read()
+    with open(cto, "w") as f:
+        f.write(text_to.replace("M = 32, N = 32, K = 32", "M = 1024, N = 1024, K = 1024"))
+    r = run("run", cto, "--out", os.path.join(d, "timeout_half.h5"))
+    check(r.returncode == 0 and "within the 0.5 s deadline" in r.stderr and
+          "baseline (naive seed): none" in r.stdout and "-1.0 us" not in r.stdout,
+          "a missed 0.5 s deadline said as such: %d %s %s" % (r.returncode, r.stdout[-300:],
+                                                             r.stderr[-300:]))
     # A step whose update cannot fit this machine's memory is refused at
     # the start, naming the fields, not after a step of sampling
     cbig = os.path.join(d, "big_batch.lua")
@@ -551,6 +564,8 @@ with tempfile.TemporaryDirectory() as d:
                      "grpo.loss_type: expected one of grpo|bnpo|dr_grpo|dapo"),
         "unknown.lua": ("return {group_sise = 3, checkpoint = %r}\n" % ck, "group_sise"),
         "timeout.lua": ("return {timeout = 0, checkpoint = %r}\n" % ck, "timeout"),
+        "eps_low.lua": ("return {grpo = {eps_low = 1}, checkpoint = %r}\n" % ck,
+                        "grpo.eps_low: expected a number in [0, 1), got 1"),
         "nockpt.lua": ("return {checkpoint = %r}\n" % os.path.join(d, "nope.ckpt"), "nope.ckpt"),
         "notable.lua": ("return 5\n", "table"),
         # a byte-order mark and a "#!" line are skipped as Lua's loader does,
