@@ -55,7 +55,11 @@ static void fail(parser *p, const char *field, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  snprintf(p->why, p->whylen, "%s: %s: %s", p->file, field, msg);
+  /* a long path keeps its end (the file's name), so that the field and
+   * the reason still fit */
+  size_t fl = strlen(p->file);
+  snprintf(p->why, p->whylen, "%s%s: %s: %s", fl > 300 ? "..." : "",
+           fl > 300 ? p->file + fl - 300 : p->file, field, msg);
 }
 
 /* What a value is, for messages: its type and, for short scalars, itself. */
@@ -306,6 +310,16 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
       return LAB_EXIT_ENV;
     }
   } else {
+    /* every message starts with the path: one of a kilobyte left no room
+     * for the field and the reason (the campaign-file review), and
+     * c->path would hold it cut */
+    if (strlen(path) >= sizeof c->path) {
+      snprintf(why, whylen,
+               "the campaign file's path is %zu bytes long (at most %zu): "
+               "%.60s...; move the file, or run it from nearer its folder",
+               strlen(path), sizeof c->path - 1, path);
+      return LAB_EXIT_USAGE;
+    }
     snprintf(c->path, sizeof c->path, "%s", path);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;

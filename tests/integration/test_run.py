@@ -605,6 +605,18 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and want in r.stderr and name in r.stderr,
               "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
+    # A long path: the message keeps the field and the reason (a 1 KB
+    # path filled it); one too long for the lab is refused as such
+    deep = os.path.join(d, "d" * 250, "e" * 250, "f" * 250)
+    os.makedirs(deep)
+    with open(os.path.join(deep, "x.lua"), "w") as f:
+        f.write("return {stpes = 1}\n")
+    r = run("run", os.path.join(deep, "x.lua"))
+    check(r.returncode == 2 and "x.lua: stpes: unknown field" in r.stderr,
+          "a long path keeps the field in the message: %s" % r.stderr[-300:])
+    r = run("run", os.path.join(deep, "..", "..", "..", "d" * 250, "e" * 250, "f" * 250, "x.lua"))
+    check(r.returncode == 2 and "path is" in r.stderr and "at most 1023" in r.stderr,
+          "a path over 1023 bytes refused as such: %s" % r.stderr[-300:])
     # The 1 MiB limit on a campaign file: 1 MiB is read (and its typo
     # named), one byte more is refused
     for size, want in ((1 << 20, "stpes"), ((1 << 20) + 1, "larger than 1 MiB")):
