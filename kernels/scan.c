@@ -22,11 +22,14 @@
  *  - directives: #include targets, #if/#ifdef/#elif on any macro the file
  *    itself never #defines (that can only be the compiler's: a branch on the
  *    compilation pass) or on any macro the emulator's compile defines (the
- *    shim's and its libc headers', listed at build time), `##` pasting in
+ *    shim's and its libc headers', listed at build time) or NVRTC does
+ *    without an include (CUDART_*, CUDA_*, assert, va_*), `##` pasting in
  *    #define bodies (literal pastes such as cl ## ock64, parameter pastes,
  *    __VA_ARGS__ included, resolved at each call of the macro with its
- *    literal arguments; a pasting macro named without a call or called
- *    with another macro's parameters is flagged, unresolved), and #pragma
+ *    literal arguments; a pasting macro named without a call, called
+ *    with another macro's parameters or across the end of a macro, with
+ *    more than 16 pieces or 30 parameters, and a paste that builds the
+ *    name of a macro of the file are flagged, unresolved), and #pragma
  *    or _Pragma other than unroll, nounroll and once (redefine_extname
  *    renames symbols);
  *  - declarations: a small scope tracker (file, namespace, class, function
@@ -39,7 +42,16 @@
  *    Operator functions, lambdas with noexcept(...)/decltype(...)
  *    specifiers, and declarators after a record's closing brace (with the
  *    qualifiers before its `struct`) are read as what they are; a lambda's
- *    `mutable` is not state.
+ *    `mutable` is not state. The qualifiers in an object-like macro of the
+ *    file (`#define DI __device__ __forceinline__`) count where it is
+ *    used; a function-like macro whose body declares (`G(name)` with
+ *    __device__ or static in it), used at file or class scope, is flagged,
+ *    since what it declares is not read.
+ *
+ * Not the scanner's alone: the emulator's compile turns the timer
+ * builtins into an undeclared name (kernels/emu/emu_build.c), whatever
+ * spelling reaches it, since a template chosen by a type that differs
+ * between the compilers (blockDim's) needs no #if at all.
  *
  * Where the issue was silent: the stricter macro rules cost honest code
  * little (a CAT(a, b) called directly passes; the two-level CAT/CAT_ idiom
@@ -99,11 +111,15 @@ typedef struct scanner {
   int *proto, nproto; /* names of file-scope functions declared without a
                          body, and with one (check_prototypes) */
   int *defined, ndefined;
-  long paste_work; /* tokens read resolving pastes (check_paste) */
+  int *macros, nmacros; /* the #define directives, sorted by name
+                           (macro_dir) */
+  long paste_work;      /* tokens read resolving pastes (check_paste) */
   kl_flags flags;
   char note[64][96]; /* first finding per bit */
   int note_line[64];
 } scanner;
+
+static const scanner *sort_scanner; /* qsort has no context argument */
 
 static int is_ident_start(int c) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -611,9 +627,12 @@ static int half_as_type(const scanner *s, int i) {
     const token *t = &s->tok[nx];
     if (t->kind == T_IDENT) return 1;
     if (tok_punct(s, nx, "*") || tok_punct(s, nx, "&") ||
-        tok_punct(s, nx, ">") || tok_punct(s, nx, "::") ||
-        tok_punct(s, nx, "("))
+        tok_punct(s, nx, "::") || tok_punct(s, nx, "("))
       return 1;
+    /* a template argument, <half> or <float, half>; `half > 0` in a loop
+     * over halves is a comparison */
+    if (tok_punct(s, nx, ">"))
+      return tok_punct(s, i - 1, "<") || tok_punct(s, i - 1, ",");
     if (tok_punct(s, nx, ")") && tok_punct(s, i - 1, "(")) return 1;
   }
   return 0;
@@ -743,7 +762,18 @@ static int shim_macro(const char *w, int len) {
     if (!strncmp(kl_shim_macro_names[i], w, (size_t)len) &&
         kl_shim_macro_names[i][len] == 0)
       return 1;
-  return 0;
+  /* and the other way: names NVRTC predefines with no include (its
+   * built-in runtime header's), which g++ with the shim does not (the
+   * second review probed them from libnvrtc) */
+  static const char *const nvrtc[] = {"assert",    "va_arg",       "va_start",
+                                      "va_copy",   "va_end",       "CUDARTAPI",
+                                      "CUDART_CB", "CUDART_DEVICE"};
+  for (size_t i = 0; i < sizeof nvrtc / sizeof nvrtc[0]; i++)
+    if ((int)strlen(nvrtc[i]) == len && !memcmp(nvrtc[i], w, (size_t)len))
+      return 1;
+  return (len > 5 && !memcmp(w, "CUDA_", 5)) ||
+         (len > 7 && !memcmp(w, "CUDART_", 7)) ||
+         (len > 9 && !memcmp(w, "CUDARTAPI", 9));
 }
 
 /* Directive d is an include guard around the whole file: the first
@@ -755,6 +785,16 @@ static int include_guard(const scanner *s, int d, const char *w, int len) {
   if (d != 0 || !dir_is(s, d, "ifndef") || d + 1 >= s->ndir ||
       !dir_is(s, d + 1, "define") || !dir_is(s, s->ndir - 1, "endif"))
     return 0;
+  /* the #endif that closes it must be the last directive: `#ifndef
+   * __EDG__ ... #endif` around part of the file, then another group
+   * ending the file, passed once (the second review) */
+  int depth = 0;
+  for (int e = 0; e < s->ndir; e++) {
+    if (dir_is(s, e, "if") || dir_is(s, e, "ifdef") || dir_is(s, e, "ifndef"))
+      depth++;
+    else if (dir_is(s, e, "endif") && --depth == 0 && e != s->ndir - 1)
+      return 0;
+  }
   int nt = s->dir[d + 1].first + 1;
   return nt < s->dir[d + 1].end && s->tok[nt].len == len &&
          !memcmp(s->text + s->tok[nt].start, w, (size_t)len);
@@ -791,6 +831,14 @@ static void check_conditional(scanner *s, int d) {
  * `S(tic) float memo[...]` with `S(x) sta##x` would be a plain local). */
 static void check_pasted(scanner *s, const char *w, int wl, int line) {
   check_name(s, w, wl, line, -1);
+  /* a built macro name is expanded with what follows it: CAT(CA, T2)(clo,
+   * ck64) calls the pasting macro CAT2 under a name no call search finds
+   * (the second adversarial review) */
+  if (file_defines(s, w, wl))
+    raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
+               "a paste builds the macro name %s: what it expands to is "
+               "unchecked",
+               w, wl);
   static const char *const state[] = {"static", "thread_local", "mutable",
                                       "__managed__"};
   for (size_t k = 0; k < sizeof state / sizeof state[0]; k++)
@@ -872,12 +920,22 @@ static void check_paste(scanner *s, int d) {
     if (a - 1 >= body &&
         (tok_punct(s, a - 1, "##") || tok_punct(s, a - 1, "%:%:")))
       continue;
-    int pieces[16], npc = 0;
-    for (int k = a; k < dr->end && npc < 16; k += 2) {
+    int pieces[16], npc = 0, more = 0;
+    for (int k = a; k < dr->end; k += 2) {
+      if (npc == 16) { /* pieces past 16 were dropped from the name */
+        more = 1;
+        break;
+      }
       pieces[npc++] = k;
       if (!(k + 1 < dr->end &&
             (tok_punct(s, k + 1, "##") || tok_punct(s, k + 1, "%:%:"))))
         break;
+    }
+    if (more || np >= 31) {
+      unresolved_paste(s, nt, s->tok[a].line,
+                       more ? "pastes more than 16 pieces"
+                            : "has more than 30 parameters");
+      return;
     }
     /* which pieces are parameters (argument index), -1 for literal text */
     int argi[16], any_param = 0;
@@ -939,6 +997,14 @@ static void check_paste(scanner *s, int d) {
         }
       }
       argend[na++] = k;
+      /* a call opened in a macro's body and closed outside it (#define
+       * KEEP CAT(sta, then KEEP tic)): its arguments are not all here */
+      if (s->tok[j].dir >= 0 &&
+          (k >= s->ntok || s->tok[k].dir != s->tok[j].dir)) {
+        unresolved_paste(s, nt, s->tok[j].line,
+                         "is called across the end of a macro");
+        return;
+      }
       /* called in another macro's body: resolved with the arguments
        * written there, unless one of them is that macro's parameter */
       if (in_define(s, j)) {
@@ -982,11 +1048,15 @@ static void check_storage_macro(scanner *s, int d) {
     if (s->tok[i].kind != T_IDENT) continue;
     int state = tok_is(s, i, "thread_local") || tok_is(s, i, "mutable") ||
                 tok_is(s, i, "__managed__");
-    if (tok_is(s, i, "static"))
-      state = !(i + 1 < dr->end &&
-                (tok_is(s, i + 1, "inline") || tok_is(s, i + 1, "__inline__") ||
-                 tok_is(s, i + 1, "__forceinline__") ||
-                 tok_is(s, i + 1, "const") || tok_is(s, i + 1, "constexpr")));
+    if (tok_is(s, i, "static")) { /* `static __device__ __forceinline__`
+                                       declares functions, not storage */
+      state = 1;
+      for (int q = i + 1; q < dr->end && state; q++)
+        state =
+            !(tok_is(s, q, "inline") || tok_is(s, q, "__inline__") ||
+              tok_is(s, q, "__forceinline__") || tok_is(s, q, "__noinline__") ||
+              tok_is(s, q, "const") || tok_is(s, q, "constexpr"));
+    }
     if (state) {
       raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, s->tok[i].line,
                  "a macro that declares storage (%s)",
@@ -1091,6 +1161,71 @@ typedef struct decl {
   int nparen;   /* '(' outside attributes */
 } decl;
 
+/* qsort/bsearch order of #define directives by their names */
+static int by_macro_name(const void *x, const void *y) {
+  const scanner *s = sort_scanner;
+  const token *a = &s->tok[s->dir[*(const int *)x].first + 1];
+  const token *b = &s->tok[s->dir[*(const int *)y].first + 1];
+  int n = a->len < b->len ? a->len : b->len;
+  int c = memcmp(s->text + a->start, s->text + b->start, (size_t)n);
+  return c ? c : a->len - b->len;
+}
+
+/* The #define directive of the macro named by token i, or -1. */
+static int macro_dir(const scanner *s, int i) {
+  if (s->tok[i].kind != T_IDENT || !s->nmacros) return -1;
+  int lo = 0, hi = s->nmacros - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    const token *m = &s->tok[s->dir[s->macros[mid]].first + 1];
+    const token *t = &s->tok[i];
+    int n = m->len < t->len ? m->len : t->len;
+    int c = memcmp(s->text + m->start, s->text + t->start, (size_t)n);
+    if (!c) c = m->len - t->len;
+    if (!c) return s->macros[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
+/* A word that makes a declaration more than a plain local or member. */
+static int qualifier_word(const scanner *s, int i) {
+  static const char *const words[] = {
+      "__device__",   "__managed__", "__global__", "__host__",    "__shared__",
+      "__constant__", "static",      "extern",     "thread_local"};
+  for (size_t k = 0; k < sizeof words / sizeof words[0]; k++)
+    if (tok_is(s, i, words[k])) return 1;
+  return 0;
+}
+
+/* Sets the qualifier dc gets from the word at token i. */
+static void qualify(const scanner *s, int i, decl *dc) {
+  if (tok_is(s, i, "__device__")) dc->device = 1;
+  if (tok_is(s, i, "__managed__")) dc->managed = 1;
+  if (tok_is(s, i, "__global__")) dc->global = 1;
+  if (tok_is(s, i, "__host__")) dc->host = 1;
+  if (tok_is(s, i, "__shared__")) dc->shared = 1;
+  if (tok_is(s, i, "__constant__")) dc->constant = 1;
+  if (tok_is(s, i, "static")) dc->is_static = 1;
+  if (tok_is(s, i, "extern")) dc->is_extern = 1;
+  if (tok_is(s, i, "constexpr") || tok_is(s, i, "consteval") ||
+      tok_is(s, i, "constinit"))
+    dc->constexpr_ = 1;
+}
+
+/* A function-like macro's '(' right after its name: its token, or -1 for
+ * an object-like macro. */
+static int macro_params_end(const scanner *s, int d) {
+  int name = s->dir[d].first + 1;
+  return name + 1 < s->dir[d].end && tok_punct(s, name + 1, "(") &&
+                 s->tok[name + 1].start == s->tok[name].start + s->tok[name].len
+             ? name + 1
+             : -1;
+}
+
 static void read_decl(const scanner *s, int a, int b, decl *dc) {
   memset(dc, 0, sizeof *dc);
   dc->eq = dc->fn_paren = dc->name = -1;
@@ -1135,17 +1270,14 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
       }
     }
     if (depth == 0 && dc->eq < 0 && dc->fn_paren < 0) dc->name = i;
-    if (tok_is(s, i, "__device__")) dc->device = 1;
-    if (tok_is(s, i, "__managed__")) dc->managed = 1;
-    if (tok_is(s, i, "__global__")) dc->global = 1;
-    if (tok_is(s, i, "__host__")) dc->host = 1;
-    if (tok_is(s, i, "__shared__")) dc->shared = 1;
-    if (tok_is(s, i, "__constant__")) dc->constant = 1;
-    if (tok_is(s, i, "static")) dc->is_static = 1;
-    if (tok_is(s, i, "extern")) dc->is_extern = 1;
-    if (tok_is(s, i, "constexpr") || tok_is(s, i, "consteval") ||
-        tok_is(s, i, "constinit"))
-      dc->constexpr_ = 1;
+    qualify(s, i, dc);
+    /* an object-like macro of the file's (`#define DI __device__
+     * __forceinline__`, `#define KEEP static`): its body's qualifiers are
+     * this declaration's (one level) */
+    int md = macro_dir(s, i);
+    if (md >= 0 && macro_params_end(s, md) < 0)
+      for (int q = s->dir[md].first + 2; q < s->dir[md].end; q++)
+        qualify(s, q, dc);
     if (dc->eq < 0 && depth == 0 && tok_is(s, i, "const")) {
       last_const = i;
       if (first_const < 0) first_const = i;
@@ -1180,6 +1312,21 @@ static void judge(scanner *s, int scope, decl dc, int a, int b, int var);
 
 static void declaration(scanner *s, int scope, int a, int b) {
   if (a >= b) return;
+  /* `G(launches);` or `DEVFN(bump) { static ... }` at file or class scope,
+   * G and DEVFN macros of the file's that declare (their bodies hold
+   * __device__, static ...): what they declare is not read here, so it is
+   * flagged (the second review: a __device__ global, and a function whose
+   * body was taken for an initializer) */
+  int md = scope == SC_FILE || scope == SC_CLASS ? macro_dir(s, a) : -1;
+  if (md >= 0 && macro_params_end(s, md) >= 0)
+    for (int q = s->dir[md].first + 2; q < s->dir[md].end; q++)
+      if (qualifier_word(s, q)) {
+        raise_flag(s, KL_FLAG_MUTABLE_DEVICE_STATE, s->tok[a].line,
+                   "the macro %s declares here (what it declares is not "
+                   "read)",
+                   s->text + s->tok[a].start, s->tok[a].len);
+        return;
+      }
   decl dc;
   read_decl(s, a, b, &dc);
   judge(s, scope, dc, a, b, 0);
@@ -1347,6 +1494,18 @@ static int check_declarations(scanner *s) {
     free(rec_qb);
     return -1;
   }
+  /* the file's macros by name (macro_dir) */
+  s->macros = malloc(((size_t)s->ndir + 1) * sizeof(int));
+  if (!s->macros) {
+    free(stack), free(idx), free(rec), free(rec_qb);
+    return -1;
+  }
+  for (int d = 0; d < s->ndir; d++)
+    if (dir_is(s, d, "define") && s->dir[d].first + 1 < s->dir[d].end &&
+        s->tok[s->dir[d].first + 1].kind == T_IDENT)
+      s->macros[s->nmacros++] = d;
+  sort_scanner = s;
+  qsort(s->macros, (size_t)s->nmacros, sizeof(int), by_macro_name);
   /* the tokens that are code, in order */
   int nc = 0;
   for (int i = 0; i < s->ntok; i++)
@@ -1478,7 +1637,6 @@ static void check_asm_strings(scanner *s) {
  * either backend, so a cast that drops const (C-style to a pointer or
  * reference, const_cast, reinterpret_cast) is a way to write it: a memo
  * kept between launches. A cast to a pointer to const reads only. */
-static const scanner *sort_scanner; /* qsort has no context argument */
 static int by_name(const void *x, const void *y) {
   const token *a = &sort_scanner->tok[*(const int *)x];
   const token *b = &sort_scanner->tok[*(const int *)y];
@@ -1619,5 +1777,6 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   free(s.constant_var);
   free(s.proto);
   free(s.defined);
+  free(s.macros);
   return s.flags;
 }

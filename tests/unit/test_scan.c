@@ -341,6 +341,47 @@ static void test_macro_tricks(void) {
                     "__device__ const struct { int n; } kOne = {1};",
                     "auto g = [k = 0]() mutable { return ++k; }; (void)g; "
                     "const struct { int a; } z = {1}; (void)z;"));
+  /* the second review: a paste that builds a macro's name, a call opened
+   * in a macro and closed in code, chains past 16 pieces, names NVRTC
+   * predefines, a guard that is not around the whole file, macros whose
+   * bodies declare */
+  raises("compile_pass_branch",
+         kernel_with("#define CAT(a, b) a##b\n#define CAT2(a, b) a##b",
+                     "(void)CAT(CA, T2)(clo, ck64)();"));
+  raises("compile_pass_branch",
+         kernel_with("#define CAT(a, b) a##b\n#define KEEP CAT(sta,",
+                     "KEEP tic) int n = 0; (void)n;"));
+  raises("compile_pass_branch",
+         kernel_with("#define J(a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q) "
+                     "a##b##c##d##e##f##g##h##i##j##k##l##m##n##o##p##q",
+                     "(void)J(,,,,,,,,,,,,,,,clo,ck64)();"));
+  raises("compile_pass_branch",
+         kernel_with("#ifdef CUDART_VERSION\n#endif", ""));
+  raises("compile_pass_branch",
+         kernel_with("#if 0\n#define assert(x)\n#endif\n#ifdef assert\n#endif",
+                     ""));
+  {
+    char src[4200];
+    snprintf(src, sizeof src,
+             "#ifndef __EDG__\n#define __EDG__\n#endif\n#if 1\n%s\n#endif\n",
+             kernel_with("", ""));
+    raises("compile_pass_branch", src);
+  }
+  raises("mutable_device_state",
+         kernel_with("#define G(name) __device__ unsigned long long name\n"
+                     "G(launches);",
+                     ""));
+  raises("mutable_device_state",
+         kernel_with("#define DEVFN(name) __device__ unsigned name()\n"
+                     "DEVFN(bump) { static unsigned n; return ++n; }",
+                     ""));
+  raises("mutable_device_state",
+         kernel_with("#define DEV __device__\nDEV int memo;", ""));
+  clean(kernel_with("#define DI __device__ __forceinline__\n"
+                    "#define SDI static __device__ __forceinline__\n"
+                    "DI float mac(float a, float b) { return a * b; }\n"
+                    "SDI float two(float x) { return 2 * x; }",
+                    "for (int half = 16; half > 0; half >>= 1) (void)half;"));
   clean(kernel_with("#ifndef TILE\n#define TILE 16\n#endif\n"
                     "#define CAT(a, b) a##b\n#define V(...) (__VA_ARGS__)\n"
                     "__device__ float twice(float x);\n"
