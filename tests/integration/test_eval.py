@@ -111,6 +111,19 @@ def group_broken():
         by = {(s["M"], s["N"], s["K"]): s["pass"] for s in rows[0]["shapes"]}
         check(by.get((64, 64, 64)) is True, "edge bug passes the tile multiple")
         check(by.get((127, 129, 65)) is False, "edge bug fails 127x129x65")
+    # A deterministic wrong kernel whose output does not scale as A B does
+    # (C = A B + 1) differs on the scaled rerun: the detail says it may be
+    # that, not only a race
+    with tempfile.TemporaryDirectory() as d:
+        plus1 = open(os.path.join(SEEDS, "01_naive.cu")).read().replace(
+            "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;")
+        check("acc + 1.0f" in plus1, "the +1 kernel is made")
+        rc, rows, _ = eval_json([write(d, "plus1.cu", plus1.encode())], *FAST)
+        if rows:
+            check(rows[0]["status"] == "wrong" and
+                  "does not scale as A B does" in rows[0]["flag_detail"],
+                  "a wrong kernel's rerun difference is not called a race alone: %s"
+                  % rows[0]["flag_detail"])
     # compile errors carry NVRTC's first error line
     rc, rows, _ = eval_json([os.path.join(BROKEN, "compile_error.cu")], *FAST)
     if rows:
