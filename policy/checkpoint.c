@@ -101,6 +101,12 @@ static int check_config(const pl_config *c, const char *where, char *why,
       return pl_fail(why, whylen, PL_EINPUT,
                      "%s: header field %s = %d, expected 1..%d", where,
                      f[i].name, (int)f[i].v, PL_CKPT_MAX_DIM);
+  if (c->n_layers > PL_CKPT_MAX_LAYERS)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field n_layers = %d, expected 1..%d (a step's "
+                   "time grows with it: 100,000 layers of width 2 took "
+                   "minutes a step)",
+                   where, (int)c->n_layers, PL_CKPT_MAX_LAYERS);
   if (c->max_seq > PL_CKPT_MAX_SEQ)
     return pl_fail(why, whylen, PL_EINPUT,
                    "%s: header field max_seq = %d, expected 1..%d (the RoPE "
@@ -180,14 +186,19 @@ static int check_fields(const pl_ckpt_header *h, const char *where, char *why,
                         size_t whylen) {
   int rc = check_config(&h->config, where, why, whylen);
   if (rc) return rc;
-  if (!(h->rope_theta > 1.0f) || isinf(h->rope_theta))
-    return pl_fail(
-        why, whylen, PL_EINPUT,
-        "%s: header field rope_theta = %g, expected a finite value > 1", where,
-        (double)h->rope_theta);
-  if (!(h->norm_eps > 0.0f && h->norm_eps < 1.0f))
+  /* The model computes with RoPE theta 10000 and RMSNorm eps 1e-5 (model.c,
+   * layers_internal.h), whatever a header says: another value would be
+   * accepted, ignored, and saved again beside weights trained without it
+   * (the checkpoint review). Exactly those, until the model reads them. */
+  if (h->rope_theta != 10000.0f)
     return pl_fail(why, whylen, PL_EINPUT,
-                   "%s: header field norm_eps = %g, expected 0 < norm_eps < 1",
+                   "%s: header field rope_theta = %g, expected 10000 (the "
+                   "model's RoPE base)",
+                   where, (double)h->rope_theta);
+  if (h->norm_eps != 1e-5f)
+    return pl_fail(why, whylen, PL_EINPUT,
+                   "%s: header field norm_eps = %g, expected 1e-05 (the "
+                   "model's RMSNorm epsilon)",
                    where, (double)h->norm_eps);
   if (strnlen(h->tokenizer_sha256, 65) != 64 || !is_hex64(h->tokenizer_sha256))
     return pl_fail(why, whylen, PL_EINPUT,
@@ -542,7 +553,23 @@ int pl_ckpt_load(const char *path, pl_ckpt_header *out, float **params,
   }
 
   /* The size matches n_params, so allocations below are bounded by the
-   * file's own size. */
+   * file's own size; and n_params must be what the config holds before
+   * anything is allocated: a sparse file of 3 GiB (4 KB on disk) whose
+   * header described 139,200 parameters took 3 GB before its checksum
+   * failed (the checkpoint review). */
+  if ((rc = check_config(&h.config, path, why, whylen)) ||
+      (pl_config_param_count(&h.config) != h.n_params &&
+       (rc = pl_fail(why, whylen, PL_EINPUT,
+                     "%s: header field n_params = %llu, but the config "
+                     "(vocab %d, d_model %d, n_layers %d, d_ff %d) has %llu "
+                     "parameters",
+                     path, (unsigned long long)h.n_params, (int)h.config.vocab,
+                     (int)h.config.d_model, (int)h.config.n_layers,
+                     (int)h.config.d_ff,
+                     (unsigned long long)pl_config_param_count(&h.config))))) {
+    fclose(f);
+    return rc;
+  }
   int opt = (h.flags & PL_CKPT_FLAG_OPTIMISER) != 0;
   uint64_t n = h.n_params;
   float *p = malloc(4 * n);

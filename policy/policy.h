@@ -470,6 +470,7 @@ int pl_token_logprob(const float *logits, int vocab, float temperature,
  * sampler's KV cache grow with it; attention is quadratic in it too. A
  * 2^16-token kernel is far past any the lab asks for (prime writes 2048). */
 #define PL_CKPT_MAX_SEQ (1 << 16)
+#define PL_CKPT_MAX_LAYERS 1024
 /* AdamW's step count: past 2^53 its double no longer counts by one, and a
  * value that large (or a negative int64) is corruption; beta^t needs t >= 1
  * after the increment. */

@@ -368,6 +368,18 @@ static void e_eps_zero(uint8_t *b, long *len) {
   (void)len;
   put32(b + 44, 0);
 }
+static void e_theta_other(uint8_t *b, long *len) {
+  (void)len;
+  put32(b + 40, 0x48f42400u); /* 500000.0f: accepted, then ignored */
+}
+static void e_eps_other(uint8_t *b, long *len) {
+  (void)len;
+  put32(b + 44, 0x3f000000u); /* 0.5f */
+}
+static void e_layers_many(uint8_t *b, long *len) {
+  (void)len;
+  put32(b + 24, 2000);
+}
 static void e_tokenizer(uint8_t *b, long *len) {
   (void)len;
   b[72 + 10] = 'G';
@@ -422,6 +434,17 @@ static void test_corruption(void) {
   corrupt(e_d_ff, 1, PL_EINPUT, "n_params = 1264", "has 1456 parameters",
           "n_params vs config");
   corrupt(e_layers0, 1, PL_EINPUT, "n_layers = 0", NULL, "zero layers");
+  /* not resealed: the config's count is checked before anything is
+   * allocated or hashed (a sparse file claiming gigabytes took 3 GB
+   * before its checksum failed) */
+  corrupt(e_d_ff, 0, PL_EINPUT, "n_params = 1264", "has 1456 parameters",
+          "config count before the checksum");
+  corrupt(e_layers_many, 1, PL_EINPUT, "n_layers = 2000", "expected 1..1024",
+          "too many layers");
+  corrupt(e_theta_other, 1, PL_EINPUT, "rope_theta = 500000", "expected 10000",
+          "theta the model ignores");
+  corrupt(e_eps_other, 1, PL_EINPUT, "norm_eps = 0.5", "expected 1e-05",
+          "eps the model ignores");
   corrupt(e_heads3, 1, PL_EINPUT, "n_heads = 3 does not divide d_model = 8",
           NULL, "heads not dividing");
   corrupt(e_heads8, 1, PL_EINPUT, "odd head size 1", NULL, "odd head size");
