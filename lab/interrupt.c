@@ -47,6 +47,11 @@ static struct sigaction old_int, old_term;
 static int installed;
 static volatile sig_atomic_t at_once; /* no work to save: the first stops */
 
+/* lab_interrupt_hold: a stop that must wait, and the signal that asked */
+static volatile sig_atomic_t holding, held_sig;
+
+static void stop_now(int sig);
+
 static void on_signal(int sig) {
   if (!requested && !at_once) {
     requested = sig;
@@ -55,6 +60,14 @@ static void on_signal(int sig) {
     }
     return;
   }
+  if (holding) { /* whichever thread took it: the stop waits */
+    held_sig = sig;
+    return;
+  }
+  stop_now(sig);
+}
+
+static void stop_now(int sig) {
   if (write(STDERR_FILENO, second_msg, second_len) < 0) {
     /* as above */
   }
@@ -99,6 +112,16 @@ void lab_interrupt_also_remove(const char *tmp) {
 
 int lab_interrupted(void) {
   return requested;
+}
+
+void lab_interrupt_hold(int on) {
+  if (on) {
+    held_sig = 0;
+    holding = 1;
+    return;
+  }
+  holding = 0;
+  if (held_sig) stop_now(held_sig);
 }
 
 void lab_interrupt_uninstall(void) {

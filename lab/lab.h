@@ -76,6 +76,11 @@ int lab_report(int argc, char **argv);
 void lab_interrupt_install(const char *cmd, const char *first, const char *tmp);
 /* One more file for the second signal to remove (four in all). */
 void lab_interrupt_also_remove(const char *tmp);
+/* Holds a stop-at-once signal while on: a pair of renames that must both
+ * happen (a checkpoint and its tokenizer) runs between hold(1) and
+ * hold(0), which then stops if a signal asked meanwhile. Process-wide:
+ * the signal may reach any thread. */
+void lab_interrupt_hold(int on);
 int lab_interrupted(void);
 void lab_interrupt_uninstall(void);
 

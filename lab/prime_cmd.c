@@ -244,10 +244,15 @@ int lab_prime(int argc, char **argv) {
   char tok_target[1100];
   snprintf(tok_target, sizeof tok_target, "%s.tok", out);
   if (lab_output_ok(out, NULL, 0, "KLCK", 4, why, sizeof why) != 0 ||
-      (!tok_path &&
-       lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0)) {
+      lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);
     return LAB_EXIT_USAGE;
+  }
+  /* a missing or read-only folder is said before the training, not after
+   * it (the checkpoint review: every step ran, then exit 3) */
+  if (lab_try_write(out, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab prime: --out %s\n", why);
+    return LAB_EXIT_ENV;
   }
   pcuda_ctx *dev = NULL;
   int ex =
@@ -272,6 +277,13 @@ int lab_prime(int argc, char **argv) {
       fprintf(stderr, "kernlab prime: %s\n", why);
       return LAB_EXIT_USAGE;
     }
+    /* a copy goes beside the checkpoint as well, as a trained one does:
+     * an earlier X.ckpt.tok left there paired the new checkpoint with a
+     * tokenizer not its own, which run and generate then refused (the
+     * checkpoint review) */
+    snprintf(tok_out, sizeof tok_out, "%s.tok", out);
+    kl_outfile_tmpname(tok_out, tok_tmp, sizeof tok_tmp);
+    tok_pending = 1;
   } else {
     if (pl_tok_train(&tok, (const char *const *)docs.text, docs.len, docs.n,
                      1024, why, sizeof why) != PL_OK) {
@@ -457,16 +469,28 @@ int lab_prime(int argc, char **argv) {
         exit_code = LAB_EXIT_ENV;
         goto done;
       }
-      if (lab_policy_sync(&pol, why, sizeof why) != PL_OK ||
-          (tok_pending &&
-           pl_tok_save(tok, tok_tmp, why, sizeof why) != PL_OK) ||
-          pl_ckpt_save(out, &h, m.params_memory, m.num_params, opt.m, opt.v,
-                       why, sizeof why) != PL_OK) {
+      /* The checkpoint and its tokenizer are renamed into place as a
+       * pair: a second Ctrl-C (or a TERM) between the two renames stopped
+       * at once and its handler removed the new tokenizer, leaving the
+       * new checkpoint beside the old one (the checkpoint review). A
+       * stop asked meanwhile waits until both are in place. */
+      lab_interrupt_hold(1);
+      int save_failed = lab_policy_sync(&pol, why, sizeof why) != PL_OK ||
+                        (tok_pending &&
+                         pl_tok_save(tok, tok_tmp, why, sizeof why) != PL_OK) ||
+                        pl_ckpt_save(out, &h, m.params_memory, m.num_params,
+                                     opt.m, opt.v, why, sizeof why) != PL_OK;
+      int renamed =
+          save_failed || !tok_pending || rename(tok_tmp, tok_out) == 0;
+      int rename_err = errno;
+      lab_interrupt_hold(0);
+      if (save_failed) {
         fprintf(stderr, "\nkernlab prime: %s\n", why);
         exit_code = LAB_EXIT_ENV;
         goto done;
       }
-      if (tok_pending && rename(tok_tmp, tok_out) != 0) {
+      errno = rename_err;
+      if (!renamed) {
         /* the checkpoint is saved: its tokenizer stays where it is (the
          * only copy), and the message says where */
         fprintf(stderr,

@@ -231,6 +231,27 @@ with tempfile.TemporaryDirectory() as d:
     check(t.returncode == 3 and "cannot write" in t.stderr and "its folder does not exist" in t.stderr and
           "vocab" not in t.stdout,
           "tokenizer train --out in a missing folder: said first: %d %r" % (t.returncode, t.stderr))
+    # prime --out in a folder that does not exist: said before training,
+    # not after every step (it ended with exit 3 and a garbled name)
+    t = run("prime", "--corpus", corpus, "--out", os.path.join(d, "nowhere", "x.ckpt"),
+            "--size", "tiny", "--steps", "5")
+    check(t.returncode == 3 and "its folder does not exist" in t.stderr and "step" not in t.stderr,
+          "prime --out in a missing folder: said first: %d %r" % (t.returncode, t.stderr[-300:]))
+    # prime --tok T: the checkpoint's tokenizer is written beside it too
+    # (an earlier X.ckpt.tok stayed and paired the new checkpoint with a
+    # tokenizer not its own)
+    other_tok = os.path.join(d, "other.tok")
+    t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out", other_tok)
+    tk = os.path.join(d, "withtok.ckpt")
+    shutil.copy(ck + ".tok", tk + ".tok")  # an earlier, different tokenizer there
+    t2 = run("prime", "--corpus", corpus, "--out", tk, "--size", "tiny", "--steps", "5",
+             "--tok", other_tok)
+    g = run("generate", "--ckpt", tk, "--tok", tk + ".tok", "--prompt", "// task", "-n", "1",
+            "--max-tokens", "8")
+    check(t.returncode == 0 and t2.returncode == 0 and
+          open(tk + ".tok", "rb").read() == open(other_tok, "rb").read() and g.returncode == 0,
+          "prime --tok writes its tokenizer beside the checkpoint: %d %d %r" %
+          (t2.returncode, g.returncode, g.stderr[-300:]))
     # --out replaces only a tokenizer: not its own corpus file
     one = os.path.join(d, "one.txt")
     with open(one, "w") as f:

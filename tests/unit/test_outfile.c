@@ -171,6 +171,45 @@ static void test_interrupt(void) {
   free(text);
 }
 
+/* lab_interrupt_hold: a second signal while held stops nothing and
+ * removes nothing until the hold ends (prime's checkpoint and tokenizer
+ * renames: a second Ctrl-C between them removed the new tokenizer). */
+static void test_interrupt_hold(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/held.txt", dir);
+  int fds[2], before = count_entries();
+  CHECK(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    char why[512];
+    kl_outfile o;
+    if (kl_outfile_open(&o, path, why, sizeof why) != 0) _exit(10);
+    lab_interrupt_install("test", "finishing", o.tmp);
+    raise(SIGINT); /* the first: a flag */
+    lab_interrupt_hold(1);
+    raise(SIGINT); /* the second, held */
+    raise(SIGTERM);
+    /* still here, the temporary file still there: say so, then release */
+    char ok = access(o.tmp, F_OK) == 0 ? 'y' : 'n';
+    if (write(fds[1], &ok, 1) != 1) _exit(13);
+    lab_interrupt_hold(0); /* the held stop happens here */
+    _exit(0);
+  }
+  close(fds[1]);
+  char ok = 0;
+  ssize_t got = read(fds[0], &ok, 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(got == 1 && ok == 'y', "held: alive, the temporary file kept (%c)",
+        ok ? ok : '-');
+  CHECK(WIFSIGNALED(status), "released: the held stop ends the process (%d)",
+        status);
+  CHECK(count_entries() == before,
+        "released: the temporary file removed (%d entries, %d before)",
+        count_entries(), before);
+}
+
 /* A killed writer's PATH.tmp.PID is swept; a live process's, and names
  * that only look alike, stay. */
 static void test_sweep(void) {
@@ -258,6 +297,7 @@ int main(void) {
   test_commit_and_abort();
   test_failures();
   test_interrupt();
+  test_interrupt_hold();
   test_sweep();
   test_fopen_regular();
   test_stream_errno();
