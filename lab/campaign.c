@@ -517,7 +517,12 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
            c->checkpoint);
   if (!(flags & LAB_CAMPAIGN_NO_POLICY)) {
     check_readable(p, "checkpoint", c->checkpoint, hint);
-    check_readable(p, "tokenizer", c->tokenizer, hint);
+    /* the prime hint only for the default pairing: following it for a
+     * tokenizer named on its own would replace the checkpoint there */
+    char tok_default[1100];
+    snprintf(tok_default, sizeof tok_default, "%s.tok", c->checkpoint);
+    check_readable(p, "tokenizer", c->tokenizer,
+                   strcmp(c->tokenizer, tok_default) ? "" : hint);
   }
   check_readable(p, "reward", c->reward, "");
   if (!p->failed) rc = 0;

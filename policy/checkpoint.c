@@ -497,8 +497,10 @@ static FILE *open_ckpt(const char *path, int *rc, char *why, size_t whylen) {
   int err = errno; /* the file's fault (exit 2), or the machine's (3) */
   if (!f)
     *rc = pl_fail(why, whylen,
-                  err == ENOENT || err == EINVAL || err == EISDIR ? PL_EINPUT
-                                                                  : PL_EENV,
+                  err == ENOENT || err == EINVAL || err == EISDIR ||
+                          err == ELOOP || err == ENOTDIR || err == ENAMETOOLONG
+                      ? PL_EINPUT
+                      : PL_EENV,
                   "%s: cannot open checkpoint: %s", path, kl_fopen_error(err));
   return f;
 }

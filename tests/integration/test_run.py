@@ -244,6 +244,22 @@ with tempfile.TemporaryDirectory() as d:
               "a FIFO manifest is refused: %d %s" % (r.returncode, r.stdout[-400:]))
     except subprocess.TimeoutExpired:
         check(False, "a FIFO manifest blocked the run's comparison")
+    # A manifest with an over-long line whose tail looks like a record, and
+    # a name reaching out of train/: neither is the corpus's best
+    lc = os.path.join(d, "long_corpus")
+    os.makedirs(os.path.join(lc, "train"))
+    with open(os.path.join(lc, "MANIFEST.tsv"), "w") as f:
+        f.write("A" * 2047 + "evil\tc\ttrain\tok\t0.001\n" +
+                "../escape\tc\ttrain\tok\t0.002\n" +
+                "01_naive\tc\ttrain\tok\t5.0\n")
+    for name in ("01_naive", "evil"):
+        shutil.copy(os.path.join(SRC, "kernels", "seeds", "01_naive.cu"),
+                    os.path.join(lc, "train", name + ".cu"))
+    clc = os.path.join(d, "long_corpus.lua")
+    campaign(clc, ck, 1, "corpus = %r," % lc)
+    r = run("run", clc, "--out", os.path.join(d, "long_corpus.h5"))
+    check(r.returncode == 0 and "MANIFEST.tsv): 01_naive," in r.stdout,
+          "the manifest's best is a listed train kernel: %s" % r.stdout[-400:])
     # A fractional timeout the baseline misses: said as it is (it read
     # "the 0 s deadline"), and no baseline time of -1.0 us
     cto = os.path.join(d, "timeout_half.lua")
@@ -605,6 +621,19 @@ with tempfile.TemporaryDirectory() as d:
         check(r.returncode == 2 and want in r.stderr and name in r.stderr,
               "%s: exit 2 naming %r: %d %s" % (name, want, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(d, "runs", "bad.h5")), "bad campaigns write nothing")
+    # A tokenizer named on its own that is missing: no hint to prime one
+    # over the checkpoint; a checkpoint that is a symlink loop: bad input
+    path = os.path.join(d, "tokmiss.lua")
+    with open(path, "w") as f:
+        f.write("return {checkpoint = %r, tokenizer = %r}\n" % (ck, os.path.join(d, "no.tok")))
+    r = run("run", path, "--out", os.path.join(d, "runs", "bad.h5"))
+    check(r.returncode == 2 and "no.tok" in r.stderr and "kernlab prime --out" not in r.stderr,
+          "a missing custom tokenizer: no prime hint: %s" % r.stderr[-300:])
+    loop = os.path.join(d, "loop.ckpt")
+    os.symlink(loop, loop)
+    r = run("generate", "--ckpt", loop, "--tok", ck + ".tok", "--prompt", "x")
+    check(r.returncode == 2 and "symbolic links" in r.stderr,
+          "a symlink-loop checkpoint is bad input: %d %s" % (r.returncode, r.stderr[-300:]))
     # A long path: the message keeps the field and the reason (a 1 KB
     # path filled it); one too long for the lab is refused as such
     deep = os.path.join(d, "d" * 250, "e" * 250, "f" * 250)
