@@ -232,6 +232,25 @@ static int train(int argc, char **argv) {
   int prc = pl_tok_train(&t, (const char *const *)c.text, c.len, c.n,
                          (int)vocab, why, sizeof why);
   double secs = now_s() - t0;
+  /* X.ckpt.tok beside a checkpoint X.ckpt that records another tokenizer
+   * is that checkpoint's only copy: replaced, the checkpoint could never
+   * be used again (the checkpoint review) */
+  size_t ol = strlen(out);
+  if (prc == PL_OK && ol > 4 && !strcmp(out + ol - 4, ".tok")) {
+    char ckpt[4096];
+    snprintf(ckpt, sizeof ckpt, "%.*s", (int)(ol - 4), out);
+    pl_ckpt_header h;
+    char cwhy[512];
+    if (pl_ckpt_peek(ckpt, &h, cwhy, sizeof cwhy) == PL_OK &&
+        strcmp(h.tokenizer_sha256, pl_tok_hash(t))) {
+      snprintf(why, sizeof why,
+               "--out %.150s is the tokenizer of the checkpoint %.150s "
+               "(sha256 %.16s...), and the new one differs: replacing it "
+               "would leave that checkpoint unusable; write it elsewhere",
+               out, ckpt, h.tokenizer_sha256);
+      prc = PL_EINPUT;
+    }
+  }
   if (prc == PL_OK) prc = pl_tok_save(t, out, why, sizeof why);
   if (prc != PL_OK) {
     fprintf(stderr, "kernlab tokenizer: %s\n", why);

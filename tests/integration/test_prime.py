@@ -252,6 +252,13 @@ with tempfile.TemporaryDirectory() as d:
           open(tk + ".tok", "rb").read() == open(other_tok, "rb").read() and g.returncode == 0,
           "prime --tok writes its tokenizer beside the checkpoint: %d %d %r" %
           (t2.returncode, g.returncode, g.stderr[-300:]))
+    # tokenizer train over a checkpoint's own tokenizer (X.ckpt.tok beside
+    # X.ckpt, which records another hash): refused, the pair untouched
+    before = open(ck + ".tok", "rb").read()
+    t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out", ck + ".tok")
+    check(t.returncode == 2 and "would leave that checkpoint unusable" in t.stderr and
+          open(ck + ".tok", "rb").read() == before,
+          "tokenizer train over a checkpoint's tokenizer: refused: %d %r" % (t.returncode, t.stderr[-300:]))
     # --out replaces only a tokenizer: not its own corpus file
     one = os.path.join(d, "one.txt")
     with open(one, "w") as f:
