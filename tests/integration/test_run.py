@@ -521,7 +521,8 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 130 and "compare:" not in text and
           (("interrupted: all 1 steps done" in text and n == 8) or
            ("interrupted: 0 of 1 steps done" in text and n == 0)),
-          "Ctrl-C in the last step: exit 130, no comparison: %d %d %s" % (rc, n, text[-400:]))
+          "Ctrl-C in the last step: exit 130, no comparison: %d %d %s %s" %
+          (rc, n, text[-400:], err_tail(err)))
 
     # Two runs on one output: the one whose set-up (timing a 768^3
     # baseline) takes longer finds the file the other made meanwhile and is
