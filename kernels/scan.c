@@ -368,6 +368,56 @@ static int dir_is(const scanner *s, int d, const char *name) {
   return s->dir[d].first >= 0 && tok_is(s, s->dir[d].first, name);
 }
 
+/* Byte order of two names, shorter first on a common prefix: the order
+ * of the sorted name tables (constant_var, macros). */
+static int text_cmp(const char *a, int al, const char *b, int bl) {
+  int c = memcmp(a, b, (size_t)(al < bl ? al : bl));
+  return c ? c : al - bl;
+}
+
+/* The name token of #define directive d. */
+static const token *macro_name(const scanner *s, int d) {
+  return &s->tok[s->dir[d].first + 1];
+}
+
+static int by_macro_name(const void *x, const void *y) {
+  const token *a = macro_name(sort_scanner, *(const int *)x);
+  const token *b = macro_name(sort_scanner, *(const int *)y);
+  return text_cmp(sort_scanner->text + a->start, a->len,
+                  sort_scanner->text + b->start, b->len);
+}
+
+/* Sorts the file's #define directives by name (s->macros), so that every
+ * check asking whether a name is a macro of the file (pastes, #if, the
+ * declarations) looks it up instead of walking the directives. */
+static int index_macros(scanner *s) {
+  s->macros = malloc(((size_t)s->ndir + 1) * sizeof(int));
+  if (!s->macros) return -1;
+  for (int d = 0; d < s->ndir; d++)
+    if (dir_is(s, d, "define") && s->dir[d].first + 1 < s->dir[d].end &&
+        macro_name(s, d)->kind == T_IDENT)
+      s->macros[s->nmacros++] = d;
+  sort_scanner = s;
+  qsort(s->macros, (size_t)s->nmacros, sizeof(int), by_macro_name);
+  return 0;
+}
+
+/* The #define directive of the macro named w[0..len), or -1. */
+static int macro_lookup(const scanner *s, const char *w, int len) {
+  int lo = 0, hi = s->nmacros - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    const token *m = macro_name(s, s->macros[mid]);
+    int c = text_cmp(s->text + m->start, m->len, w, len);
+    if (!c) return s->macros[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
 /* ---- the name table -----------------------------------------------------
  */
 
@@ -706,16 +756,11 @@ static void check_name(scanner *s, const char *w, int len, int line, int i) {
 static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
                                                 "mma.h"};
 
+static int macro_lookup(const scanner *s, const char *w, int len);
+
 /* 1 if the file #defines this name anywhere. */
 static int file_defines(const scanner *s, const char *w, int len) {
-  for (int d = 0; d < s->ndir; d++) {
-    if (!dir_is(s, d, "define")) continue;
-    int nt = s->dir[d].first + 1;
-    if (nt < s->dir[d].end && s->tok[nt].len == len &&
-        !memcmp(s->text + s->tok[nt].start, w, (size_t)len))
-      return 1;
-  }
-  return 0;
+  return macro_lookup(s, w, len) >= 0;
 }
 
 static void check_include(scanner *s, int d) {
@@ -851,6 +896,16 @@ static void check_pasted(scanner *s, const char *w, int wl, int line) {
                "a paste builds the keyword %s", w, wl);
 }
 
+/* A function-like macro's '(' right after its name: its token, or -1 for
+ * an object-like macro. */
+static int macro_params_end(const scanner *s, int d) {
+  int name = s->dir[d].first + 1;
+  return name + 1 < s->dir[d].end && tok_punct(s, name + 1, "(") &&
+                 s->tok[name + 1].start == s->tok[name].start + s->tok[name].len
+             ? name + 1
+             : -1;
+}
+
 /* The parameters of the function-like macro #defined by directive d:
  * their names (pname, plen; at most 32) and their count, or -1 for an
  * object-like macro. A variadic macro's last parameter (`...`, named
@@ -862,10 +917,7 @@ static int macro_params(scanner *s, int d, const char **pname, int *plen,
   int name = dr->first + 1, np = 0;
   *variadic = 0;
   dr->params_end = name + 1;
-  if (name >= dr->end ||
-      !(name + 1 < dr->end && tok_punct(s, name + 1, "(") &&
-        s->tok[name + 1].start == s->tok[name].start + s->tok[name].len))
-    return -1;
+  if (name >= dr->end || macro_params_end(s, d) < 0) return -1;
   int i = name + 2;
   for (; i < dr->end && !tok_punct(s, i, ")"); i++) {
     if (s->tok[i].kind == T_IDENT && np < 32) {
@@ -1161,34 +1213,10 @@ typedef struct decl {
   int nparen;   /* '(' outside attributes */
 } decl;
 
-/* qsort/bsearch order of #define directives by their names */
-static int by_macro_name(const void *x, const void *y) {
-  const scanner *s = sort_scanner;
-  const token *a = &s->tok[s->dir[*(const int *)x].first + 1];
-  const token *b = &s->tok[s->dir[*(const int *)y].first + 1];
-  int n = a->len < b->len ? a->len : b->len;
-  int c = memcmp(s->text + a->start, s->text + b->start, (size_t)n);
-  return c ? c : a->len - b->len;
-}
-
 /* The #define directive of the macro named by token i, or -1. */
 static int macro_dir(const scanner *s, int i) {
-  if (s->tok[i].kind != T_IDENT || !s->nmacros) return -1;
-  int lo = 0, hi = s->nmacros - 1;
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    const token *m = &s->tok[s->dir[s->macros[mid]].first + 1];
-    const token *t = &s->tok[i];
-    int n = m->len < t->len ? m->len : t->len;
-    int c = memcmp(s->text + m->start, s->text + t->start, (size_t)n);
-    if (!c) c = m->len - t->len;
-    if (!c) return s->macros[mid];
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return -1;
+  if (s->tok[i].kind != T_IDENT) return -1;
+  return macro_lookup(s, s->text + s->tok[i].start, s->tok[i].len);
 }
 
 /* A word that makes a declaration more than a plain local or member. */
@@ -1214,16 +1242,6 @@ static void qualify(const scanner *s, int i, decl *dc) {
   if (tok_is(s, i, "constexpr") || tok_is(s, i, "consteval") ||
       tok_is(s, i, "constinit"))
     dc->constexpr_ = 1;
-}
-
-/* A function-like macro's '(' right after its name: its token, or -1 for
- * an object-like macro. */
-static int macro_params_end(const scanner *s, int d) {
-  int name = s->dir[d].first + 1;
-  return name + 1 < s->dir[d].end && tok_punct(s, name + 1, "(") &&
-                 s->tok[name + 1].start == s->tok[name].start + s->tok[name].len
-             ? name + 1
-             : -1;
 }
 
 static void read_decl(const scanner *s, int a, int b, decl *dc) {
@@ -1494,18 +1512,6 @@ static int check_declarations(scanner *s) {
     free(rec_qb);
     return -1;
   }
-  /* the file's macros by name (macro_dir) */
-  s->macros = malloc(((size_t)s->ndir + 1) * sizeof(int));
-  if (!s->macros) {
-    free(stack), free(idx), free(rec), free(rec_qb);
-    return -1;
-  }
-  for (int d = 0; d < s->ndir; d++)
-    if (dir_is(s, d, "define") && s->dir[d].first + 1 < s->dir[d].end &&
-        s->tok[s->dir[d].first + 1].kind == T_IDENT)
-      s->macros[s->nmacros++] = d;
-  sort_scanner = s;
-  qsort(s->macros, (size_t)s->nmacros, sizeof(int), by_macro_name);
   /* the tokens that are code, in order */
   int nc = 0;
   for (int i = 0; i < s->ntok; i++)
@@ -1640,10 +1646,8 @@ static void check_asm_strings(scanner *s) {
 static int by_name(const void *x, const void *y) {
   const token *a = &sort_scanner->tok[*(const int *)x];
   const token *b = &sort_scanner->tok[*(const int *)y];
-  int n = a->len < b->len ? a->len : b->len;
-  int c = memcmp(sort_scanner->text + a->start, sort_scanner->text + b->start,
-                 (size_t)n);
-  return c ? c : a->len - b->len;
+  return text_cmp(sort_scanner->text + a->start, a->len,
+                  sort_scanner->text + b->start, b->len);
 }
 
 /* 1 if the cast type in tokens [a, b) points (or refers) to const: a
@@ -1739,7 +1743,7 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
     raise_flag(&s, KL_FLAG_OVERSIZE_SOURCE, 1, "%s", w, wl);
   }
   if (join_splices(&s, src, len) == 0 && lex(&s) == 0 &&
-      check_declarations(&s) == 0) {
+      index_macros(&s) == 0 && check_declarations(&s) == 0) {
     for (int i = 0; i < s.ntok; i++) {
       const token *t = &s.tok[i];
       int d = t->dir;
