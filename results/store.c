@@ -586,13 +586,6 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
       dedup_add(f, recs[i].src_sha256, recs[i].src_off, recs[i].src_len, 0);
   free(recs);
   int64_t k = res__stored_rows(f->cname);
-  if (k > RES_MAX_COMPONENT_NAMES) {
-    snprintf(why, whylen,
-             "%s: damaged results file: /reward_component_names holds %lld "
-             "names; at most %d",
-             path, (long long)k, RES_MAX_COMPONENT_NAMES);
-    return RES_EINPUT;
-  }
   if (k > 0) {
     f->comp_names = malloc((size_t)k * RES_NAME_LEN);
     if (!f->comp_names) {
