@@ -151,6 +151,15 @@ static int pl_exit(int rc) {
   return rc == PL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
 }
 
+/* A step's scores: each candidate's components, the rewards, the
+ * advantages. */
+static void free_scores(rw_components *comps, int n, double *rewards,
+                        float *adv) {
+  for (int k = 0; comps && k < n; k++)
+    rw_components_free(&comps[k]);
+  free(rewards), free(adv), free(comps);
+}
+
 /* What an earlier run of this campaign left in the results file. */
 typedef struct prior {
   int64_t steps_done;  /* /steps records */
@@ -814,9 +823,7 @@ int lab_run(int argc, char **argv) {
         exit_code = LAB_EXIT_ENV;
       }
     if (exit_code) {
-      for (int k = 0; k < n_cand; k++)
-        rw_components_free(&comps[k]);
-      free(rewards), free(adv), free(comps);
+      free_scores(comps, n_cand, rewards, adv);
       goto cleanup;
     }
     rc = pl_grpo_advantages(adv, rewards, P, G, c.grpo.scale_rewards, why,
@@ -841,9 +848,7 @@ int lab_run(int argc, char **argv) {
       if (hold_gpu) kl_gpu_unlock();
     }
     if (rc) {
-      for (int k = 0; k < n_cand; k++)
-        rw_components_free(&comps[k]);
-      free(rewards), free(adv), free(comps);
+      free_scores(comps, n_cand, rewards, adv);
       FAIL(pl_exit(rc),
            "step %d: update: %s; the step's candidates are recorded in %s, "
            "and --resume runs the step again",
@@ -864,9 +869,7 @@ int lab_run(int argc, char **argv) {
     res_step s = {0};
     s.step = step;
     lab_step_stats_of(rewards, correct, n_cand, &s);
-    for (int k = 0; k < n_cand; k++)
-      rw_components_free(&comps[k]);
-    free(rewards), free(adv), free(comps);
+    free_scores(comps, n_cand, rewards, adv);
     if (exit_code) goto cleanup;
 
     s.kl = u.st.kl_mean;
