@@ -480,24 +480,23 @@ int lab_prime(int argc, char **argv) {
                          pl_tok_save(tok, tok_tmp, why, sizeof why) != PL_OK) ||
                         pl_ckpt_save(out, &h, m.params_memory, m.num_params,
                                      opt.m, opt.v, why, sizeof why) != PL_OK;
-      int renamed =
-          save_failed || !tok_pending || rename(tok_tmp, tok_out) == 0;
-      int rename_err = errno;
+      int rename_err = 0; /* the tokenizer's rename: its errno */
+      if (!save_failed && tok_pending && rename(tok_tmp, tok_out) != 0)
+        rename_err = errno;
       lab_interrupt_hold(0);
       if (save_failed) {
         fprintf(stderr, "\nkernlab prime: %s\n", why);
         exit_code = LAB_EXIT_ENV;
         goto done;
       }
-      errno = rename_err;
-      if (!renamed) {
+      if (rename_err) {
         /* the checkpoint is saved: its tokenizer stays where it is (the
          * only copy), and the message says where */
         fprintf(stderr,
                 "\nkernlab prime: %s: cannot rename %s into place: %s; the "
                 "checkpoint %s is saved and its tokenizer is %s (use --tok, "
                 "or rename it)\n",
-                tok_out, tok_tmp, strerror(errno), out, tok_tmp);
+                tok_out, tok_tmp, strerror(rename_err), out, tok_tmp);
         tok_pending = 0; /* kept, not removed at done: */
         exit_code = LAB_EXIT_ENV;
         goto done;
