@@ -57,30 +57,6 @@ static int parse_num(const char *s, double *out) {
   return lab_arg_double(s, -1e300, 1e300, out) == 0;
 }
 
-/* Loads the checkpoint into a fresh model checked against the tokenizer. */
-static int load_model(pl_model *m, const char *path, const pl_tokenizer *tok,
-                      char *why, size_t whylen) {
-  pl_ckpt_header h;
-  float *params = NULL;
-  int rc = pl_ckpt_load(path, &h, &params, NULL, NULL, why, whylen);
-  if (rc) return rc;
-  rc = pl_ckpt_check_tokenizer(&h, pl_tok_hash(tok), why, whylen);
-  if (!rc) rc = pl_model_init(m, &h.config, 0, why, whylen);
-  /* kernlab prime sizes the vocab to the tokenizer's: a larger one could
-   * sample ids the tokenizer cannot decode, mid-campaign */
-  if (!rc && h.config.vocab != pl_tok_vocab_size(tok)) {
-    snprintf(why, whylen,
-             "%s: model vocab %d, but the tokenizer has %d tokens (a "
-             "primed checkpoint has exactly its tokenizer's)",
-             path, h.config.vocab, pl_tok_vocab_size(tok));
-    pl_model_free(m);
-    rc = PL_EINPUT;
-  }
-  if (!rc) memcpy(m->params_memory, params, m->num_params * sizeof(float));
-  free(params);
-  return rc;
-}
-
 int lab_generate(int argc, char **argv) {
   const char *ckpt = NULL, *tok_path = NULL, *prompt = NULL;
   const char *policy_matmul = NULL;
@@ -171,8 +147,11 @@ int lab_generate(int argc, char **argv) {
   pl_generation out;
   memset(&out, 0, sizeof out);
   lab_matmul *mm = NULL;
-  int rc = pl_tok_load(&tok, tok_path, why, sizeof why);
-  if (!rc) rc = load_model(&m, ckpt, tok, why, sizeof why);
+  pl_ckpt_header h;
+  int rc = lab_tok_load(&tok, tok_path, ckpt, why, sizeof why);
+  if (!rc)
+    rc = lab_load_model(&m, &h, ckpt, tok, tok_path, NULL, NULL, why,
+                        sizeof why);
   if (!rc) {
     /* The policy takes dev (and closes it); on the CPU it only holds m. */
     if (lab_policy_init(&pol, dev, policy_dtype, &m, NULL, NULL, why,

@@ -168,6 +168,19 @@ int lab_corpus(int argc, char **argv);
  * [--temperature T] [--top-p P] [--min-p M] [--seed S] (lab/generate_cmd.c) */
 int lab_generate(int argc, char **argv);
 
+/* A checkpoint and its tokenizer (lab/policy_files.c). lab_tok_load is
+ * pl_tok_load; when the tokenizer is missing, the message names a leftover
+ * TOK.tmp.PID holding the tokenizer ckpt_path (may be NULL) records (a
+ * prime killed between its two renames). lab_load_model loads a checkpoint
+ * into a fresh m checked against tok (its hash and vocab size), the same
+ * advice added to a mismatch when tok_path is given; m_out and v_out (may
+ * be NULL) receive the AdamW moments when the file has them. */
+int lab_tok_load(pl_tokenizer **tok, const char *tok_path,
+                 const char *ckpt_path, char *why, size_t whylen);
+int lab_load_model(pl_model *m, pl_ckpt_header *h, const char *path,
+                   const pl_tokenizer *tok, const char *tok_path, float **m_out,
+                   float **v_out, char *why, size_t whylen);
+
 /* kernlab prime [--corpus DIR] [--out CKPT] [--steps N] ... (lab/prime_cmd.c)
  */
 int lab_prime(int argc, char **argv);

@@ -122,31 +122,6 @@ static const char synopsis[] =
 
 /* ---- model loading ---- */
 
-/* Loads a checkpoint into a fresh model checked against tok; m_out and
- * v_out (may be NULL) receive the AdamW moments when the file has them. */
-static int load_model(pl_model *m, pl_ckpt_header *h, const char *path,
-                      const pl_tokenizer *tok, float **m_out, float **v_out,
-                      char *why, size_t whylen) {
-  float *params = NULL;
-  int rc = pl_ckpt_load(path, h, &params, m_out, v_out, why, whylen);
-  if (rc) return rc;
-  rc = pl_ckpt_check_tokenizer(h, pl_tok_hash(tok), why, whylen);
-  if (!rc) rc = pl_model_init(m, &h->config, 0, why, whylen);
-  /* kernlab prime sizes the vocab to the tokenizer's: a larger one could
-   * sample ids the tokenizer cannot decode, mid-campaign */
-  if (!rc && h->config.vocab != pl_tok_vocab_size(tok)) {
-    snprintf(why, whylen,
-             "%s: model vocab %d, but the tokenizer has %d tokens (a "
-             "primed checkpoint has exactly its tokenizer's)",
-             path, h->config.vocab, pl_tok_vocab_size(tok));
-    pl_model_free(m);
-    rc = PL_EINPUT;
-  }
-  if (!rc) memcpy(m->params_memory, params, m->num_params * sizeof(float));
-  free(params);
-  return rc;
-}
-
 static int pl_exit(int rc) {
   return rc == PL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
 }
@@ -489,10 +464,11 @@ int lab_run(int argc, char **argv) {
   ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
                        "kernlab run", &pol.ctx, &policy_dtype, why, sizeof why);
   if (ex) FAIL(ex, "%s", why);
-  rc = pl_tok_load(&tok, c.tokenizer, why, sizeof why);
+  rc = lab_tok_load(&tok, c.tokenizer, c.checkpoint, why, sizeof why);
   if (rc) FAIL(pl_exit(rc), "tokenizer: %s", why);
   pl_ckpt_header h;
-  rc = load_model(&model, &h, c.checkpoint, tok, NULL, NULL, why, sizeof why);
+  rc = lab_load_model(&model, &h, c.checkpoint, tok, c.tokenizer, NULL, NULL,
+                      why, sizeof why);
   if (rc) FAIL(pl_exit(rc), "checkpoint: %s", why);
   int start_step = 0;
   int have_ckpt = access(ckpt_out, F_OK) == 0;
@@ -507,7 +483,8 @@ int lab_run(int argc, char **argv) {
     /* Continue from the campaign's own checkpoint. */
     pl_model_free(&model);
     memset(&model, 0, sizeof model);
-    rc = load_model(&model, &h, ckpt_out, tok, &ck_m, &ck_v, why, sizeof why);
+    rc = lab_load_model(&model, &h, ckpt_out, tok, NULL, &ck_m, &ck_v, why,
+                        sizeof why);
     if (rc)
       FAIL(pl_exit(rc), "--resume: %s (%lld steps are recorded in %s)", why,
            (long long)pr.steps_done, c.out);
@@ -532,7 +509,8 @@ int lab_run(int argc, char **argv) {
   }
   if (c.grpo.beta > 0) {
     pl_ckpt_header rh;
-    rc = load_model(&ref, &rh, c.checkpoint, tok, NULL, NULL, why, sizeof why);
+    rc = lab_load_model(&ref, &rh, c.checkpoint, tok, NULL, NULL, NULL, why,
+                        sizeof why);
     if (rc) FAIL(pl_exit(rc), "reference model: %s", why);
   }
   pl_adamw_config oc = pl_adamw_defaults();

@@ -349,6 +349,25 @@ with tempfile.TemporaryDirectory() as d:
           kept[0] in err_,
           "a tokenizer that cannot take its name: kept and named: %d %s %s"
           % (proc.returncode, kept, err_[-300:]))
+    # What a kill between the two renames leaves (the checkpoint saved, its
+    # tokenizer under the temporary name): run and generate name the
+    # leftover whose hash the checkpoint records, and not a decoy
+    shutil.rmtree(tk + ".tok")
+    decoy = tk + ".tok.tmp.1"
+    shutil.copy(other_tok, decoy)
+    g = run("generate", "--ckpt", tk, "--tok", tk + ".tok", "--prompt", "x")
+    check(g.returncode == 2 and kept and kept[0] + " holds the checkpoint's tokenizer" in g.stderr
+          and "rename it to " + tk + ".tok" in g.stderr and decoy + " holds" not in g.stderr,
+          "a missing tokenizer: its leftover named: %d %s" % (g.returncode, g.stderr[-400:]))
+    shutil.copy(other_tok, tk + ".tok")  # a tokenizer not its own in its place
+    g = run("generate", "--ckpt", tk, "--tok", tk + ".tok", "--prompt", "x")
+    check(g.returncode == 2 and "tokenizer mismatch" in g.stderr and kept and
+          kept[0] + " holds the checkpoint's tokenizer" in g.stderr,
+          "a mismatched tokenizer: the leftover named: %d %s" % (g.returncode, g.stderr[-400:]))
+    if kept:
+        os.replace(os.path.join(d, kept[0]), tk + ".tok")
+    g = run("generate", "--ckpt", tk, "--tok", tk + ".tok", "--prompt", "x", "--max-tokens", "4")
+    check(g.returncode == 0, "renamed as told, the pair loads: %d %s" % (g.returncode, g.stderr[-300:]))
     tok2 = os.path.join(d, "t2.tok")
     t = run("tokenizer", "train", "--corpus", os.path.join(SRC, "kernels", "seeds"),
             "--vocab", "300", "--out", tok2)
