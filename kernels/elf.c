@@ -180,25 +180,32 @@ int kl_elf_symbol(const void *elf, size_t size, const char *name,
   return kl_elf_fail(why, whylen, "no symbol named", name);
 }
 
-/* ---- code a shared object runs while it loads ----
+/* ---- code a shared object runs while it loads or unloads ----
  * The emulator's host build of a candidate is dlopen'ed in a sandboxed
  * worker whose filter still lets the dynamic loader open files (read-only)
  * until the load is done. Whatever runs during the load runs under that
  * filter: constructors and dynamic initialisers (.init_array,
  * .preinit_array), an _init function (DT_INIT), and ifunc resolvers (run
  * to resolve IRELATIVE relocations and relocations against STT_GNU_IFUNC
- * symbols). A candidate's device code has none of these on a device
- * (NVRTC refuses dynamic initialisation of device variables), and the
- * emulator links without start files, so any of them is the candidate's
- * host code. */
+ * symbols). Destructors (.fini_array, DT_FINI, DT_FINI_ARRAY) are refused
+ * too: dlclose runs them, and a module refused before the worker tightened
+ * its filter was closed under the loose one (the sandbox review: a
+ * destructor read /proc/<lab>/environ and a key file, and sent them back
+ * as the run's error text). A candidate's device code has none of these
+ * on a device (NVRTC refuses dynamic initialisation of device variables),
+ * and the emulator links without start files, so any of them is the
+ * candidate's host code. */
 
 #define KL_SHT_RELA 4
 #define KL_SHT_DYNAMIC 6
 #define KL_SHT_DYNSYM 11
 #define KL_SHT_INIT_ARRAY 14
+#define KL_SHT_FINI_ARRAY 15
 #define KL_SHT_PREINIT_ARRAY 16
 #define KL_DT_INIT 12
+#define KL_DT_FINI 13
 #define KL_DT_INIT_ARRAY 25
+#define KL_DT_FINI_ARRAY 26
 #define KL_DT_PREINIT_ARRAY 32
 #define KL_STT_GNU_IFUNC 10
 #define KL_EM_X86_64 62
@@ -222,6 +229,9 @@ int kl_elf_load_time_code(const void *elf, size_t size, char *why,
       return kl_elf_fail(
           why, whylen, "a constructor or dynamic initialiser runs at load",
           s.type == KL_SHT_INIT_ARRAY ? "(.init_array)" : "(.preinit_array)");
+    if (s.type == KL_SHT_FINI_ARRAY && s.size > 0)
+      return kl_elf_fail(why, whylen, "a destructor runs at unload",
+                         "(.fini_array)");
     if (s.type != KL_SHT_RELA && s.type != KL_SHT_DYNAMIC &&
         s.type != KL_SHT_SYMTAB && s.type != KL_SHT_DYNSYM)
       continue;
@@ -236,6 +246,10 @@ int kl_elf_load_time_code(const void *elf, size_t size, char *why,
           return kl_elf_fail(why, whylen, "an init function runs at load",
                              tag == KL_DT_INIT ? "(DT_INIT: _init)"
                                                : "(DT_INIT_ARRAY)");
+        if (tag == KL_DT_FINI || tag == KL_DT_FINI_ARRAY)
+          return kl_elf_fail(why, whylen, "a fini function runs at unload",
+                             tag == KL_DT_FINI ? "(DT_FINI: _fini)"
+                                               : "(DT_FINI_ARRAY)");
         if (tag == 0) break;
       }
     } else if (s.type == KL_SHT_RELA) {

@@ -196,10 +196,11 @@ int kl_elf_symbol(const void *elf, size_t size, const char *name,
                   size_t whylen);
 
 /* Checks that a shared object (the emulator's host build of a candidate)
- * runs none of its own code while it loads: no constructors or dynamic
- * initialisers (.init_array, .preinit_array, DT_INIT) and no ifunc
- * resolvers. Returns KL_OK, or KL_EINPUT with what it found in why (also
- * for a malformed image). Never reads outside [elf, elf + size). */
+ * runs none of its own code while it loads or unloads: no constructors or
+ * dynamic initialisers (.init_array, .preinit_array, DT_INIT), no ifunc
+ * resolvers, no destructors (.fini_array, DT_FINI, DT_FINI_ARRAY). Returns
+ * KL_OK, or KL_EINPUT with what it found in why (also for a malformed image).
+ * Never reads outside [elf, elf + size). */
 int kl_elf_load_time_code(const void *elf, size_t size, char *why,
                           size_t whylen);
 
@@ -246,14 +247,16 @@ const kl_launch *kl_emu_geometry(const kl_emu_module *m);
 /* The two halves of kl_emu_build, for a supervisor that compiles in the lab
  * and loads in a sandboxed worker. kl_emu_compile writes the cached .so's
  * path into so_path (compiling it first on a miss). kl_emu_load dlopens it
- * and reads kl_launch: the candidate's static initialisers run here, so call
- * it only inside the sandbox; once per file and process (a second load of
- * a loaded file is refused, KL_EENV). needs_fibers:
- * kl_emu_needs_fibers(source). */
+ * and reads kl_launch: the candidate's static initialisers would run here,
+ * so call it only inside the sandbox; once per file and process (a second
+ * load of a loaded file is refused, KL_EENV). opened (may be NULL) is
+ * called with ctx as soon as dlopen returns, before any of the module's
+ * code is called or the module closed again (a sandbox tightens its filter
+ * there). needs_fibers: kl_emu_needs_fibers(source). */
 int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
                    double *build_ms, int *cache_hit, char *why, size_t whylen);
-int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
-                char *why, size_t whylen);
+int kl_emu_load(const char *so_path, int needs_fibers, void (*opened)(void *),
+                void *ctx, kl_emu_module **out, char *why, size_t whylen);
 int kl_emu_needs_fibers(const char *src);
 /* Prefix put before the host compiler's argv (e.g. the sandbox's
  * host-compile worker, which sets limits and then execs the compiler).
@@ -460,10 +463,11 @@ void kl_scaled_inputs(kl_scaled *ss, float *A, float *B, uint64_t seed,
 void kl_scaled_output(const kl_scaled *ss, float *C);
 
 /* What the caller of kl_run_execute hears on the way (any may be NULL):
- * after_load once the .so is loaded (the sandbox tightens its filter
- * there). A paced job's timed launches wait for the driver: go blocks
- * until it says batch n (returns n >= 0; 0 is the untimed warm-up), of *k
- * launches, launch i on set i of the region (kl_pace_buffers), or stop
+ * after_load once the .so is loaded, before any of its code runs (the
+ * sandbox tightens its filter there). A paced job's timed launches wait for the
+ * driver: go blocks until it says batch n (returns n >= 0; 0 is the untimed
+ * warm-up), of *k launches, launch i on set i of the region (kl_pace_buffers),
+ * or stop
  * (-1); done(ctx, ok) answers each batch (1 ran, 0 failed: the report
  * says why, and no go follows). */
 typedef struct kl_run_hooks {

@@ -296,12 +296,11 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
   /* Threads first: once the candidate is loaded, the sandbox may forbid
    * starting any. */
   kl_emu_pool_start(job->threads);
-  if (kl_emu_load(job->so_path, job->needs_fibers, &m, rep->why,
-                  sizeof rep->why) != KL_OK) {
+  if (kl_emu_load(job->so_path, job->needs_fibers, hooks->after_load,
+                  hooks->ctx, &m, rep->why, sizeof rep->why) != KL_OK) {
     rep->failed = 1;
     return;
   }
-  if (hooks->after_load) hooks->after_load(hooks->ctx);
   rep->launch = *kl_emu_geometry(m);
   rep->has_launch = 1;
   if (kl_launch_validate(&rep->launch, rep->why, sizeof rep->why) != KL_OK) {

@@ -38,7 +38,7 @@ enum rule_kind {
   R_WRITE_EACCES, /* open/openat: for writing, fails with EACCES (not
                     fatal); read-only opens still trap */
   R_SELF_SIGNAL,  /* tgkill/tkill: only to this thread group */
-  R_NOT_SIGSYS,   /* rt_sigaction: any signal but SIGSYS */
+  R_NOT_SIGSYS,   /* rt_sigaction: any signal 0..64 but SIGSYS */
   R_READ_ONLY,    /* open/openat: only without write, create or truncate */
   R_TRAP,         /* in a default-allow profile: this one traps */
   R_QUERY_ONLY,   /* prlimit64: on this process only (pid 0) */
@@ -161,7 +161,8 @@ static const limit host_compile_limits[] = {
     {RLIMIT_AS, "RLIMIT_AS", SBX_COMPILE_MEMORY_LIMIT,
      "4 GiB per compiler process"},
     {RLIMIT_CPU, "RLIMIT_CPU", 120, "CPU seconds per compiler process"},
-    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 256ull << 20, "256 MiB per written file"},
+    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 64ull << 20,
+     "64 MiB per written file (a module is refused over 4 MiB)"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 256, "descriptors"},
     {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
 };
@@ -302,6 +303,8 @@ static void on_sigsys(int sig, siginfo_t *si, void *uctx) {
   syscall(SYS_exit_group, SBX_TRAP_EXIT);
 }
 
+_Static_assert(SIGSYS == 31, "R_NOT_SIGSYS's ranges are those around 31");
+
 static scmp_filter_ctx build_filter(const profile *p, char *why,
                                     size_t whylen) {
   scmp_filter_ctx ctx =
@@ -319,6 +322,15 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
              "%s: cannot synchronise the filter to every thread (TSYNC): %s; "
              "the threads started before it would run unconfined",
              p->name, strerror(-arc));
+    seccomp_release(ctx);
+    return NULL;
+  }
+  /* A system call of another ABI (x32's numbers, which libseccomp matches
+   * as a foreign architecture) traps like any refused call. The default,
+   * killing the calling thread alone, left a worker whose pool thread had
+   * vanished, reported as a timeout after the whole deadline. */
+  if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_TRAP) != 0) {
+    snprintf(why, whylen, "%s: cannot set the foreign-ABI action", p->name);
     seccomp_release(ctx);
     return NULL;
   }
@@ -357,8 +369,19 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
       break;
     case R_NOT_SIGSYS:
+      /* the signal is an int: the kernel reads its low 32 bits, the
+       * filter all 64, so SIGSYS | 1 << 32 passed a plain NE (the sandbox
+       * review). Allowed: 0..30, 32..63 and 64, each compared on all 64
+       * bits (one rule may not compare an argument twice). */
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                            SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)SIGSYS));
+                            SCMP_A0(SCMP_CMP_LT, (scmp_datum_t)SIGSYS));
+      if (rc == 0)
+        rc = seccomp_rule_add(
+            ctx, SCMP_ACT_ALLOW, nr, 1,
+            SCMP_A0(SCMP_CMP_MASKED_EQ, ~(scmp_datum_t)31, (scmp_datum_t)32));
+      if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                              SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)64));
       break;
     case R_READ_ONLY: {
       /* The flags are argument 1 of open and argument 2 of openat. */
@@ -376,8 +399,12 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
                             SCMP_A1(SCMP_CMP_NE, (scmp_datum_t)0));
       break;
     case R_TRAP_REMOVE:
-      rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 1,
-                            SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)MADV_REMOVE));
+      /* the advice is an int: compared on its low 32 bits, which are what
+       * the kernel reads (MADV_REMOVE | 1 << 32 passed a plain EQ and
+       * punched the hole; the sandbox review) */
+      rc = seccomp_rule_add(
+          ctx, SCMP_ACT_TRAP, nr, 1,
+          SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)MADV_REMOVE));
       break;
     case R_TRAP_EXEC: /* prot is argument 2 of all three */
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 1,
@@ -501,6 +528,16 @@ load:;
 const char *sbx_syscall_name(int nr) {
   static _Thread_local char name[64];
   char *s = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+#if defined(__x86_64__)
+  /* x32's numbers are x86-64's with bit 30 set (the foreign-ABI trap) */
+  if (!s && (nr & 0x40000000)) {
+    char *x = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64,
+                                               nr & ~0x40000000);
+    snprintf(name, sizeof name, "x32-%s", x ? x : "?");
+    free(x);
+    return name;
+  }
+#endif
   snprintf(name, sizeof name, "%s", s ? s : "?");
   free(s);
   return name;

@@ -278,10 +278,9 @@ static int matmul_worker(void) {
   load.so_path[sizeof load.so_path - 1] = 0;
   if (!confined) return mm_reply(KL_EINPUT, why) ? 1 : 0;
   kl_emu_module *m = NULL;
-  if (kl_emu_load(load.so_path, load.needs_fibers, &m, why, sizeof why) !=
-      KL_OK)
+  if (kl_emu_load(load.so_path, load.needs_fibers, stack_loaded_profile, NULL,
+                  &m, why, sizeof why) != KL_OK)
     return mm_reply(KL_EINPUT, why) ? 1 : 0;
-  stack_loaded_profile(NULL);
   if (kl_launch_validate(kl_emu_geometry(m), why, sizeof why) != KL_OK)
     return mm_reply(KL_EINPUT, why) ? 1 : 0;
   int threads = load.threads < 1              ? 1

@@ -560,6 +560,12 @@ static int import_allowed(const char *name) {
   return 0;
 }
 
+/* The largest module kept: every candidate's module stays in the cache,
+ * and an honest one is about 15 KB, so a few lines of inline assembly
+ * (`.fill 240 << 20`) stored 240 MiB per candidate, each edit another
+ * (the sandbox review). */
+#define KL_EMU_MODULE_MAX (4 << 20)
+
 /* The built module must run no code of its own while it loads: the
  * worker that loads it may still open files until the load is done
  * (sandbox.c, run-cpu-emu). Device code has nothing that runs at load on
@@ -577,6 +583,16 @@ static int check_module(const char *so, char *why, size_t whylen) {
     if (fd >= 0) close(fd);
     return KL_EENV;
   }
+  if (st.st_size > KL_EMU_MODULE_MAX) {
+    close(fd);
+    snprintf(why, whylen,
+             "error: the emulator's host build of this kernel is %lld bytes, "
+             "over the %d MiB a module may have (an honest kernel's is about "
+             "15 KB; bytes emitted by inline assembly, such as .fill or "
+             ".incbin, are not device code)",
+             (long long)st.st_size, KL_EMU_MODULE_MAX >> 20);
+    return KL_ECOMPILE;
+  }
   void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (img == MAP_FAILED) {
@@ -590,7 +606,7 @@ static int check_module(const char *so, char *why, size_t whylen) {
     munmap(img, (size_t)st.st_size);
     snprintf(why, whylen,
              "error: the emulator's host build of this kernel runs code of "
-             "its own when it loads (%s); device variables must be "
+             "its own when it loads or unloads (%s); device variables must be "
              "initialised with constants, and host code is not allowed",
              what);
     return KL_ECOMPILE;
@@ -770,8 +786,8 @@ static int protect_module_data(void *so) {
   return f.failed ? -1 : 0;
 }
 
-int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
-                char *why, size_t whylen) {
+int kl_emu_load(const char *so_path, int needs_fibers, void (*opened)(void *),
+                void *ctx, kl_emu_module **out, char *why, size_t whylen) {
   *out = NULL;
   kl_emu_module *m = calloc(1, sizeof *m);
   if (!m) {
@@ -800,6 +816,9 @@ int kl_emu_load(const char *so_path, int needs_fibers, kl_emu_module **out,
     free(m);
     return KL_EENV;
   }
+  /* before the module's first call (abi, bind) and before a refusal below
+   * closes it (dlclose runs what destructors check_module missed) */
+  if (opened) opened(ctx);
   int (*abi)(void) = (int (*)(void))dlsym(m->so, "kl_emu_abi");
   void (*bind)(const kl_emu_hooks *) =
       (void (*)(const kl_emu_hooks *))dlsym(m->so, "kl_emu_bind");
@@ -848,7 +867,8 @@ int kl_emu_build(const char *src, size_t len, kl_emu_module **out,
   int rc = kl_emu_compile(src, len, so_path, sizeof so_path, build_ms,
                           cache_hit, why, whylen);
   if (rc != KL_OK) return rc;
-  return kl_emu_load(so_path, kl_emu_needs_fibers(src), out, why, whylen);
+  return kl_emu_load(so_path, kl_emu_needs_fibers(src), NULL, NULL, out, why,
+                     whylen);
 }
 
 const kl_launch *kl_emu_geometry(const kl_emu_module *m) {

@@ -660,7 +660,7 @@ static void test_module_data_read_only(void) {
   pid_t kid = fork();
   if (kid == 0) {
     kl_emu_module *m = NULL;
-    if (kl_emu_load(so, 0, &m, why, sizeof why) != KL_OK) _exit(3);
+    if (kl_emu_load(so, 0, NULL, NULL, &m, why, sizeof why) != KL_OK) _exit(3);
     float C[1];
     kl_emu_run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why);
     _exit(0);
@@ -692,8 +692,8 @@ static void test_second_load_refused(void) {
   pid_t kid = fork();
   if (kid == 0) {
     kl_emu_module *m = NULL, *again = NULL;
-    if (kl_emu_load(so, 0, &m, why, sizeof why) != KL_OK) _exit(3);
-    rc = kl_emu_load(so, 0, &again, why, sizeof why);
+    if (kl_emu_load(so, 0, NULL, NULL, &m, why, sizeof why) != KL_OK) _exit(3);
+    rc = kl_emu_load(so, 0, NULL, NULL, &again, why, sizeof why);
     if (rc != KL_EENV || again || !strstr(why, "already loaded")) _exit(4);
     float C[1] = {0};
     kl_emu_run(m, NULL, NULL, C, 1, 1, 1, 1, why, sizeof why);
@@ -757,6 +757,10 @@ static void test_no_code_at_load(void) {
       "void kl_g(void) __attribute__((ifunc(\"kl_r\"))); }\n"
       "void (*kl_p)(void) = kl_g;\n",
       "extern \"C\" void _init(void) {}\n",
+      /* dlclose runs these (the sandbox review) */
+      "static volatile int kl_v;\n"
+      "__attribute__((destructor)) static void kl_x(void) { kl_v = 1; }\n",
+      "extern \"C\" void _fini(void) {}\n",
   };
   const char *kernel =
       "KL_LAUNCH(1, 1, 1, 1, 0);\n"
@@ -767,13 +771,50 @@ static void test_no_code_at_load(void) {
     snprintf(src, sizeof src, "%s%s", host[i], kernel);
     int rc = kl_emu_compile(src, strlen(src), so, sizeof so, NULL, NULL, why,
                             sizeof why);
-    CHECK(rc == KL_ECOMPILE && strstr(why, "when it loads"),
+    CHECK(rc == KL_ECOMPILE && strstr(why, "when it loads or unloads"),
           "host code run at load (case %zu) gave rc %d: %s", i, rc,
           rc == KL_OK ? "built" : why);
   }
   /* and an honest module still builds and loads */
   kl_emu_module *m = build(kernel);
   if (m) kl_emu_free(m);
+}
+
+/* kl_emu_load calls `opened` as soon as dlopen returns, so the sandbox's
+ * no-open filter is in place before the module is refused and closed
+ * again: a refusal (no visible `matmul`) used to dlclose it, running what
+ * it runs at unload, under the filter that still let files be opened (the
+ * sandbox review). In a child: the module stays loaded in it. */
+static int opened_calls;
+static void count_opened(void *ctx) {
+  opened_calls += ctx == &opened_calls;
+}
+static void test_opened_before_refusal(void) {
+  const char *src =
+      "#ifndef __CUDA_ARCH__\n#define KL_HIDE "
+      "__attribute__((visibility(\"hidden\")))\n#else\n#define KL_HIDE\n"
+      "#endif\nKL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" KL_HIDE __global__ void matmul(const float* A,\n"
+      "    const float* B, float* C, int M, int N, int K) { C[0] = 1.0f; }\n";
+  char so[512], why[600];
+  int rc = kl_emu_compile(src, strlen(src), so, sizeof so, NULL, NULL, why,
+                          sizeof why);
+  CHECK(rc == KL_OK, "build: %s", why);
+  if (rc != KL_OK) return;
+  pid_t kid = fork();
+  if (kid == 0) {
+    kl_emu_module *m = NULL;
+    rc = kl_emu_load(so, 0, count_opened, &opened_calls, &m, why, sizeof why);
+    _exit(rc == KL_ECOMPILE && !m && strstr(why, "matmul") ? opened_calls
+                                                           : 100 + rc);
+  }
+  int st = 0;
+  waitpid(kid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+        "a module refused after dlopen: opened called once before it was "
+        "closed (expected exit 1, got %s %d)",
+        WIFSIGNALED(st) ? "signal" : "exit",
+        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
 /* A host library function reached from device code is refused at build
@@ -903,6 +944,7 @@ int main(void) {
   test_memo_misses_or_is_caught();
   test_module_data_read_only();
   test_second_load_refused();
+  test_opened_before_refusal();
   test_reverse_order();
   test_barrier_static_smem();
   test_dynamic_smem();
