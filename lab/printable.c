@@ -13,14 +13,19 @@
 
 /* The bytes of the character at s (len available) when a terminal may be
  * shown it, else 0 (a C0 control other than newline and tab when
- * keep_lines, DEL, a C1 control, or bytes that are not UTF-8). */
+ * keep_lines, DEL, a C1 control, a direction control (res_bidi_control),
+ * or bytes that are not UTF-8). */
 static size_t printable_char(const char *s, size_t len, int keep_lines) {
   unsigned char c = (unsigned char)s[0];
   if (c >= 0x80) {
     size_t n = res_utf8_char(s, len < 4 ? len : 4);
     /* C1 controls, U+0080..U+009F: U+009B is CSI to many terminals (a lone
-     * 0x9b byte is no UTF-8, so it never gets here) */
-    return n == 2 && c == 0xC2 && (unsigned char)s[1] < 0xA0 ? 0 : n;
+     * 0x9b byte is no UTF-8, so it never gets here); and the direction
+     * controls, which reorder what is shown */
+    return (n == 2 && c == 0xC2 && (unsigned char)s[1] < 0xA0) ||
+                   (n && res_bidi_control(s, n))
+               ? 0
+               : n;
   }
   if (c == 0x7f || (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))))
     return 0;

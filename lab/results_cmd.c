@@ -353,6 +353,22 @@ static int show_stats(const res_reader *r, int64_t id) {
            c->timed_launches);
   printf("\n");
   if (n) {
+    printf("  samples  ");
+    for (int i = 0; i < n; i++)
+      printf("%s%.3f", i ? " " : "", s[i]);
+    printf("\n");
+    /* the summary is of the finite samples: a NaN is no order for qsort,
+     * and the quantiles of [9, nan, 1, 8, nan, ...] came out unsorted with
+     * a maximum of 7 (the report review) */
+    int all = n;
+    n = 0;
+    for (int i = 0; i < all; i++)
+      if (isfinite(s[i])) s[n++] = s[i];
+    if (n < all)
+      printf("  (%d of %d samples are not finite numbers: left out below)\n",
+             all - n, all);
+  }
+  if (n) {
     double sum = 0, sq = 0;
     for (int i = 0; i < n; i++)
       sum += s[i];
@@ -360,10 +376,6 @@ static int show_stats(const res_reader *r, int64_t id) {
     for (int i = 0; i < n; i++)
       sq += (s[i] - mean) * (s[i] - mean);
     double sd = n > 1 ? sqrt(sq / (n - 1)) : 0;
-    printf("  samples  ");
-    for (int i = 0; i < n; i++)
-      printf("%s%.3f", i ? " " : "", s[i]);
-    printf("\n");
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     printf("  min %.3f  p20 %.3f  median %.3f  p80 %.3f  max %.3f\n", s[0],
            quantile(s, n, 0.2), quantile(s, n, 0.5), quantile(s, n, 0.8),

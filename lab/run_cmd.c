@@ -242,7 +242,10 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
       pr->file_correct[k] = c->correct;
       pr->file_has[k] = 1;
     }
-    if (c->correct && c->time_us > 0 &&
+    /* the best as the step loop keeps it: correct, timed, unflagged (a
+     * resumed run's step lines took a flagged kernel's time; the report
+     * review) */
+    if (c->correct && c->time_us > 0 && !c->flags &&
         (pr->best_time_us < 0 || c->time_us < pr->best_time_us))
       pr->best_time_us = c->time_us;
   }

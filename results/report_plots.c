@@ -448,17 +448,21 @@ static void plot_comp_mean(FILE *f, const res_reader *r) {
     figure_empty(f, "plot-components", cap, "Out of memory.");
     return;
   }
+  /* a running mean, each term no larger than the largest value: a plain
+   * sum of four 1e308 components is infinite (the report review's file
+   * drew width="inf"), and so is 1e308 - -1e308 */
   for (int64_t i = 0; i < res_count(r); i++) {
     const double *v = res_components(r, i);
     for (int j = 0; v && j < k; j++)
-      if (is_num(v[j])) mean[j] += v[j], cnt[j]++;
+      if (is_num(v[j])) {
+        double c = (double)++cnt[j];
+        mean[j] = mean[j] - mean[j] / c + v[j] / c;
+      }
   }
   plot p = {.f = f, .y0 = 0, .y1 = 1, .ystep = 1};
   p.x0 = p.x1 = 0;
-  for (int j = 0; j < k; j++) {
-    mean[j] = cnt[j] ? mean[j] / (double)cnt[j] : 0;
+  for (int j = 0; j < k; j++)
     p.x0 = fmin(p.x0, mean[j]), p.x1 = fmax(p.x1, mean[j]);
-  }
   p.xstep = nice_range(&p.x0, &p.x1, 0);
   /* The plot's y axis is unused: rows are laid out by hand, so draw the
    * frame with an empty y tick set. */
@@ -469,7 +473,7 @@ static void plot_comp_mean(FILE *f, const res_reader *r) {
           W, H, W, H);
   int left = 130;
   double span = p.x1 - p.x0, plotw = W - PR - left;
-#define CX(v) (left + ((v)-p.x0) / span * plotw)
+#define CX(v) coord(left + (axis_clamp(v) - p.x0) / span * plotw, left)
   int nt = tick_count(p.x0, p.x1, p.xstep);
   for (int i = 0; i < nt; i++) {
     double x = p.x0 + i * p.xstep;

@@ -238,6 +238,13 @@ int res_close(res_file *f, char *why, size_t whylen);
  * report and the JSON writers put U+FFFD there, since a source or a label
  * is whatever bytes a policy or a file name held. */
 size_t res_utf8_char(const char *s, size_t n);
+/* The code point of the len-byte character at s (len from res_utf8_char)
+ * when it is an invisible control of text direction (U+061C, U+200E,
+ * U+200F, U+202A..U+202E, U+2066..U+2069), else 0. Shown as they are, they
+ * reorder what a reader sees of a source: a comment's text can appear to
+ * hold the code after it ("Trojan Source"), so the report and the terminal
+ * show them as marks instead. */
+uint32_t res_bidi_control(const char *s, size_t len);
 
 /* ---- reader (results/reader.c) ------------------------------------------- */
 
