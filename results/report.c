@@ -266,6 +266,8 @@ static void leaderboard(FILE *f, const res_reader *r,
         "<th>GFLOP/s</th><th>reward</th><th>regs</th><th>smem</th>"
         "<th>flags</th><th>label</th></tr></thead><tbody>\n",
         f);
+  /* which rows' sources were written out (none named when out of memory) */
+  unsigned char *shown = calloc((size_t)(m < top_n ? m : top_n), 1);
   for (int64_t k = 0; k < m && k < top_n; k++) {
     const res_candidate *c = rows[k];
     fprintf(f,
@@ -314,14 +316,28 @@ static void leaderboard(FILE *f, const res_reader *r,
       esc(f, res_component_name(r, j));
       fprintf(f, " %+.4g", v[j]);
     }
+    /* a source shown in an earlier row is named, not repeated: policies
+     * write the same kernel again and again, and fifty copies of a 256 KiB
+     * source of quotes (each one &quot;) made a 77 MB page (the report
+     * review) */
+    const res_candidate *same = NULL;
+    for (int64_t e = 0; shown && ok && !same && e < k; e++)
+      if (shown[e] && rows[e]->src_len == c->src_len &&
+          !memcmp(rows[e]->src_sha256, c->src_sha256, sizeof c->src_sha256))
+        same = rows[e];
     fputs("</summary><pre>", f);
-    if (ok)
+    if (same)
+      fprintf(f, "(the source of candidate %lld, above)", (long long)same->id);
+    else if (ok)
       res__html_esc(f, src, len);
+    if (shown)
+      shown[k] = ok && !same;
     else
       fputs("(source unavailable: ", f), esc(f, why), fputs(")", f);
     fputs("</pre></details></td></tr>\n", f);
     free(src);
   }
+  free(shown);
   fputs("</tbody></table></section>\n", f);
 }
 

@@ -111,8 +111,10 @@ static void test_hostile(const char *dir) {
         "<details> balanced");
   CHECK(count(html, "<tr class=\"cand") == 3, "three leaderboard rows");
   CHECK(count(html, "<pre>// &lt;/pre&gt;&lt;/details&gt;&lt;/td&gt;&lt;/"
-                    "tr&gt;&lt;/table&gt;&lt;script&gt;alert(1)") == 3,
-        "each source shown escaped");
+                    "tr&gt;&lt;/table&gt;&lt;script&gt;alert(1)") == 1,
+        "the source shown escaped, once");
+  CHECK(count(html, "(the source of candidate ") == 2,
+        "the two rows of the same source name the first");
   CHECK(strstr(html, "&quot;a&#xFFFD;b&quot;"), "NUL shown as U+FFFD");
   CHECK(strstr(html, "&lt;script&gt;alert(4)&lt;/script&gt;"),
         "flag name escaped");
