@@ -395,13 +395,17 @@ static __attribute__((noinline)) void scrub_deep(void) {
 static void *worker_main(void *arg) {
   worker *w = arg;
   tl_worker = w;
+  /* the module's TLS block first (tls_of touches it): a pool thread's
+   * first launch of a module has none yet, and poison_shared found none to
+   * fill, so that launch's __shared__ started as zeros, which told a
+   * kernel its first launch on a thread from the rest (the cheat review) */
+  w->tls = w->tls_of();
   poison_shared(w->m);
   if (w->m && !w->use_fibers) {
     scrub_deep();
     scrub_stack();
   }
   if (w->m && w->use_fibers) scrub_fiber_stacks(w);
-  w->tls = w->tls_of();
   launch *l = w->launch;
   for (;;) {
     if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) break;
