@@ -115,6 +115,12 @@ int kl_launch_validate(const kl_launch *g, char *why, size_t whylen);
 /* ---- source checks (kernels/source.c) ------------------------------------ */
 
 #define KL_MAX_SOURCE_BYTES (256 * 1024)
+/* What a compile may hand back. Every cubin goes to the artifact cache, and
+ * an honest one is about 8 KB: one initialised __device__ table of 40M
+ * floats made NVRTC store 160 MB per edit of the source (the second sandbox
+ * review). A longer log keeps its first and last halves. */
+#define KL_MAX_CUBIN_BYTES (4 << 20)
+#define KL_MAX_LOG_BYTES (256 << 10)
 
 /* Reads a candidate file. Rejects: missing file, directory, empty file,
  * files over KL_MAX_SOURCE_BYTES. On KL_OK *src is a malloc'd NUL-terminated

@@ -315,6 +315,16 @@ static char *kl_program_log(kl_nvrtc_program prog) {
   if (!log) return NULL;
   if (n == 0 || kl_nv.GetProgramLog(prog, log) != KL_NVRTC_SUCCESS) n = 0;
   log[n] = '\0';
+  size_t len = strlen(log);
+  if (len > KL_MAX_LOG_BYTES) {
+    /* the head holds the first errors, the tail ptxas's resource lines */
+    static const char cut[] = "\n[... the log's middle is cut ...]\n";
+    size_t half = (KL_MAX_LOG_BYTES - sizeof cut) / 2;
+    memcpy(log + half, cut, sizeof cut - 1);
+    memmove(log + half + sizeof cut - 1, log + len - half, half + 1);
+    char *shorter = realloc(log, KL_MAX_LOG_BYTES + 1);
+    if (shorter) log = shorter;
+  }
   return log;
 }
 
@@ -369,6 +379,14 @@ static int kl_run_nvrtc(const char *src, size_t len, const char *const *opts,
     /* A virtual architecture (compute_90) yields PTX only, size 0. */
     snprintf(why, whylen, "NVRTC: no cubin for %s (a virtual architecture?)",
              opts[0]);
+    status = KL_ECOMPILE;
+  }
+  if (status == KL_OK && cs > KL_MAX_CUBIN_BYTES) {
+    snprintf(why, whylen,
+             "error: the compiled kernel is %zu bytes, over the %d MiB a "
+             "cubin may have (an honest one is about 8 KB; a large "
+             "initialised __device__ table is data, not a kernel)",
+             cs, KL_MAX_CUBIN_BYTES >> 20);
     status = KL_ECOMPILE;
   }
   if (status == KL_OK) {

@@ -488,7 +488,10 @@ again:
   int type;
   uint8_t *msg;
   size_t mlen;
-  int rc = sbx_recv(s->compile.from, &type, &msg, &mlen, 512u << 20,
+  /* the most an honest worker sends: a cubin and a log at their caps */
+  int rc = sbx_recv(s->compile.from, &type, &msg, &mlen,
+                    sizeof(sbx_compile_reply) + KL_MAX_CUBIN_BYTES +
+                        KL_MAX_LOG_BYTES + 1,
                     t0 + s->limits.compile_deadline_s * 1e3);
   if (rc == SBX_TIMEOUT) {
     sbx_kill(&s->compile);
@@ -537,7 +540,7 @@ again:
   sbx_compile_reply r;
   memcpy(&r, msg, sizeof r);
   size_t body = mlen - sizeof r;
-  if (r.cubin_size > body) {
+  if (r.cubin_size > body || r.cubin_size > KL_MAX_CUBIN_BYTES) {
     free(msg);
     snprintf(why, whylen, "malformed reply from the compile worker");
     return KL_EENV;

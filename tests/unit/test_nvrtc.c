@@ -566,6 +566,22 @@ static void kl_test_compile(void) {
                         sizeof why);
   CHECK(rc != KL_OK && why[0], "sm_1: rc %d %s", rc, why);
   kl_compiled_free(&c);
+
+  /* A cubin over KL_MAX_CUBIN_BYTES (a 6 MB initialised table) is refused
+   * and never cached: each edit of such a kernel stored another (the
+   * second sandbox review) */
+  const char *bloat =
+      "__device__ const float kl_table[1500000] = {1.0f};\n"
+      "KL_LAUNCH(1, 1, 1, 1, 0);\n"
+      "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+      "    float* C, int M, int N, int K) { C[0] = kl_table[M]; }\n";
+  rc = kl_compile(bloat, 1, &c, why, sizeof why);
+  CHECK(rc == KL_ECOMPILE && strstr(why, "over the 4 MiB") && !c.cubin,
+        "a 6 MB cubin refused: rc %d %s", rc, why);
+  kl_compiled_free(&c);
+  rc = kl_compile(bloat, 1, &c, why, sizeof why);
+  CHECK(rc == KL_ECOMPILE && !c.cache_hit, "and not cached: rc %d", rc);
+  kl_compiled_free(&c);
 }
 
 int main(void) {
