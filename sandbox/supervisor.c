@@ -766,8 +766,13 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   rep->flag_detail[sizeof rep->flag_detail - 1] = 0;
   if (rep->samples < 0 || rep->samples > KL_MAX_TIMING_SAMPLES)
     rep->samples = 0;
-  /* the driver's part of the report is never the worker's word */
+  /* the driver's part of the report is never the worker's word, nor is a
+   * GPU's (all zero on cpu-emu): the candidate runs in this worker and
+   * can write the reply itself, and its gpu.status became the result's
+   * status, any string it liked, "ok" on a failed run among them (the
+   * second sandbox review) */
   rep->paced_samples = 0;
+  memset(&rep->gpu, 0, sizeof rep->gpu);
   rep->timed_launches = 0;
   if (pace) kl_pace_merge(rep, pace);
   if (sbx_outs_take(&w, outs, n_outs, &reply, "the run worker", out) != 0)
