@@ -264,6 +264,12 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
 int kl_emu_load(const char *so_path, int needs_fibers, void (*opened)(void *),
                 void *ctx, kl_emu_module **out, char *why, size_t whylen);
 int kl_emu_needs_fibers(const char *src);
+/* kl_emu_needs_fibers's bits: the source names a barrier or warp op (its
+ * threads run as fibers); it names atomics, warp ops or fences, by which
+ * threads may exchange shared memory between barriers (the reversed check
+ * run then does not isolate block 0's threads: emu_run.c) */
+#define KL_EMU_FIBERS 1
+#define KL_EMU_NO_ISOLATION 2
 /* Prefix put before the host compiler's argv (e.g. the sandbox's
  * host-compile worker, which sets limits and then execs the compiler).
  * NULL-terminated; NULL for none. The array must outlive the calls. */

@@ -679,8 +679,15 @@ static int host_compile(const char *text, const char *so_path, char *why,
 /* ---- the public entry points ---- */
 
 int kl_emu_needs_fibers(const char *src) {
-  return strstr(src, "sync") || strstr(src, "__shfl") ||
-         strstr(src, "__activemask");
+  static const char *const exchange[] = {
+      "atomic", "__shfl", "__syncwarp", "__activemask", "__ballot",
+      "__any",  "__all",  "__match",    "__reduce",     "__threadfence"};
+  int fibers = strstr(src, "sync") || strstr(src, "__shfl") ||
+               strstr(src, "__activemask");
+  int shares = 0;
+  for (size_t i = 0; i < sizeof exchange / sizeof *exchange; i++)
+    shares |= strstr(src, exchange[i]) != NULL;
+  return (fibers ? KL_EMU_FIBERS : 0) | (shares ? KL_EMU_NO_ISOLATION : 0);
 }
 
 int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,

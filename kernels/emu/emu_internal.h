@@ -16,7 +16,7 @@ struct kl_emu_module {
   kl_emu_kernel_fn kernel; /* the candidate's matmul */
   kl_emu_thread **(*tls)(void);
   kl_launch launch; /* read from the kl_launch symbol */
-  int needs_fibers; /* the source names a barrier or warp op */
+  int needs_fibers; /* kl_emu_needs_fibers's bits (KL_EMU_FIBERS, ...) */
   int reverse;      /* kl_emu_set_reverse: threads resumed last first */
   char so_path[512];
   size_t tls_bytes; /* the module's thread-local block: its __shared__ */

@@ -22,6 +22,10 @@
  * has returned no longer counts, as on hardware. A state where no fiber can run
  * while some still live is a deadlock (a barrier some threads never reach while
  * others wait at a different kind) and fails the launch.
+ *   - In the reversed check run (kl_emu_set_reverse), block 0's threads
+ *     see between barriers only their own writes and a fixed half of the
+ *     others' (iso_begin): a race that every whole-interval order hides
+ *     shows there.
  *   - Kernels whose source names no barrier or warp intrinsic run without
  *     fibers: each thread is a plain call. If such a kernel reaches a
  *     barrier anyway (hidden behind a macro), the launch is repeated with
@@ -109,6 +113,16 @@ typedef struct worker {
   kl_emu_block block;
   unsigned char *dyn_smem;
   kl_emu_thread **tls;
+
+  int isolate; /* the reversed check run isolates block 0 (iso_begin) */
+  struct iso {
+    unsigned char *reg[2]; /* the module's thread-local block, dyn smem */
+    size_t words[2], n;    /* 4-byte words in each, in all */
+    uint32_t *S, *P, *before, *cur;
+    int32_t *W; /* the thread whose write P holds, -1 none */
+    int on;
+  } iso;
+  size_t dyn_bytes;
 
   int barrier_without_fibers; /* a barrier ran in fiber-less mode */
   int failed;
@@ -222,6 +236,100 @@ static void release(worker *w, int state, int warp) {
   }
 }
 
+/* ---- block 0 of the reversed check run, interval by interval ----
+ * A fiber runs until its next barrier, so within a barrier interval each
+ * thread sees everything the threads before it wrote. On a device it sees
+ * none of it for sure: a kernel where whichever thread comes first loads
+ * the tile and marks it loaded, the others skipping the load, is correct
+ * here in both orders and wrong on a GPU, where the others see the mark
+ * before the tile (the cheat and second sandbox reviews: 1.8 and 4 times
+ * faster than honest). In the reversed check run, block 0's threads each
+ * start an interval from the shared memory of the interval's start plus a
+ * fixed pseudo-random half of the words other threads wrote in it since
+ * (a mark without its tile, or the reverse); their own writes are kept
+ * and everyone's are merged at the barrier. A kernel that reads only its
+ * own writes between barriers, as CUDA requires, computes the same bits;
+ * one that reads another thread's then differs from the first run
+ * (nondeterministic). Sources naming atomics, warp operations or fences
+ * (KL_EMU_NO_ISOLATION) share memory within an interval legitimately and
+ * are not isolated; a warp barrier met anyway ends the isolation. */
+static int iso_sees(int reader, size_t word) {
+  uint32_t h = (uint32_t)reader * 0x9E3779B1u ^ (uint32_t)word * 0x85EBCA77u;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return (int)(h & 1);
+}
+
+static void iso_move(struct iso *s, uint32_t *words, int to_memory) {
+  size_t at = 0;
+  for (int r = 0; r < 2; r++) {
+    if (to_memory)
+      memcpy(s->reg[r], words + at, s->words[r] * 4);
+    else
+      memcpy(words + at, s->reg[r], s->words[r] * 4);
+    at += s->words[r];
+  }
+}
+
+static void iso_free(struct iso *s) {
+  free(s->S), free(s->P), free(s->before), free(s->cur), free(s->W);
+  memset(s, 0, sizeof *s);
+}
+
+static void iso_begin(worker *w, int bx, int by, int bz) {
+  struct iso *s = &w->iso;
+  void *tls = NULL;
+  if (!w->isolate || bx || by || bz || !w->m ||
+      dlinfo(w->m->so, RTLD_DI_TLS_DATA, &tls) != 0)
+    return;
+  s->reg[0] = tls, s->words[0] = tls ? w->m->tls_bytes / 4 : 0;
+  s->reg[1] = w->dyn_smem, s->words[1] = w->dyn_bytes / 4;
+  s->n = s->words[0] + s->words[1];
+  s->S = malloc(s->n * 4 + 4), s->P = malloc(s->n * 4 + 4);
+  s->before = malloc(s->n * 4 + 4), s->cur = malloc(s->n * 4 + 4);
+  s->W = malloc(s->n * 4 + 4);
+  if (!s->S || !s->P || !s->before || !s->cur || !s->W) {
+    iso_free(s); /* unchecked rather than wrong */
+    return;
+  }
+  iso_move(s, s->S, 0);
+  memset(s->W, 0xFF, s->n * 4);
+  s->on = 1;
+}
+
+/* Thread j's view as it resumes: the interval's start, some of the others'
+ * writes since. */
+static void iso_before(worker *w, int j) {
+  struct iso *s = &w->iso;
+  for (size_t i = 0; i < s->n; i++)
+    s->before[i] =
+        s->W[i] >= 0 && s->W[i] != j && iso_sees(j, i) ? s->P[i] : s->S[i];
+  iso_move(s, s->before, 1);
+}
+
+/* What thread j changed in its view is its write. */
+static void iso_after(worker *w, int j) {
+  struct iso *s = &w->iso;
+  iso_move(s, s->cur, 0);
+  for (size_t i = 0; i < s->n; i++)
+    if (s->cur[i] != s->before[i]) s->P[i] = s->cur[i], s->W[i] = j;
+}
+
+/* A barrier: every write of the interval is seen from now on. */
+static void iso_publish(worker *w) {
+  struct iso *s = &w->iso;
+  for (size_t i = 0; i < s->n; i++)
+    if (s->W[i] >= 0) s->S[i] = s->P[i], s->W[i] = -1;
+}
+
+static void iso_end(worker *w) {
+  if (!w->iso.on) return;
+  iso_publish(w);
+  iso_move(&w->iso, w->iso.S, 1);
+  iso_free(&w->iso);
+}
+
 /* Bookkeeping after fiber i came back to the scheduler. */
 static void after_yield(worker *w, int i) {
   fiber *f = &w->fibers[i];
@@ -234,6 +342,7 @@ static void after_yield(worker *w, int i) {
     w->arrived_block++;
   } else if (f->state == F_WAIT_WARP) {
     w->arrived_warp[wp]++;
+    iso_end(w); /* lanes may exchange through shared memory */
   }
   if (w->arrived_warp[wp] > 0 && w->arrived_warp[wp] == w->warp_live[wp]) {
     w->arrived_warp[wp] = 0;
@@ -241,12 +350,14 @@ static void after_yield(worker *w, int i) {
   }
   if (w->arrived_block > 0 && w->arrived_block == w->live) {
     w->arrived_block = 0;
+    if (w->iso.on) iso_publish(w);
     release(w, F_WAIT_BLOCK, -1);
   }
 }
 
 static int run_block_fibers(worker *w, int bx, int by, int bz) {
   init_block_state(w, bx, by, bz);
+  iso_begin(w, bx, by, bz);
   for (int i = 0; i < w->nthreads; i++) {
     fiber *f = &w->fibers[i];
     f->state = F_RUN;
@@ -261,6 +372,7 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
       fiber *f = &w->fibers[i];
       if (f->state != F_RUN) continue;
       w->cur = i;
+      if (w->iso.on) iso_before(w, i); /* before the fiber pointer is set */
       *w->tls = &f->t;
 #ifdef KL_ASAN
       void *fake = NULL;
@@ -272,6 +384,7 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
 #else
       kl_fiber_switch(&w->sched_sp, f->sp);
 #endif
+      if (w->iso.on) iso_after(w, i);
       after_yield(w, i);
       ran = 1;
     }
@@ -293,19 +406,25 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
                  "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
                  "a barrier is inside divergent code",
                  bx, by, bz, at_block, at_warp);
+      iso_end(w);
       return -1;
     }
   }
+  iso_end(w);
   return 0;
 }
 
 static void run_block_plain(worker *w, int bx, int by, int bz) {
   init_block_state(w, bx, by, bz);
+  iso_begin(w, bx, by, bz);
   for (int k = 0; k < w->nthreads; k++) {
     int i = w->reverse ? w->nthreads - 1 - k : k;
+    if (w->iso.on) iso_before(w, i);
     *w->tls = &w->fibers[i].t;
     run_kernel(w);
+    if (w->iso.on) iso_after(w, i);
   }
+  iso_end(w);
 }
 
 /* A candidate's __shared__ variables are `static thread_local`, so what a
@@ -450,6 +569,7 @@ static int worker_alloc(worker *w, int idx, int use_fibers,
   w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
   size_t dyn_bytes = ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128;
   w->dyn_smem = aligned_alloc(128, dyn_bytes);
+  w->dyn_bytes = dyn_bytes;
   if (!w->fibers || !w->dyn_smem) return -1;
   /* undefined at the start, as on a device: not the last launch's bytes,
    * which malloc often hands back (a memo) */
@@ -482,6 +602,7 @@ static int worker_alloc(worker *w, int idx, int use_fibers,
 }
 
 static void worker_free(worker *w) {
+  iso_free(&w->iso);
   free(w->fibers);
   free(w->dyn_smem);
   if (w->stacks && !w->stacks_cached)
@@ -687,7 +808,9 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
                   .block_dim = {(unsigned)g->block_x, (unsigned)g->block_y, 1},
                   .nthreads = g->block_x * g->block_y,
                   .use_fibers = use_fibers,
-                  .reverse = m->reverse};
+                  .reverse = m->reverse,
+                  .isolate =
+                      m->reverse && !(m->needs_fibers & KL_EMU_NO_ISOLATION)};
   return run_grid(&proto, (int)(grid.x * grid.y), nworkers, g->dyn_smem_bytes,
                   why, whylen);
 }
@@ -706,12 +829,12 @@ int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
   if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads <= 0) threads = 1;
   pthread_mutex_lock(&grid_mu); /* one launch at a time: shared caches */
-  int rc =
-      launch_grid(m, A, B, C, M, N, K, threads, m->needs_fibers, why, whylen);
+  int rc = launch_grid(m, A, B, C, M, N, K, threads,
+                       m->needs_fibers & KL_EMU_FIBERS, why, whylen);
   if (rc == 1) {
     /* The text scan missed a barrier: start over with fibers on a fresh
      * poisoned output so that nothing from the first attempt survives. */
-    m->needs_fibers = 1;
+    m->needs_fibers |= KL_EMU_FIBERS;
     for (size_t i = 0; i < (size_t)M * (size_t)N; i++)
       C[i] = NAN;
     rc = launch_grid(m, A, B, C, M, N, K, threads, 1, why, whylen);
