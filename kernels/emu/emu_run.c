@@ -264,6 +264,7 @@ static int iso_sees(int reader, size_t word) {
 static void iso_move(struct iso *s, uint32_t *words, int to_memory) {
   size_t at = 0;
   for (int r = 0; r < 2; r++) {
+    if (!s->words[r]) continue; /* no block: reg[r] may be NULL */
     if (to_memory)
       memcpy(s->reg[r], words + at, s->words[r] * 4);
     else
