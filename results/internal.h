@@ -124,13 +124,19 @@ int res__load_candidates(hid_t ds, hid_t type, int64_t n, int64_t src_bytes,
                          int64_t n_samples, int schema, res_candidate **out,
                          int64_t *prefix, char *what, size_t whatlen);
 
-/* The step records' valid prefix (crc), and res__load_candidates' rule
- * for them:
- * what is "" when the rest can be a crash's, else one phrase. */
-int64_t res__step_prefix(const res_step *steps, int64_t ns, char *what,
-                         size_t whatlen);
+/* res__load_candidates for /steps (memory type `type`), whose records
+ * are complete when their crc matches: *out (malloc'd; NULL when n is 0)
+ * holds at least the *prefix complete records, read in batches, and at
+ * most DAMAGE_SCAN_MAX rows past the first damaged one are read to count
+ * the complete ones. what is "" when the rest can be a crash's, else one
+ * phrase. The caller first checks the type's fields (res__field_problem):
+ * a field missing from the file reads as zeros, which fail the crc. The
+ * reader and the writer both load steps so. Returns 0, -1 when a read
+ * fails, -2 out of memory. */
+int res__load_steps(hid_t ds, hid_t type, int64_t n, res_step **out,
+                    int64_t *prefix, char *what, size_t whatlen);
 
-/* res__damage's phrase (or res__step_prefix's) for a reader's file; ""
+/* res__load_candidates' phrase (or res__load_steps') for a reader's file; ""
  * when there is none. */
 const char *res__reader_damage(const res_reader *r);
 

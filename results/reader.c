@@ -35,7 +35,9 @@ struct res_reader {
   char damage[256]; /* res__load_candidates' phrase, "" when none */
   res_step *steps;
   int64_t n_steps;
-  double *comp; /* (n, k) */
+  double *comp;      /* (rows that hold a value, k) */
+  int64_t *comp_row; /* (comp_rows): candidate i's row of comp, or -1 */
+  int64_t comp_rows; /* candidates 0.. the matrix has rows for */
   int k;
   char (*comp_names)[RES_NAME_LEN];
   char (*flag_names)[RES_NAME_LEN];
@@ -162,7 +164,7 @@ static void schema_problem(hid_t fid, int64_t *v, char *out, size_t n) {
 }
 
 static int load_names(hid_t loc, const char *attr, char (**out)[RES_NAME_LEN],
-                      int *n);
+                      int *n, int64_t *count);
 
 int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
   char *kind = read_str_attr(fid, "kind");
@@ -234,8 +236,17 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
   /* checked here, for the writer too: an append once went into a file no
    * reader could open for its flag_names (an integer array) */
   char(*names)[RES_NAME_LEN] = NULL;
-  int n_names = 0, bad = load_names(fid, "flag_names", &names, &n_names) < 0;
+  int n_names = 0;
+  int64_t count = 0;
+  int bad = load_names(fid, "flag_names", &names, &n_names, &count);
   free(names);
+  if (bad == -2) {
+    snprintf(why, whylen,
+             "%s: damaged results file: the flag_names attribute holds %lld "
+             "names; at most %d (one per bit of a candidate's flags)",
+             path, (long long)count, RES_MAX_FLAGS);
+    return RES_EINPUT;
+  }
   if (bad) {
     snprintf(why, whylen,
              "%s: damaged results file: the flag_names attribute is not a "
@@ -246,14 +257,29 @@ int res__validate(hid_t fid, const char *path, char *why, size_t whylen) {
   return RES_OK;
 }
 
+/* Reads the string array attribute attr of loc (fixed or variable
+ * length) into *out (malloc'd, RES_NAME_LEN a name; NULL when absent or
+ * empty) and *n. Returns 0, -1 when it is not a list of names, -2 when it
+ * holds more than RES_MAX_FLAGS (*count_out says how many): names are flag
+ * names, one per bit of a candidate's flags, and the writer stores at most
+ * that many. Checked before anything is allocated: 20M one-byte names
+ * took 3.8 GB as 64-byte ones (the report review). res__validate and
+ * load() both read flag_names here. */
 static int load_names(hid_t loc, const char *attr, char (**out)[RES_NAME_LEN],
-                      int *n) {
+                      int *n, int64_t *count_out) {
   *out = NULL;
   *n = 0;
+  *count_out = 0;
   if (H5Aexists(loc, attr) <= 0) return 0;
   hid_t a = H5Aopen(loc, attr, H5P_DEFAULT);
   hid_t sp = H5Aget_space(a);
   hssize_t count = H5Sget_simple_extent_npoints(sp);
+  if (count > RES_MAX_FLAGS) {
+    *count_out = (int64_t)count;
+    H5Sclose(sp);
+    H5Aclose(a);
+    return -2;
+  }
   int rc = 0;
   hid_t ft = H5Aget_type(a);
   int is_str = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
@@ -304,6 +330,7 @@ void res_reader_close(res_reader *r) {
   free(r->recs);
   free(r->steps);
   free(r->comp);
+  free(r->comp_row);
   free(r->comp_names);
   free(r->flag_names);
   for (int i = 0; i < r->n_attrs; i++)
@@ -348,6 +375,83 @@ static void missing_phrase(res_reader *r, hid_t cand, hid_t comp, hid_t cname,
   const char *problem = res__link_problem(r->fid, name);
   snprintf(out, n, "/%s of the results schema is %s", name,
            problem ? problem : "unreadable");
+}
+
+/* Rows of /reward_components read at a time: at most 256 columns (the
+ * names' cap), so 2 MB of scratch. */
+#define COMP_BATCH 1024
+
+/* Whether cell v holds no value: NaN (what the writer stores where a
+ * candidate lacks a component, and its fill value), or the dataset's fill
+ * value, which is what cells of chunks never written read as (0 for a
+ * matrix h5py made): HDF5 itself does not tell those from written ones. */
+static int comp_empty(double v, const double *fill) {
+  return isnan(v) || (fill && !memcmp(&v, fill, sizeof v));
+}
+
+/* Reads /reward_components (comp) for candidates 0..r->n - 1 into r->comp,
+ * keeping only the rows that hold a value (r->comp_row[i]: candidate i's
+ * row there, or -1). The file's extent says nothing of what it holds: one
+ * declared (1M, 256) with no chunk written took 4.8 GB, half of it a
+ * second full copy (the report review). The rows' count by stored bytes
+ * (res__stored_rows) does not serve here: the matrix widens as names come,
+ * so a row's early columns fill fewer bytes than its width, and rows with
+ * no value may come before rows with one. What is kept is bounded by the
+ * rows that hold values; what is read is one batch at a time. The matrix
+ * may be narrower than the name list (a kill between adding a name and
+ * widening the matrix) or wider (an edit): the columns it has of the
+ * first k are read, the rest are NaN. Returns 0, -1 when a read fails, -2
+ * out of memory. */
+static int load_components(res_reader *r, hid_t comp) {
+  int64_t rows = res__extent(comp, 0), cols = res__extent(comp, 1);
+  if (rows < 0 || cols < 0) return -1;
+  if (rows > r->n) rows = r->n;
+  if (cols > r->k) cols = r->k;
+  /* nothing written: no row holds a value, and nothing need be read */
+  if (rows == 0 || cols == 0 || H5Dget_storage_size(comp) == 0) return 0;
+  double fill_value = 0, *fill = NULL;
+  hid_t dcpl = H5Dget_create_plist(comp);
+  H5D_fill_value_t defined = H5D_FILL_VALUE_UNDEFINED;
+  if (dcpl >= 0 && H5Pfill_value_defined(dcpl, &defined) >= 0 &&
+      defined != H5D_FILL_VALUE_UNDEFINED &&
+      H5Pget_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fill_value) >= 0)
+    fill = &fill_value;
+  if (dcpl >= 0) H5Pclose(dcpl);
+  r->comp_row = malloc((size_t)rows * sizeof *r->comp_row);
+  double *batch = malloc((size_t)COMP_BATCH * (size_t)cols * sizeof *batch);
+  int rc = r->comp_row && batch ? 0 : -2;
+  int64_t kept = 0, cap = 0;
+  for (int64_t off = 0, m; !rc && off < rows; off += m) {
+    m = rows - off < COMP_BATCH ? rows - off : COMP_BATCH;
+    if (res__read_rows(comp, H5T_NATIVE_DOUBLE, off, m, cols, batch)) {
+      rc = -1;
+      break;
+    }
+    for (int64_t i = 0; i < m && !rc; i++) {
+      const double *v = batch + i * cols; /* (cols) */
+      int64_t j = 0;
+      while (j < cols && comp_empty(v[j], fill))
+        j++;
+      r->comp_row[off + i] = -1;
+      if (j == cols) continue;
+      if (kept == cap) {
+        cap = cap ? 2 * cap : 64;
+        double *g = realloc(r->comp, (size_t)cap * (size_t)r->k * sizeof *g);
+        if (!g) {
+          rc = -2;
+          break;
+        }
+        r->comp = g;
+      }
+      double *row = r->comp + kept * r->k; /* (k) */
+      for (j = 0; j < r->k; j++)
+        row[j] = j < cols && !comp_empty(v[j], fill) ? v[j] : NAN;
+      r->comp_row[off + i] = kept++;
+    }
+  }
+  free(batch);
+  if (!rc) r->comp_rows = rows;
+  return rc;
 }
 
 static int load(res_reader *r, char *why, size_t whylen) {
@@ -425,22 +529,36 @@ static int load(res_reader *r, char *why, size_t whylen) {
     no_controls(c->reward_sha256);
     no_controls(c->error);
   }
+  /* A /steps whose records lack a field of the schema (edited with other
+   * tools) is damaged as a torn one is: it costs the step records, named,
+   * and nothing else. Candidates lacking a field read with it zeroed and
+   * fail their crcs; a field's name says more than "record 0 is
+   * damaged". */
   int64_t ns = steps < 0 ? 0 : res__stored_rows(steps);
-  r->steps = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *r->steps);
-  if (!r->steps) {
-    rc = damaged(r, "out of memory", why, whylen);
+  char step_field[160] = "", step_damage[200] = "";
+  int step_rc =
+      steps < 0 || ns < 0 ? -1
+      : res__field_problem(steps, st, schema, step_field, sizeof step_field) < 0
+          ? -1
+          : res__load_steps(steps, st, ns, &r->steps, &r->n_steps, step_damage,
+                            sizeof step_damage);
+  if (step_rc == -2) {
+    rc = damaged(r, "out of memory for the step records", why, whylen);
     goto done;
   }
-  if (steps < 0 || ns < 0 || res__read_rows(steps, st, 0, ns, 0, r->steps)) {
+  if (step_rc) {
+    char how[200];
+    if (step_field[0])
+      snprintf(how, sizeof how, " (%s)", step_field);
+    else
+      snprintf(how, sizeof how,
+               ", as a writer killed mid-append can leave them");
     fprintf(stderr,
-            "kernlab: warning: %s: the step records (/steps) are damaged, "
-            "as a writer killed mid-append can leave them; they are not "
-            "read, every candidate is\n",
-            r->path);
-    ns = 0;
+            "kernlab: warning: %s: the step records (/steps) are damaged%s; "
+            "they are not read, every candidate is\n",
+            r->path, how);
+    r->n_steps = 0;
   }
-  char step_damage[200];
-  r->n_steps = res__step_prefix(r->steps, ns, step_damage, sizeof step_damage);
   if (step_damage[0]) {
     if (!r->damage[0]) snprintf(r->damage, sizeof r->damage, "%s", step_damage);
     fprintf(stderr,
@@ -463,31 +581,17 @@ static int load(res_reader *r, char *why, size_t whylen) {
     }
     r->k = (int)k;
   }
-  r->comp = malloc((size_t)(r->n > 0 ? r->n : 1) * (size_t)(k > 0 ? k : 1) *
-                   sizeof(double));
-  if (!r->comp) {
-    rc = damaged(r, "out of memory", why, whylen);
+  int comp_rc = r->k > 0 ? load_components(r, comp) : 0;
+  if (comp_rc) {
+    rc = damaged(r,
+                 comp_rc == -2 ? "out of memory for /reward_components"
+                               : "cannot read /reward_components",
+                 why, whylen);
     goto done;
   }
-  for (int64_t i = 0; i < r->n * r->k; i++)
-    r->comp[i] = NAN;
-  /* The matrix may be narrower than the name list if a kill came between
-   * adding a name and widening the matrix: read what is there. */
-  int64_t rows = res__extent(comp, 0), cols = res__extent(comp, 1);
-  if (rows > r->n) rows = r->n;
-  if (cols > r->k) cols = r->k;
-  if (rows > 0 && cols > 0) {
-    double *tmp = malloc((size_t)rows * (size_t)cols * sizeof *tmp);
-    if (!tmp || res__read_rows(comp, H5T_NATIVE_DOUBLE, 0, rows, cols, tmp)) {
-      free(tmp);
-      rc = damaged(r, "cannot read /reward_components", why, whylen);
-      goto done;
-    }
-    for (int64_t i = 0; i < rows; i++)
-      memcpy(r->comp + i * r->k, tmp + i * cols, (size_t)cols * sizeof *tmp);
-    free(tmp);
-  }
-  if (load_names(r->fid, "flag_names", &r->flag_names, &r->n_flags) < 0)
+  int64_t n_names = 0; /* res__validate refused more than RES_MAX_FLAGS */
+  if (load_names(r->fid, "flag_names", &r->flag_names, &r->n_flags, &n_names) <
+      0)
     rc = damaged(r, "cannot read the flag_names attribute", why, whylen);
   for (int j = 0; j < r->n_flags; j++)
     no_controls(r->flag_names[j]);
@@ -676,7 +780,8 @@ const char *res_component_name(const res_reader *r, int j) {
 }
 
 const double *res_components(const res_reader *r, int64_t id) {
-  return id >= 0 && id < r->n && r->k > 0 ? r->comp + id * r->k : NULL;
+  if (id < 0 || id >= r->comp_rows || r->comp_row[id] < 0) return NULL;
+  return r->comp + r->comp_row[id] * r->k;
 }
 
 int res_source(const res_reader *r, int64_t id, char **src, size_t *len,

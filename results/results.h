@@ -274,7 +274,10 @@ int res_flag_count(const res_reader *r);
 const char *res_flag_name(const res_reader *r, int bit);
 
 /* Reward components: column names, and candidate id's values (NaN where the
- * candidate has none); both owned by r. */
+ * candidate lacks one); both owned by r. res_components is NULL when id is
+ * out of range or the candidate has no value at all (a row of NaN, or one
+ * the file never wrote: past the matrix's rows or in a chunk never
+ * stored). */
 int res_component_count(const res_reader *r);
 const char *res_component_name(const res_reader *r, int j);
 const double *res_components(const res_reader *r, int64_t id);

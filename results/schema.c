@@ -103,86 +103,138 @@ int64_t res__valid_prefix(const res_candidate *recs, int64_t n,
  * still read to count the complete ones among them: a compressed heap of
  * zeros declares millions of rows in a megabyte, and reading them all at
  * once took gigabytes before the first record was checked (the
- * hostile-HDF5 review). */
+ * hostile-HDF5 review; /steps too, in the report review: 20M zero rows in
+ * 2.9 MB of gzip took 2.7 GB). */
 #define LOAD_BATCH 4096
 #define DAMAGE_SCAN_MAX ((int64_t)1 << 20)
 
-int res__load_candidates(hid_t ds, hid_t type, int64_t n, int64_t src_bytes,
-                         int64_t n_samples, int schema, res_candidate **out,
-                         int64_t *prefix, char *what, size_t whatlen) {
-  res_candidate *recs = NULL, *scratch = NULL;
+/* What load_prefix found. */
+typedef struct prefix_scan {
+  void *rows;    /* malloc'd, at least the `valid` leading rows; NULL if n 0 */
+  int64_t valid; /* leading rows that pass the check */
+  int64_t after; /* rows past the first failing one that pass it */
+  int64_t seen;  /* rows looked at: n, unless the scan stopped early */
+} prefix_scan;
+
+/* Reads the n rows of ds (records of `size` bytes, memory type `type`) in
+ * batches of LOAD_BATCH, and keeps the leading rows that pass ok(row, its
+ * index, ctx). Past the first that fails, rows are read into one scratch
+ * batch only to count those that pass, for at most DAMAGE_SCAN_MAX rows:
+ * memory is the prefix plus a batch, whatever the extent declares.
+ * Returns 0, -1 when a read fails, -2 out of memory (nothing kept). */
+static int load_prefix(hid_t ds, hid_t type, int64_t n, size_t size,
+                       int (*ok)(const void *row, int64_t i, const void *ctx),
+                       const void *ctx, prefix_scan *out) {
+  char *rows = NULL, *scratch = NULL;
   int64_t valid = 0, after = 0, off = 0;
   int rc = 0;
-  what[0] = 0;
   for (int64_t m; off < n; off += m) {
     m = n - off < LOAD_BATCH ? n - off : LOAD_BATCH;
-    res_candidate *into;
+    char *into;
     if (valid == off) { /* every record so far complete: keep them */
-      res_candidate *g = realloc(recs, (size_t)(off + m) * sizeof *recs);
+      char *g = realloc(rows, (size_t)(off + m) * size);
       if (!g) {
         rc = -2;
         break;
       }
-      recs = g, into = recs + off;
+      rows = g, into = rows + (size_t)off * size;
     } else {
       if (off - valid > DAMAGE_SCAN_MAX) break;
-      if (!scratch && !(scratch = malloc(LOAD_BATCH * sizeof *scratch))) {
+      if (!scratch && !(scratch = malloc(LOAD_BATCH * size))) {
         rc = -2;
         break;
       }
       into = scratch;
     }
-    /* zeroed: a schema-1 file has no `error` member, which HDF5 then
-     * leaves as the buffer held it */
-    memset(into, 0, (size_t)m * sizeof *into);
+    /* zeroed: a member the file's type lacks (a schema-1 file has no
+     * `error`; an edited /steps may lack any) is left as the buffer held
+     * it, and then fails the crc instead of hashing stale memory */
+    memset(into, 0, (size_t)m * size);
     if (res__read_rows(ds, type, off, m, 0, into)) {
       rc = -1;
       break;
     }
     for (int64_t j = 0; j < m; j++) {
-      int ok = record_ok(&into[j], off + j, src_bytes, n_samples, schema);
-      if (ok && valid == off + j)
+      int good = ok(into + (size_t)j * size, off + j, ctx);
+      if (good && valid == off + j)
         valid++;
       else if (off + j > valid)
-        after += ok;
+        after += good;
     }
   }
   free(scratch);
   if (rc) {
-    free(recs);
+    free(rows);
     return rc;
   }
-  int64_t seen = off < n ? off : n; /* rows looked at */
-  const char *more = seen < n ? "at least " : "";
-  if (after > 0)
-    snprintf(what, whatlen,
-             "candidate record %lld is damaged and %s%lld complete records "
-             "follow it",
-             (long long)valid, more, (long long)after);
-  else if (n - valid > 1)
-    snprintf(what, whatlen,
-             "the last %lld candidate records are damaged (a writer killed "
-             "mid-append leaves at most one)",
-             (long long)(n - valid));
-  *out = recs;
-  *prefix = valid;
+  *out = (prefix_scan){rows, valid, after, off < n ? off : n};
   return 0;
 }
 
-int64_t res__step_prefix(const res_step *steps, int64_t ns, char *what,
-                         size_t whatlen) {
-  int64_t n = 0, later = 0;
-  while (n < ns && steps[n].crc == res_step_crc(&steps[n]))
-    n++;
-  for (int64_t i = n + 1; i < ns; i++)
-    later += steps[i].crc == res_step_crc(&steps[i]);
+/* The heaps' held sizes and the file's schema, for candidate_ok. */
+typedef struct candidate_ctx {
+  int64_t src_bytes, n_samples;
+  int schema;
+} candidate_ctx;
+
+static int candidate_ok(const void *row, int64_t i, const void *ctx) {
+  const candidate_ctx *c = ctx;
+  return record_ok(row, i, c->src_bytes, c->n_samples, c->schema);
+}
+
+int res__load_candidates(hid_t ds, hid_t type, int64_t n, int64_t src_bytes,
+                         int64_t n_samples, int schema, res_candidate **out,
+                         int64_t *prefix, char *what, size_t whatlen) {
   what[0] = 0;
-  if (later > 0 || ns - n > 1)
+  candidate_ctx ctx = {src_bytes, n_samples, schema};
+  prefix_scan s;
+  int rc =
+      load_prefix(ds, type, n, sizeof(res_candidate), candidate_ok, &ctx, &s);
+  if (rc) return rc;
+  const char *more = s.seen < n ? "at least " : "";
+  if (s.after > 0)
+    snprintf(what, whatlen,
+             "candidate record %lld is damaged and %s%lld complete records "
+             "follow it",
+             (long long)s.valid, more, (long long)s.after);
+  else if (n - s.valid > 1)
+    snprintf(what, whatlen,
+             "the last %lld candidate records are damaged (a writer killed "
+             "mid-append leaves at most one)",
+             (long long)(n - s.valid));
+  *out = s.rows;
+  *prefix = s.valid;
+  return 0;
+}
+
+static int step_ok(const void *row, int64_t i, const void *ctx) {
+  (void)i, (void)ctx;
+  const res_step *s = row;
+  return s->crc == res_step_crc(s);
+}
+
+int res__load_steps(hid_t ds, hid_t type, int64_t n, res_step **out,
+                    int64_t *prefix, char *what, size_t whatlen) {
+  what[0] = 0;
+  prefix_scan s;
+  int rc = load_prefix(ds, type, n, sizeof(res_step), step_ok, NULL, &s);
+  if (rc) return rc;
+  if (s.after > 0 || n - s.valid > 1) {
+    /* the complete records after it are counted among those read, which
+     * stop DAMAGE_SCAN_MAX rows on: say so when they did */
+    char read[64] = "";
+    if (s.seen < n)
+      snprintf(read, sizeof read, " of the %lld read",
+               (long long)(s.seen - s.valid - 1));
     snprintf(what, whatlen,
              "step record %lld is damaged (%lld records after it, %lld "
-             "complete)",
-             (long long)n, (long long)(ns - n - 1), (long long)later);
-  return n;
+             "complete%s)",
+             (long long)s.valid, (long long)(n - s.valid - 1),
+             (long long)s.after, read);
+  }
+  *out = s.rows;
+  *prefix = s.valid;
+  return 0;
 }
 
 void res_strset(char *dst, size_t n, const char *s) {

@@ -600,15 +600,27 @@ static int load_state(res_file *f, const char *path, char *why, size_t whylen) {
       f->comp_names[j][RES_NAME_LEN - 1] = 0;
     f->n_comp = (int)k;
   }
-  int64_t ns = res__stored_rows(f->steps);
-  res_step *steps = ns > 0 ? malloc((size_t)ns * sizeof *steps) : NULL;
-  if (ns > 0 &&
-      (!steps || res__read_rows(f->steps, f->step_t, 0, ns, 0, steps))) {
-    free(steps);
-    return unreadable(path, why, whylen, "/steps");
+  /* A /steps lacking a field of the schema is refused by name: its
+   * records read with the field zeroed and fail their crcs, and appends
+   * would drop the field */
+  char field[160];
+  if (res__field_problem(f->steps, f->step_t, schema, field, sizeof field)) {
+    snprintf(why, whylen, "%s: damaged results file: /steps cannot be read: %s",
+             path, field);
+    return RES_EINPUT;
   }
-  f->n_steps = res__step_prefix(steps, ns, what, sizeof what);
-  free(steps);
+  int64_t ns = res__stored_rows(f->steps);
+  res_step *steps = NULL;
+  int step_rc = ns < 0 ? -1
+                       : res__load_steps(f->steps, f->step_t, ns, &steps,
+                                         &f->n_steps, what, sizeof what);
+  free(steps); /* only their count is needed */
+  if (step_rc == -2) {
+    snprintf(why, whylen, "%s: out of memory for its %lld step records", path,
+             (long long)ns);
+    return RES_EENV;
+  }
+  if (step_rc) return unreadable(path, why, whylen, "/steps");
   if (what[0]) {
     snprintf(why, whylen,
              "%s: %s; appending would overwrite them: " RES_DAMAGE_HINT, path,

@@ -21,10 +21,17 @@ exits 77 (skipped) when h5py is missing.
    group larger than a campaign makes (rescore's work is its square);
    the writer refuses what a reader refuses, and what cannot grow, before
    anything is evaluated.
+6. The report review's files, each small but declaring much, read under a
+   1 GiB address-space limit: /steps of 10M zero rows in 1.3 MB of gzip
+   (read whole before any crc: 1.4 GB), /reward_components declared
+   (300000, 256) with almost nothing stored (allocated twice over: 1.2
+   GB), 20M flag names (64 bytes each: 1.3 GB); and a /steps missing
+   fields (its records were hashed from uninitialised memory).
 """
 import csv
 import io
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -81,6 +88,48 @@ def edited(tmp, name, fn, attrs=None):
 def kernlab(*args):
     p = subprocess.run([KERNLAB, *args], capture_output=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
+
+
+def sanitized():
+    """Whether KERNLAB is an AddressSanitizer build, whose shadow memory
+    cannot be mapped under an address-space limit."""
+    with open(KERNLAB, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def limited(*args):
+    """kernlab under a 1 GiB address-space limit: what a small file makes
+    it allocate must fit. OpenBLAS reserves buffers per thread (and spins
+    when it cannot), so it gets one thread. An ASan build gets ASan's own
+    limits instead (no allocation over 1 GiB, 2 GiB resident). A timeout
+    is a failure, not a crash of the test."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    limit = None
+    if sanitized():
+        env["ASAN_OPTIONS"] = ":".join(
+            filter(None, [env.get("ASAN_OPTIONS"), "allocator_may_return_null=1",
+                          "max_allocation_size_mb=1024", "hard_rss_limit_mb=2048"]))
+    else:
+        def limit():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    try:
+        p = subprocess.run([KERNLAB, *args], capture_output=True, timeout=300,
+                           preexec_fn=limit, env=env)
+    except subprocess.TimeoutExpired:
+        return -1, b"", b"timed out"
+    return p.returncode, p.stdout, p.stderr
+
+
+def fast_crcs(c):
+    """rec_crc of every record of c, set in place: the bytes of the fields
+    but crc, packed, are what the crc covers."""
+    from numpy.lib import recfunctions
+    names = [n for n in c.dtype.names if n != "crc"]
+    packed = recfunctions.repack_fields(c[names])
+    raw, size = memoryview(packed.tobytes()), packed.dtype.itemsize
+    crcs = np.array([zlib.crc32(raw[i * size:(i + 1) * size]) for i in range(len(c))],
+                    dtype=c.dtype["crc"])
+    c["crc"] = crcs
 
 
 def test_big_values(tmp):
@@ -307,6 +356,123 @@ def test_ids(tmp):
     check(rc == 0, "show 7: %d %r" % (rc, err))
 
 
+def test_big_steps(tmp):
+    """/steps read in batches: 10M zero rows (153 copies of one gzip
+    chunk) are refused at record 0 within the memory limit, by readers and
+    by the writer."""
+    path = edited(tmp, "bigsteps", lambda c: None)
+    rows = 1 << 16
+    with h5py.File(path, "r+") as f:
+        dt = f["steps"].dtype
+        del f["steps"]
+        n = 153 * rows
+        ds = f.create_dataset("steps", shape=(n,), dtype=dt, maxshape=(None,),
+                              chunks=(rows,), compression="gzip")
+        chunk = zlib.compress(np.zeros(rows, dt).tobytes(), 9)
+        for i in range(0, n, rows):
+            ds.id.write_direct_chunk((i,), chunk)
+    want = b"step record 0 is damaged (10027007 records after it, 0 complete"
+    rc, out, err = limited("top", path)
+    check(rc == 0 and want in err and b"sample-0.cu" in out,
+          "top: 10M zero step rows, record 0 damaged: %d %r" % (rc, err[-300:]))
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    rc, out, err = limited("eval", seed, "--backend", "cpu-emu", "--shape",
+                           "32x32x32", "--out", path)
+    check(rc == 2 and want in err and b"appending would overwrite them" in err,
+          "eval --out: 10M zero step rows refused: %d %r" % (rc, err[-300:]))
+
+
+def test_steps_batches(tmp):
+    """Damage in /steps past the first read batch is found and described
+    as before: 9000 copies of a complete record, the 5000th damaged."""
+    path = edited(tmp, "steps9000", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        s = np.repeat(f["steps"][0:1], 9000)
+        s[5000]["crc"] ^= 1
+        del f["steps"]
+        f.create_dataset("steps", data=s, maxshape=(None,), chunks=(1024,))
+    rc, out, err = kernlab("top", path)
+    check(rc == 0 and b"step record 5000 is damaged (3999 records after it, "
+          b"3999 complete)" in err,
+          "9000 steps, record 5000 damaged: %d %r" % (rc, err[-300:]))
+
+
+def test_steps_missing_fields(tmp):
+    """A /steps lacking fields of the schema: named, and its records are
+    not read (readers), or the file is refused (the writer). They were
+    read into an uninitialised buffer and hashed as they were."""
+    path = edited(tmp, "steps_partial", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        s = f["steps"][...]
+        del f["steps"]
+        f.create_dataset("steps", data=s[["step", "reward_mean", "crc"]],
+                         maxshape=(None,), chunks=True)
+    want = b"its records have no field `n_candidates`"
+    rc, out, err = kernlab("top", path)
+    check(rc == 0 and want in err and b"sample-0.cu" in out,
+          "top: /steps without fields named: %d %r" % (rc, err[-300:]))
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    before = open(path, "rb").read()
+    rc, out, err = kernlab("eval", seed, "--backend", "cpu-emu", "--shape",
+                           "32x32x32", "--out", path)
+    check(rc == 2 and want in err and open(path, "rb").read() == before,
+          "eval --out: /steps without fields refused: %d %r" % (rc, err[-300:]))
+
+
+def test_big_components(tmp):
+    """/reward_components is read for the rows that hold values, not for
+    its extent: 300,000 candidates (gzip) by 256 names, with two values
+    stored, read within the memory limit; the others have none."""
+    n = 300000
+    path = edited(tmp, "bigcomp", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        c = np.repeat(f["candidates"][0:1], n)
+        c["id"] = np.arange(n)
+        fast_crcs(c)
+        del f["candidates"]
+        f.create_dataset("candidates", data=c, maxshape=(None,), chunks=(4096,),
+                         compression="gzip")
+        del f["reward_component_names"]
+        names = np.zeros((256, 64), np.uint8)
+        for j in range(256):
+            names[j, :6] = np.frombuffer(b"c%05d" % j, np.uint8)
+        f.create_dataset("reward_component_names", data=names,
+                         maxshape=(None, 64), chunks=(16, 64))
+        del f["reward_components"]
+        comp = f.create_dataset("reward_components", shape=(n, 256), dtype="<f8",
+                                maxshape=(None, None), chunks=(256, 8))
+        comp[0, 0:2] = [1.5, -0.25]
+    rc, out, err = limited("top", path, "-n", "1")
+    check(rc == 0 and b"damaged" not in err,
+          "top: a (300000, 256) matrix of two values: %d %r" % (rc, err[-300:]))
+    rc, out, err = limited("show", path, "0")
+    check(rc == 0 and b"c00000" in out and b"+1.5000" in out and
+          b"c00001" in out and b"-0.2500" in out and b"c00002" not in out,
+          "show 0: its two components: %d %r %r" % (rc, out[-600:], err[-300:]))
+    for cid in ("1", "299999"):
+        rc, out, err = limited("show", path, cid)
+        check(rc == 0 and b"c0000" not in out,
+              "show %s: no components: %d %r" % (cid, rc, out[-600:]))
+
+
+def test_many_flag_names(tmp):
+    """flag_names holds at most 64 names (a candidate's flags are 64
+    bits): 20M one-byte names are refused before they are allocated, by
+    readers and the writer."""
+    path = edited(tmp, "bigflags", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        del f.attrs["flag_names"]
+        f.attrs.create("flag_names", np.full(20000000, b"x", dtype="S1"))
+    want = b"the flag_names attribute holds 20000000 names; at most 64"
+    rc, out, err = limited("top", path)
+    check(rc == 2 and want in err, "top: 20M flag names refused: %d %r" % (rc, err[-300:]))
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+    rc, out, err = limited("eval", seed, "--backend", "cpu-emu", "--shape",
+                           "32x32x32", "--out", path)
+    check(rc == 2 and want in err,
+          "eval --out: 20M flag names refused: %d %r" % (rc, err[-300:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_big_values(tmp)
@@ -321,6 +487,11 @@ def main():
         test_giant_group(tmp)
         test_writer_refuses_early(tmp)
         test_ids(tmp)
+        test_big_steps(tmp)
+        test_steps_batches(tmp)
+        test_steps_missing_fields(tmp)
+        test_big_components(tmp)
+        test_many_flag_names(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
