@@ -463,6 +463,11 @@ static int exec_compile(void *ctx, const char *src, size_t len,
   sbx_slot *s = ctx;
   double t0 = sbx_now_ms();
   if (kl_nvrtc_cached(src, len, arch, out)) return KL_OK;
+  /* the entry's key is the lab's own, computed here from the source: the
+   * worker's reply also names one, but a worker NVRTC ran in could name
+   * any entry of the cache for its cubin (the second sandbox review) */
+  char key[sizeof out->key];
+  memcpy(key, out->key, sizeof key);
   kl_compiled_free(out);
   size_t alen = strlen(arch) + 1;
   int killed_retry = 0;
@@ -546,10 +551,9 @@ again:
     return KL_EENV;
   }
   r.why[sizeof r.why - 1] = 0;
-  r.key[64] = 0;
   memset(out, 0, sizeof *out);
   out->res = (kl_resources){-1, -1, -1, -1, -1, -1};
-  memcpy(out->key, r.key, sizeof out->key);
+  memcpy(out->key, key, sizeof out->key);
   out->cubin_size = r.cubin_size;
   out->cubin = malloc(r.cubin_size ? r.cubin_size : 1);
   out->log = malloc(body - r.cubin_size + 1);
