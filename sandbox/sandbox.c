@@ -536,8 +536,8 @@ const char *sbx_syscall_name(int nr) {
 #if defined(__x86_64__)
   /* x32's numbers are x86-64's with bit 30 set (the foreign-ABI trap) */
   if (!s && (nr & 0x40000000)) {
-    char *x = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64,
-                                               nr & ~0x40000000);
+    char *x =
+        seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr & ~0x40000000);
     snprintf(name, sizeof name, "x32-%s", x ? x : "?");
     free(x);
     return name;
