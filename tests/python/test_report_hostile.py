@@ -30,7 +30,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import zlib
 
 try:
     import h5py
@@ -43,32 +42,13 @@ KERNLAB, FIXTURE = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "integration"))
 from kltest import check, done  # noqa: E402
-
-
-def crc_of(rec):
-    """The record's crc32 over each field but crc, as results/schema.c."""
-    raw, crc = rec.tobytes(), 0
-    for name in rec.dtype.names:
-        if name != "crc":
-            dt, off = rec.dtype.fields[name][:2]
-            crc = zlib.crc32(raw[off:off + dt.itemsize], crc)
-    return crc
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h5fixture  # noqa: E402
 
 
 def fixture(tmp, name, edit, more=None):
-    """The 8-candidate fixture with edit(records) applied, crcs fixed, and
-    more(file) run on the open file."""
-    path = os.path.join(tmp, name + ".h5")
-    subprocess.run([FIXTURE, path, "8"], check=True, timeout=120)
-    with h5py.File(path, "r+") as f:
-        c = f["candidates"][...]
-        edit(c)
-        for i in range(len(c)):
-            c[i]["crc"] = crc_of(c[i])
-        f["candidates"][...] = c
-        if more:
-            more(f)
-    return path
+    """The 8-candidate fixture edited (h5fixture.edited)."""
+    return h5fixture.edited(FIXTURE, tmp, name, edit, more=more)
 
 
 def run(*args):

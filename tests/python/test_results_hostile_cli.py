@@ -45,6 +45,9 @@ except ImportError as e:
     sys.exit(77)
 
 KERNLAB, FIXTURE, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h5fixture  # noqa: E402
+from h5fixture import rec_crc  # noqa: E402
 passed = failed = 0
 
 
@@ -57,32 +60,9 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def rec_crc(rec):
-    """crc32 over each field's bytes, as results/schema.c computes it."""
-    raw = rec.tobytes()
-    crc = 0
-    for name in rec.dtype.names:
-        if name == "crc":
-            continue
-        dt, off = rec.dtype.fields[name][:2]
-        crc = zlib.crc32(raw[off:off + dt.itemsize], crc)
-    return crc
-
-
 def edited(tmp, name, fn, attrs=None):
-    """A fixture file of 8 candidates with fn applied to its records (crcs
-    fixed after) and attrs set on the root."""
-    path = os.path.join(tmp, name + ".h5")
-    subprocess.run([FIXTURE, path, "8"], check=True, timeout=120)
-    with h5py.File(path, "r+") as f:
-        c = f["candidates"][...]
-        fn(c)
-        for i in range(len(c)):
-            c[i]["crc"] = rec_crc(c[i])
-        f["candidates"][...] = c
-        for k, v in (attrs or {}).items():
-            f.attrs[k] = v
-    return path
+    """The 8-candidate fixture edited (h5fixture.edited)."""
+    return h5fixture.edited(FIXTURE, tmp, name, fn, attrs)
 
 
 def kernlab(*args):
