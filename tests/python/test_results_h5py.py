@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import zlib
 
 try:
     import h5py
@@ -32,6 +31,8 @@ except ImportError as e:
     sys.exit(77)
 
 KERNLAB, FIXTURE, CRASH = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from h5fixture import rec_crc  # noqa: E402
 passed = failed = 0
 
 # The order of the fields in the crc (results/internal.h): every field but
@@ -45,18 +46,6 @@ def check(cond, what):
     else:
         failed += 1
         print("FAIL:", what, file=sys.stderr)
-
-
-def rec_crc(rec):
-    """crc32 over each field's bytes, as results/schema.c computes it."""
-    raw = rec.tobytes()
-    crc = 0
-    for name in rec.dtype.names:
-        if name == "crc":
-            continue
-        dt, off = rec.dtype.fields[name][:2]
-        crc = zlib.crc32(raw[off:off + dt.itemsize], crc)
-    return crc
 
 
 def valid_prefix(cands, n_src, n_tim):
