@@ -207,10 +207,14 @@ int res__load_candidates(hid_t ds, hid_t type, int64_t n, int64_t src_bytes,
   return 0;
 }
 
+/* Step record i is complete: crc matches and it is step i, as the writers
+ * append them (run and search number steps from 0, one record each, and
+ * --resume continues at the count). A record moved or copied to another
+ * row kept a good crc and was read as that row's step. */
 static int step_ok(const void *row, int64_t i, const void *ctx) {
-  (void)i, (void)ctx;
+  (void)ctx;
   const res_step *s = row;
-  return s->crc == res_step_crc(s);
+  return s->crc == res_step_crc(s) && s->step == i;
 }
 
 int res__load_steps(hid_t ds, hid_t type, int64_t n, res_step **out,

@@ -368,6 +368,9 @@ def test_steps_batches(tmp):
     path = edited(tmp, "steps9000", lambda c: None)
     with h5py.File(path, "r+") as f:
         s = np.repeat(f["steps"][0:1], 9000)
+        s["step"] = np.arange(9000)
+        for i in range(9000):
+            s[i]["crc"] = rec_crc(s[i])
         s[5000]["crc"] ^= 1
         del f["steps"]
         f.create_dataset("steps", data=s, maxshape=(None,), chunks=(1024,))
@@ -375,6 +378,24 @@ def test_steps_batches(tmp):
     check(rc == 0 and b"step record 5000 is damaged (3999 records after it, "
           b"3999 complete)" in err,
           "9000 steps, record 5000 damaged: %d %r" % (rc, err[-300:]))
+
+
+def test_steps_renumbered(tmp):
+    """A step record is its row's step: one copied to another row (crc
+    intact) was read as that row's step, so a report plotted step 1 twice
+    and a resume counted it done."""
+    path = edited(tmp, "steps_copied", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        s = np.repeat(f["steps"][0:1], 4)
+        s["step"] = [0, 1, 1, 3]
+        for i in range(4):
+            s[i]["crc"] = rec_crc(s[i])
+        del f["steps"]
+        f.create_dataset("steps", data=s, maxshape=(None,), chunks=(16,))
+    rc, out, err = kernlab("top", path)
+    check(rc == 0 and b"step record 2 is damaged (1 records after it, 1 "
+          b"complete)" in err,
+          "steps 0 1 1 3: record 2 damaged: %d %r" % (rc, err[-300:]))
 
 
 def test_steps_missing_fields(tmp):
@@ -469,6 +490,7 @@ def main():
         test_ids(tmp)
         test_big_steps(tmp)
         test_steps_batches(tmp)
+        test_steps_renumbered(tmp)
         test_steps_missing_fields(tmp)
         test_big_components(tmp)
         test_many_flag_names(tmp)
