@@ -476,8 +476,8 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
   __nv_bfloat16 b;
-  if ((x & 0x7fffffffu) > 0x7f800000u) { /* NaN stays NaN */
-    b.bits = (uint16_t)((x >> 16) | 0x40u);
+  if ((x & 0x7fffffffu) > 0x7f800000u) { /* the canonical NaN, as the device */
+    b.bits = 0x7fffu;
     return b;
   }
   x += 0x7fffu + ((x >> 16) & 1);

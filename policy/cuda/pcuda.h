@@ -310,8 +310,8 @@ typedef struct pcuda_adamw {
 
 /* ---- bf16 with fp32 master weights (policy/cuda/pcuda_model_bf16.c) ---- */
 
-/* fp32 -> bf16, round to nearest even (NaN stays NaN): the device's
- * __float2bfloat16_rn, bit for bit. */
+/* fp32 -> bf16, round to nearest even, any NaN to the canonical 0x7fff:
+ * the device's __float2bfloat16_rn, bit for bit. */
 pcuda_bf16 pcuda_bf16_from_float(float f);
 /* bf16 -> fp32, exact. */
 float pcuda_bf16_to_float(pcuda_bf16 b);

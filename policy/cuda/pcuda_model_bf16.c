@@ -38,8 +38,9 @@
 pcuda_bf16 pcuda_bf16_from_float(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
-    return (pcuda_bf16)((x >> 16) | 0x40u);
+  /* NaN: the canonical 0x7fff, as cvt.rn.bf16.f32 and cuda_bf16.hpp's
+   * own host conversion give (the payload is not kept) */
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (pcuda_bf16)0x7fffu;
   x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest, ties to even */
   return (pcuda_bf16)(x >> 16);
 }
