@@ -239,6 +239,10 @@ static const rule run_gpu_rules[] = {
     {"memfd_create", R_ALLOW, "pinned/shared allocations"},
     {"ftruncate", R_ALLOW, "same"},
     {"fcntl", R_ALLOW, "seals on those memfds"},
+    /* kernels/gpu_run.c draws each timed launch's inputs, and the launch
+     * checks' random rows, from kl_secret_seed after the filter: seeds the
+     * device never sees. */
+    {"getrandom", R_ALLOW, "kl_secret_seed: each timed launch's own inputs"},
     /* Opening for writing is refused, not trapped: drivers 570+ name each
      * thread they start by writing /proc/<tgid>/task/<tid>/comm, and a
      * thread started after the filter (CUPTI's, a lazily loaded library's)

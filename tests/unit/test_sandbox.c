@@ -6,8 +6,8 @@
  * slot; so does a thread that was running before the filter, as the
  * emulator's pool, OpenBLAS's and CUDA's threads are (TSYNC). And what the
  * run-gpu worker does after its filter without a device (the median of 200
- * timing samples; fresh inputs and the launch checks on threads) runs under the
- * run-gpu profile.
+ * timing samples; fresh inputs and the launch checks on threads; their secret
+ * seeds, from getrandom) runs under the run-gpu profile.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -128,6 +128,13 @@ static void gpu_launch_checks(void) {
   uint64_t rng = 7;
   kl_verify_launch((kl_shape){D, D, D}, A, B, C, scratch, &rng, 1, 4, &res);
   if (res.flags) _exit(3);
+}
+/* The run-gpu worker's seeds after its filter (kernels/gpu_run.c:
+ * time_target's rng and each timed launch's fresh inputs come from
+ * kl_secret_seed, which calls getrandom). */
+static void gpu_secret_seed(void) {
+  volatile uint64_t s = kl_secret_seed() ^ kl_secret_seed();
+  (void)s;
 }
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -280,6 +287,11 @@ int main(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
         "run-gpu: fresh inputs and the launch checks on 4 threads: status "
         "0x%x, slot %d (%s)",
+        st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
+  st = run_confined(gpu_secret_seed, &slot);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
+        "run-gpu: a timed launch's secret seed (kl_secret_seed, getrandom): "
+        "status 0x%x, slot %d (%s)",
         st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
   st = run_confined(name_thread, &slot);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
