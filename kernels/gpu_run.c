@@ -25,7 +25,8 @@
  *    rep->gpu.dev_checks (kl_compare, the lab's tolerances).
  *  - Timing, per sample: poison C, flush L2 (cuMemsetD32 over a buffer >=
  *    2x L2), synchronise; then CUPTI timestamp, host clock, event, launch,
- *    event, cuCtxSynchronize, host clock, CUPTI timestamp. The sample is the
+ *    event, cuCtxSynchronize, host clock, CUPTI timestamp, SM clock (NVML,
+ *    for the throttle filter). The sample is the
  *    sum of the CUPTI kernel records inside that window (every kernel the
  *    launch caused), or the event time when CUPTI is unavailable
  *    (rep->gpu.timer says which). Before each timed launch (the warm-up
@@ -513,6 +514,12 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *b,
     }
     double h1 = now_us();
     uint64_t hi = kl_gpu_cupti_now();
+    /* The SM clock for the throttle filter, read here, right after the
+     * kernel: by the end of the launch checks below (tens of ms of host
+     * work at 4096^3, the GPU idle) the clock may have dropped towards idle
+     * (345 MHz seen on an H200 here, 1980 under load), which would discard
+     * a sample that ran at full speed. */
+    double sm_mhz = kl_gpu_sm_clock_mhz();
     float ms = 0;
     if ((r = cu->EventElapsedTime(&ms, kl_gpu.ev0, kl_gpu.ev1))) {
       rc = cuda_failed(r, "cuEventElapsedTime", rep);
@@ -557,9 +564,8 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *b,
                "CUPTI delivered no kernel record for %d samples", misses);
       continue;
     }
-    /* The clock right after the sample: a throttled sample is dropped. */
-    int kept = kl_stats_add(smp, sample, kl_gpu_sm_clock_mhz(),
-                            kl_gpu_default_sm_clock_mhz());
+    /* A sample whose kernel ran throttled is dropped. */
+    int kept = kl_stats_add(smp, sample, sm_mhz, kl_gpu_default_sm_clock_mhz());
     if (kept == KL_STATS_SAMPLE_KEPT && rep->samples < KL_MAX_TIMING_SAMPLES) {
       rep->sample_us[rep->samples++] = sample;
       ev[n_cross] = ev_us;
