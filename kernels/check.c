@@ -820,6 +820,14 @@ static int eval_impl(const char *label, const char *src, size_t len,
           rep->timed_launches > 0 ? rep->timed_launches : rep->samples;
       memcpy(out->sample_us, rep->sample_us,
              sizeof(double) * (size_t)rep->samples);
+      /* On a GPU every sample can be dropped (throttled, or no CUPTI
+       * record): an 'ok' with no time then says why, or it reads like a
+       * kernel that was never timed. Not yet seen on a device. */
+      if (gpu && rep->samples == 0 && !strcmp(out->status, "ok"))
+        snprintf(out->error, sizeof out->error,
+                 "timed, but no sample was kept (%d dropped as throttled, %d "
+                 "invalid): no time",
+                 rep->gpu.n_throttled, rep->gpu.n_invalid);
       if (rep->samples > 0) {
         qsort(rep->sample_us, (size_t)rep->samples, sizeof(double), cmp_double);
         out->time_min_us = rep->sample_us[0];

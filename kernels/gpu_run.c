@@ -586,6 +586,8 @@ static int time_target(const kl_run_job *job, const target *t, dbuf *b,
     gs->cv = st.cv;
     gs->rel_noise = st.rel_noise;
     gs->stop = st.stop;
+    gs->n_throttled = st.n_throttled;
+    gs->n_invalid = st.n_invalid;
     /* Inside the run-gpu filter: kl_stats_median, never qsort, which
      * makes a sysinfo call for 128 doubles or more and the filter traps it
      * (every kernel under 2.5 ms takes 200 samples); test_sandbox runs

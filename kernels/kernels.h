@@ -403,6 +403,7 @@ typedef struct kl_gpu_stats {
   char timer_note[96]; /* why CUPTI was not used, if it was not */
   double median_us, min_us, p20_us, p80_us, cv, rel_noise;
   int stop;                               /* KL_STATS_STOP_* */
+  int n_throttled, n_invalid;             /* samples dropped, by reason */
   double event_median_us, host_median_us; /* the two cross-checks */
   int disagreements;      /* samples where CUPTI and events differ > 5% */
   int kernels_per_launch; /* CUPTI kernel records in the last sample */
@@ -638,7 +639,8 @@ typedef struct kl_result {
   char status[48]; /* ok, wrong, compile_error, bad_signature, bad_geometry,
                       invalid_input, deadlock, timeout, crashed:<signal>,
                       killed:seccomp:<syscall>, sandbox_error */
-  char error[768]; /* one line; empty when status is ok */
+  char error[768]; /* one line; empty when status is ok, but for a GPU
+                      run that kept no timing sample (it says why) */
   char sha256[65]; /* of the source text */
   int compiled, correct;
   double max_rel_err, max_abs_err;
