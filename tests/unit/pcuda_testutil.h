@@ -352,6 +352,13 @@ static inline int pt_main(int argc, char **argv, const pt_program *p) {
     fprintf(stderr, "usage: %s [--device]\n", argv[0]);
     return 2;
   }
+#ifdef PT_EMU_FMA
+  /* the _fma variant's kernels use the FMA instructions (tests/CMakeLists) */
+  if (!__builtin_cpu_supports("fma")) {
+    printf("%s: skipped: this CPU has no FMA instructions\n", p->name);
+    return 77;
+  }
+#endif
   if (p->before_emu) p->before_emu();
   char why[256];
   pcuda_ctx *ctx = NULL;

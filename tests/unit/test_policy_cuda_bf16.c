@@ -65,16 +65,18 @@
  *      model): the prefill's logits equal the bf16 training forward's on
  *      the same tokens within TOL_BF16_SAME (the same rounded operands
  *      through the same GEMMs; measured 0 on cpu-emu, where the two
- *      attention kernels happen to round alike; on a device FMA
- *      contraction and their different summation orders may flip the bf16
- *      rounding of an attention output now and then), and differ from
- *      the fp32 model's by at least 10x that (so a cached forward that
- *      quietly ran fp32 GEMMs fails) but less than TOL_LOSS x 10; every
+ *      attention kernels happen to round alike, but 3.4e-4 with the FMA
+ *      contraction a device makes (test_policy_cuda_bf16_fma), which
+ *      flips the bf16 rounding of an attention output now and then: the
+ *      tolerance is about three times that), and differ from the fp32
+ *      model's by at least 3x that (so a cached forward that quietly ran
+ *      fp32 GEMMs fails) but less than TOL_LOSS x 10; every
  *      logprob a bf16 generation reports for its own tokens equals minus
  *      the bf16 training forward's per-token loss on the completed
  *      sequence within TOL_BF16_LOGPROB (teacher forcing: the decode
  *      steps, their KV cache and the sampler saw the arithmetic the GRPO
- *      update's forward will see).
+ *      update's forward will see; up to 1e-3 apart with FMA contraction,
+ *      a ratio within 0.3% of 1 for GRPO's clip of 20%).
  *   5. The fp32 path is untouched: pcuda_model_init_dtype(FP32) gives the
  *      same logits bit for bit as pcuda_model_init, has no bf16 copy, and a
  *      bad dtype is refused.
@@ -95,8 +97,8 @@
 #define TOL_TRAIN 2e-2        /* relative, each of ten training steps */
 #define TOL_MASTER 1e-6       /* the fp32 master against the CPU's AdamW */
 #define CONTROL_STEP 1e-3f    /* the stale-copy control's update */
-#define TOL_BF16_SAME 3e-4    /* bf16 cached logits vs the bf16 forward's */
-#define TOL_BF16_LOGPROB 1e-4 /* a sampled token's logprob, absolute */
+#define TOL_BF16_SAME 1e-3    /* bf16 cached logits vs the bf16 forward's */
+#define TOL_BF16_LOGPROB 3e-3 /* a sampled token's logprob, absolute */
 
 static double worst_gemm, worst_loss, worst_grad, worst_train, worst_master;
 static double worst_cached, worst_logprob;
@@ -580,7 +582,7 @@ static void run_sampling(pcuda_ctx *ctx, const char *backend) {
     double off = pt_rel_err(cached, fp32, n, NULL);
     CHECK(same <= TOL_BF16_SAME,
           "%s: bf16 prefill logits vs the bf16 forward's: %.3g", backend, same);
-    CHECK(off >= 10 * TOL_BF16_SAME && off <= 10 * TOL_LOSS,
+    CHECK(off >= 3 * TOL_BF16_SAME && off <= 10 * TOL_LOSS,
           "%s: bf16 prefill logits vs fp32's: %.3g (bf16 must show, "
           "within bf16's error)",
           backend, off);
