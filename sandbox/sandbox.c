@@ -258,7 +258,12 @@ static const limit run_gpu_limits[] = {
     {RLIMIT_CPU, "RLIMIT_CPU", SBX_RUN_CPU_LIMIT_S,
      "CPU seconds (no RLIMIT_AS: CUDA "
      "reserves huge address ranges)"},
-    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, "no file may grow"},
+    /* Not 0: the rules above let the driver grow a memfd for a pinned or
+     * shared allocation, and growing any file past this limit is a
+     * SIGXFSZ crash (a memfd's too; test_sandbox). No file can be opened
+     * for writing here, and the candidate, device code, makes no call. */
+    {RLIMIT_FSIZE, "RLIMIT_FSIZE", 1ull << 30,
+     "the driver's memfds may grow to 1 GiB"},
     {RLIMIT_NOFILE, "RLIMIT_NOFILE", 256, "the driver opens several"},
     {RLIMIT_CORE, "RLIMIT_CORE", 0, "no core dumps"},
 };

@@ -136,6 +136,16 @@ static void gpu_secret_seed(void) {
   volatile uint64_t s = kl_secret_seed() ^ kl_secret_seed();
   (void)s;
 }
+/* What the run-gpu allowlist lets the driver do for a new pinned or shared
+ * allocation after the filter (infra-anchors 1.5.2): a memfd, grown and
+ * sealed. A file limit of 0 would make the growth a SIGXFSZ crash. */
+static void gpu_driver_memfd(void) {
+  int fd = memfd_create("cuda-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) _exit(4);
+  if (ftruncate(fd, 64 << 20) != 0) _exit(5);
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) _exit(6);
+  close(fd);
+}
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -293,6 +303,11 @@ int main(void) {
         "run-gpu: a timed launch's secret seed (kl_secret_seed, getrandom): "
         "status 0x%x, slot %d (%s)",
         st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
+  st = run_confined(gpu_driver_memfd, &slot);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
+        "run-gpu: a driver's memfd grown to 64 MiB and sealed: status 0x%x "
+        "(SIGXFSZ is %d), slot %d (%s)",
+        st, SIGXFSZ, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
   st = run_confined(name_thread, &slot);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
         "run-gpu: opening a thread's comm fails with EACCES and the worker "
