@@ -448,27 +448,57 @@ static void add_detail(kl_result *out, const char *fmt, ...) {
 
 /* The dynamic anti-cheat checks on a finished run (flags, and the verdict
  * where the evidence is a wrong output). Static flags are already set. */
+/* Removes from detail ("; "-separated findings) those that start with
+ * prefix. */
+static void drop_findings(char *detail, const char *prefix) {
+  char *w = detail;
+  for (char *r = detail; *r;) {
+    char *end = strstr(r, "; ");
+    size_t len = end ? (size_t)(end - r) : strlen(r);
+    if (strncmp(r, prefix, strlen(prefix)) != 0) {
+      if (w != detail) memcpy(w, "; ", 2), w += 2;
+      memmove(w, r, len);
+      w += len;
+    }
+    r += len + (end ? 2 : 0);
+  }
+  *w = 0;
+}
+
 static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
                            const float *outs, const size_t *offs,
                            kl_result *out) {
+  int n = job->n_shapes;
+  /* The checked run at the target shape was wrong: whatever the timed
+   * launches (at that shape) gave is no news, and no sign of a cheat. The
+   * flag is for a kernel right while checked and wrong while timed; raised
+   * for a plain wrong kernel it cost 20 (default.lua), below a compile
+   * error, and GRPO learned that crashing pays better than an honest
+   * mistake (the walkthrough review). */
+  uint64_t dyn = rep->flags & KL_FLAGS_DYNAMIC;
+  char detail[sizeof rep->flag_detail];
+  memcpy(detail, rep->flag_detail, sizeof detail);
+  detail[sizeof detail - 1] = 0;
+  if (n > 0 && !out->checks[0].pass &&
+      (dyn >> KL_FLAG_TIMED_OUTPUT_WRONG & 1)) {
+    dyn &= ~((uint64_t)1 << KL_FLAG_TIMED_OUTPUT_WRONG);
+    drop_findings(detail, "timed launch "); /* kl_verify_launch's words */
+  }
   /* What the runner saw: writes outside the buffers, changed inputs. */
-  if (rep->flags & KL_FLAGS_DYNAMIC) {
-    out->flags |= rep->flags & KL_FLAGS_DYNAMIC;
-    char detail[sizeof rep->flag_detail];
-    memcpy(detail, rep->flag_detail, sizeof detail);
-    detail[sizeof detail - 1] = 0;
+  if (dyn) {
+    out->flags |= dyn;
     add_detail(out, "%s", detail);
   }
   /* timed_output_wrong, from whoever drew a timed launch's inputs and
    * checked its output (kl_verify_launch: the pacer, the runner itself
    * unpaced, the GPU runner): a wrong output, as the one below */
-  if ((rep->flags >> KL_FLAG_TIMED_OUTPUT_WRONG & 1) && out->correct) {
+  if ((dyn >> KL_FLAG_TIMED_OUTPUT_WRONG & 1) && out->correct) {
     out->correct = 0;
     snprintf(out->error, sizeof out->error,
              "a timed run was wrong although the checked runs were right (a "
              "timed launch failed its checks)");
   }
-  int n = job->n_shapes, unwritten = 0, others_fail = 0, others_pass = 0;
+  int unwritten = 0, others_fail = 0, others_pass = 0;
   for (int s = 0; s < n; s++) {
     unwritten |= out->checks[s].unwritten > 0;
     if (s > 0) {
@@ -492,24 +522,28 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
   if (job->second_run && n > 0) {
     size_t nc = (size_t)job->shapes[0].M * job->shapes[0].N;
     if (memcmp(outs + offs[0], outs + offs[n], nc * sizeof(float)) != 0) {
-      out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
       /* The rerun's inputs are the first's scaled by powers of two and
        * its output scaled back: exact for A B, so a correct first run
        * that differs is a race or a memo. A wrong one may simply not
        * scale as A B does (C = A B + 1 is deterministic and differs):
-       * said, since the flag cannot tell the two apart without a third
-       * run (the second review noticed every wrong probe flagged). */
-      if (!out->checks[0].pass)
-        add_detail(out, "nondeterministic: the rerun (inputs scaled by "
-                        "powers of 2) differs: a race, or a wrong output "
-                        "that does not scale as A B does");
-      else if (!strcmp(out->backend, "cpu-emu"))
+       * no flag then (a wrong kernel is scored wrong already, and every
+       * wrong probe was flagged: the second review; a flag cost it 10,
+       * the walkthrough), only said after the error. */
+      if (!out->checks[0].pass) {
+        size_t used = strlen(out->error);
+        snprintf(out->error + used, sizeof out->error - used,
+                 "; the rerun (inputs scaled by powers of 2) differs too: a "
+                 "race, or an output that does not scale as A B does");
+      } else if (!strcmp(out->backend, "cpu-emu")) {
+        out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
         add_detail(out,
                    "nondeterministic: two runs of the same inputs differ (the "
                    "second with each block's threads in reverse order: a "
                    "race, e.g. a missing __syncthreads)");
-      else
+      } else {
+        out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
         add_detail(out, "nondeterministic: two runs of the same inputs differ");
+      }
     }
   }
 }
@@ -603,6 +637,61 @@ static void remeasure(const kl_eval_options *opts, const kl_run_job *job,
   free(outs);
 }
 
+/* 1 if the first error in text (a compiler log, lines or " | "-joined) is
+ * the contract's static assertion. */
+static int first_error_is_contract(const char *text) {
+  const char *e = text ? strstr(text, ": error") : NULL;
+  if (!e) return 0;
+  const char *said = strstr(e, "kl_contract: matmul must be");
+  const char *nl = strchr(e, '\n'), *bar = strstr(e, " | ");
+  return said && (!nl || said < nl) && (!bar || said < bar);
+}
+
+/* A compile failed: is it the signature? Only when the first error is the
+ * contract's own static assertion. Any error in its lines was taken for
+ * one, so a completion cut off inside a function (the check appended
+ * after it parses as more of its body, and the assertion fails last) was
+ * bad_signature (the walkthrough). */
+static int contract_failed(const char *log, const char *why) {
+  return first_error_is_contract(log) || first_error_is_contract(why);
+}
+
+/* The line of the first error in a compiler message, NVRTC's
+ * "candidate.cu(22): error" or the host compiler's "candidate.cu:22:31:
+ * error"; 0 if none. */
+static long first_error_line(const char *text) {
+  for (const char *p = text; (p = strstr(p, "candidate.cu")) != NULL;) {
+    p += strlen("candidate.cu");
+    if (*p != '(' && *p != ':') continue;
+    char *end, *col;
+    long line = strtol(p + 1, &end, 10);
+    if (end == p + 1) continue;
+    if (*p == '(' && !strncmp(end, "): error", 8)) return line;
+    if (*p == ':' && *end == ':' &&
+        (strtol(end + 1, &col, 10), col > end + 1) &&
+        !strncmp(col, ": error", 7))
+      return line;
+  }
+  return 0;
+}
+
+/* A compile error past the candidate's last line (in the appended check)
+ * means the text ended inside a construct: says so after why. */
+static void note_cut_short(char *why, size_t whylen, const char *src,
+                           size_t len) {
+  long lines = 1;
+  for (size_t i = 0; i < len; i++)
+    lines += src[i] == '\n';
+  if (len > 0 && src[len - 1] == '\n') lines--;
+  long at = first_error_line(why);
+  size_t used = strlen(why);
+  if (at > lines && used < whylen)
+    snprintf(why + used, whylen - used,
+             " (the source ends at line %ld, inside a construct: was it cut "
+             "short?)",
+             lines);
+}
+
 static int eval_impl(const char *label, const char *src, size_t len,
                      const kl_eval_options *opts, kl_result *out,
                      int timing_only) {
@@ -651,8 +740,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
   }
   free(csrc);
   if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
-    int sig =
-        (cc.log && strstr(cc.log, "kl_contract")) || strstr(why, "kl_contract");
+    int sig = contract_failed(cc.log, why);
+    if (!sig) note_cut_short(why, sizeof why, src, len);
     set_status(out,
                rc == KL_ETIMEOUT ? "compile_timeout"
                : rc == KL_EOOM   ? "oom"
@@ -699,7 +788,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
            : kl_emu_compile(src, len, job->so_path, sizeof job->so_path, NULL,
                             NULL, why, sizeof why);
   if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
-    int sig = strstr(why, "kl_contract") != NULL;
+    int sig = contract_failed(NULL, why);
+    if (!sig) note_cut_short(why, sizeof why, src, len);
     set_status(out,
                rc == KL_ETIMEOUT ? "compile_timeout"
                : rc == KL_EOOM   ? "oom"

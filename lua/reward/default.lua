@@ -18,7 +18,12 @@ Components (the total is their sum, computed by the lab):
 
 Resulting order on the fixture: correct fast (up to 4) > correct slow (0 at
 worst) > wrong (-0.5) > failed to run (-0.75) > compile error (-1), and any
-flag costs at least 5: more than the best speed reward can give back.
+flag costs at least 5: more than the best speed reward can give back. A
+kernel wrong at the target shape raises no flag for being wrong while timed
+or on the rerun (the lab does not call a plain mistake a cheat); one right
+at the target and wrong at another shape is shape_special_cased, whatever
+the intent (a tile loop that drops the ragged edge looks just like it), and
+one that leaves part of C unwritten is output_not_written.
 
 Edit freely: the lab reloads this file between steps when it changes and
 records its sha256 with every score.

@@ -112,8 +112,10 @@ def group_broken():
         check(by.get((64, 64, 64)) is True, "edge bug passes the tile multiple")
         check(by.get((127, 129, 65)) is False, "edge bug fails 127x129x65")
     # A deterministic wrong kernel whose output does not scale as A B does
-    # (C = A B + 1) differs on the scaled rerun: the detail says it may be
-    # that, not only a race
+    # (C = A B + 1) differs on the scaled rerun: the error says it may be
+    # that, not only a race, and a kernel wrong while checked raises no
+    # flag for it (nondeterministic, nor timed_output_wrong for its timed
+    # launches): it is scored wrong, not as a cheat
     with tempfile.TemporaryDirectory() as d:
         plus1 = open(os.path.join(SEEDS, "01_naive.cu")).read().replace(
             "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;")
@@ -121,9 +123,25 @@ def group_broken():
         rc, rows, _ = eval_json([write(d, "plus1.cu", plus1.encode())], *FAST)
         if rows:
             check(rows[0]["status"] == "wrong" and
-                  "does not scale as A B does" in rows[0]["flag_detail"],
-                  "a wrong kernel's rerun difference is not called a race alone: %s"
-                  % rows[0]["flag_detail"])
+                  "does not scale as A B does" in rows[0]["error"] and
+                  rows[0]["flags"] == [] and not rows[0]["flag_detail"],
+                  "a wrong kernel's rerun difference is not called a race "
+                  "alone, and not flagged: %s %s %r"
+                  % (rows[0]["error"], rows[0]["flags"], rows[0]["flag_detail"]))
+    # A completion cut off inside matmul's body: the contract check appended
+    # after it parses as more of the body, and the assertion fails last. It
+    # is a compile error that says the text may be cut short, not
+    # bad_signature (every truncated sample of a campaign was)
+    with tempfile.TemporaryDirectory() as d:
+        lines = open(os.path.join(SEEDS, "01_naive.cu")).read().splitlines(True)
+        cut = "".join(lines[:-3])
+        rc, rows, _ = eval_json([write(d, "cut.cu", cut.encode())], *FAST)
+        if rows:
+            check(rows[0]["status"] == "compile_error" and
+                  "the source ends at line %d" % (len(lines) - 3) in
+                  rows[0]["error"] and "cut short" in rows[0]["error"],
+                  "a cut-off kernel is a compile error said as such: %s %s"
+                  % (rows[0]["status"], rows[0]["error"]))
     # compile errors carry NVRTC's first error line
     rc, rows, _ = eval_json([os.path.join(BROKEN, "compile_error.cu")], *FAST)
     if rows:
