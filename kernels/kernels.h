@@ -154,7 +154,8 @@ typedef struct kl_resources {
 } kl_resources;
 
 typedef struct kl_compiled {
-  uint8_t *cubin; /* sm_90 cubin (ELF), owned */
+  uint8_t *cubin; /* sm_90 cubin (ELF), owned; for a virtual architecture
+                     (compute_90: show --ptx) the PTX text, no NUL */
   size_t cubin_size;
   char *log;         /* full NVRTC program log incl. ptxas -v, owned */
   kl_resources res;  /* parsed from log (entry `matmul`) */

@@ -373,6 +373,25 @@ static int kl_run_nvrtc(const char *src, size_t len, const char *const *opts,
     snprintf(why, whylen, "NVRTC: out of memory for the program log");
     status = KL_EENV;
   }
+  /* A virtual architecture (compute_90) yields PTX only: `kernlab show
+   * --ptx` asks for it, and gets the text where the cubin would be. */
+  if (status == KL_OK && !strncmp(opts[0], "--gpu-architecture=compute_", 27)) {
+    size_t ps = 0;
+    if (!kl_nv.GetPTXSize || !kl_nv.GetPTX ||
+        kl_nv.GetPTXSize(prog, &ps) != KL_NVRTC_SUCCESS || ps == 0 ||
+        ps > KL_MAX_CUBIN_BYTES || !(out->cubin = malloc(ps)) ||
+        kl_nv.GetPTX(prog, (char *)out->cubin) != KL_NVRTC_SUCCESS) {
+      snprintf(why, whylen, "NVRTC: no PTX for %s (%zu bytes)", opts[0], ps);
+      free(out->cubin);
+      out->cubin = NULL;
+      status = KL_EENV;
+    } else {
+      out->cubin[ps - 1] = 0;
+      out->cubin_size = strlen((char *)out->cubin);
+    }
+    kl_nv.DestroyProgram(&prog);
+    return status;
+  }
   size_t cs = 0;
   if (status == KL_OK &&
       (kl_nv.GetCUBINSize(prog, &cs) != KL_NVRTC_SUCCESS || cs == 0)) {

@@ -13,6 +13,7 @@
 #include "lab/lab.h"
 
 #include "results/results.h"
+#include "sandbox/sandbox.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -315,6 +316,48 @@ int lab_top(int argc, char **argv) {
 /* ---- show -----------------------------------------------------------------
  */
 
+/* show --ptx: results files keep the source, not the PTX (schema 3), so
+ * the source is compiled again for compute_90 by NVRTC in the sandbox's
+ * compile worker (the text is a policy's: never compiled in this process)
+ * and the PTX printed. The same NVRTC options as the lab's sm_90 compile,
+ * with the virtual architecture: the PTX ptxas turned into the cubin the
+ * candidate ran as on a GPU. */
+static int show_ptx(const res_reader *r, const char *path, int64_t id) {
+  char *src = NULL, why[1024];
+  size_t len = 0;
+  if (res_source(r, id, &src, &len, why, sizeof why) != RES_OK) {
+    fprintf(stderr, "kernlab show: %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
+  sbx_limits limits = {60, 60, 0};
+  sbx_slot *slot = sbx_slot_new(&limits);
+  kl_executor ex;
+  kl_compiled cc;
+  memset(&cc, 0, sizeof cc);
+  int rc = KL_EENV;
+  snprintf(why, sizeof why, "out of memory for a sandbox slot");
+  if (slot) {
+    sbx_slot_executor(slot, &ex);
+    rc = ex.compile(ex.ctx, src, len, "compute_90", &cc, why, sizeof why);
+  }
+  int exit = LAB_EXIT_OK;
+  if (rc == KL_OK) {
+    fwrite(cc.cubin, 1, cc.cubin_size, stdout);
+  } else if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
+    fprintf(stderr, "kernlab show: %s: candidate %lld does not compile: %s\n",
+            path, (long long)id, why);
+    exit = LAB_EXIT_USAGE;
+  } else {
+    fprintf(stderr, "kernlab show: %s: candidate %lld: no PTX: %s\n", path,
+            (long long)id, why);
+    exit = LAB_EXIT_ENV;
+  }
+  kl_compiled_free(&cc);
+  sbx_slot_free(slot);
+  free(src);
+  return exit;
+}
+
 static const char show_synopsis[] = "show RUN.h5 ID [--source|--ptx|--stats]";
 
 static void sha_hex(const uint8_t sha[32], char out[65]) {
@@ -472,12 +515,7 @@ int lab_show(int argc, char **argv) {
   }
   int rc = LAB_EXIT_OK;
   if (mode && !strcmp(mode, "--ptx")) {
-    fprintf(stderr,
-            "kernlab show: %s: candidate %lld: PTX is not stored in results "
-            "files (schema %d keeps the source); `kernlab show %s %lld "
-            "--source > k.cu` and compile it again\n",
-            path, (long long)id, res_schema_version(r), path, (long long)id);
-    rc = LAB_EXIT_USAGE;
+    rc = show_ptx(r, path, id);
   } else if (mode && !strcmp(mode, "--stats")) {
     rc = show_stats(r, id);
   } else {
