@@ -2,8 +2,9 @@
  * lab/prime_cmd.c — `kernlab prime`: supervised priming of the policy on the
  * kernel corpus.
  *
- *   kernlab prime [--corpus DIR] [--out CKPT] [--steps N] [--tok FILE.tok]
- *                 [--size tiny|small] [--batch B] [--seq T] [--lr X]
+ *   kernlab prime [--corpus DIR] [--out CKPT] [--force] [--steps N]
+ *                 [--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T]
+ *                 [--lr X]
  *                 [--seed S] [--policy-device cpu|gpu|auto]
  *                 [--policy-dtype fp32|bf16] [--policy-matmul RUN.h5]
  *
@@ -16,7 +17,9 @@
  * random windows of seq+1 tokens (next-token cross-entropy on every
  * position), AdamW with warm-up and cosine decay. Without --tok a byte-level
  * BPE tokenizer (vocab 1024) is trained on the corpus and saved as
- * CKPT.tok. The checkpoint (with optimiser state) is written at the end and
+ * CKPT.tok. An existing CKPT is refused unless --force (it may be a
+ * campaign's trained policy). The checkpoint (with optimiser state) is
+ * written at the end and
  * every 100 steps; it records the tokenizer's hash. An interrupt (Ctrl-C,
  * SIGTERM; lab/interrupt.c) saves the checkpoint after the step in flight
  * and stops with exit 130; a second stops at once.
@@ -182,7 +185,8 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
 int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small", *policy_matmul = NULL;
-  int steps = 300, batch = 0, seq = 0, keep_comments = 0;
+  int steps = 300, batch = 0, seq = 0, keep_comments = 0, force = 0;
+  const char *bad = NULL; /* the argument a usage error names */
   int policy_device = LAB_POLICY_CPU, policy_dtype = PCUDA_DTYPE_FP32;
   float lr = 0;
   uint64_t seed = 1;
@@ -194,6 +198,11 @@ int lab_prime(int argc, char **argv) {
       keep_comments = 1;
       continue;
     }
+    if (!strcmp(a, "--force")) {
+      force = 1;
+      continue;
+    }
+    bad = a;
     if (!val) goto usage;
     if (!strcmp(a, "--corpus"))
       corpus = val;
@@ -234,8 +243,10 @@ int lab_prime(int argc, char **argv) {
     if (!batch) batch = 4;
     if (!seq) seq = 1024;
   } else {
+    bad = "--size";
     goto usage;
   }
+  bad = NULL;
   if (seq >= cfg.max_seq) seq = cfg.max_seq - 1;
 
   char why[1024];
@@ -246,6 +257,18 @@ int lab_prime(int argc, char **argv) {
   if (lab_output_ok(out, NULL, 0, "KLCK", 4, why, sizeof why) != 0 ||
       lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
+  /* An existing checkpoint is kept unless asked: it may be hours of
+   * priming, or a campaign's GRPO-trained policy (run, search and eval
+   * --out protect their files too; the walkthrough review found a second
+   * prime replacing the first without a word). */
+  struct stat st_out;
+  if (!force && stat(out, &st_out) == 0) {
+    fprintf(stderr,
+            "kernlab prime: --out %s exists; --force replaces it (and its "
+            "tokenizer %s)\n",
+            out, tok_target);
     return LAB_EXIT_USAGE;
   }
   /* a missing or read-only folder is said before the training, not after
@@ -538,11 +561,15 @@ done:
   free(y);
   return exit_code;
 usage:
-  fprintf(stderr,
-          "usage: kernlab prime [--corpus DIR] [--out CKPT] [--steps N] "
-          "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "
-          "[--lr X] [--seed S] [--keep-comments] "
-          "[--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16] "
-          "[--policy-matmul RUN.h5]\n");
+  if (bad && !strcmp(bad, "--size"))
+    fprintf(stderr, "kernlab prime: --size %s: expected tiny or small\n", size);
+  else if (bad)
+    fprintf(stderr, "kernlab prime: bad or missing value for %s\n", bad);
+  fprintf(stderr, "usage: kernlab prime [--corpus DIR] [--out CKPT] [--force] "
+                  "[--steps N] "
+                  "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "
+                  "[--lr X] [--seed S] [--keep-comments] "
+                  "[--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16] "
+                  "[--policy-matmul RUN.h5]\n");
   return LAB_EXIT_USAGE;
 }

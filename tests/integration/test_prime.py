@@ -130,13 +130,34 @@ with tempfile.TemporaryDirectory() as d:
     p = run("prime", "--corpus", corpus, "--out", ck, "--size", "tiny", "--policy-device", "tpu")
     check(p.returncode == 2 and "usage" in p.stderr, "--policy-device tpu: exit 2: %s" % p.stderr)
 
-    p = run("prime", "--corpus", os.path.join(d, "nope"), "--out", ck, "--size", "tiny")
+    # an existing checkpoint is kept unless --force (it may be a campaign's
+    # trained policy); the refusal comes before any training
+    with open(ck, "rb") as f:
+        before = f.read()
+    p = run("prime", "--corpus", corpus, "--out", ck, "--size", "tiny", "--steps", "1")
+    with open(ck, "rb") as f:
+        after = f.read()
+    check(p.returncode == 2 and "exists; --force replaces it" in p.stderr and before == after,
+          "prime over an existing checkpoint: refused, untouched: %d %s" % (p.returncode, p.stderr))
+    fk = os.path.join(d, "forced.ckpt")
+    shutil.copyfile(ck, fk)
+    p = run("prime", "--corpus", corpus, "--out", fk, "--size", "tiny", "--steps", "1", "--force")
+    check(p.returncode == 0 and os.path.getsize(fk) > 0, "prime --force replaces: %d %s"
+          % (p.returncode, p.stderr[-300:]))
+    p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--size", "huge")
+    check(p.returncode == 2 and "--size huge: expected tiny or small" in p.stderr,
+          "--size huge: named: %s" % p.stderr)
+    p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--steps")
+    check(p.returncode == 2 and "missing value for --steps" in p.stderr,
+          "--steps without a value: named: %s" % p.stderr)
+    ck_new = ck + ".new"
+    p = run("prime", "--corpus", os.path.join(d, "nope"), "--out", ck_new, "--size", "tiny")
     check(p.returncode == 2 and "nope" in p.stderr, "missing corpus: exit 2 naming it: %s" % p.stderr)
     empty = os.path.join(d, "empty")
     os.mkdir(empty)
     with open(os.path.join(empty, "x.cu"), "w") as f:
         f.write("not a kernel\n")
-    p = run("prime", "--corpus", empty, "--out", ck, "--size", "tiny")
+    p = run("prime", "--corpus", empty, "--out", ck_new, "--size", "tiny")
     check(p.returncode == 2 and "no valid kernels" in p.stderr, "no valid kernels: %s" % p.stderr)
     bad = os.path.join(d, "bad.ckpt")
     with open(ck, "rb") as f:
