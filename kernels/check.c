@@ -740,6 +740,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   }
   free(csrc);
   if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
+    out->confinement = cc.confinement; /* it never runs: its compile's */
     int sig = contract_failed(cc.log, why);
     if (!sig) note_cut_short(why, sizeof why, src, len);
     set_status(out,

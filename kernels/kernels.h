@@ -164,6 +164,9 @@ typedef struct kl_compiled {
   double compile_ms; /* wall time of this call (cache hit: lookup time) */
   int cache_hit;     /* 1 if served from the on-disk cache */
   char key[65];      /* sha256(source + options + toolkit version) */
+  /* the sandbox it compiled in, as kl_result.confinement; 0 in-process or
+   * from the cache. Set on failures too (compile error, timeout, oom). */
+  int confinement;
 } kl_compiled;
 
 /* Loads NVRTC with dlopen (once). Returns KL_OK or KL_EENV with a reason. */

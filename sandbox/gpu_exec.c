@@ -38,6 +38,8 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   uint8_t *msg = NULL;
   size_t len;
   int rc = sbx_recv(w.from, &type, &msg, &len, 64, t0 + GPU_START_MS);
+  if (rc == 0 && type == SBX_MSG_READY)
+    w.confinement = sbx_ready_confinement(msg, len);
   free(msg);
   msg = NULL;
   if (rc != 0 || type != SBX_MSG_READY) {
@@ -49,6 +51,8 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
   }
+  /* From READY, so that a run that hangs or faults says it too. */
+  out->confinement = w.confinement;
   /* the outputs' memfd, as the cpu-emu slot's (sbx_outs_size) */
   if (sbx_outs_size(&w, n_outs, out) != 0) return 0;
   if (sbx_send(w.to, SBX_MSG_RUN, job, sizeof *job, cubin,
@@ -100,7 +104,6 @@ int sbx_run_gpu(void *ctx, const kl_run_job *job, const uint8_t *cubin,
   free(msg);
   if (sbx_outs_take(&w, outs, n_outs, &reply, "the GPU run worker", out) != 0)
     return 0;
-  out->confinement = reply.confinement;
   sbx_reap(&w, 1000);
   return 1;
 }

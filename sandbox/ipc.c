@@ -163,6 +163,17 @@ int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
   return 0;
 }
 
+int sbx_send_ready(int fd, int confinement) {
+  int32_t level = confinement;
+  return sbx_send(fd, SBX_MSG_READY, &level, sizeof level, NULL, 0);
+}
+
+int sbx_ready_confinement(const uint8_t *msg, size_t len) {
+  int32_t level = 0;
+  if (len == sizeof level) memcpy(&level, msg, sizeof level);
+  return level >= 1 && level <= 2 ? level : 0;
+}
+
 /* Reads exactly n bytes before deadline_ms (absolute, sbx_now_ms clock).
  * Returns 0, SBX_EOF, SBX_TIMEOUT or SBX_EBAD. */
 static int read_all(int fd, void *p, size_t n, double deadline_ms) {

@@ -12,12 +12,13 @@
 #include <sys/types.h>
 
 /* 2: CRC-32C frames; 3: MARK; 4: PACE; 5: no timed input sets; 6: PACE
- * n k (batches) */
-#define SBX_PROTOCOL_VERSION 6
+ * n k (batches); 7: READY carries the confinement */
+#define SBX_PROTOCOL_VERSION 7
 
 /* Message types. */
 enum {
-  SBX_MSG_READY = 1,    /* worker -> lab: initialised and confined */
+  SBX_MSG_READY = 1,    /* worker -> lab: initialised and confined; int32
+                           confinement (sbx_confine's level, 0 none) */
   SBX_MSG_COMPILE = 2,  /* lab -> compile worker: arch NUL source */
   SBX_MSG_COMPILED = 3, /* reply: sbx_compile_reply, cubin, log */
   SBX_MSG_RUN = 4,      /* lab -> run worker: kl_run_job */
@@ -108,6 +109,11 @@ typedef struct sbx_worker {
   int outs;  /* run-cpu-emu, matmul-cpu-emu: its memfd; -1 otherwise */
   int up;
   long maxrss_kb; /* peak resident memory, once reaped */
+  /* What its READY said it is confined by (0 none, 1 seccomp + rlimits, 2
+   * also namespaces). READY comes before any candidate text reaches the
+   * worker, so this is the worker's word, not the candidate's, and known
+   * even when the candidate then hangs or crashes. */
+  int confinement;
 } sbx_worker;
 
 /* How a worker that did not reply ended, as a status (crashed:<signal>,
@@ -138,9 +144,14 @@ int sbx_kill(sbx_worker *w);
 /* Reaps a worker that is exiting by itself, waiting at most timeout_ms, then
  * kills it. Returns its wait status. */
 int sbx_reap(sbx_worker *w, double timeout_ms);
-/* Waits for the worker's READY; 0, or -1 with why (the worker is then
- * killed and reaped). */
+/* Waits for the worker's READY, setting w->confinement from it; 0, or -1
+ * with why (the worker is then killed and reaped). */
 int sbx_await_ready(sbx_worker *w, double timeout_ms, char *why, size_t whylen);
+/* The confinement a READY payload states: 0 for a malformed one or a level
+ * out of range (a worker that could not confine says -1). */
+int sbx_ready_confinement(const uint8_t *msg, size_t len);
+/* Sends READY stating `confinement` (sbx_confine's return). Returns 0 or -1. */
+int sbx_send_ready(int fd, int confinement);
 
 /* A run worker's outputs travel in its memfd (w->outs), not in the reply.
  * sbx_outs_size gives it the job's n_outs floats, sealed: the worker can

@@ -355,6 +355,7 @@ int sbx_await_ready(sbx_worker *w, double timeout_ms, char *why,
   size_t len;
   int rc = sbx_recv(w->from, &type, &msg, &len, 64, sbx_now_ms() + timeout_ms);
   if (rc == 0 && type == SBX_MSG_READY) {
+    w->confinement = sbx_ready_confinement(msg, len);
     free(msg);
     return 0;
   }
@@ -470,7 +471,7 @@ static int exec_compile(void *ctx, const char *src, size_t len,
   memcpy(key, out->key, sizeof key);
   kl_compiled_free(out);
   size_t alen = strlen(arch) + 1;
-  int killed_retry = 0;
+  int killed_retry = 0, confinement = 0;
 again:
   /* A worker can be gone between two candidates without any fault of the
    * next one: PR_SET_PDEATHSIG fires when the *thread* that started it
@@ -482,6 +483,7 @@ again:
       if (sbx_spawn(&s->compile, "compile", why, whylen) != 0) return KL_EENV;
       if (sbx_await_ready(&s->compile, 30000, why, whylen) != 0) return KL_EENV;
     }
+    confinement = s->compile.confinement;
     if (sbx_send(s->compile.to, SBX_MSG_COMPILE, arch, alen, src, len) == 0)
       break;
     sbx_kill(&s->compile);
@@ -504,6 +506,7 @@ again:
              "NVRTC did not finish within %.0f s (compile worker "
              "killed)",
              s->limits.compile_deadline_s);
+    out->confinement = confinement;
     return KL_ETIMEOUT;
   }
   if (rc == 0 && type == SBX_MSG_TRAP && mlen == 4) {
@@ -536,6 +539,7 @@ again:
                "the compile worker died (%s): most likely out of memory under "
                "the compile profile's 4 GiB limit",
                strsignal(WTERMSIG(st)));
+      out->confinement = confinement;
       return KL_EOOM;
     }
     snprintf(why, whylen, "the compile worker failed (exit status %d)",
@@ -572,6 +576,7 @@ again:
     kl_nvrtc_store(out);
   }
   out->compile_ms = sbx_now_ms() - t0;
+  out->confinement = confinement;
   return r.rc;
 }
 
@@ -641,6 +646,9 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
   }
   sbx_worker w = s->run;
   s->run.up = 0;
+  /* Said now, from READY: a candidate that hangs, crashes or is killed
+   * never replies, and it ran confined all the same. */
+  out->confinement = w.confinement;
   int complete = 0;
   kl_pace_result *pace = NULL;
   /* The workers that replied before are gone before this job starts (or
@@ -783,7 +791,6 @@ static int exec_run(void *ctx, const kl_run_job *job, kl_run_report *rep,
     goto respawn;
   close(w.outs); /* the exiting worker keeps its own mapping */
   w.outs = -1;
-  out->confinement = reply.confinement;
   if (s->n_exiting == SBX_MAX_EXITING) reap_exiting(s, 1);
   s->exiting[s->n_exiting++] = w;
   complete = 1;

@@ -78,11 +78,12 @@ static int compile_worker(void) {
   (void)kl_nvrtc_compile(warmup_src, sizeof warmup_src - 1, "sm_90", 0, &warm,
                          why, sizeof why);
   kl_compiled_free(&warm);
-  if (sbx_confine(SBX_COMPILE, NULL, SBX_FD_OUT, why, sizeof why) < 0) {
+  int confinement = sbx_confine(SBX_COMPILE, NULL, SBX_FD_OUT, why, sizeof why);
+  if (confinement < 0) {
     fprintf(stderr, "kernlab compile worker: %s\n", why);
     return 3;
   }
-  if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
+  if (sbx_send_ready(SBX_FD_OUT, confinement) != 0) return 1;
   for (;;) {
     int type;
     uint8_t *msg;
@@ -210,7 +211,7 @@ static int run_worker(void) {
   char why[256];
   int confinement =
       sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why);
-  if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
+  if (sbx_send_ready(SBX_FD_OUT, confinement) != 0) return 1;
   int type;
   uint8_t *msg;
   size_t len;
@@ -268,9 +269,10 @@ static int mm_reply(int rc, const char *why) {
 static int matmul_worker(void) {
   int pool_threads = emu_worker_start();
   char why[320];
-  int confined =
-      sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why) >= 0;
-  if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
+  int confinement =
+      sbx_confine(SBX_RUN_CPU_EMU, NULL, SBX_FD_OUT, why, sizeof why);
+  int confined = confinement >= 0;
+  if (sbx_send_ready(SBX_FD_OUT, confinement) != 0) return 1;
   int type;
   uint8_t *msg;
   size_t len;
@@ -442,7 +444,7 @@ static int run_gpu_worker(void) {
       rep->failed = 1;
     }
   }
-  if (sbx_send(SBX_FD_OUT, SBX_MSG_READY, NULL, 0, NULL, 0) != 0) return 1;
+  if (sbx_send_ready(SBX_FD_OUT, reply.confinement) != 0) return 1;
   int type;
   uint8_t *msg;
   size_t len;

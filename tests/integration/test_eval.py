@@ -239,14 +239,23 @@ def group_isolation():
             b"C[row * N + col] = acc;", b"C[row * N + col] = acc; *(volatile int*)0 = 1;"))
         hang = write(d, "hang.cu", GOOD.replace(
             b"C[row * N + col] = acc;", b"C[row * N + col] = acc; for (volatile int i = 0; i >= 0; i += 0) {}"))
-        rc, rows, err = eval_json([crash, hang, os.path.join(SEEDS, "01_naive.cu")],
+        rc, rows, err = eval_json([crash, hang, os.path.join(SEEDS, "01_naive.cu"),
+                                   os.path.join(BROKEN, "compile_error.cu")],
                                   *FAST, "--timeout", "3")
         check(rc == 0, "crashing and hanging kernels: eval still exits 0 (%s)" % err)
-        check(len(rows) == 3, "three rows")
-        if len(rows) == 3:
+        check(len(rows) == 4, "four rows")
+        if len(rows) == 4:
             check(rows[0]["status"] == "crashed:SIGSEGV", "crash status: %s" % rows[0]["status"])
             check(rows[1]["status"] == "timeout", "hang status: %s" % rows[1]["status"])
             check(rows[2]["correct"], "the kernel after them is still evaluated")
+            check(rows[3]["status"] == "compile_error",
+                  "compile error status: %s" % rows[3]["status"])
+            # a candidate that crashed, hung or failed to compile ran (or
+            # compiled) confined all the same: "none" was reported for them
+            for r in rows:
+                check(r["sandbox"] in ("seccomp+rlimits", "seccomp+rlimits+namespaces"),
+                      "%s (%s): sandbox says its confinement, got %r"
+                      % (os.path.basename(r["file"]), r["status"], r["sandbox"]))
         # divergent barrier: a deadlock, reported, not a hang
         dl = write(d, "deadlock.cu", b"""
 KL_LAUNCH(64, 1, 8, 8, 0);
