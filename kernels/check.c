@@ -331,6 +331,7 @@ void kl_compare(const float *C, const double *R, const double *S,
                 kl_shape_check *ck) {
   size_t n = (size_t)ck->shape.M * (size_t)ck->shape.N;
   double diff2 = 0, ref2 = 0, maxabs = 0;
+  size_t finite = 0;
   ck->unwritten = ck->nonfinite = ck->over_tol = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t bits;
@@ -344,6 +345,7 @@ void kl_compare(const float *C, const double *R, const double *S,
       continue;
     }
     double d = fabs((double)C[i] - R[i]);
+    finite++;
     diff2 += d * d;
     ref2 += R[i] * R[i];
     if (d > maxabs) maxabs = d;
@@ -351,6 +353,11 @@ void kl_compare(const float *C, const double *R, const double *S,
   }
   ck->rel_err = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
   ck->max_abs_err = maxabs;
+  /* A NaN or inf the kernel wrote is an infinite error, and an output with
+   * no finite element has none measured: either way 0 would read as exact
+   * (an all-inf C was reported with rel_err 0). */
+  if (ck->nonfinite > 0 || (n > 0 && finite == 0))
+    ck->rel_err = ck->max_abs_err = INFINITY;
   ck->pass = ck->unwritten == 0 && ck->nonfinite == 0 && ck->over_tol == 0 &&
              ck->rel_err <= KL_TOL_REL;
 }
@@ -892,13 +899,17 @@ static int eval_impl(const char *label, const char *src, size_t len,
           out->max_abs_err = ck->max_abs_err;
         if (!ck->pass && out->correct) {
           out->correct = 0;
+          /* NaN/inf elements first: "0 elements over tolerance" led the
+           * line of an all-inf output, whose elements are never compared */
           snprintf(out->error, sizeof out->error,
-                   "wrong at %dx%dx%d: rel_err %.3g (tol %.0e), %ld "
-                   "elements over tolerance, %ld still NaN-poisoned "
-                   "(unwritten or computed from the poison), %ld other "
-                   "NaN/inf",
-                   ck->shape.M, ck->shape.N, ck->shape.K, ck->rel_err,
-                   KL_TOL_REL, ck->over_tol, ck->unwritten, ck->nonfinite);
+                   "wrong at %dx%dx%d: %ld of %ld elements NaN/inf (%ld "
+                   "still NaN-poisoned: unwritten or computed from the "
+                   "poison; %ld other NaN/inf), rel_err %.3g (tol %.0e), "
+                   "%ld finite elements over tolerance",
+                   ck->shape.M, ck->shape.N, ck->shape.K,
+                   ck->unwritten + ck->nonfinite,
+                   (long)ck->shape.M * ck->shape.N, ck->unwritten,
+                   ck->nonfinite, ck->rel_err, KL_TOL_REL, ck->over_tol);
         }
       }
       dynamic_checks(job, rep, outs, offs, out);

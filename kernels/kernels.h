@@ -324,8 +324,10 @@ typedef struct kl_shape {
 
 typedef struct kl_shape_check {
   kl_shape shape;
-  double rel_err;     /* ||C - R||_F / ||R||_F over finite elements */
-  double max_abs_err; /* max |C_ij - R_ij| over finite elements */
+  /* Both over the finite elements, and +inf when the kernel wrote a NaN or
+   * inf (C - R is not finite) or no element is finite. */
+  double rel_err;     /* ||C - R||_F / ||R||_F */
+  double max_abs_err; /* max |C_ij - R_ij| */
   long unwritten;     /* elements still holding the poison NaN */
   long nonfinite;     /* other NaN/inf elements */
   long over_tol;      /* elements outside the element-wise bound */

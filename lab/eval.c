@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +67,10 @@ void lab_json_string(FILE *f, const char *s) {
   lab_json_string_n(f, s, strlen(s));
 }
 
+/* null for "not measured" (negative) and for NaN/inf, which JSON has no
+ * word for (an error is +inf when a kernel wrote inf: kl_compare) */
 static void json_number(FILE *f, const char *key, double v) {
-  if (v < 0)
+  if (v < 0 || !isfinite(v))
     fprintf(f, ",\"%s\":null", key);
   else
     fprintf(f, ",\"%s\":%.6g", key, v);
@@ -145,12 +148,11 @@ static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
   fputs(",\"shapes\":[", f);
   for (int i = 0; i < r->n_checks; i++) {
     const kl_shape_check *c = &r->checks[i];
-    fprintf(f,
-            "%s{\"M\":%d,\"N\":%d,\"K\":%d,\"pass\":%s,\"rel_err\":%.6g,"
-            "\"max_abs_err\":%.6g,\"unwritten\":%ld,\"nonfinite\":%ld,"
-            "\"over_tol\":%ld}",
-            i ? "," : "", c->shape.M, c->shape.N, c->shape.K,
-            c->pass ? "true" : "false", c->rel_err, c->max_abs_err,
+    fprintf(f, "%s{\"M\":%d,\"N\":%d,\"K\":%d,\"pass\":%s", i ? "," : "",
+            c->shape.M, c->shape.N, c->shape.K, c->pass ? "true" : "false");
+    json_number(f, "rel_err", c->rel_err);
+    json_number(f, "max_abs_err", c->max_abs_err);
+    fprintf(f, ",\"unwritten\":%ld,\"nonfinite\":%ld,\"over_tol\":%ld}",
             c->unwritten, c->nonfinite, c->over_tol);
   }
   fputs("]}\n", f);

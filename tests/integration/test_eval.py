@@ -128,6 +128,30 @@ def group_broken():
                   "a wrong kernel's rerun difference is not called a race "
                   "alone, and not flagged: %s %s %r"
                   % (rows[0]["error"], rows[0]["flags"], rows[0]["flag_detail"]))
+    # An output of +inf everywhere: its error is not finite (JSON null,
+    # "inf" in the table), not 0, and the line counts the NaN/inf elements
+    # (it read "rel_err 0 ..., 0 elements over tolerance")
+    with tempfile.TemporaryDirectory() as d:
+        inf = open(os.path.join(SEEDS, "01_naive.cu")).read().replace(
+            "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f / 0.0f;")
+        check("1.0f / 0.0f" in inf, "the +inf kernel is made")
+        path = write(d, "allinf.cu", inf.encode())
+        rc, rows, _ = eval_json([path], *FAST)
+        if rows:
+            r = rows[0]
+            first = r["shapes"][0] if r["shapes"] else {}
+            check(r["status"] == "wrong" and r["max_rel_err"] is None and
+                  r["max_abs_err"] is None and first.get("rel_err", 0) is None and
+                  first.get("nonfinite") == 64 * 64,
+                  "all +inf: errors null, every element nonfinite: %s %s %s %s"
+                  % (r["status"], r["max_rel_err"], r["max_abs_err"], first))
+            check("4096 of 4096 elements NaN/inf" in r["error"] and
+                  "rel_err inf" in r["error"],
+                  "all +inf: the line counts the NaN/inf elements: %s" % r["error"])
+        rc, out, _ = kernlab("eval", path, *FAST)
+        row = [l for l in out.splitlines() if l.startswith("allinf.cu")]
+        check(row and " inf " in row[0] and "0.0e+00" not in row[0],
+              "all +inf: the table's rel_err is inf: %s" % row)
     # A completion cut off inside matmul's body: the contract check appended
     # after it parses as more of the body, and the assertion fails last. It
     # is a compile error that says the text may be cut short, not

@@ -146,6 +146,22 @@ static void test_compare(void) {
   kl_compare(C, R, S, &ck);
   CHECK(!ck.pass && ck.unwritten == 2 && ck.nonfinite == 1,
         "poison %ld, nonfinite %ld", ck.unwritten, ck.nonfinite);
+  CHECK(isinf(ck.rel_err) && isinf(ck.max_abs_err),
+        "a NaN written makes the error infinite: rel %g abs %g", ck.rel_err,
+        ck.max_abs_err);
+  /* all +inf: no element is compared, and the error was 0 (exact) */
+  for (int i = 0; i < M * N; i++)
+    C[i] = INFINITY;
+  kl_compare(C, R, S, &ck);
+  CHECK(!ck.pass && ck.nonfinite == M * N && isinf(ck.rel_err) &&
+            isinf(ck.max_abs_err),
+        "all inf: nonfinite %ld, rel %g, abs %g", ck.nonfinite, ck.rel_err,
+        ck.max_abs_err);
+  /* all unwritten: no finite element, so no error measured as 0 either */
+  kl_poison(C, (size_t)M * N);
+  kl_compare(C, R, S, &ck);
+  CHECK(!ck.pass && ck.unwritten == M * N && isinf(ck.rel_err),
+        "all unwritten: poison %ld, rel %g", ck.unwritten, ck.rel_err);
   /* Same seed and stream, same numbers; another stream, others. */
   float x[8], y[8], z[8];
   kl_fill_random(x, 8, 9, 3);
