@@ -176,6 +176,7 @@ static void print_row(FILE *f, const kl_result *r, const rw_components *rw) {
   if (r->time_us > 0 && r->baseline_us > 0)
     snprintf(sp, sizeof sp, "%.2f", r->baseline_us / r->time_us);
   if (r->res.regs >= 0) snprintf(regs, sizeof regs, "%d", r->res.regs);
+  /* static + dynamic (KL_LAUNCH's), as top's column */
   if (r->res.smem_bytes >= 0 && r->has_launch)
     snprintf(smem, sizeof smem, "%d",
              r->res.smem_bytes + r->launch.dyn_smem_bytes);

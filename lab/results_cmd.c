@@ -286,7 +286,7 @@ int lab_top(int argc, char **argv) {
          "reward", "regs", "smem", "flags", "label");
   for (int64_t k = 0; k < m && k < n; k++) {
     const res_candidate *c = rows[k];
-    char t[24], g[24], x[24], rw[24], fl[256];
+    char t[24], g[24], x[24], rw[24], fl[256], sm[24] = "-";
     lab_fmt_num(t, sizeof t, "%.2f", c->time_us);
     lab_fmt_num(g, sizeof g, "%.1f", c->gflops);
     if (c->time_us > 0 && c->baseline_us > 0)
@@ -297,12 +297,17 @@ int lab_top(int argc, char **argv) {
       snprintf(rw, sizeof rw, "-");
     else
       lab_fmt_reward(rw, sizeof rw, "%.3f", c->reward);
+    /* static + dynamic (KL_LAUNCH's), as eval's table: the static figure
+     * alone showed 0 for a kernel whose tiles are all dynamic */
+    if (c->smem_bytes >= 0 && c->dyn_smem_bytes >= 0)
+      snprintf(sm, sizeof sm, "%lld",
+               (long long)c->smem_bytes + c->dyn_smem_bytes);
     lab_flag_list(r, c->flags, ",", fl, sizeof fl);
     char label[4 * sizeof c->label];
-    printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6d "
+    printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6s "
            "%-16.16s %s\n",
            (long long)k + 1, (long long)c->id, (long long)c->step, c->status,
-           c->backend, t, g, x, rw, c->regs, c->smem_bytes, fl,
+           c->backend, t, g, x, rw, c->regs, sm, fl,
            lab_printable(c->label, sizeof c->label, label, sizeof label));
   }
   if (!m)

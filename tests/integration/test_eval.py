@@ -45,7 +45,8 @@ def group_seeds():
     files = sorted(os.path.join(SEEDS, f) for f in os.listdir(SEEDS)
                    if f.endswith(".cu"))
     check(len(files) >= 8, "at least 8 seed kernels, found %d" % len(files))
-    rc, rows, err = eval_json(files, "--shape", "128x96x80")
+    store = os.path.join(tempfile.mkdtemp(), "seeds.h5")
+    rc, rows, err = eval_json(files, "--shape", "128x96x80", "--out", store)
     check(rc == 0, "eval of the seeds exits 0, got %d: %s" % (rc, err))
     check(len(rows) == len(files), "one JSON line per seed")
     for r in rows:
@@ -70,6 +71,22 @@ def group_seeds():
         check(len(shapes) >= 5, "%s: at least five shapes" % name)
         check(all(s["pass"] for s in r["shapes"]), "%s: every shape passes" % name)
         check(r["max_rel_err"] <= 1e-5, "%s: rel err within fp32 tolerance" % name)
+    # top's smem column is eval's: static + dynamic shared memory (it showed
+    # the static part only, 0 for 08_double_buffer's 32 KiB of dynamic)
+    rc, out, err = kernlab("top", store, "-n", "100")
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) > 2 and lines[1].split()[-3] == "smem",
+          "top's table has smem third from the end: %s" % lines[:2])
+    top_smem = {os.path.basename(l.split()[-1]): l.split()[-3]
+                for l in lines[2:] if l.strip()}
+    check(any(r["launch"]["dyn_smem_bytes"] > 0 for r in rows),
+          "a seed uses dynamic shared memory")
+    for r in rows:
+        name = os.path.basename(r["file"])
+        want = str(r["smem_bytes"] + r["launch"]["dyn_smem_bytes"])
+        check(top_smem.get(name) == want,
+              "%s: top's smem %s is static + dynamic %s" % (name, top_smem.get(name), want))
+    shutil.rmtree(os.path.dirname(store), ignore_errors=True)
 
 
 EXPECTED_BROKEN = {
