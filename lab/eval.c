@@ -238,7 +238,7 @@ static int usage_error(const char *msg, const char *arg) {
 
 typedef struct eval_item {
   const char *file;
-  char *src; /* the text evaluated (for --out), owned */
+  char *src; /* the text evaluated (for --out), owned; NULL: not loadable */
   size_t len;
   kl_result r;
   int rc;
@@ -257,26 +257,24 @@ typedef struct eval_pool {
   pthread_cond_t cv;
 } eval_pool;
 
-static void eval_file(const char *file, const kl_eval_options *opts,
-                      const char *backend, kl_result *r, int *rc,
-                      char **src_out, size_t *len_out) {
-  char *src = NULL, why[600];
-  size_t len = 0;
-  *rc = kl_source_load(file, &src, &len, why, sizeof why);
-  if (*rc != KL_OK) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->file, sizeof r->file, "%s", file);
-    snprintf(r->backend, sizeof r->backend, "%s", backend);
-    snprintf(r->status, sizeof r->status, "invalid_input");
-    snprintf(r->error, sizeof r->error, "%s", why);
-    r->time_us = r->time_min_us = r->time_max_us = r->gflops = -1;
-    r->res = (kl_resources){-1, -1, -1, -1, -1, -1};
-    r->seed = opts->seed;
-  } else {
-    *rc = kl_eval_source(file, src, len, opts, r);
-  }
-  *src_out = src;
-  *len_out = len;
+/* Reads the item's file into it->src. A file that cannot be read (missing,
+ * empty, too large, a folder) gets its invalid_input result at once, done,
+ * its error naming the file. Returns 1 if the text was read. */
+static int load_item(eval_item *it, const char *backend, uint64_t seed) {
+  char why[600];
+  it->rc = kl_source_load(it->file, &it->src, &it->len, why, sizeof why);
+  if (it->rc == KL_OK) return 1;
+  kl_result *r = &it->r;
+  memset(r, 0, sizeof *r);
+  snprintf(r->file, sizeof r->file, "%s", it->file);
+  snprintf(r->backend, sizeof r->backend, "%s", backend);
+  snprintf(r->status, sizeof r->status, "invalid_input");
+  snprintf(r->error, sizeof r->error, "%s", why);
+  r->time_us = r->time_min_us = r->time_max_us = r->gflops = -1;
+  r->res = (kl_resources){-1, -1, -1, -1, -1, -1};
+  r->seed = seed;
+  it->done = 1;
+  return 0;
 }
 
 static void *eval_thread(void *arg) {
@@ -293,6 +291,7 @@ static void *eval_thread(void *arg) {
     int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
     if (i >= p->n) break;
     eval_item *it = &p->items[i];
+    if (it->done) continue; /* not loadable: its result is made */
     if (!slot) {
       memset(&it->r, 0, sizeof it->r);
       snprintf(it->r.file, sizeof it->r.file, "%s", it->file);
@@ -300,8 +299,7 @@ static void *eval_thread(void *arg) {
       snprintf(it->r.error, sizeof it->r.error, "out of memory for a slot");
       it->rc = KL_EENV;
     } else {
-      eval_file(it->file, &opts, p->backend, &it->r, &it->rc, &it->src,
-                &it->len);
+      it->rc = kl_eval_source(it->file, it->src, it->len, &opts, &it->r);
     }
     if (it->rc == KL_EENV) __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&p->mu);
@@ -430,6 +428,20 @@ static int eval_files(int argc, char **argv, const char **files) {
     opts.seed &= 0xffffffffffffull;
     if (!opts.seed) opts.seed = (unsigned long long)getpid() * 2654435761u;
   }
+  /* Inputs first: a file that cannot be read is reported without a
+   * baseline timed for it (kernlab eval nonexist.cu timed 256^3 first) */
+  eval_pool pool;
+  memset(&pool, 0, sizeof pool);
+  pool.items = calloc((size_t)nfiles, sizeof(eval_item));
+  if (!pool.items) {
+    rw_free(script);
+    return LAB_EXIT_ENV;
+  }
+  int loaded = 0;
+  for (int i = 0; i < nfiles; i++) {
+    pool.items[i].file = files[i];
+    loaded += load_item(&pool.items[i], backend, opts.seed);
+  }
   /* Slots share the cores: each emulated run gets its share of threads, so
    * parallel candidates do not time each other's contention. */
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -475,11 +487,14 @@ static int eval_files(int argc, char **argv, const char **files) {
       lab_name_path(out_path, why, sizeof why);
       fprintf(stderr, "kernlab eval: --out %s\n", why);
       rw_free(script);
+      for (int i = 0; i < nfiles; i++)
+        free(pool.items[i].src);
+      free(pool.items);
       return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
     }
   }
   double baseline = -1;
-  {
+  if (loaded) {
     sbx_limits bl = {compile_timeout, 60, 0};
     sbx_slot *slot = sbx_slot_new(&bl);
     kl_executor ex;
@@ -498,26 +513,22 @@ static int eval_files(int argc, char **argv, const char **files) {
   }
   opts.baseline_us = baseline; /* for the plausibility check */
   if (!json) {
+    char base[32] = "none"; /* not timed: no file could be read */
+    if (baseline >= 0) snprintf(base, sizeof base, "%.1f us", baseline);
     printf("backend: %s   target: %dx%dx%d   seed: %llu (replay with --seed)\n",
            backend, target.M, target.N, target.K,
            (unsigned long long)opts.seed);
     if (!strcmp(backend, "cpu-emu"))
       printf("times are CPU-emulator wall times (cpu-emu), not GPU times; "
-             "baseline = naive seed: %.1f us\n",
-             baseline);
+             "baseline = naive seed: %s\n",
+             base);
     else
       printf("GPU times (CUPTI kernel time, L2 flushed); baseline = cuBLAS "
-             "SGEMM: %.1f us\n",
-             baseline);
+             "SGEMM: %s\n",
+             base);
     print_table_header(stdout);
   }
 
-  eval_pool pool;
-  memset(&pool, 0, sizeof pool);
-  pool.items = calloc((size_t)nfiles, sizeof(eval_item));
-  if (!pool.items) return LAB_EXIT_ENV;
-  for (int i = 0; i < nfiles; i++)
-    pool.items[i].file = files[i];
   pool.n = nfiles;
   pool.opts = &opts;
   pool.backend = backend;
@@ -592,7 +603,12 @@ static int eval_files(int argc, char **argv, const char **files) {
     }
     rw_components_free(&rwc);
     if (it->rc == KL_EINPUT) {
-      if (json) fprintf(stderr, "kernlab eval: %s: %s\n", it->file, r->error);
+      /* a file that could not be read has its name in the error already
+       * ("kernlab eval: empty.cu: empty.cu: empty file" otherwise) */
+      if (json && !it->src)
+        fprintf(stderr, "kernlab eval: %s\n", r->error);
+      else if (json)
+        fprintf(stderr, "kernlab eval: %s: %s\n", it->file, r->error);
       if (exit_code == LAB_EXIT_OK) exit_code = LAB_EXIT_USAGE;
     } else if (it->rc == KL_EENV) {
       fprintf(stderr, "kernlab eval: %s\n", r->error);

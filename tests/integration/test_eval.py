@@ -229,6 +229,23 @@ def group_inputs():
                       "%s: one-line reason" % what)
             check("Traceback" not in err and "Sanitizer" not in err,
                   "%s: no crash" % what)
+            if what in ("missing", "directory", "empty", "huge"):
+                # said once: "kernlab eval: empty.cu: empty.cu: empty file"
+                check(err.count(path + ":") == 1,
+                      "%s: the message names the file once: %r" % (what, err))
+        # inputs are read before the baseline is timed: a run of unreadable
+        # files times nothing (the naive seed at 1024^3 is half a minute of
+        # cpu-emu); its rows have no baseline
+        t0 = time.time()
+        rc, rows, err = eval_json([cases["missing"], cases["empty"]],
+                                  "--shape", "1024x1024x1024")
+        check(rc == 2 and len(rows) == 2 and time.time() - t0 < 10 and
+              all(r["baseline_us"] is None for r in rows),
+              "unreadable files: exit 2 in %.1f s, no baseline: %s %s"
+              % (time.time() - t0, [r["baseline_us"] for r in rows], err))
+        rc, out, _ = kernlab("eval", cases["missing"])
+        check(rc == 2 and "baseline = naive seed: none" in out,
+              "the table says no baseline was timed: %r" % out[:300])
         # a label and a source that are not UTF-8 (a file name, a comment),
         # stored with --out: export --format jsonl stays valid JSON (U+FFFD
         # for the bad bytes) and the report valid UTF-8
