@@ -419,6 +419,20 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
   int t;
   if ((t = push_table(p, 1, "task"))) {
     check_keys(p, t, "task", "M|N|K|dtype");
+    /* A task is one shape: {M = 64, N = 64} ran 64x64x256, K taken from
+     * the default shape without a word. Left out whole, task is the
+     * default 256x256x256; given, it names all three. */
+    static const char *const dims[] = {"M", "N", "K"};
+    for (int i = 0; i < 3; i++) {
+      if (push_field(p, t, dims[i]) == LUA_TNIL) {
+        char f[96];
+        field_name(f, sizeof f, "task", dims[i]);
+        fail(p, f,
+             "missing; a task table gives M, N and K (integers in [1, "
+             "65536]), or leave task out for 256x256x256");
+      }
+      lua_pop(L, 1);
+    }
     v = c->M, get_int(p, t, "task", "M", 1, 65536, &v), c->M = (int)v;
     v = c->N, get_int(p, t, "task", "N", 1, 65536, &v), c->N = (int)v;
     v = c->K, get_int(p, t, "task", "K", 1, 65536, &v), c->K = (int)v;

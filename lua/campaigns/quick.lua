@@ -27,7 +27,9 @@ defaults:
   name              string   the file's name without .lua
   task              table    {M = 256, N = 256, K = 256, dtype = "fp32"}:
                              the timed target shape (kernels are also checked
-                             on the evaluator's ragged shapes)
+                             on the evaluator's ragged shapes); a task table
+                             gives all of M, N and K (dtype is optional):
+                             leave the whole table out for 256x256x256
   backend           string   "cpu-emu" | "gpu" | "auto"          ("cpu-emu")
   checkpoint        string   the starting policy       ("runs/policy.ckpt")
   tokenizer         string   its tokenizer                (checkpoint..".tok")

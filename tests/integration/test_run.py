@@ -593,6 +593,9 @@ with tempfile.TemporaryDirectory() as d:
                           "name: expected a file-name part"),
         "warmup.lua": ("return {steps = 2, optim = {warmup = 5}, checkpoint = %r}\n" % ck,
                        "optim.warmup: 5 exceeds steps (2)"),
+        # a partial task was completed from the default shape (64x64x256)
+        "partial_task.lua": ("return {task = {M = 64, N = 64}, checkpoint = %r}\n" % ck,
+                             "task.K: missing; a task table gives M, N and K"),
         # a metatable whose __index errs: fields are read raw, never through it
         "meta.lua": ("return setmetatable({group_sise = 3, checkpoint = %r}, "
                      "{__index = function() error('boom') end})\n" % ck, "group_sise"),
