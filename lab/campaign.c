@@ -78,6 +78,10 @@ static void describe(lua_State *L, int idx, char *out, size_t n) {
       snprintf(out, n, "'%s'", shown);
   } else if (t == LUA_TNUMBER && lua_isinteger(L, idx))
     snprintf(out, n, "%lld", (long long)lua_tointeger(L, idx));
+  else if (t == LUA_TNUMBER && isnan(lua_tonumber(L, idx)))
+    /* as written (0/0): %g says "-nan", x86's NaN having its sign bit set,
+     * which a NaN given in a campaign does not mean */
+    snprintf(out, n, "nan");
   else if (t == LUA_TNUMBER)
     snprintf(out, n, "%g", lua_tonumber(L, idx));
   else
@@ -125,9 +129,9 @@ static void get_int(parser *p, int tidx, const char *prefix, const char *key,
     describe(p->L, -1, got, sizeof got);
     int isint = 0;
     lua_Integer v = lua_tointegerx(p->L, -1, &isint);
-    if (t != LUA_TNUMBER || !isint)
-      fail(p, f, "expected an integer, got %s", got);
-    else if (v < lo || v > hi)
+    /* the range either way: "expected an integer, got nan" did not say
+     * which would do */
+    if (t != LUA_TNUMBER || !isint || v < lo || v > hi)
       fail(p, f, "expected an integer in [%lld, %lld], got %s", lo, hi, got);
     else
       *out = v;

@@ -593,6 +593,18 @@ with tempfile.TemporaryDirectory() as d:
                           "name: expected a file-name part"),
         "warmup.lua": ("return {steps = 2, optim = {warmup = 5}, checkpoint = %r}\n" % ck,
                        "optim.warmup: 5 exceeds steps (2)"),
+        # NaN (0/0) was said as "-nan", and an integer field did not say
+        # its range; every numeric field goes through one description
+        "nan_steps.lua": ("return {steps = 0/0, checkpoint = %r}\n" % ck,
+                          "steps: expected an integer in [1, 1000000], got nan"),
+        "nan_timeout.lua": ("return {timeout = 0/0, checkpoint = %r}\n" % ck,
+                            "timeout: expected a number in [0.5, 3600], got nan"),
+        "nan_top_p.lua": ("return {sampling = {top_p = 0/0}, checkpoint = %r}\n" % ck,
+                          "sampling.top_p: expected a number in [1e-06, 1], got nan"),
+        "nan_task.lua": ("return {task = {M = 0/0, N = 64, K = 64}, checkpoint = %r}\n" % ck,
+                         "task.M: expected an integer in [1, 65536], got nan"),
+        "inf_warmup.lua": ("return {optim = {warmup = -1/0}, checkpoint = %r}\n" % ck,
+                           "optim.warmup: expected an integer in [0, 1000000], got -inf"),
         # a partial task was completed from the default shape (64x64x256)
         "partial_task.lua": ("return {task = {M = 64, N = 64}, checkpoint = %r}\n" % ck,
                              "task.K: missing; a task table gives M, N and K"),
