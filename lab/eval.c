@@ -234,6 +234,68 @@ static int usage_error(const char *msg, const char *arg) {
   return LAB_EXIT_USAGE;
 }
 
+/* Whether the results file at path may take candidates of task (target
+ * shape target): 0 when there is no file (or none this check can read:
+ * res_open_append then says what is wrong with it) or when its candidates
+ * are all of task; else LAB_EXIT_USAGE, having said why. A file holds one
+ * task, as `kernlab run --resume` judges it (lab/run_cmd.c): a 64^3 eval
+ * appended to a 256^3 campaign's file was ranked first by `top` (16x less
+ * work, not a faster kernel) and made the campaign's --resume refuse the
+ * file (the walkthrough review). Checked before anything is evaluated or
+ * written: opening the file to append may rebuild it. */
+static int out_task_ok(const char *path, const char *task, kl_shape target) {
+  if (access(path, F_OK) != 0) return 0;
+  int code = 0;
+  char why[600];
+  res_reader *r = res_open_read(path, &code, why, sizeof why);
+  if (!r) return 0;
+  enum { MAX_SHOWN = 4 };
+  res_task_count held[MAX_SHOWN];
+  int n = res_tasks(r, held, MAX_SHOWN);
+  res_reader_close(r);
+  char want[RES_TASK_LEN];
+  res_task_canonical(task, want, sizeof want);
+  if (n == 0 || (n == 1 && !strcmp(held[0].task, want))) return 0;
+  /* the shapes as --shape takes them: the task names past "fp32_" */
+  const char *shape[MAX_SHOWN];
+  for (int k = 0; k < n && k < MAX_SHOWN; k++) {
+    const char *us = strchr(held[k].task, '_');
+    shape[k] = us ? us + 1 : held[k].task;
+  }
+  /* a hostile file's task names reach the terminal printable only */
+  char shown[4 * 1024],
+      held_at[4 * (4 * RES_TASK_LEN + 48) + 16] = "", one[4 * RES_TASK_LEN];
+  if (n == 1) {
+    snprintf(held_at, sizeof held_at, "its %lld candidates are timed at %s",
+             (long long)held[0].count,
+             lab_printable(shape[0], strlen(shape[0]), one, sizeof one));
+  } else {
+    snprintf(held_at, sizeof held_at,
+             "its candidates are timed at several shapes already:");
+    for (int k = 0; k < n && k < MAX_SHOWN; k++) {
+      size_t used = strlen(held_at);
+      snprintf(held_at + used, sizeof held_at - used, "%s %s (%lld)",
+               k ? "," : "",
+               lab_printable(shape[k], strlen(shape[k]), one, sizeof one),
+               (long long)held[k].count);
+    }
+    if (n > MAX_SHOWN)
+      strncat(held_at, ", ...", sizeof held_at - strlen(held_at) - 1);
+  }
+  fprintf(stderr,
+          "kernlab eval: --out %s: %s, where this evaluation's target shape "
+          "(the first --shape) is %dx%dx%d: a results file holds one task, "
+          "or `top` ranks times of different shapes as one list; give --out "
+          "a new file",
+          lab_printable(path, strlen(path), shown, sizeof shown), held_at,
+          target.M, target.N, target.K);
+  if (n == 1)
+    fprintf(stderr, ", or evaluate at --shape %s",
+            lab_printable(shape[0], strlen(shape[0]), one, sizeof one));
+  fprintf(stderr, ". Nothing was evaluated; the file is unchanged.\n");
+  return LAB_EXIT_USAGE;
+}
+
 /* ---- parallel evaluation: one thread per sandbox slot ---- */
 
 typedef struct eval_item {
@@ -464,6 +526,11 @@ static int eval_files(int argc, char **argv, const char **files) {
   snprintf(task, sizeof task, "fp32_%dx%dx%d", target.M, target.N, target.K);
   res_file *store = NULL;
   int store_failed = 0; /* an append failed: no more are tried */
+  if (out_path && out_task_ok(out_path, task, target) != 0) {
+    lab_interrupt_uninstall();
+    rw_free(script);
+    return LAB_EXIT_USAGE;
+  }
   if (out_path) {
     const char *flag_names[64];
     for (int b = 0; b < 64; b++) {

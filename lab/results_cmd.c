@@ -218,16 +218,31 @@ static int any_cpu_emu(const res_reader *r) {
 
 static const char top_synopsis[] = "top RUN.h5 [-n N] [--by time|reward]";
 
+static void print_top_header(void) {
+  printf("%4s %5s %5s %-14s %-8s %10s %8s %7s %9s %4s %6s %-16s %s\n", "rank",
+         "id", "step", "status", "backend", "time_us", "GFLOP/s", "x base",
+         "reward", "regs", "smem", "flags", "label");
+}
+
+/* One ranked candidate and the index of its task in the file's list
+ * (res_tasks): a file of several tasks is ranked task by task. */
+typedef struct top_row {
+  const res_candidate *c;
+  int task;
+} top_row;
+
 static int by_time(const void *a, const void *b) {
-  const res_candidate *x = *(const res_candidate *const *)a,
-                      *y = *(const res_candidate *const *)b;
+  const top_row *p = a, *q = b;
+  const res_candidate *x = p->c, *y = q->c;
+  if (p->task != q->task) return p->task < q->task ? -1 : 1;
   if (x->time_us != y->time_us) return x->time_us < y->time_us ? -1 : 1;
   return x->id < y->id ? -1 : 1;
 }
 
 static int by_reward(const void *a, const void *b) {
-  const res_candidate *x = *(const res_candidate *const *)a,
-                      *y = *(const res_candidate *const *)b;
+  const top_row *p = a, *q = b;
+  const res_candidate *x = p->c, *y = q->c;
+  if (p->task != q->task) return p->task < q->task ? -1 : 1;
   if (x->reward != y->reward) return x->reward > y->reward ? -1 : 1;
   return x->id < y->id ? -1 : 1;
 }
@@ -261,8 +276,15 @@ int lab_top(int argc, char **argv) {
   res_reader *r = lab_open_run("top", path, &exit);
   if (!r) return exit;
   int64_t total = res_count(r), correct = 0, m = 0;
-  const res_candidate **rows =
-      malloc((size_t)(total ? total : 1) * sizeof *rows);
+  top_row *rows = malloc((size_t)(total ? total : 1) * sizeof *rows);
+  /* A file holds one task (eval --out refuses another), but older ones
+   * may hold several: a 64^3 kernel ranked first above 256^3 ones for
+   * doing 16x less work (the walkthrough review). Such a file is said to
+   * be one and ranked task by task; tasks past the MAX_TASKS'th share the
+   * last list. */
+  enum { MAX_TASKS = 16 };
+  res_task_count tasks[MAX_TASKS];
+  int n_tasks = res_tasks(r, tasks, MAX_TASKS);
   if (!rows) {
     res_reader_close(r);
     return LAB_EXIT_ENV;
@@ -272,20 +294,52 @@ int lab_top(int argc, char **argv) {
     const res_candidate *c = res_get(r, i);
     correct += c->correct;
     /* an infinite time (an edited file) is no fastest kernel */
-    if (rank_time ? c->correct && c->time_us > 0 && isfinite(c->time_us)
-                  : !isnan(c->reward))
-      rows[m++] = c;
+    if (!(rank_time ? c->correct && c->time_us > 0 && isfinite(c->time_us)
+                    : !isnan(c->reward)))
+      continue;
+    char task[RES_TASK_LEN];
+    res_task_canonical(c->task, task, sizeof task);
+    int t = 0;
+    while (t < n_tasks && t < MAX_TASKS - 1 && strcmp(tasks[t].task, task))
+      t++;
+    rows[m++] = (top_row){c, t};
   }
   qsort(rows, (size_t)m, sizeof *rows, rank_time ? by_time : by_reward);
+  if (n_tasks > 1) {
+    fprintf(stderr,
+            "kernlab top: warning: %s holds candidates of %d%s tasks, whose "
+            "times do not compare:",
+            path, n_tasks > MAX_TASKS ? MAX_TASKS : n_tasks,
+            n_tasks > MAX_TASKS ? " or more" : "");
+    for (int t = 0; t < n_tasks && t < MAX_TASKS; t++) {
+      char shown[4 * RES_TASK_LEN];
+      fprintf(stderr, "%s %s (%lld candidates)", t ? "," : "",
+              lab_printable(tasks[t].task, strlen(tasks[t].task), shown,
+                            sizeof shown),
+              (long long)tasks[t].count);
+    }
+    fprintf(stderr, "; ranked task by task below\n");
+  }
   printf("%s: %lld candidates, %lld correct; ranked by %s%s\n", path,
          (long long)total, (long long)correct,
          rank_time ? "median time (correct kernels only)" : "reward",
          any_cpu_emu(r) ? "; cpu-emu times are CPU times, not GPU speed" : "");
-  printf("%4s %5s %5s %-14s %-8s %10s %8s %7s %9s %4s %6s %-16s %s\n", "rank",
-         "id", "step", "status", "backend", "time_us", "GFLOP/s", "x base",
-         "reward", "regs", "smem", "flags", "label");
-  for (int64_t k = 0; k < m && k < n; k++) {
-    const res_candidate *c = rows[k];
+  int64_t rank = 0;
+  for (int64_t k = 0; k < m; k++) {
+    if (k == 0 || rows[k].task != rows[k - 1].task) {
+      rank = 0;
+      const char *task = tasks[rows[k].task].task;
+      char shown[4 * RES_TASK_LEN];
+      if (n_tasks > 1)
+        printf("%stask %s%s:\n", k ? "\n" : "",
+               lab_printable(task, strlen(task), shown, sizeof shown),
+               n_tasks > MAX_TASKS && rows[k].task == MAX_TASKS - 1
+                   ? " and the tasks after it"
+                   : "");
+      print_top_header();
+    }
+    if (++rank > n) continue;
+    const res_candidate *c = rows[k].c;
     char t[24], g[24], x[24], rw[24], fl[256], sm[24] = "-";
     lab_fmt_num(t, sizeof t, "%.2f", c->time_us);
     lab_fmt_num(g, sizeof g, "%.1f", c->gflops);
@@ -306,10 +360,11 @@ int lab_top(int argc, char **argv) {
     char label[4 * sizeof c->label];
     printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6s "
            "%-16.16s %s\n",
-           (long long)k + 1, (long long)c->id, (long long)c->step, c->status,
+           (long long)rank, (long long)c->id, (long long)c->step, c->status,
            c->backend, t, g, x, rw, c->regs, sm, fl,
            lab_printable(c->label, sizeof c->label, label, sizeof label));
   }
+  if (!m) print_top_header();
   if (!m)
     printf("(no %s)\n",
            rank_time ? "correct, timed candidates" : "scored candidates");

@@ -128,7 +128,7 @@ typedef struct res_candidate {
   int64_t step;    /* campaign step; -1 outside a campaign (eval --out) */
   int32_t group;   /* GRPO group within the step; -1 if none */
   int32_t sample;  /* index within the group; -1 if none */
-  char task[32];   /* task name, e.g. "fp32_256" */
+  char task[32];   /* "fp32_MxNxK" ("fp32_256" in older files) */
   char label[128]; /* file name for eval, or a sample tag */
   char backend[16];
   char status[48]; /* ok, wrong, compile_error, timeout, crashed:<sig>, ... */
@@ -296,6 +296,25 @@ int res_timings(const res_reader *r, int64_t id, double **samples, int *n,
 /* Policy steps, owned by r. */
 int64_t res_step_count(const res_reader *r);
 const res_step *res_get_step(const res_reader *r, int64_t i);
+
+/* ---- tasks (results/task.c) ---------------------------------------------- */
+
+/* A candidate's task names its dtype and target shape, "fp32_MxNxK"; files
+ * from before that call a cube's "fp32_256". RES_TASK_LEN holds either
+ * form's canonical name. */
+#define RES_TASK_LEN 48
+/* Writes task's canonical name ("fp32_256" -> "fp32_256x256x256") into
+ * out (n bytes); a name of neither form is copied as it is. */
+void res_task_canonical(const char *task, char *out, size_t n);
+
+typedef struct res_task_count {
+  char task[RES_TASK_LEN]; /* canonical */
+  int64_t count;           /* candidates of that task */
+} res_task_count;
+/* The distinct tasks of r's candidates, in order of first appearance:
+ * at most max of them into out. Returns how many there are, or max + 1
+ * when there are more than max. 0: no candidates. */
+int res_tasks(const res_reader *r, res_task_count *out, int max);
 
 /* ---- report (results/report.c) ------------------------------------------- */
 

@@ -414,6 +414,39 @@ def group_writers():
               "%d %d %r" % (a.returncode, rc_b, err_b[-300:]))
 
 
+def out_task_checks(naive):
+    """`eval --out` into an existing file at another target shape: the
+    walkthrough review's 64^3 eval appended to a 256^3 campaign's file
+    exited 0, `top` ranked it first for doing 16x less work and the
+    campaign's --resume refused the file. Refused now, exit 2, before
+    anything is evaluated, the file untouched; the file's own shape is
+    still taken (a file eval made keeps taking evals at its shape)."""
+    with tempfile.TemporaryDirectory() as d:
+        store = os.path.join(d, "board.h5")
+        coalesced = os.path.join(SEEDS, "02_coalesced.cu")
+        rc, _, err = kernlab("eval", naive, "--shape", "32x32x32", "--out", store)
+        check(rc == 0, "eval --out makes a new file: %s" % err[-300:])
+        rc, _, err = kernlab("eval", coalesced, "--shape", "32x32x32", "--out", store)
+        check(rc == 0, "eval --out at the file's own shape appends: %s" % err[-300:])
+        before = open(store, "rb").read()
+        rc, out, err = kernlab("eval", coalesced, "--shape", "16x16x16", "--shape",
+                               "32x32x32", "--out", store)
+        check(rc == 2 and "32x32x32" in err and "16x16x16" in err and
+              "target shape" in err,
+              "eval --out at another target shape: exit 2 naming both shapes: "
+              "%d %r" % (rc, err[-400:]))
+        check(not out and "baseline" not in err,
+              "nothing evaluated before the refusal: %r" % out[-300:])
+        check(open(store, "rb").read() == before, "the refused file is untouched")
+        rc, text, err = kernlab("export", store, "--format", "jsonl")
+        rows = [json.loads(l) for l in text.splitlines() if l.strip()]
+        check(rc == 0 and [r["task"] for r in rows] == ["fp32_32x32x32"] * 2,
+              "the file holds the two 32^3 rows only: %s" % [r.get("task") for r in rows])
+        rc, out, err = kernlab("top", store)
+        check(rc == 0 and "warning" not in err and "task fp32" not in out,
+              "top on a file of one task: one list, no warning: %r" % err)
+
+
 def group_cli():
     naive = os.path.join(SEEDS, "01_naive.cu")
     rc, out, _ = kernlab("--help")
@@ -478,6 +511,7 @@ def group_cli():
         check(rc == 2 and "not a regular file" in err,
               "%s on a FIFO: exit 2 at once, not a blocked open: %s" % (cmd[0], err))
     shutil.rmtree(os.path.dirname(fifo))
+    out_task_checks(naive)
     rc, _, err = kernlab("eval", naive, "--max-speedup", "0.5")
     check(rc == 2, "--max-speedup below 1 is a usage error")
     # the table says cpu-emu and that its times are not GPU times

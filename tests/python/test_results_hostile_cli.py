@@ -65,6 +65,13 @@ def edited(tmp, name, fn, attrs=None):
     return h5fixture.edited(FIXTURE, tmp, name, fn, attrs)
 
 
+def at_32(c):
+    """The fixture's candidates as timed at 32x32x32: the tests that append
+    with `eval --shape 32x32x32 --out` test what the writer makes of the
+    file, not eval's refusal of a file of another target shape."""
+    c["task"] = b"fp32_32x32x32"
+
+
 def kernlab(*args):
     p = subprocess.run([KERNLAB, *args], capture_output=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
@@ -186,7 +193,7 @@ def test_csv_controls(tmp):
 def test_external_storage(tmp):
     """/source_bytes stored in another file (HDF5 external storage, not a
     link): it read /etc/passwd into `show --source`, and a FIFO blocked."""
-    path = edited(tmp, "external", lambda c: None)
+    path = edited(tmp, "external", at_32)
     raw = os.path.join(tmp, "heap.bin")
     with h5py.File(path, "r+") as f:
         data = f["source_bytes"][()]
@@ -228,7 +235,7 @@ def test_record_bounds(tmp):
 
 
 def test_component_names(tmp):
-    path = edited(tmp, "cnames", lambda c: None)
+    path = edited(tmp, "cnames", at_32)
     with h5py.File(path, "r+") as f:
         names = f["reward_component_names"]
         names.resize((300,) + names.shape[1:])
@@ -247,7 +254,7 @@ def test_component_names(tmp):
 def test_heap_extent(tmp):
     """A heap's extent edited far past its data: appends went there, where
     no reader looks, and each was lost (and overwritten by the next)."""
-    path = edited(tmp, "extent", lambda c: None)
+    path = edited(tmp, "extent", at_32)
     with h5py.File(path, "r+") as f:
         f["source_bytes"].resize((1 << 40,))
     src = os.path.join(tmp, "new.cu")
@@ -307,7 +314,7 @@ def test_writer_refuses_early(tmp):
     seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
     flags_int = edited(tmp, "flags_int", lambda c: None,
                        {"flag_names": np.arange(5, dtype=np.int32)})
-    contiguous = edited(tmp, "contiguous", lambda c: None)
+    contiguous = edited(tmp, "contiguous", at_32)
     with h5py.File(contiguous, "r+") as f:
         data = f["candidates"][...]
         del f["candidates"]
@@ -322,6 +329,55 @@ def test_writer_refuses_early(tmp):
               "eval --out refused early: %d %r %r" % (rc, err[-300:], out[-200:]))
     rc, out, err = kernlab("top", contiguous)
     check(rc == 0, "a contiguous /candidates still reads: %d %r" % (rc, err[-300:]))
+
+
+def test_mixed_tasks(tmp):
+    """Candidates of several target shapes in one file (the walkthrough
+    review: a 64^3 eval appended to a 256^3 campaign's file). `eval --out`
+    refuses to make one, naming both shapes, whether the file names its
+    task as now (fp32_256x256x256) or as older files did (fp32_256);
+    `top` on one that exists says so and ranks task by task, where it
+    ranked the 64^3 kernel (130 us) first above the 256^3 ones (2192 us)."""
+    seed = os.path.join(SRC, "kernels", "seeds", "01_naive.cu")
+
+    def campaign(c):
+        c["task"] = b"fp32_256x256x256"
+    for name, fn in (("campaign", campaign), ("old_names", lambda c: None)):
+        path = edited(tmp, name, fn)
+        before = open(path, "rb").read()
+        rc, out, err = kernlab("eval", seed, "--backend", "cpu-emu", "--shape", "64x64x64",
+                               "--out", path)
+        check(rc == 2 and b"timed at 256x256x256" in err and b"64x64x64" in err and
+              not out and open(path, "rb").read() == before,
+              "%s: eval --out at 64x64x64 refused, naming both shapes, file untouched: "
+              "%d %r %r" % (name, rc, err[-400:], out[-200:]))
+
+    def mixed(c):
+        c["task"] = b"fp32_256x256x256"
+        c["correct"] = True
+        c["flags"] = 0
+        c["time_us"] = [2192.0, 2300.0, 2400.0, 2500.0, 2600.0, 2700.0, 130.0, 140.0]
+        c[6]["task"] = c[7]["task"] = b"fp32_64x64x64"
+    path = edited(tmp, "mixed", mixed)
+    rc, out, err = kernlab("top", path)
+    text, err = out.decode(), err.decode()
+    check(rc == 0 and "warning" in err and "fp32_256x256x256" in err and
+          "fp32_64x64x64" in err,
+          "top warns that the file holds two tasks, naming them: %r" % err)
+    lists = {}
+    for line in text.splitlines():
+        if line.startswith("task "):
+            task = line[5:].rstrip(":")
+            lists[task] = []
+        elif lists and line.split() and line.split()[0].isdigit():
+            lists[task].append(int(line.split()[1]))
+    check(lists == {"fp32_256x256x256": [0, 1, 2, 3, 4, 5], "fp32_64x64x64": [6, 7]},
+          "top ranks each task apart, the 64^3 kernels not above the 256^3 ones: %s\n%s"
+          % (lists, text))
+    rc, out, err = kernlab("top", path, "--by", "reward", "-n", "1")
+    ranks = [l.split()[0] for l in out.decode().splitlines() if l.split() and
+             l.split()[0].isdigit()]
+    check(rc == 0 and ranks == ["1", "1"], "--by reward -n 1: one row per task: %s" % ranks)
 
 
 def test_ids(tmp):
@@ -340,7 +396,7 @@ def test_big_steps(tmp):
     """/steps read in batches: 10M zero rows (153 copies of one gzip
     chunk) are refused at record 0 within the memory limit, by readers and
     by the writer."""
-    path = edited(tmp, "bigsteps", lambda c: None)
+    path = edited(tmp, "bigsteps", at_32)
     rows = 1 << 16
     with h5py.File(path, "r+") as f:
         dt = f["steps"].dtype
@@ -402,7 +458,7 @@ def test_steps_missing_fields(tmp):
     """A /steps lacking fields of the schema: named, and its records are
     not read (readers), or the file is refused (the writer). They were
     read into an uninitialised buffer and hashed as they were."""
-    path = edited(tmp, "steps_partial", lambda c: None)
+    path = edited(tmp, "steps_partial", at_32)
     with h5py.File(path, "r+") as f:
         s = f["steps"][...]
         del f["steps"]
@@ -460,7 +516,7 @@ def test_many_flag_names(tmp):
     """flag_names holds at most 64 names (a candidate's flags are 64
     bits): 20M one-byte names are refused before they are allocated, by
     readers and the writer."""
-    path = edited(tmp, "bigflags", lambda c: None)
+    path = edited(tmp, "bigflags", at_32)
     with h5py.File(path, "r+") as f:
         del f.attrs["flag_names"]
         f.attrs.create("flag_names", np.full(20000000, b"x", dtype="S1"))
@@ -487,6 +543,7 @@ def main():
         test_many_records(tmp)
         test_giant_group(tmp)
         test_writer_refuses_early(tmp)
+        test_mixed_tasks(tmp)
         test_ids(tmp)
         test_big_steps(tmp)
         test_steps_batches(tmp)
