@@ -225,8 +225,10 @@ int res__report_plots(FILE *f, const res_reader *r, const char *unit, char *why,
                       size_t whylen);
 /* The comparison <figure> of a report on several files: best correct,
  * unflagged time so far against evaluations (candidates in id order), one
- * line per run, named by names in the legend. */
+ * line per run, named by names in the legend; a run whose left_out[k] is
+ * set (not comparable with the others) is not drawn. */
 void res__plot_compare(FILE *f, const res_reader *const *runs,
-                       const char *const *names, int n_runs, const char *unit);
+                       const char *const *names, const unsigned char *left_out,
+                       int n_runs, const char *unit);
 
 #endif

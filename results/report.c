@@ -21,7 +21,9 @@
  * a comparison section (res__plot_compare's plot and a table of each
  * file's best); everything after it is about the first file, so a report
  * on one file is unchanged. "Best" there is correct and unflagged, as a
- * campaign's own "best so far".
+ * campaign's own "best so far". A file of another task or backend than
+ * the first file holding candidates (res_comparable) is named in a note
+ * and its times are left out of the plot and of the speed column.
  *
  * Not done here: reading the file (results/reader.c) and choosing where the
  * page goes (lab/report_cmd.c).
@@ -345,12 +347,14 @@ static void leaderboard(FILE *f, const res_reader *r,
 
 /* One row per file: candidates, correct, best correct unflagged time, the
  * kernel and the evaluation that reached it, and its speed relative to the
- * best of all the files. */
+ * best of the files comparable with the reference (left_out[k] unset);
+ * a file left out says "not comparable" there, with why in its title. */
 static void compare_table(FILE *f, const res_reader *const *runs,
-                          const char *const *names, int n) {
+                          const char *const *names,
+                          const unsigned char *left_out, int n) {
   double overall = INFINITY;
   for (int k = 0; k < n; k++)
-    for (int64_t i = 0; i < res_count(runs[k]); i++) {
+    for (int64_t i = 0; i < res_count(runs[k]) && !left_out[k]; i++) {
       const res_candidate *c = res_get(runs[k], i);
       if (c->correct && c->time_us > 0 && !c->flags)
         overall = fmin(overall, c->time_us);
@@ -370,13 +374,17 @@ static void compare_table(FILE *f, const res_reader *const *runs,
           (!best || c->time_us < best->time_us))
         best = c;
     }
-    fprintf(f, "<tr class=\"file\" data-series=\"compare-%d\"><td>", k);
+    fprintf(f, "<tr class=\"file%s\" data-series=\"compare-%d\"><td>",
+            left_out[k] ? " not-comparable" : "", k);
     esc(f, names[k]);
     fprintf(f, "</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td>",
             (long long)res_count(runs[k]), (long long)correct);
     num_cell(f, "%.3f", best ? best->time_us : NAN);
     num_cell(f, "%.0f", best ? (double)best->id + 1 : NAN);
-    num_cell(f, "%.0f%%", best ? 100.0 * overall / best->time_us : NAN);
+    if (left_out[k])
+      fputs("<td class=\"num\">not comparable</td>", f);
+    else
+      num_cell(f, "%.0f%%", best ? 100.0 * overall / best->time_us : NAN);
     fputs("<td>", f);
     if (best) ESC_FIELD(f, best->label);
     fputs("</td></tr>\n", f);
@@ -393,6 +401,18 @@ static void comparison(FILE *f, const res_reader *r, const res_report_opts *o,
   runs[n] = r, names[n++] = o->title;
   for (int k = 0; k < o->n_compare && n < MAX_RUNS; k++)
     runs[n] = o->compare[k], names[n++] = o->compare_names[k];
+  /* Times of another task or backend are not compared: a 64^3 search's
+   * best made a 256^3 campaign read "speed vs the best file: 5%" (the
+   * walkthrough review). Each file is held against the reference (the
+   * first with candidates), as `kernlab search` holds a run against its
+   * exhaustive baseline (lab/compare.c); the others are named, and left
+   * out of the plot and of the speed column. */
+  unsigned char left_out[MAX_RUNS] = {0};
+  int ref = res_compare_reference(runs, n);
+  char why[1024];
+  for (int k = 0; k < n; k++)
+    left_out[k] = !res_comparable(runs[ref], names[ref], runs[k], names[k], why,
+                                  sizeof why);
   fputs("<section id=\"comparison\"><h2>Comparison</h2>\n<p>", f);
   fprintf(f,
           "%d files side by side (a campaign and its search baselines, "
@@ -401,10 +421,27 @@ static void comparison(FILE *f, const res_reader *r, const res_report_opts *o,
           "the first file, ",
           n);
   esc(f, o->title);
-  fputs(".</p>\n<div class=\"compare-plot\">\n", f);
-  res__plot_compare(f, runs, names, n, unit);
+  fputs(".</p>\n", f);
+  /* a reference of several tasks is every file's reason: said once */
+  int ref_mixed = !res_comparable(runs[ref], names[ref], runs[ref], names[ref],
+                                  why, sizeof why);
+  for (int k = 0; k < n; k++) {
+    if (!left_out[k] || (ref_mixed && k != ref)) continue;
+    res_comparable(runs[ref], names[ref], runs[k], names[k], why, sizeof why);
+    fputs("<p class=\"note not-comparable\">", f);
+    esc(f, why);
+    if (ref_mixed) {
+      fputs("; no file's times are compared.</p>\n", f);
+    } else {
+      fputs("; the times of ", f);
+      esc(f, names[k]);
+      fputs(" are left out of the plot and of the speed column.</p>\n", f);
+    }
+  }
+  fputs("<div class=\"compare-plot\">\n", f);
+  res__plot_compare(f, runs, names, left_out, n, unit);
   fputs("</div>\n", f);
-  compare_table(f, runs, names, n);
+  compare_table(f, runs, names, left_out, n);
   fputs("</section>\n", f);
 }
 

@@ -597,7 +597,8 @@ static void best_so_far(const res_reader *r, double *best, int64_t n) {
 }
 
 void res__plot_compare(FILE *f, const res_reader *const *runs,
-                       const char *const *names, int n_runs, const char *unit) {
+                       const char *const *names, const unsigned char *left_out,
+                       int n_runs, const char *unit) {
   const char *cap = "Best time so far against evaluations, one line per file";
   int64_t most = 0, total = 0;
   for (int k = 0; k < n_runs; k++) {
@@ -618,15 +619,19 @@ void res__plot_compare(FILE *f, const res_reader *const *runs,
   double *b = best;
   for (int k = 0; k < n_runs; k++) {
     best_so_far(runs[k], b, res_count(runs[k]));
-    for (int64_t i = 0; i < res_count(runs[k]); i++)
+    for (int64_t i = 0; i < res_count(runs[k]) && !left_out[k]; i++)
       if (b[i] > 0 && is_num(b[i]))
         p.y0 = fmin(p.y0, log10(b[i])), p.y1 = fmax(p.y1, log10(b[i]));
     b += res_count(runs[k]);
   }
+  int drawn = 0;
+  for (int k = 0; k < n_runs; k++)
+    drawn += !left_out[k];
   if (!is_num(p.y0) || !is_num(p.y1)) {
     free(best);
     figure_empty(f, "plot-compare", cap,
-                 "No file holds a correct, timed kernel yet.");
+                 drawn ? "No file holds a correct, timed kernel yet."
+                       : "No two files' times compare (see above).");
     return;
   }
   /* Whole 1-2-5 steps around the data, so the ends carry ticks. */
@@ -649,6 +654,10 @@ void res__plot_compare(FILE *f, const res_reader *const *runs,
   b = best;
   for (int k = 0; k < n_runs; k++) {
     int64_t n = res_count(runs[k]), pts = 0;
+    if (left_out[k]) { /* its times on this axis would read as comparable */
+      b += n;
+      continue;
+    }
     fprintf(f,
             "<polyline class=\"series\" data-series=\"compare-%d\" "
             "data-evaluations=\"%lld\" data-best=\"%.6g\" fill=\"none\" "
@@ -670,6 +679,7 @@ void res__plot_compare(FILE *f, const res_reader *const *runs,
   }
   fputs("</svg>\n<ul class=\"legend-list\">\n", f);
   for (int k = 0; k < n_runs; k++) {
+    if (left_out[k]) continue;
     fprintf(f,
             "<li data-series=\"compare-%d\"><svg class=\"swatch\" "
             "width=\"14\" height=\"10\"><rect width=\"14\" height=\"10\" "

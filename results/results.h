@@ -316,6 +316,18 @@ typedef struct res_task_count {
  * when there are more than max. 0: no candidates. */
 int res_tasks(const res_reader *r, res_task_count *out, int max);
 
+/* Whether times of a and b (named name_a, name_b in messages) can be
+ * compared: each file's candidates are of one task on one backend, the
+ * same in both; a file without candidates compares with any. 1, or 0
+ * with why: "not comparable: A is fp32_256x256x256 on cpu-emu, B is
+ * fp32_64x64x64 on cpu-emu", or that one file holds several. */
+int res_comparable(const res_reader *a, const char *name_a, const res_reader *b,
+                   const char *name_b, char *why, size_t whylen);
+/* Of n files compared side by side (a report on several files), the one
+ * the others are compared with: the first that holds candidates (an empty
+ * file has no task), 0 when none does. */
+int res_compare_reference(const res_reader *const *runs, int n);
+
 /* ---- report (results/report.c) ------------------------------------------- */
 
 typedef struct res_report_opts {
@@ -334,11 +346,13 @@ typedef struct res_report_opts {
  * top_n fastest correct kernels with their sources, the campaign's
  * attributes. With o->n_compare > 0 the page opens with a comparison of r
  * (named o->title) and the other files: best correct time so far against
- * evaluations, one line per file, and a table of each file's best; the
- * rest of the page is about r. No scripts and nothing fetched from the
- * network; every string from the files is HTML-escaped. Empty files (no steps,
- * no candidates) get a page that says so. Returns RES_OK, or RES_EENV with a
- * reason when out of memory or when writing to out fails. */
+ * evaluations, one line per file, and a table of each file's best; a file
+ * whose times do not compare (res_comparable, against
+ * res_compare_reference) is named in a note and left out of the plot and
+ * of the speed column. The rest of the page is about r. No scripts and nothing
+ * fetched from the network; every string from the files is HTML-escaped. Empty
+ * files (no steps, no candidates) get a page that says so. Returns RES_OK, or
+ * RES_EENV with a reason when out of memory or when writing to out fails. */
 int res_report_html(const res_reader *r, const res_report_opts *o, FILE *out,
                     char *why, size_t whylen);
 

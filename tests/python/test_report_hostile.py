@@ -23,6 +23,8 @@ exits 77 (skipped) when h5py is missing.
 7. A source already shown in the leaderboard is named, not repeated (fifty
    copies of a 256 KiB source of quotes made a 77 MB page). The fixture's
    candidates 2 and 3 share one source, as do 6 and 7.
+8. A report on files of different tasks says so (stderr and page) and
+   compares no times across them (the walkthrough review).
 """
 import math
 import os
@@ -161,6 +163,44 @@ def test_repeated_sources(tmp):
           (page.count("// candidate 2\n"), page.count("(the source of candidate")))
 
 
+def test_other_tasks(tmp):
+    """A report on files of different tasks (the walkthrough review): a
+    256^3 campaign compared with a 64^3 search read "speed vs the best
+    file: 5%" without a word. The other task is named on stderr and on the
+    page, and left out of the plot and of the speed column; the files of
+    the first file's task are still compared."""
+    def timed(task, times):
+        def fn(c):
+            c["task"] = task
+            c["correct"] = True
+            c["flags"] = 0
+            c["time_us"] = times
+        return fn
+    camp = fixture(tmp, "camp256", timed(b"fp32_256x256x256", [2192.0 + i for i in range(8)]))
+    # an older file's name for the same task: compared
+    rnd = fixture(tmp, "rnd256", timed(b"fp32_256", [2000.0 + i for i in range(8)]))
+    small = fixture(tmp, "search64", timed(b"fp32_64x64x64", [130.0 + i for i in range(8)]))
+    page_path = os.path.join(tmp, "cmp.html")
+    rc, _, err = run("report", camp, rnd, small, "-o", page_path)
+    page = open(page_path, encoding="utf-8").read() if rc == 0 else ""
+    check(rc == 0 and "not comparable" in err and "fp32_256x256x256" in err and
+          "fp32_64x64x64" in err and "search64.h5" in err and "rnd256.h5" not in err,
+          "report names the file of another task on stderr, only it: %d %r" % (rc, err))
+    notes = re.findall(r'<p class="note not-comparable">([^<]*)</p>', page)
+    check(len(notes) == 1 and "fp32_64x64x64" in notes[0] and "search64.h5" in notes[0],
+          "the page names it: %s" % notes)
+    speeds = re.findall(r'<tr class="file[^"]*" data-series="compare-(\d)">'
+                        r'(?:<td[^>]*>[^<]*</td>){5}<td class="num">([^<]*)</td>', page)
+    check(speeds == [("0", "91%"), ("1", "100%"), ("2", "not comparable")],
+          "speed vs the best file: of the 256^3 files only (2000/2192), "
+          "none for the 64^3 one: %s" % speeds)
+    series = re.findall(r'<polyline class="series" data-series="compare-(\d)"', page)
+    check(series == ["0", "1"], "the plot draws the 256^3 files only: %s" % series)
+    rc, _, err = run("report", camp, rnd, "-o", os.path.join(tmp, "same.html"))
+    check(rc == 0 and "not comparable" not in err and "warning" not in err,
+          "files of one task: no warning: %r" % err)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_tiles(tmp)
@@ -169,6 +209,7 @@ def main():
         test_direction_controls(tmp)
         test_stats_nan(tmp)
         test_repeated_sources(tmp)
+        test_other_tasks(tmp)
     done()
 
 
