@@ -914,13 +914,20 @@ int lab_run(int argc, char **argv) {
                100.0 * baseline / best_time);
     else
       snprintf(best, sizeof best, "-");
-    char mean_s[32], max_s[32];
+    /* The loss is near 0 by construction on the first pass of a step
+     * (rho = 1 and each group's advantages sum to 0; exactly so when the
+     * completions are equally long), so it says little about learning: the
+     * gradient norm (before clipping) does, and is 0 when every group's
+     * rewards were equal (nothing to learn from). */
+    char mean_s[32], max_s[32], gn[24];
+    lab_fmt_num(gn, sizeof gn, "%.3g", s.grad_norm);
     printf("step %d/%d  reward mean %s max %s  correct %d/%d  best %s  "
-           "kl %.4f  clip %.3f  loss %.4g  %.0f tok/s  %.1fs  ETA %s%s\n",
+           "kl %.4f  clip %.3f  loss %.4g  gnorm %s  %.0f tok/s  %.1fs  "
+           "ETA %s%s\n",
            step + 1, c.steps,
            lab_fmt_reward(mean_s, sizeof mean_s, "%.3f", s.reward_mean),
            lab_fmt_reward(max_s, sizeof max_s, "%.3f", s.reward_max), n_correct,
-           n_cand, best, s.kl, s.clip_frac, s.loss,
+           n_cand, best, s.kl, s.clip_frac, s.loss, gn,
            gen_s > 0 ? gen_tokens / gen_s : 0, lab_now_s() - t_step, eta,
            step < pr.steps_done ? "  (re-run, already recorded)" : "");
     fflush(stdout);

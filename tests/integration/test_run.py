@@ -99,10 +99,25 @@ with tempfile.TemporaryDirectory() as d:
     lines = [l for l in r.stdout.splitlines() if re.match(r"step \d+/2 ", l)]
     check(len(lines) == 2, "one line per step: %s" % r.stdout)
     for l in lines:
-        check(all(k in l for k in ("reward mean", "max", "correct", "best", "kl", "clip",
+        check(all(k in l for k in ("reward mean", "max", "correct", "best", "kl", "clip", "gnorm",
                                    "tok/s", "ETA")), "step line fields: %s" % l)
     check("\r" not in r.stdout and "\033[" not in r.stdout,
           "no progress bar when stdout is not a terminal")
+    # gnorm is the step's gradient norm as the file records it (the loss is
+    # near 0 by construction, the norm says whether anything was learnt)
+    gn = [re.search(r"gnorm (\S+) ", l) for l in lines]
+    check(all(g and re.match(r"^[0-9][0-9.e+-]*$", g.group(1)) for g in gn),
+          "gnorm is a number: %s" % lines)
+    try:
+        import h5py
+        with h5py.File(out, "r", swmr=True) as f:
+            recorded = [float(x) for x in f["steps"]["grad_norm"]]
+        shown = [float(g.group(1)) for g in gn if g]
+        check(len(shown) == len(recorded) and
+              all(abs(a - b) <= 6e-3 * abs(b) + 1e-12 for a, b in zip(shown, recorded)),
+              "gnorm shown %s is the recorded grad_norm %s" % (shown, recorded))
+    except ImportError:
+        pass
     cands = candidates(out)
     check(len(cands) == 4, "4 candidates recorded: %d" % len(cands))
     check(sorted((c["step"], c["group"], c["sample"]) for c in cands) ==
