@@ -585,14 +585,23 @@ static int eval_files(int argc, char **argv, const char **files) {
     printf("backend: %s   target: %dx%dx%d   seed: %llu (replay with --seed)\n",
            backend, target.M, target.N, target.K,
            (unsigned long long)opts.seed);
-    if (!strcmp(backend, "cpu-emu"))
+    if (!strcmp(backend, "cpu-emu")) {
       printf("times are CPU-emulator wall times (cpu-emu), not GPU times; "
              "baseline = naive seed: %s\n",
              base);
-    else
+      /* Side-by-side candidates share the memory system and the clock
+       * boost the baseline had to itself: their 'x naive' reads low (GPU
+       * runs take a lock and are timed one at a time). */
+      if (jobs > 1)
+        printf("note: %d candidates ran side by side (--jobs %d, %d "
+               "thread%s each), the baseline alone: 'x naive' may read low; "
+               "--jobs 1 times each alone\n",
+               jobs, jobs, opts.threads, opts.threads == 1 ? "" : "s");
+    } else {
       printf("GPU times (CUPTI kernel time, L2 flushed); baseline = cuBLAS "
              "SGEMM: %s\n",
              base);
+    }
     print_table_header(stdout);
   }
 

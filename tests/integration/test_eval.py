@@ -464,6 +464,13 @@ def group_cli():
               "%r --help: unknown command, exit 2: %d %r" % (cmd, rc, out[:200]))
     rc, _, err = kernlab("frobnicate")
     check(rc == 2 and "unknown command" in err, "unknown command exits 2")
+    # side-by-side candidates are said to be timed so; one at a time is not
+    pair = [naive, os.path.join(SEEDS, "02_coalesced.cu")]
+    rc, out, _ = kernlab("eval", *pair, *FAST, "--jobs", "2")
+    check(rc == 0 and "note: 2 candidates ran side by side (--jobs 2" in out,
+          "eval --jobs 2: the table says the candidates shared the machine: %s" % out[:600])
+    rc, out, _ = kernlab("eval", *pair, *FAST, "--jobs", "1")
+    check(rc == 0 and "side by side" not in out, "eval --jobs 1: no such note: %s" % out[:600])
     rc, _, err = kernlab("eval", naive, "--backend", "gpu")
     check(rc == 3 and "gpu" in err, "--backend gpu without a device exits 3: %s" % err)
     rc, _, err = kernlab("eval", naive, "--backend", "tpu")
