@@ -910,8 +910,8 @@ int lab_run(int argc, char **argv) {
     char eta[32], best[64];
     lab_fmt_eta(eta, sizeof eta, per_step * (c.steps - step - 1));
     if (best_time > 0 && baseline > 0)
-      snprintf(best, sizeof best, "%.1f us (%.0f%% of baseline)", best_time,
-               100.0 * baseline / best_time);
+      snprintf(best, sizeof best, "%.1f us (%.2fx baseline speed)", best_time,
+               baseline / best_time);
     else
       snprintf(best, sizeof best, "-");
     /* The loss is near 0 by construction on the first pass of a step
@@ -962,9 +962,9 @@ int lab_run(int argc, char **argv) {
              "fifth %.3f; correct fraction %.3f -> %.3f\n",
              (long long)ns, a / fifth, b / fifth, ca / fifth, cb / fifth);
       if (best_time > 0)
-        printf("best correct kernel: %.1f us (%s), %.0f%% of the baseline; "
+        printf("best correct kernel: %.1f us (%s), %.2fx the baseline's speed; "
                "see `kernlab top %s`\n",
-               best_time, backend, 100.0 * baseline / best_time, c.out);
+               best_time, backend, baseline / best_time, c.out);
     }
     if (r) res_reader_close(r);
     fflush(stdout); /* before the comparison, which an interrupt may cut */

@@ -288,8 +288,8 @@ static int run_steps(const search_run *s) {
       snprintf(best_s, sizeof best_s, "%.1f us%s %s", best,
                baseline > 0 ? "" : " (no baseline)", best_label);
     if (best > 0 && baseline > 0)
-      snprintf(best_s, sizeof best_s, "%.1f us (%.0f%% of baseline) %s", best,
-               100.0 * baseline / best, best_label);
+      snprintf(best_s, sizeof best_s, "%.1f us (%.2fx baseline speed) %s", best,
+               baseline / best, best_label);
     int done = first + n;
     double eta = (lab_now_s() - t0) / done * (s->total - done);
     printf("step %d/%d  evals %d/%d  reward mean %.3f max %.3f  correct "

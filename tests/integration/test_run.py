@@ -103,6 +103,15 @@ with tempfile.TemporaryDirectory() as d:
                                    "tok/s", "ETA")), "step line fields: %s" % l)
     check("\r" not in r.stdout and "\033[" not in r.stdout,
           "no progress bar when stdout is not a terminal")
+    # the best time reads as a speed-up over the baseline (x, not a share)
+    mb = re.search(r"baseline \([^)]*\): ([0-9.]+) us", r.stdout)
+    for l in lines:
+        m = re.search(r"best ([0-9.]+) us \(([0-9.]+)x baseline speed\)", l)
+        check(m or " best - " in l, "best as a speed-up: %s" % l)
+        if m and mb:
+            want = float(mb.group(1)) / float(m.group(1))
+            check(abs(float(m.group(2)) - want) <= 0.01 + 0.01 * want,
+                  "speed-up is baseline / best: %s (%s)" % (l, mb.group(0)))
     # gnorm is the step's gradient norm as the file records it (the loss is
     # near 0 by construction, the norm says whether anything was learnt)
     gn = [re.search(r"gnorm (\S+) ", l) for l in lines]

@@ -202,7 +202,7 @@ def main():
         check([c["label"] for c in r2] == labels, "same seed, same draws")
         hit = next((i + 1 for i, c in enumerate(r2)
                     if usable(c) and c["time_us"] <= best / 0.95), None)
-        # The progress lines may say "(95% of baseline)": pick the summary.
+        # The progress lines may say "(1.05x baseline speed)": pick the summary.
         line = next((l for l in p.stdout.splitlines()
                      if l.startswith("compare: 95% of the exhaustive best")), "")
         if hit:
