@@ -952,6 +952,8 @@ static int eval_impl(const char *label, const char *src, size_t len,
             rep->samples > 1 ? sqrt(var / (rep->samples - 1)) / mean : 0;
         snprintf(out->timer, sizeof out->timer, "%s",
                  gpu && rep->gpu.timer[0] ? rep->gpu.timer : "wall");
+        snprintf(out->timer_note, sizeof out->timer_note, "%s",
+                 gpu ? rep->gpu.timer_note : "");
         out->gflops =
             2.0 * target.M * target.N * (double)target.K / (out->time_us * 1e3);
         if (!timing_only && opts->baseline_us > 0 && opts->max_speedup > 0 &&

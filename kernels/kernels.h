@@ -653,7 +653,8 @@ typedef struct kl_result {
   double time_us, time_min_us, time_max_us; /* median, min, max; -1 if none */
   double time_p20_us, time_p80_us;          /* quantiles (type 7); -1 if none */
   double time_cv;                           /* stddev / mean of the samples */
-  char timer[16]; /* "cupti", "events" (gpu) or "wall" (cpu-emu) */
+  char timer[16];      /* "cupti", "events" (gpu) or "wall" (cpu-emu) */
+  char timer_note[96]; /* gpu, timer "events": why CUPTI was not used */
   int samples;
   /* the timed launches behind the samples: more than samples where short
    * launches went in batches (cpu-emu, kl_pace), each sample their mean */

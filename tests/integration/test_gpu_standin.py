@@ -28,6 +28,7 @@ Usage: test_gpu_standin.py KERNLAB SOURCE_DIR STANDIN_DIR
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,8 @@ for name, r in sorted(rows.items()):
     # installed it loads and cuptiActivityEnable fails; when it is not, it is
     # not found): either way the timer falls back to events.
     check(r["timer"] == "events", what + "timer 'events' (no CUPTI here), got %r" % r["timer"])
+    check(isinstance(r.get("timer_note"), str) and r["timer_note"],
+          what + "timer_note says why CUPTI was not used, got %r" % r.get("timer_note"))
     check(r["baseline_us"] is not None and r["baseline_us"] > 0,
           what + "a cuBLAS baseline (the stand-in's SGEMM), got %s" % r["baseline_us"])
     check(r["sandbox"] in ("seccomp+rlimits", "seccomp+rlimits+namespaces"),
@@ -127,6 +130,11 @@ for name, r in sorted(rows.items()):
     check(len(r["shapes"]) >= 2 and all(s["pass"] for s in r["shapes"]),
           what + "every checked shape passes: %s" % r["shapes"])
 print("seeds: %.1f s" % (time.time() - t0))
+# the table's header promises CUPTI times before a worker tried CUPTI: the
+# fallback is said once, under the rows, with its reason
+check(re.search(r"note: %d candidates were timed by CUDA events, not CUPTI \(.+\)" % len(rows),
+                err) is not None,
+      "one note that the candidates were timed by events, with the reason: %s" % err[-600:])
 
 naive = rows.get("01_naive.cu")
 blocktile = rows.get("04_blocktile_1d.cu")
