@@ -63,6 +63,30 @@ void kl_eval_defaults(kl_eval_options *o) {
   o->max_speedup = 1000;
 }
 
+/* The device kl_backend_resolve found; set before any thread starts. */
+static char resolved_device[96];
+
+const char *kl_backend_device(const char *backend, char *out, size_t len) {
+  if (!strcmp(backend, "gpu")) {
+    snprintf(out, len, "%s", resolved_device[0] ? resolved_device : "gpu");
+    return out;
+  }
+  snprintf(out, len, "cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10)) continue;
+    const char *v = strchr(line, ':');
+    if (!v) break;
+    v += strspn(v + 1, " \t") + 1;
+    size_t n = strcspn(v, "\n");
+    snprintf(out, len, "cpu (%.*s)", (int)n, v);
+    break;
+  }
+  if (f) fclose(f);
+  return out;
+}
+
 int kl_backend_resolve(const char *requested, char *backend, size_t len,
                        char *why, size_t whylen) {
   why[0] = 0;
@@ -74,6 +98,7 @@ int kl_backend_resolve(const char *requested, char *backend, size_t len,
     char dev[96], probe[400];
     if (kl_gpu_probe(probe, sizeof probe, dev, sizeof dev) == KL_OK) {
       snprintf(backend, len, "gpu");
+      snprintf(resolved_device, sizeof resolved_device, "%s", dev);
       snprintf(why, whylen, "backend: gpu (%s)", dev);
       return KL_OK;
     }

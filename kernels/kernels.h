@@ -690,6 +690,12 @@ void kl_eval_defaults(kl_eval_options *opts);
 int kl_backend_resolve(const char *requested, char *backend, size_t len,
                        char *why, size_t whylen);
 
+/* The device a backend's times come from, for results files and JSON rows:
+ * for "gpu" the name the last successful kl_backend_resolve probed
+ * ("NVIDIA H200"), for "cpu-emu" "cpu (MODEL)" with /proc/cpuinfo's model
+ * name (or "cpu"). Writes at most len bytes to out; returns out. */
+const char *kl_backend_device(const char *backend, char *out, size_t len);
+
 /* Evaluates one candidate source: validate, NVRTC compile (resources,
  * geometry), host compile for cpu-emu, correctness on every shape with fresh
  * seeded inputs and NaN-poisoned outputs, timing at the target shape. Runs

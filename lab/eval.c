@@ -81,6 +81,9 @@ static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
   lab_json_string(f, r->file);
   fputs(",\"backend\":", f);
   lab_json_string(f, r->backend);
+  char device[160]; /* whose times these are: a row read alone says */
+  fputs(",\"device\":", f);
+  lab_json_string(f, kl_backend_device(r->backend, device, sizeof device));
   fprintf(f, ",\"compiled\":%s,\"correct\":%s", r->compiled ? "true" : "false",
           r->correct ? "true" : "false");
   fputs(",\"status\":", f);
@@ -541,17 +544,18 @@ static int eval_files(int argc, char **argv, const char **files) {
       const char *n = kl_flag_name(b);
       flag_names[b] = n ? n : "";
     }
-    res_campaign_meta meta = {.config = "kernlab eval",
-                              .reward_script = reward_path,
-                              .reward_sha256 =
-                                  script ? rw_sha256(script) : NULL,
-                              .device = "cpu",
-                              .backend = backend,
-                              .kernlab_version = "0.1",
-                              .nvrtc_version = kl_nvrtc_version(),
-                              .seed = opts.seed,
-                              .flag_names = flag_names,
-                              .n_flags = 64};
+    char device[160];
+    res_campaign_meta meta = {
+        .config = "kernlab eval",
+        .reward_script = reward_path,
+        .reward_sha256 = script ? rw_sha256(script) : NULL,
+        .device = kl_backend_device(backend, device, sizeof device),
+        .backend = backend,
+        .kernlab_version = "0.1",
+        .nvrtc_version = kl_nvrtc_version(),
+        .seed = opts.seed,
+        .flag_names = flag_names,
+        .n_flags = 64};
     int code = 0;
     store = res_open_append(out_path, &meta, &code, why, sizeof why);
     if (!store) {

@@ -483,17 +483,19 @@ res_file *lab_results_open(const char *path, int fresh, const char *config_text,
     const char *name = kl_flag_name(b);
     flag_names[b] = name ? name : "";
   }
-  res_campaign_meta meta = {.config = config_text,
-                            .reward_script = reward_path,
-                            .reward_sha256 = rw_sha256(script),
-                            .device = "cpu",
-                            .backend = backend,
-                            .kernlab_version = "0.1",
-                            .nvrtc_version = kl_nvrtc_version(),
-                            .seed = seed,
-                            .flag_names = flag_names,
-                            .n_flags = 64,
-                            .run_id = run_id};
+  char device[160];
+  res_campaign_meta meta = {
+      .config = config_text,
+      .reward_script = reward_path,
+      .reward_sha256 = rw_sha256(script),
+      .device = kl_backend_device(backend, device, sizeof device),
+      .backend = backend,
+      .kernlab_version = "0.1",
+      .nvrtc_version = kl_nvrtc_version(),
+      .seed = seed,
+      .flag_names = flag_names,
+      .n_flags = 64,
+      .run_id = run_id};
   int code = 0;
   res_file *f = fresh ? res_create(path, &meta, &code, why, whylen)
                       : res_open_append(path, &meta, &code, why, whylen);

@@ -54,6 +54,7 @@ def group_seeds():
         for k in REQUIRED:
             check(k in r, "%s: field %s present" % (name, k))
         check(r["backend"] == "cpu-emu", "%s: backend cpu-emu" % name)
+        check(r["device"].startswith("cpu"), "%s: device the CPU, got %r" % (name, r["device"]))
         check(r["status"] == "ok" and r["correct"] is True,
               "%s: correct, got %s %s" % (name, r["status"], r["error"]))
         check(r["flags"] == [], "%s: no flags yet" % name)
@@ -71,6 +72,16 @@ def group_seeds():
         check(len(shapes) >= 5, "%s: at least five shapes" % name)
         check(all(s["pass"] for s in r["shapes"]), "%s: every shape passes" % name)
         check(r["max_rel_err"] <= 1e-5, "%s: rel err within fp32 tolerance" % name)
+    # the file says whose times it holds: the CPU's model, as the rows do
+    q = subprocess.run(["/usr/bin/python3", "-c", """
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    d = f.attrs["device"]
+    print(d.decode() if isinstance(d, bytes) else d)
+""", store], capture_output=True, text=True)
+    check(q.returncode == 0 and q.stdout.strip() == rows[0]["device"],
+          "the file's device %r is the rows' %r %s" % (q.stdout.strip(), rows[0]["device"],
+                                                      q.stderr[-300:]))
     # top's smem column is eval's: static + dynamic shared memory (it showed
     # the static part only, 0 for 08_double_buffer's 32 KiB of dynamic)
     rc, out, err = kernlab("top", store, "-n", "100")

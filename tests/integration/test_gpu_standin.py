@@ -119,6 +119,7 @@ for name, r in sorted(rows.items()):
     # installed it loads and cuptiActivityEnable fails; when it is not, it is
     # not found): either way the timer falls back to events.
     check(r["timer"] == "events", what + "timer 'events' (no CUPTI here), got %r" % r["timer"])
+    check(r["device"] == DEVICE, what + "device %r, got %r" % (DEVICE, r["device"]))
     check(isinstance(r.get("timer_note"), str) and r["timer_note"],
           what + "timer_note says why CUPTI was not used, got %r" % r.get("timer_note"))
     check(r["baseline_us"] is not None and r["baseline_us"] > 0,
