@@ -3,7 +3,7 @@
  * tokenizer, samples G completions of one prompt with pl_generate (KV
  * cache, one RNG stream per completion) and prints them.
  *
- *   kernlab generate --ckpt F --tok F.tok --prompt TEXT [-n G]
+ *   kernlab generate --ckpt F [--tok F.tok] --prompt TEXT [-n G]
  *                    [--max-tokens N] [--temperature T] [--top-p P]
  *                    [--min-p M] [--seed S] [--no-bos]
  *                    [--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16]
@@ -14,6 +14,11 @@
  * is printed after a header line "== completion g: L tokens, stop REASON,
  * mean logprob X ==", the end token not printed. It does not pick a prompt
  * format: the caller writes the task header (see lua/corpus.lua).
+ *
+ * --tok defaults to F.tok, where `kernlab prime --out F` saves the
+ * checkpoint's tokenizer (and `run` looks by default). Without --tok and
+ * without F.tok the message says both, exit 2; a missing checkpoint is
+ * named first, since F.tok was derived from a name that is not there.
  *
  * --policy-device (lab/policy_device.h): cpu (the default) samples with
  * pl_generate; gpu with pcuda_generate on the device, exit 3 with the
@@ -38,12 +43,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char synopsis[] =
-    "usage: kernlab generate --ckpt FILE --tok FILE.tok --prompt TEXT [-n G]\n"
+    "usage: kernlab generate --ckpt FILE [--tok FILE.tok] --prompt TEXT [-n "
+    "G]\n"
     "         [--max-tokens N] [--temperature T] [--top-p P] [--min-p M]\n"
     "         [--seed S] [--no-bos] [--policy-device cpu|gpu|auto]\n"
-    "         [--policy-dtype fp32|bf16] [--policy-matmul RUN.h5]\n";
+    "         [--policy-dtype fp32|bf16] [--policy-matmul RUN.h5]\n"
+    "       --tok defaults to FILE.tok, where kernlab prime saves the\n"
+    "       checkpoint's tokenizer\n";
 
 static int usage(const char *msg, const char *arg) {
   fprintf(stderr, "kernlab generate: %s%s%s\n%s", msg, arg ? " " : "",
@@ -55,6 +64,32 @@ static int usage(const char *msg, const char *arg) {
  * ("nan" would pass every range check below and become INT_MIN). */
 static int parse_num(const char *s, double *out) {
   return lab_arg_double(s, -1e300, 1e300, out) == 0;
+}
+
+/* With --tok left out: 1 (after saying why on stderr) when the checkpoint
+ * cannot be read or its default tokenizer tok_path (CKPT.tok) is not there;
+ * 0 to go on loading both. The message names what is missing and, through
+ * lab_tok_load, a leftover of an interrupted prime holding the tokenizer. */
+static int default_tok_missing(const char *ckpt, const char *tok_path) {
+  char why[8192];
+  pl_ckpt_header h;
+  if (pl_ckpt_peek(ckpt, &h, why, sizeof why) != PL_OK) {
+    fprintf(stderr, "kernlab generate: %s\n", why);
+    return 1;
+  }
+  struct stat st;
+  if (stat(tok_path, &st) == 0 && !S_ISDIR(st.st_mode)) return 0;
+  pl_tokenizer *tok = NULL;
+  if (lab_tok_load(&tok, tok_path, ckpt, why, sizeof why) == PL_OK) {
+    pl_tok_free(tok);
+    return 0;
+  }
+  fprintf(stderr,
+          "kernlab generate: no --tok given, and no tokenizer at %s, where "
+          "kernlab prime saves the checkpoint's (%s); name one with --tok "
+          "FILE.tok\n",
+          tok_path, why);
+  return 1;
 }
 
 int lab_generate(int argc, char **argv) {
@@ -119,8 +154,15 @@ int lab_generate(int argc, char **argv) {
     } else
       return usage("unknown option", a);
   }
-  if (!ckpt || !tok_path || !prompt)
-    return usage("--ckpt, --tok and --prompt are required", NULL);
+  if (!ckpt || !prompt) return usage("--ckpt and --prompt are required", NULL);
+  char tok_default[4200];
+  if (!tok_path) {
+    int n = snprintf(tok_default, sizeof tok_default, "%s.tok", ckpt);
+    if (n < 0 || (size_t)n >= sizeof tok_default)
+      return usage("--ckpt: path too long", NULL);
+    tok_path = tok_default;
+    if (default_tok_missing(ckpt, tok_path)) return LAB_EXIT_USAGE;
+  }
   if (G < 1 || G > 4096 || max_new < 1 || max_new > 1e6 || G != (int)G ||
       max_new != (int)max_new)
     return usage("-n must be a whole number 1..4096, --max-tokens 1..1e6",

@@ -5,8 +5,9 @@ usage: test_prime.py KERNLAB SOURCE_DIR
 
 A tiny priming run on the seed and honest kernels: the loss falls, the
 checkpoint and tokenizer are written and load again (generate samples from
-them), and bad input is a clear exit 2: a missing corpus folder, a folder
-without valid kernels, a corrupt checkpoint, a tokenizer that does not match.
+them, taking CKPT.tok without --tok), and bad input is a clear exit 2: a
+missing corpus folder, a folder without valid kernels, a corrupt checkpoint,
+a tokenizer that does not match, no --tok and no CKPT.tok.
 --policy-device (prime and generate): without a device, gpu exits 3 with
 the reason and auto falls back to the CPU (saying so) and trains or samples
 as cpu does. --policy-dtype bf16: exit 2 on the CPU; with auto and no device
@@ -53,6 +54,23 @@ with tempfile.TemporaryDirectory() as d:
     g2 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
              "--max-tokens", "20", "--seed", "3")
     check(g.stdout == g2.stdout, "the same seed gives the same samples")
+    # --tok left out: the tokenizer prime saved beside the checkpoint
+    gd = run("generate", "--ckpt", ck, "--prompt", "// task", "-n", "2",
+             "--max-tokens", "20", "--seed", "3")
+    check(gd.returncode == 0 and gd.stdout == g.stdout,
+          "generate without --tok takes CKPT.tok: %d %s" % (gd.returncode, gd.stderr[-300:]))
+    # neither --tok nor CKPT.tok: exit 2 naming the path looked at and
+    # --tok; a missing checkpoint is named as such, not as its .tok
+    lone = os.path.join(d, "lone.ckpt")
+    shutil.copy(ck, lone)
+    gn = run("generate", "--ckpt", lone, "--prompt", "x")
+    check(gn.returncode == 2 and "no --tok given" in gn.stderr and lone + ".tok" in gn.stderr
+          and "--tok FILE.tok" in gn.stderr,
+          "no --tok and no CKPT.tok: exit 2, both said: %d %s" % (gn.returncode, gn.stderr[-300:]))
+    gm = run("generate", "--ckpt", os.path.join(d, "absent.ckpt"), "--prompt", "x")
+    check(gm.returncode == 2 and "absent.ckpt: cannot open checkpoint" in gm.stderr
+          and ".tok" not in gm.stderr,
+          "no --tok and no checkpoint: the checkpoint named: %d %s" % (gm.returncode, gm.stderr[-300:]))
     # generate --policy-device: cpu samples as the default does; auto
     # falls back to the CPU where no device answers and samples the same.
     gc = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
@@ -380,6 +398,10 @@ with tempfile.TemporaryDirectory() as d:
     check(g.returncode == 2 and kept and kept[0] + " holds the checkpoint's tokenizer" in g.stderr
           and "rename it to " + tk + ".tok" in g.stderr and decoy + " holds" not in g.stderr,
           "a missing tokenizer: its leftover named: %d %s" % (g.returncode, g.stderr[-400:]))
+    g = run("generate", "--ckpt", tk, "--prompt", "x")
+    check(g.returncode == 2 and "no --tok given" in g.stderr and kept and
+          kept[0] + " holds the checkpoint's tokenizer" in g.stderr,
+          "no --tok, CKPT.tok missing: its leftover named: %d %s" % (g.returncode, g.stderr[-400:]))
     shutil.copy(other_tok, tk + ".tok")  # a tokenizer not its own in its place
     g = run("generate", "--ckpt", tk, "--tok", tk + ".tok", "--prompt", "x")
     check(g.returncode == 2 and "tokenizer mismatch" in g.stderr and kept and
