@@ -19,7 +19,9 @@
  *     in id order (the order they were evaluated) up to the first whose
  *     time is <= exhaustive best / 0.95. Times of two files come from two
  *     runs, so on the noisy CPU emulator the answer is good to a few
- *     percent; a file for another task shape or backend is not compared.
+ *     percent; a file for another task shape or backend is not compared,
+ *     nor an exhaustive search cut short by --limit (its config line says
+ *     "partial": lab/search_cmd.c says why).
  */
 #include "lab/lab.h"
 
@@ -220,15 +222,33 @@ static void print_95(const char *run_h5, const res_reader *run,
   char why[1024];
   int comparable =
       res_comparable(ex, exhaustive_h5, run, run_h5, why, sizeof why);
-  res_reader_close(ex);
   if (!exhaustive) {
     fprintf(out,
             "compare: 95%% of the exhaustive best: %s is not an exhaustive "
             "search's results (its config does not start with \"%s\"); make "
             "them with `kernlab search exhaustive CAMPAIGN.lua`\n",
             exhaustive_h5, tag);
+    res_reader_close(ex);
     return;
   }
+  /* a sweep cut short by --limit (lab/search_cmd.c): the best of its first
+   * N configurations is not the space's best, and a run measured against
+   * it would look closer to the optimum than it is */
+  static const char partial[] = "-- kernlab search exhaustive: partial (";
+  const char *config = res_attr(ex, "config");
+  if (!strncmp(config, partial, sizeof partial - 1)) {
+    const char *what = config + sizeof partial - 1;
+    int len = (int)strcspn(what, ")\n");
+    fprintf(out,
+            "compare: 95%% of the exhaustive best: %s is a partial exhaustive "
+            "search (%.*s), not a sweep of the whole space: its best is no "
+            "baseline; run `kernlab search exhaustive CAMPAIGN.lua` without "
+            "--limit for one\n",
+            exhaustive_h5, len, what);
+    res_reader_close(ex);
+    return;
+  }
+  res_reader_close(ex);
   if (eb.id < 0) {
     fprintf(out,
             "compare: 95%% of the exhaustive best: %s holds no correct "

@@ -34,6 +34,23 @@
  *     run` compare with; `random` writes runs/<name>-random.h5;
  *   - --limit N keeps the first N configurations of the space (tests, and
  *     a quick look); --list prints the space and evaluates nothing;
+ *   - an exhaustive search cut short by --limit is no exhaustive baseline.
+ *     Its file is consumed by lab/compare.c ("evaluations to reach 95% of
+ *     the exhaustive best", printed by `kernlab run` and by `search random`
+ *     from the campaign's `exhaustive` file or --exhaustive) and listed by
+ *     name in `kernlab report`: a best of the first N configurations read
+ *     as the space's best makes a campaign look better than it is. Written
+ *     to the default name, it would also stand where the real sweep goes
+ *     and make that sweep refuse to run (an existing output is an error).
+ *     So with --limit N below the space's size: without --out the file is
+ *     the default's name with "-limitN" before ".h5"
+ *     (runs/quick-exhaustive-limit5.h5), and whatever its name, its config
+ *     line says "-- kernlab search exhaustive: partial (the first N of M
+ *     configurations, --limit N): ..." (describe_search), which compare.c
+ *     reads to refuse the file as a baseline with the reason, as it
+ *     refuses a random search's. A refusal of --limit without --out was
+ *     the other choice; a quick look that needs no file name is what
+ *     --limit is for;
  *   - the reward script is loaded once (no hot reload: a search is short);
  *   - the results file's config attribute is the campaign's text with one
  *     leading Lua comment line saying which search made the file;
@@ -308,18 +325,43 @@ static int run_steps(const search_run *s) {
 }
 
 /* The results file's config attribute: a comment line, then the campaign.
- * Owned by the caller. */
+ * An exhaustive search of fewer configurations than the space holds
+ * (n_space < n_loaded, --limit) says "partial (...)" first: print_95 in
+ * lab/compare.c reads that prefix. Owned by the caller. */
 static char *describe_search(const search_args *a, const lab_campaign *c,
-                             const char *space, int total, int n_space) {
+                             const char *space, int total, int n_space,
+                             int n_loaded) {
   size_t cap = strlen(c->text) + 512 + strlen(space);
   char *text = malloc(cap);
   if (!text) return NULL;
+  char partial[128] = "";
+  if (!a->random && n_space < n_loaded)
+    snprintf(partial, sizeof partial,
+             " partial (the first %d of %d configurations, --limit %ld):",
+             n_space, n_loaded, a->limit);
   snprintf(text, cap,
-           "-- kernlab search %s: %d evaluations of %d configurations from "
+           "-- kernlab search %s:%s %d evaluations of %d configurations from "
            "%s, seed %llu\n%s",
-           a->random ? "random" : "exhaustive", total, n_space, space,
+           a->random ? "random" : "exhaustive", partial, total, n_space, space,
            (unsigned long long)c->seed, c->text);
   return text;
+}
+
+/* The default output of an exhaustive search of the first n_space of
+ * n_loaded configurations: the campaign's `exhaustive` file, or with
+ * --limit cutting the space, that name with "-limitN" before its ".h5"
+ * (the header comment says why). 0, or -1 when it does not fit. */
+static int exhaustive_out(const lab_campaign *c, const search_args *a,
+                          int n_space, int n_loaded, char *out, size_t cap) {
+  if (n_space >= n_loaded) {
+    int n = snprintf(out, cap, "%s", c->exhaustive);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+  }
+  size_t len = strlen(c->exhaustive);
+  if (len > 3 && !strcmp(c->exhaustive + len - 3, ".h5")) len -= 3;
+  int n =
+      snprintf(out, cap, "%.*s-limit%ld.h5", (int)len, c->exhaustive, a->limit);
+  return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
 int lab_search(int argc, char **argv) {
@@ -374,8 +416,9 @@ int lab_search(int argc, char **argv) {
     snprintf(out, sizeof out, "%s", a.out);
   else if (a.random)
     snprintf(out, sizeof out, "runs/%s-random.h5", c.name);
-  else
-    snprintf(out, sizeof out, "%s", c.exhaustive);
+  else if (exhaustive_out(&c, &a, n_space, n_loaded, out, sizeof out))
+    FAIL(LAB_EXIT_USAGE, "the campaign's exhaustive: path too long: %s",
+         c.exhaustive);
   snprintf(exhaustive, sizeof exhaustive, "%s",
            !a.random      ? out
            : a.exhaustive ? a.exhaustive
@@ -414,16 +457,22 @@ int lab_search(int argc, char **argv) {
 
   if (lab_make_parent(out) != 0)
     FAIL(LAB_EXIT_ENV, "cannot create the folder of %s", out);
-  config_text = describe_search(&a, &c, space_path, (int)total, n_space);
+  config_text =
+      describe_search(&a, &c, space_path, (int)total, n_space, n_loaded);
   if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");
   store = lab_results_open(out, 1, config_text, c.reward, script, ev.backend,
                            c.seed, NULL, &rc, why, sizeof why);
   if (!store) FAIL(rc, "%s", why);
 
-  printf("search %s %s: %s %s, %ld evaluations of %d configurations (%s), "
+  char of[64] = "";
+  if (n_space < n_loaded)
+    snprintf(of, sizeof of, "the first %d of %d", n_space, n_loaded);
+  else
+    snprintf(of, sizeof of, "%d", n_space);
+  printf("search %s %s: %s %s, %ld evaluations of %s configurations (%s), "
          "%d per step, reward %s\n",
          a.random ? "random" : "exhaustive", c.name, ev.backend, ev.task, total,
-         n_space, space_path, per_step, c.reward);
+         of, space_path, per_step, c.reward);
   printf("baseline (%s): %.1f us%s; results %s\n",
          !strcmp(ev.backend, "gpu") ? "cuBLAS SGEMM" : "naive seed",
          ev.baseline_us,

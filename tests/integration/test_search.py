@@ -13,6 +13,10 @@ the verdicts are known. Checks:
   - random before any exhaustive file: budget 6 over 5 configurations takes
     each once before any twice, one line per step, a line saying the
     exhaustive file is missing and how to make it;
+  - exhaustive --limit 2 without --out: written beside the campaign's
+    exhaustive file as NAME-limit2.h5, not into it, and refused as a
+    baseline (partial) by random search and by its own summary; --limit
+    above the space's size is a whole sweep;
   - exhaustive: every configuration once, the broken one recorded as
     incorrect, step/group/sample and /steps records as a campaign's, the
     95% line, the file readable by `kernlab top` and h5py;
@@ -164,8 +168,28 @@ def main():
         check(isinstance(st, list) and [s[:2] for s in st] == [(0, 2), (1, 2), (2, 2)],
               "3 /steps records of 2: %s" % st)
 
-        # Exhaustive: every configuration once.
+        # Exhaustive cut short by --limit without --out: not into the
+        # campaign's exhaustive file (run and random read that as the whole
+        # space's best; the full sweep would refuse to replace it) but
+        # beside it as NAME-limitN.h5, and said to be partial where a
+        # baseline is read from it
         exh = os.path.join(d, "exh.h5")
+        part = os.path.join(d, "exh-limit2.h5")
+        p = kernlab("search", "exhaustive", camp, "--space", space, "--limit", "2")
+        check(p.returncode == 0 and not os.path.exists(exh) and os.path.exists(part) and
+              "the first 2 of 5 configurations" in p.stdout and "results " + part in p.stdout,
+              "--limit 2, no --out: %s written, not the campaign's %s: %d %s %s"
+              % (part, exh, p.returncode, p.stdout[-600:], p.stderr[-300:]))
+        check([c["label"] for c in candidates(part)] == ["coalesced", "coalesced_bs8"],
+              "--limit 2, no --out: the first two configurations")
+        p = kernlab("search", "random", camp, "--space", space, "--budget", "2",
+                    "--out", os.path.join(d, "vs-part.h5"), "--exhaustive", part)
+        check(p.returncode == 0 and part + " is a partial exhaustive search (the first 2 "
+              "of 5 configurations, --limit 2)" in p.stdout and
+              "95% of the exhaustive best (" not in p.stdout,
+              "random against a partial sweep: said, no 95%% count: %s" % p.stdout[-500:])
+
+        # Exhaustive: every configuration once.
         p = kernlab("search", "exhaustive", camp, "--space", space)
         check(p.returncode == 0, "exhaustive exits 0: %s" % p.stderr[-600:])
         check(os.path.exists(exh), "exhaustive writes the campaign's "
@@ -231,6 +255,14 @@ def main():
         lim = [c["label"] for c in candidates(os.path.join(d, "lim.h5"))]
         check(p.returncode == 0 and lim == ["coalesced", "coalesced_bs8"],
               "--limit 2: the first two configurations: %s" % lim)
+        check("lim.h5 is a partial exhaustive search" in p.stdout,
+              "--limit 2 --out: its own summary says partial: %s" % p.stdout[-400:])
+        p = kernlab("search", "exhaustive", camp, "--space", space, "--limit", "9",
+                    "--out", os.path.join(d, "lim9.h5"))
+        check(p.returncode == 0 and "partial" not in p.stdout and
+              "5 evaluations of 5 configurations" in p.stdout and
+              "95% of the exhaustive best (" in p.stdout,
+              "--limit above the space's size: a whole sweep: %s" % p.stdout[-400:])
 
         # Ctrl-C (SIGINT to the process group): the step in flight is
         # recorded whole, the line says how far it got, exit 130
