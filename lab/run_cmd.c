@@ -701,6 +701,12 @@ int lab_run(int argc, char **argv) {
     }
     double t_step = lab_now_s();
     if (step > start_step) {
+      /* Said once per edit: a reload, a failure (its reason names the
+       * rejected version's hash, so a later edit failing alike is said
+       * again), and a file put back to the script in use after a failure.
+       * A file left broken says nothing more at each step: it said
+       * "still does not load" every step until it was fixed (the
+       * walkthrough review). */
       int rl = rw_reload(&script, c.reward, why, sizeof why);
       if (rl == RW_RELOADED)
         printf("reward: reloaded %s (sha256 %.12s)\n", c.reward,
@@ -708,8 +714,9 @@ int lab_run(int argc, char **argv) {
       else if (rl == RW_KEPT_OLD && strcmp(why, kept_why))
         printf("reward: %s did not load, keeping the old script: %s\n",
                c.reward, why);
-      else if (rl == RW_KEPT_OLD) /* the same failure: said once in full */
-        printf("reward: %s still does not load (as above)\n", c.reward);
+      else if (rl == RW_UNCHANGED && kept_why[0])
+        printf("reward: %s is the script in use again (sha256 %.12s)\n",
+               c.reward, rw_sha256(script));
       snprintf(kept_why, sizeof kept_why, "%s", rl == RW_KEPT_OLD ? why : "");
     }
     /* Sample; every row goes to the evaluation queue as soon as it stops. */

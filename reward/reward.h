@@ -244,8 +244,12 @@ void rw_fixture_context(rw_context *ctx);
  * (defaults if NULL) and runs rw_validate. On success frees the old script,
  * stores the new one in *current and returns RW_RELOADED. On failure
  * returns RW_KEPT_OLD with why naming the problem and leaves *current as
- * it was. RW_UNCHANGED when the bytes are the same. A file caught half
- * written fails to load and is retried on the next call. */
+ * it was; why names the kept and the rejected version by sha256 prefix
+ * ("kept the previous formula (OLD), not this version (NEW): ..."), and
+ * is the same text while the file stays as it is, so a caller polling
+ * every step says a failing edit once by saying only a new why.
+ * RW_UNCHANGED when the bytes are the same. A file caught half written
+ * fails to load and is retried on the next call. */
 int rw_reload(rw_script **current, const char *path, char *why, size_t whylen);
 
 /* Hex sha256 of the script file's bytes (64 characters). */

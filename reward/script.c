@@ -9,6 +9,9 @@
  * written fails to compile, the old formula stays, and the next call sees
  * the finished file. A rejected version is remembered by hash so that a
  * campaign calling rw_reload every step does not rebuild it every step.
+ * The reason names the rejected version's hash as well as the kept one's,
+ * so a caller can say each failing edit once by comparing reasons
+ * (lab/run_cmd.c does), two edits that fail alike included.
  *
  * Not here: the sandbox itself (sandbox.c), metrics (score.c).
  */
@@ -386,8 +389,12 @@ int rw_reload(rw_script **current, const char *path, char *why, size_t whylen) {
   int code = s ? rw_validate(s, inner, sizeof inner) : load_error;
   if (code != RW_OK) {
     rw_free(s);
-    snprintf(why, whylen, "kept the previous formula (%.12s): %s",
-             *current ? (*current)->sha256 : "none", inner);
+    /* the rejected version's hash in the text: a caller saying each
+     * failure once tells two edits failing alike apart by it */
+    snprintf(why, whylen,
+             "kept the previous formula (%.12s), not this "
+             "version (%.12s): %s",
+             *current ? (*current)->sha256 : "none", sha, inner);
     /* Remembered, so the same text is not tried again every step: unless
      * the failure may pass next time (a wall-clock deadline on a busy
      * machine, the engine out of memory). */

@@ -812,33 +812,52 @@ with h5py.File(sys.argv[1], "r") as f:
     check(r.returncode == 2 and "would overwrite the policy it starts from" in r.stderr,
           "out onto the starting checkpoint: %d %s" % (r.returncode, r.stderr[-300:]))
 
-    # The reward file broken after step 1: the old formula is kept, the
-    # failure said once in full, later steps say it is still broken.
+    # Hot reload says each edit once: a broken edit, a second one failing
+    # alike (the same Lua error, other text: told apart by its hash), then
+    # the file put back as it was; a file left as it is says nothing more
+    # (it said "still does not load" at every step). Each edit is made
+    # once the previous one has been answered, so two cannot meet in one
+    # reload.
     rr = os.path.join(d, "reload_reward.lua")
     shutil.copy(os.path.join(SRC, "lua", "reward", "default.lua"), rr)
     crl = os.path.join(d, "reload.lua")
-    campaign(crl, ck, 4)
+    campaign(crl, ck, 10)
     with open(crl) as f:
         text = f.read()
     with open(crl, "w") as f:
         f.write(text.replace(os.path.join(SRC, "lua", "reward", "default.lua"), rr))
+
+    def put(text):  # whole at once (a reload must not see it half written)
+        with open(rr + ".new", "w") as f:
+            f.write(text)
+        os.replace(rr + ".new", rr)
+
+    with open(os.path.join(SRC, "lua", "reward", "default.lua")) as f:
+        original = f.read()
+    edits = [("step 1/10", "return {score = function(c) return {x = 1} end\n"),  # unclosed
+             ("did not load", "return {score = function(c) return {x = 2} end\n"),
+             ("did not load", original)]
     pr_ = subprocess.Popen([KERNLAB, "run", crl, "--out", os.path.join(d, "runs", "reload.h5")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            errors="replace")
     lines = []
     for line in pr_.stdout:
         lines.append(line)
-        if line.startswith("step 1/4"):
-            # whole at once (a reload must not see it half written)
-            with open(rr + ".new", "w") as f:
-                f.write("return {score = function(c) return {x = 1} end\n")  # unclosed
-            os.replace(rr + ".new", rr)
+        if edits and edits[0][0] in line:
+            put(edits.pop(0)[1])
     _, rerr = pr_.communicate(timeout=600)
     out_text = "".join(lines)
-    check(pr_.returncode == 0 and out_text.count("did not load, keeping the old script") == 1 and
-          "still does not load (as above)" in out_text,
-          "a broken reward edit: said once, then 'still': %d %s %s" %
-          (pr_.returncode, out_text[-800:], rerr[-300:]))
+    failed = [l for l in lines if "did not load, keeping the old script" in l]
+    versions = {m.group(1) for m in
+                (re.search(r"not this version \(([0-9a-f]{12})\)", l) for l in failed) if m}
+    check(pr_.returncode == 0 and not edits and len(failed) == 2 and len(versions) == 2 and
+          all("reload_reward.lua:2:" in l for l in failed),
+          "two broken reward edits failing alike: each said once, naming its version: "
+          "%d %s %s" % (pr_.returncode, out_text[-1500:], rerr[-300:]))
+    check(out_text.count("is the script in use again") == 1 and
+          "still does not load" not in out_text and "reward: reloaded" not in out_text,
+          "the file put back: said once; nothing said at the other steps: %s"
+          % out_text[-1500:])
 
     # No file: the built-in quick.lua, from any folder (here one without
     # lua/ or runs/: it names itself and the checkpoint it needs).
