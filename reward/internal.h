@@ -32,6 +32,13 @@ struct rw_script {
   int cand_mt_ref; /* registry: metatable of candidate tables */
   int ctx_mt_ref;  /* registry: metatable of ctx tables */
   int score_line;  /* line where score was defined */
+  int score_last;  /* and its last line */
+  /* the text Lua compiled (a leading #! line blanked, its newline kept, so
+   * lines are the file's), owned: a component's line is looked up in it
+   * (score.c), Lua keeping no line for a table's fields; NULL for the
+   * lab's configuration scripts */
+  char *source;
+  size_t source_len;
   int print_lines; /* lines printed so far (print is capped) */
   /* what the scripts are, for messages: "reward scripts", or the lab's
    * configuration scripts (rw_sandbox_open) */

@@ -9,6 +9,14 @@
  * it instead of silently giving nil. Flags arrive as a set:
  * c.flags.input_mutated == true.
  *
+ * A component that is no finite number is reported at its own line: Lua
+ * keeps lines for code but not for a table's fields, so the line is found
+ * in the script's text (the first line inside score() assigning the name,
+ * else the only one in the file; component_line), and the message says
+ * what the value was (a string's text, a function's line, which Lua
+ * gives). Where no line names it (t[k] = ...), score()'s line, said to be
+ * that.
+ *
  * Not here: the sandbox (sandbox.c) and loading files (script.c).
  */
 #include "reward/internal.h"
@@ -248,6 +256,108 @@ static int by_name(const void *a, const void *b) {
                 ((const rw_component *)b)->name);
 }
 
+static int ident_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+         (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* 1 when the line [p, end) assigns name: `name =`, `.name =` or
+ * `["name"] =` (not `==`), before any `--` comment. A text match: strings
+ * are not told from code. */
+static int assigns(const char *p, const char *end, const char *name) {
+  size_t nl = strlen(name);
+  for (const char *q = p; q + 1 < end; q++)
+    if (q[0] == '-' && q[1] == '-') {
+      end = q;
+      break;
+    }
+  for (const char *q = p; q + nl <= end; q++) {
+    if (memcmp(q, name, nl) || (q > p && ident_char(q[-1]))) continue;
+    const char *r = q + nl;
+    if (r < end && ident_char(*r)) continue;
+    if (q > p && (q[-1] == '"' || q[-1] == '\'')) { /* ["name"] */
+      if (r + 1 >= end || *r != q[-1] || r[1] != ']') continue;
+      r += 2;
+    }
+    while (r < end && (*r == ' ' || *r == '\t'))
+      r++;
+    if (r < end && *r == '=' && (r + 1 >= end || r[1] != '=')) return 1;
+  }
+  return 0;
+}
+
+/* The line that most likely gives component name its value, from the
+ * script's text (Lua keeps lines for code, not for a table's fields, so a
+ * wrong component used to be reported at the line score() begins): the
+ * first line within score() that assigns the name, else the only such
+ * line of the whole script (a helper building the table); 0 when there is
+ * none, or several outside score(). */
+static int component_line(const rw_script *s, const char *name) {
+  if (!s->source) return 0;
+  int line = 1, inside = 0, outside = 0, n_outside = 0;
+  const char *p = s->source, *end = s->source + s->source_len;
+  while (p < end && !inside) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (!eol) eol = end;
+    if (assigns(p, eol, name)) {
+      if (line >= s->score_line && line <= s->score_last)
+        inside = line;
+      else if (!n_outside++)
+        outside = line;
+    }
+    p = eol + 1;
+    line++;
+  }
+  return inside ? inside : n_outside == 1 ? outside : 0;
+}
+
+/* Says what the component value at the top of L's stack is, for a
+ * message: a string with its first characters, a function with the line
+ * Lua gives for it, else the type. */
+static void describe_value(lua_State *L, char *out, size_t cap) {
+  int t = lua_type(L, -1);
+  if (t == LUA_TSTRING) {
+    size_t len;
+    const char *v = lua_tolstring(L, -1, &len);
+    char shown[44];
+    size_t m = len < 40 ? len : 40;
+    for (size_t i = 0; i < m; i++) /* one line, no escapes reach a terminal */
+      shown[i] = (unsigned char)v[i] < 0x20 || v[i] == 0x7f ? '?' : v[i];
+    shown[m] = 0;
+    snprintf(out, cap, "a string (\"%s\"%s)", shown, len > m ? "..." : "");
+  } else if (t == LUA_TFUNCTION) {
+    lua_Debug ar;
+    lua_pushvalue(L, -1);
+    lua_getinfo(L, ">S", &ar);
+    if (ar.linedefined > 0)
+      snprintf(out, cap,
+               "a function (defined at line %d; was it meant to be called?)",
+               ar.linedefined);
+    else
+      snprintf(out, cap, "a function (was it meant to be called?)");
+  } else if (t == LUA_TBOOLEAN) {
+    snprintf(out, cap, "a boolean (%s)",
+             lua_toboolean(L, -1) ? "true" : "false");
+  } else {
+    snprintf(out, cap, "a %s", luaL_typename(L, -1));
+  }
+}
+
+/* Writes "path:L: score() component 'k' is WHAT", L the component's line
+ * where the script's text shows one, else score()'s, said to be that. */
+static void component_error(const rw_script *s, const char *k, const char *what,
+                            const char *expected, char *why, size_t whylen) {
+  int line = component_line(s, k);
+  if (line)
+    snprintf(why, whylen, "%s:%d: score() component '%s' is %s; %s",
+             s->short_src, line, k, what, expected);
+  else
+    snprintf(why, whylen,
+             "%s:%d: score() (defined here) returned component '%s' as %s; "
+             "%s",
+             s->short_src, s->score_line, k, what, expected);
+}
+
 /* Reads the table at the top of the stack (raw: no metamethod runs here,
  * outside the sandbox's protection) into out. */
 static int read_components(rw_script *s, rw_components *out, char *why,
@@ -295,16 +405,16 @@ static int read_components(rw_script *s, rw_components *out, char *why,
     int isnum = lua_type(L, -1) == LUA_TNUMBER;
     double v = isnum ? lua_tonumber(L, -1) : 0;
     if (!isnum || !isfinite(v)) {
+      char what[128];
       if (isnum)
-        snprintf(why, whylen,
-                 "%s:%d: score() component '%s' is %s; components must be "
-                 "finite numbers",
-                 s->short_src, s->score_line, k,
+        snprintf(what, sizeof what, "%s",
                  isnan(v) ? "NaN" : (v > 0 ? "+inf" : "-inf"));
       else
-        snprintf(why, whylen,
-                 "%s:%d: score() component '%s' is a %s, expected a number",
-                 s->short_src, s->score_line, k, luaL_typename(L, -1));
+        describe_value(L, what, sizeof what);
+      component_error(s, k, what,
+                      isnum ? "components must be finite numbers"
+                            : "expected a number",
+                      why, whylen);
       lua_pop(L, 2);
       return RW_ERETURN;
     }

@@ -181,6 +181,7 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
   lua_pushvalue(L, -1);
   lua_getinfo(L, ">S", &ar);
   s->score_line = ar.linedefined;
+  s->score_last = ar.lastlinedefined;
   s->score_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* pops score */
   lua_settop(L, 0);
   if (s->score_ref == LUA_REFNIL || s->score_ref == LUA_NOREF ||
@@ -190,6 +191,15 @@ static rw_script *load_bytes(const char *path, const char *buf, size_t len,
     rw_free(s);
     return NULL;
   }
+  if (!(s->source = malloc(len - skip + 1))) {
+    snprintf(why, whylen, "%s: out of host memory", path);
+    load_error = RW_EENV;
+    rw_free(s);
+    return NULL;
+  }
+  memcpy(s->source, buf + skip, len - skip);
+  s->source[len - skip] = 0;
+  s->source_len = len - skip;
   return s;
 }
 
@@ -262,6 +272,7 @@ int rw__fresh_score(lua_State *L) {
 void rw_free(rw_script *s) {
   if (!s) return;
   if (s->L) lua_close(s->L);
+  free(s->source);
   free(s);
 }
 

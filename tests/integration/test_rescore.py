@@ -262,6 +262,30 @@ BROKEN = {
                  "  while true do pcall(function() end) end end }\n",
                  2, "loop.lua"),
     "no_score.lua": ("return {}\n", 2, "no_score.lua"),
+    # a component of the wrong type is named at its own line, not at the
+    # line score() begins (Lua keeps no line for a table's fields: the
+    # script's text is read for the assignment); a string shows its value,
+    # a function the line Lua gives for it
+    "string_component.lua": ("local function speed(c)\n  return 'fast'\nend\n\n"
+                             "return {\n  score = function(c, ctx)\n    return {\n"
+                             "      speed = speed(c),\n    }\n  end\n}\n",
+                             2, "string_component.lua:8: score() component 'speed' "
+                             "is a string (\"fast\")"),
+    "table_component.lua": ("local M = {}\nlocal function parts(c)\n  local t = {}\n"
+                            "  t.accuracy = {1}\n  return t\nend\n"
+                            "function M.score(c, ctx)\n  return parts(c)\nend\nreturn M\n",
+                            2, "table_component.lua:4: score() component 'accuracy' "
+                            "is a table"),
+    "function_component.lua": ("local M = {}\n\nlocal function speed(c) return 1 end\n\n"
+                               "function M.score(c, ctx)\n  local out = {build = 0}\n"
+                               "  out.speed = speed\n  return out\nend\nreturn M\n",
+                               2, "function_component.lua:7: score() component 'speed' "
+                               "is a function (defined at line 3"),
+    # no line of the text assigns it by name: score()'s line, said to be that
+    "computed_name.lua": ("return { score = function(c)\n"
+                          "  local t, k = {}, 'spe' .. 'ed'\n  t[k] = 'x'\n  return t end }\n",
+                          2, "computed_name.lua:1: score() (defined here) returned "
+                          "component 'speed' as a string"),
 }
 
 
