@@ -606,27 +606,41 @@ int lab_show(int argc, char **argv) {
 static const char export_synopsis[] =
     "export RUN.h5 --format csv|jsonl [-o FILE] [--source]";
 
+/* --source adds each candidate's text in both formats: the "source" field
+ * of a JSON line, byte for byte (NUL bytes too: check it against
+ * src_sha256), or a last CSV column "source", one quoted cell per kernel
+ * (RFC 4180: its lines and quotes stay in the cell, as csv readers and
+ * spreadsheets read them) with csv_field's changes for a spreadsheet's
+ * sake: control bytes but tab and line ends, and bytes that are not
+ * UTF-8, as U+FFFD, and a leading apostrophe before = + - @. It was
+ * refused with csv (the walkthrough review), though the help offered it
+ * for both; a kernel's text in a spreadsheet beside its times is what a
+ * CSV export with --source is for. */
+
 /* One text cell. A cell starting with = + - @ (or a tab or CR) is a
  * formula to a spreadsheet (=HYPERLINK(...) from an edited label): it gets a
  * leading apostrophe, as OWASP's CSV-injection advice says. Bytes that are
- * not UTF-8, and control characters but the line ends and tab, become
- * U+FFFD, as the JSONL export writes them. */
-static void csv_field(FILE *f, const char *s) {
-  int formula = strchr("=+-@\t\r", s[0]) && s[0];
-  int quote = strpbrk(s, ",\"\n\r") != NULL;
+ * not UTF-8, and control characters but the line ends and tab (a NUL
+ * too: the cell is len bytes), become U+FFFD, as the JSONL export writes
+ * them. */
+static void csv_field_n(FILE *f, const char *s, size_t len) {
+  int formula = len && s[0] && strchr("=+-@\t\r", s[0]);
+  int quote = 0;
+  for (size_t i = 0; i < len && !quote; i++)
+    quote = s[i] == ',' || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
   if (quote) fputc('"', f);
   if (formula) fputc('\'', f);
-  for (size_t i = 0; s[i];) {
+  for (size_t i = 0; i < len;) {
     size_t n = (unsigned char)s[i] < 0x80
                    ? 1
-                   : res_utf8_char(s + i, strnlen(s + i, 4));
+                   : res_utf8_char(s + i, len - i < 4 ? len - i : 4);
     unsigned char c0 = (unsigned char)s[i], c1 = (unsigned char)s[i + (n > 1)];
     /* control bytes other than the line ends and tab (ESC, BEL, DEL) and
      * C1 controls (U+0080..U+009F; U+009B is CSI): a terminal obeys them,
      * and a spreadsheet has no use for them */
-    int control =
-        (n == 1 && ((c0 < 0x20 && !strchr("\n\r\t", c0)) || c0 == 0x7f)) ||
-        (n == 2 && c0 == 0xC2 && c1 < 0xA0);
+    int control = (n == 1 && ((c0 < 0x20 && (!c0 || !strchr("\n\r\t", c0))) ||
+                              c0 == 0x7f)) ||
+                  (n == 2 && c0 == 0xC2 && c1 < 0xA0);
     if (!n || control) {
       fputs("\xEF\xBF\xBD", f);
       i += n ? n : 1;
@@ -637,6 +651,10 @@ static void csv_field(FILE *f, const char *s) {
     i += n;
   }
   if (quote) fputc('"', f);
+}
+
+static void csv_field(FILE *f, const char *s) {
+  csv_field_n(f, s, strlen(s));
 }
 
 /* A double for export: NaN (and -1 for "not measured" times) as missing. */
@@ -746,6 +764,7 @@ static int export_rows(FILE *f, const res_reader *r, int json,
       fputc(',', f);
       csv_field(f, name);
     }
+    if (with_source) fputs(",source", f);
     fputc('\n', f);
   }
   for (int64_t id = 0; id < res_count(r); id++) {
@@ -805,6 +824,17 @@ static int export_rows(FILE *f, const res_reader *r, int json,
         fputc(',', f);
         put_num(f, 0, comp ? comp[j] : NAN, 0);
       }
+      if (with_source) {
+        char *src = NULL, why[1024];
+        size_t len = 0;
+        if (res_source(r, id, &src, &len, why, sizeof why) != RES_OK) {
+          fprintf(stderr, "kernlab export: %s\n", why);
+          return LAB_EXIT_USAGE;
+        }
+        fputc(',', f);
+        csv_field_n(f, src, len); /* quoted: its lines stay in one cell */
+        free(src);
+      }
       fputc('\n', f);
     }
   }
@@ -837,9 +867,6 @@ int lab_export(int argc, char **argv) {
   if (!format || (strcmp(format, "csv") && strcmp(format, "jsonl")))
     return lab_usage("export", "--format wants csv or jsonl, got",
                      format ? format : "nothing", export_synopsis);
-  if (with_source && strcmp(format, "jsonl"))
-    return lab_usage("export", "--source needs --format jsonl", NULL,
-                     export_synopsis);
   if (out && !strcmp(out, "-")) out = NULL; /* -o -: stdout, as report */
   char why[1200];
   /* replaces an earlier export of that format, not any file (a source) */

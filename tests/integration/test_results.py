@@ -141,7 +141,36 @@ def test_export(run, tmp):
         h = hashlib.sha256(o["source"].encode()).hexdigest()
         check(h == o["src_sha256"], "id %d: source matches its sha256" % o["id"])
     check(objs[3]["source"] == objs[2]["source"], "dedup'd sources decode")
-    for bad in (["--format", "xml"], [], ["--format", "csv", "--source"]):
+    # --source with csv: a last "source" column, one quoted cell per kernel
+    # holding its lines (it was refused: "--source needs --format jsonl")
+    check("source" not in rows[0], "csv without --source: no source column")
+    rc, out, err = kernlab("export", run, "--format", "csv", "--source")
+    srows = list(csv.reader(io.StringIO(out, newline="")))
+    check(rc == 0 and srows and srows[0][-1] == "source" and len(srows) == 31,
+          "export csv --source: 30 rows, source the last column: %d %s %s"
+          % (rc, srows[0][-3:] if srows else None, err))
+    if rc == 0 and len(srows) == 31:
+        check(all(r[-1] == o["source"] and "\n" in r[-1] for r, o in zip(srows[1:], objs)),
+              "csv --source: each cell is the kernel's text, as jsonl gives it")
+    plain = list(csv.reader(io.StringIO(kernlab("export", run, "--format", "csv")[1],
+                                        newline="")))
+    check([r[:-1] for r in srows] == plain, "csv --source: the other columns as without it")
+    # a source holding a NUL and terminal controls (eval stores an
+    # unreadable input's bytes): one cell, the bytes as U+FFFD, none raw
+    cu = os.path.join(tmp, "ctl.cu")
+    with open(cu, "wb") as f:
+        f.write(b"// esc \x1b[2J nul \x00 end\nint x;\n")
+    ctl = os.path.join(tmp, "ctl.h5")
+    subprocess.run([KERNLAB, "eval", cu, "--backend", "cpu-emu", "--shape", "16x16x16",
+                    "--out", ctl], capture_output=True, timeout=300)
+    p = subprocess.run([KERNLAB, "export", ctl, "--format", "csv", "--source"],
+                       capture_output=True, timeout=120)
+    cells = list(csv.reader(io.StringIO(p.stdout.decode("utf-8", "replace"), newline="")))
+    check(p.returncode == 0 and b"\x00" not in p.stdout and b"\x1b" not in p.stdout and
+          len(cells) == 2 and cells[1][-1] == "// esc \ufffd[2J nul \ufffd end\nint x;\n",
+          "csv --source: NUL and ESC as U+FFFD in one cell: %d %r %r"
+          % (p.returncode, p.stdout[-120:], p.stderr[-200:]))
+    for bad in (["--format", "xml"], []):
         rc, _, err = kernlab("export", run, *bad)
         check(rc == 2 and "usage:" in err, "export %s: usage error" % bad)
 
