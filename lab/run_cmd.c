@@ -64,6 +64,12 @@
  * A step killed after its records but before its checkpoint is run again
  * without recording (its evaluation timings may differ, so its update is
  * close to, not exactly, the lost one).
+ * --resume needs the results file: one that does not exist is refused
+ * (exit 2), not started afresh. A typo in --out ran a whole new campaign
+ * beside the one meant, said only by one stderr line among the step lines;
+ * neither the help nor the README offers --resume as "continue or start",
+ * and a run killed before it made its file recorded nothing, so running it
+ * again without --resume loses nothing.
  *
  * Interrupting (Ctrl-C or SIGTERM, lab/interrupt.c): the step in flight
  * finishes, is recorded and checkpointed, then the run stops with the
@@ -449,10 +455,10 @@ int lab_run(int argc, char **argv) {
     ex = read_prior(c.out, &c, &pr, why, sizeof why);
     if (ex) FAIL(ex, "--resume: %s", why);
   } else if (resume) {
-    fprintf(stderr,
-            "kernlab run: --resume: %s does not exist; starting at "
-            "step 0\n",
-            c.out);
+    FAIL(LAB_EXIT_USAGE,
+         "--resume: %s does not exist; nothing to resume (run without "
+         "--resume to start the campaign there)",
+         c.out);
   }
   /* The checkpoint is written after each step by creating ckpt_tmp and
    * renaming it: try the create now, so a read-only or full folder is

@@ -8,10 +8,11 @@ campaigns (G 2, 32x32x32, 64 tokens) on cpu-emu. A tiny model writes
 garbage (compile errors, flags): the loop must still score, update, record
 and print. Checks: one line per step, every candidate recorded once with its
 step/group/sample, --resume after a finished run and after a kill records
-nothing twice, Ctrl-C finishes the step in flight and exits 130 (twice:
-at once), an existing results file needs --resume, bad campaign
-files exit 2 naming the file:line or the field, and --policy-device gpu
-exits 3 with the reason where no device answers while auto falls back.
+nothing twice, --resume of a missing file is refused, Ctrl-C finishes the
+step in flight and exits 130 (twice: at once), an existing results file
+needs --resume, bad campaign files exit 2 naming the file:line or the
+field, and --policy-device gpu exits 3 with the reason where no device
+answers while auto falls back.
 """
 import json
 import os
@@ -207,6 +208,17 @@ with h5py.File(sys.argv[1], "r", swmr=True) as f:
     # An existing results file is not appended to without --resume.
     r = run("run", c2, "--out", out)
     check(r.returncode == 2 and "--resume" in r.stderr, "existing file needs --resume: %s" % r.stderr)
+    # --resume of a file that does not exist (a typo in --out): refused,
+    # naming it, nothing made; it ran a whole fresh campaign, said by one
+    # line on stderr
+    typo = os.path.join(d, "runs", "tyop.h5")
+    r = run("run", c2, "--out", typo, "--resume")
+    check(r.returncode == 2 and
+          ("--resume: %s does not exist; nothing to resume" % typo) in r.stderr and
+          not r.stdout and not os.path.exists(typo) and
+          not os.path.exists(typo[:-3] + ".ckpt"),
+          "--resume of a missing file: exit 2 naming it, nothing run: %d %s %s" %
+          (r.returncode, r.stderr[-300:], r.stdout[-300:]))
 
     # --resume after a finished run with more steps: only the new step.
     c3 = os.path.join(d, "tiny3.lua")
