@@ -197,12 +197,16 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
     res_reader_close(r);
     return LAB_EXIT_USAGE;
   }
-  char task[48];
+  /* the task as a dtype and shape, not as a string: files from before the
+   * MxNxK names call a cube's task "fp32_256" (res_task_canonical), and
+   * the same campaign's file was refused as another task's */
+  char task[RES_TASK_LEN], held[RES_TASK_LEN];
   snprintf(task, sizeof task, "fp32_%dx%dx%d", camp->M, camp->N, camp->K);
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
-    const char *differs = strcmp(c->task, task) ? "task"
-                          : c->step < 0         ? "step"
+    res_task_canonical(c->task, held, sizeof held);
+    const char *differs = strcmp(held, task) ? "task"
+                          : c->step < 0      ? "step"
                           : c->group >= camp->prompts_per_step
                               ? "prompts_per_step"
                           : c->sample >= camp->group_size ? "group_size"

@@ -62,6 +62,20 @@ with h5py.File(sys.argv[1], "r", swmr=True) as f:
     return int(q.stdout) if q.returncode == 0 else "unreadable: " + q.stderr[-300:]
 
 
+def h5edit(path, code):
+    """Runs code on path opened r+ with h5py as f (Debian's python3-h5py,
+    hence /usr/bin/python3), rec_crc (tests/python/h5fixture.py) at hand to
+    fix the crc of an edited candidate record. Returns the process."""
+    return subprocess.run(["/usr/bin/python3", "-c", """
+import sys, h5py
+sys.path.insert(0, sys.argv[2])
+from h5fixture import rec_crc
+with h5py.File(sys.argv[1], "r+") as f:
+""" + "".join("    " + l + "\n" for l in code.strip().splitlines()),
+                           path, os.path.join(SRC, "tests", "python")],
+                          capture_output=True, text=True)
+
+
 def campaign(path, ckpt, steps, extra=""):
     with open(path, "w") as f:
         f.write("""-- a tiny campaign for tests
@@ -251,6 +265,28 @@ with h5py.File(sys.argv[1], "r", swmr=True) as f:
         check(r.returncode == 2 and "written by another campaign" in r.stderr and
               says in r.stderr, "%s: --resume refused: %d %s" % (name, r.returncode, r.stderr))
     check(open(out, "rb").read() == before, "the file is untouched by refused resumes")
+    # The same task spelled as older files spell a cube's ("fp32_32", not
+    # "fp32_32x32x32"): the same campaign, continued; it was refused as
+    # another task's
+    oout = os.path.join(d, "runs", "oldnames.h5")
+    shutil.copy(out, oout)
+    shutil.copy(out[:-3] + ".ckpt", oout[:-3] + ".ckpt")
+    ed = h5edit(oout, """
+c = f["candidates"][...]
+c["task"] = b"fp32_32"
+for i in range(len(c)):
+    c[i]["crc"] = rec_crc(c[i])
+f["candidates"][...] = c
+""")
+    c4 = os.path.join(d, "tiny4.lua")
+    campaign(c4, ck, 4)
+    r = run("run", c4, "--out", oout, "--resume")
+    oc = candidates(oout)
+    check(ed.returncode == 0 and r.returncode == 0 and
+          len(re.findall(r"^step \d+/4 ", r.stdout, re.M)) == 1 and
+          [c["task"] for c in oc] == ["fp32_32"] * 6 + ["fp32_32x32x32"] * 2,
+          "--resume of a file naming the task fp32_32: continued: %d %s %s %s" %
+          (r.returncode, ed.stderr[-300:], r.stderr[-300:], [c["task"] for c in oc]))
     # --resume into a file `kernlab eval` or `kernlab search` wrote, of the
     # same task and seed: refused (a run once took the search's step for
     # its own step 0 and appended to the file), the file untouched
