@@ -64,6 +64,11 @@
  * A step killed after its records but before its checkpoint is run again
  * without recording (its evaluation timings may differ, so its update is
  * close to, not exactly, the lost one).
+ * Candidates `kernlab eval --out` appended to the campaign's file (step
+ * -1; eval takes only the file's shape) are kept and are no part of the
+ * run: no step's, and not the best time so far (a hand-written kernel
+ * evaluated there is not the policy's). They were refused as "written by
+ * another campaign (step differs)".
  * --resume needs the results file: one that does not exist is refused
  * (exit 2), not started afresh. A typo in --out ran a whole new campaign
  * beside the one meant, said only by one stderr line among the step lines;
@@ -172,6 +177,9 @@ static uint64_t new_run_id(void) {
   return id ? id : 1;
 }
 
+/* The step of a candidate `kernlab eval --out` appended (lab/eval.c). */
+enum { EVAL_STEP = -1 };
+
 static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
                       char *why, size_t whylen) {
   int code = 0, steps = camp->steps;
@@ -205,8 +213,12 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
   for (int64_t i = 0; i < res_count(r); i++) {
     const res_candidate *c = res_get(r, i);
     res_task_canonical(c->task, held, sizeof held);
-    const char *differs = strcmp(held, task) ? "task"
-                          : c->step < 0      ? "step"
+    /* `kernlab eval --out` into the campaign's file (step -1, at the
+     * campaign's shape: eval refuses another) is no step of the run: kept,
+     * and left out of what the loop continues from (read below) */
+    const char *differs = strcmp(held, task)     ? "task"
+                          : c->step == EVAL_STEP ? NULL
+                          : c->step < 0          ? "step"
                           : c->group >= camp->prompts_per_step
                               ? "prompts_per_step"
                           : c->sample >= camp->group_size ? "group_size"
@@ -252,10 +264,11 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
       pr->file_correct[k] = c->correct;
       pr->file_has[k] = 1;
     }
-    /* the best as the step loop keeps it: correct, timed, unflagged (a
+    /* the best as the step loop keeps it: the policy's kernels (not one
+     * a user evaluated into the file), correct, timed, unflagged (a
      * resumed run's step lines took a flagged kernel's time; the report
      * review) */
-    if (c->correct && c->time_us > 0 && !c->flags &&
+    if (c->step >= 0 && c->correct && c->time_us > 0 && !c->flags &&
         (pr->best_time_us < 0 || c->time_us < pr->best_time_us))
       pr->best_time_us = c->time_us;
   }

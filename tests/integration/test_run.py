@@ -304,6 +304,29 @@ f["candidates"][...] = c
         check(r.returncode == 2 and ("written by %s" % writer) in r.stderr,
               "--resume into a %s file refused: %d %s" % (writer, r.returncode, r.stderr))
         check(open(path, "rb").read() == before, "%s's file untouched" % writer)
+    # `kernlab eval --out` into a campaign's own file (a record of step
+    # -1), then --resume: continued, the eval's record kept and no part of
+    # the run (no step's, not the best time of the step lines); it was
+    # refused as "written by another campaign (step differs)"
+    vout = os.path.join(d, "runs", "withevals.h5")
+    shutil.copy(out, vout)
+    shutil.copy(out[:-3] + ".ckpt", vout[:-3] + ".ckpt")
+    ev = run("eval", os.path.join(SRC, "kernels", "seeds", "01_naive.cu"),
+             "--backend", "cpu-emu", "--shape", "32x32x32", "--out", vout)
+    r = run("run", c4, "--out", vout, "--resume")
+    vc = candidates(vout)
+    evals = [c for c in vc if c["step"] == -1]
+    best = [c["time_us"] for c in vc if c["step"] >= 0 and c["correct"] and c["flags"] == []]
+    line = re.findall(r"^step 4/4 .*$", r.stdout, re.M)
+    check(ev.returncode == 0 and r.returncode == 0 and len(line) == 1 and
+          len(evals) == 1 and evals[0]["correct"] and
+          sorted(c["step"] for c in vc) == [-1, 0, 0, 1, 1, 2, 2, 3, 3],
+          "--resume of a campaign's file holding an eval record: continued: %d %d %s %s" %
+          (ev.returncode, r.returncode, r.stderr[-300:], sorted(c["step"] for c in vc)))
+    check(line and ("best -  " in line[0] if not best else
+                    "best %.1f us" % min(best) in line[0]),
+          "the eval'd kernel (%s us) is not the run's best: %s" %
+          (evals[0]["time_us"] if evals else None, line))
     # A corpus whose MANIFEST.tsv is a FIFO: the finished run's comparison
     # says so instead of waiting on it for ever
     fifo_corpus = os.path.join(d, "fifo_corpus")
