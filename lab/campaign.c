@@ -21,6 +21,11 @@
  * a campaign with LAB_CAMPAIGN_NO_POLICY: it samples no policy, so a
  * missing checkpoint or tokenizer is not an error there.
  *
+ * lab_campaign_from_text reads a campaign from the text a results file
+ * keeps in its config attribute, with no file it names checked (they may
+ * have moved since): `kernlab run --resume` takes the task of a file that
+ * holds no candidates yet from there.
+ *
  * Not here: running the campaign (lab/run_cmd.c).
  */
 #include "lab/lab.h"
@@ -297,6 +302,8 @@ static void check_readable(parser *p, const char *field, const char *path,
   fail(p, field, "cannot read '%s': %s%s", path, strerror(errno), hint);
 }
 
+static int parse_campaign(lab_campaign *c, int flags, char *why, size_t whylen);
+
 int lab_campaign_load(const char *path, lab_campaign *c, char *why,
                       size_t whylen) {
   return lab_campaign_load_flags(path, 0, c, why, whylen);
@@ -333,7 +340,29 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
     c->text = read_all(path, why, whylen);
     if (!c->text) return LAB_EXIT_USAGE;
   }
-  path = c->path; /* the name messages use */
+  return parse_campaign(c, flags, why, whylen);
+}
+
+int lab_campaign_from_text(const char *label, const char *text, lab_campaign *c,
+                           char *why, size_t whylen) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->path, sizeof c->path, "%s", label);
+  snprintf(c->name, sizeof c->name, "campaign");
+  c->text = strdup(text);
+  if (!c->text) {
+    snprintf(why, whylen, "out of memory");
+    return LAB_EXIT_ENV;
+  }
+  return parse_campaign(c, LAB_CAMPAIGN_NO_POLICY | LAB_CAMPAIGN_NO_FILES, why,
+                        whylen);
+}
+
+/* Runs c->text (c->path names it in messages, c->name is the default
+ * name) and fills in *c as lab_campaign_load_flags says; on failure frees
+ * c->text. */
+static int parse_campaign(lab_campaign *c, int flags, char *why,
+                          size_t whylen) {
+  const char *path = c->path; /* the name messages use */
 
   /* Defaults (lua/campaigns/quick.lua lists them). */
   c->M = c->N = c->K = 256;
@@ -542,7 +571,8 @@ int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
     check_readable(p, "tokenizer", c->tokenizer,
                    strcmp(c->tokenizer, tok_default) ? "" : hint);
   }
-  check_readable(p, "reward", c->reward, "");
+  if (!(flags & LAB_CAMPAIGN_NO_FILES))
+    check_readable(p, "reward", c->reward, "");
   if (!p->failed) rc = 0;
 done:
   rw_free(S);

@@ -234,10 +234,18 @@ int lab_campaign_load(const char *path, lab_campaign *c, char *why,
 extern const char lab_quick_campaign[];
 void lab_campaign_free(lab_campaign *c);
 /* lab_campaign_load's flags: LAB_CAMPAIGN_NO_POLICY skips the checks that
- * the checkpoint and tokenizer exist (kernlab search uses no policy). */
-enum { LAB_CAMPAIGN_NO_POLICY = 1 };
+ * the checkpoint and tokenizer exist (kernlab search uses no policy);
+ * LAB_CAMPAIGN_NO_FILES skips the reward file's too. */
+enum { LAB_CAMPAIGN_NO_POLICY = 1, LAB_CAMPAIGN_NO_FILES = 2 };
 int lab_campaign_load_flags(const char *path, int flags, lab_campaign *c,
                             char *why, size_t whylen);
+/* A campaign from its text, as a results file's config attribute keeps it
+ * (label names it in messages): read as lab_campaign_load reads a file,
+ * but no file it names needs to exist (NO_POLICY | NO_FILES), so that what
+ * a run was started with can be read after its files have moved. Returns
+ * as lab_campaign_load; free with lab_campaign_free. */
+int lab_campaign_from_text(const char *label, const char *text, lab_campaign *c,
+                           char *why, size_t whylen);
 
 /* kernlab run [CAMPAIGN.lua] [--out RUN.h5] [--resume] (lab/run_cmd.c) */
 int lab_run(int argc, char **argv);

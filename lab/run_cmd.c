@@ -69,6 +69,10 @@
  * run: no step's, and not the best time so far (a hand-written kernel
  * evaluated there is not the policy's). They were refused as "written by
  * another campaign (step differs)".
+ * A file that holds no step's candidate yet (a run stopped before its
+ * first record) is checked by what it was started with: the task and group
+ * shape of its config attribute, read as a campaign
+ * (lab_campaign_from_text), and its seed attribute; it took any campaign.
  * --resume needs the results file: one that does not exist is refused
  * (exit 2), not started afresh. A typo in --out ran a whole new campaign
  * beside the one meant, said only by one stderr line among the step lines;
@@ -235,12 +239,67 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
       return LAB_EXIT_USAGE;
     }
   }
-  if (res_count(r) > 0 && res_seed(r) != camp->seed) {
+  /* A file that holds no step's candidate yet (a run stopped before its
+   * first record, perhaps with evals added since) names its campaign only
+   * in its config attribute, the campaign's text: read as a campaign, its
+   * task and group shape are checked as the records' would be. Any shape
+   * was taken, and the file's config then described a campaign other
+   * than the one its records came from. A text this kernlab cannot read
+   * (an older one's fields) is said, and the file taken. */
+  int64_t run_records = 0;
+  for (int64_t i = 0; i < res_count(r); i++)
+    run_records += res_get(r, i) && res_get(r, i)->step >= 0;
+  if (run_records == 0) {
+    lab_campaign was;
+    char label[1100], whynot[1024];
+    snprintf(label, sizeof label, "%s's config", path);
+    int ex = lab_campaign_from_text(label, config, &was, whynot, sizeof whynot);
+    if (ex == LAB_EXIT_ENV) {
+      snprintf(why, whylen, "%s", whynot);
+      res_reader_close(r);
+      return ex;
+    }
+    if (ex) {
+      fprintf(stderr,
+              "kernlab run: --resume: note: %s holds no candidates of a step "
+              "and its campaign text does not load here (%s): its task is "
+              "not checked\n",
+              path, whynot);
+    } else {
+      char was_task[RES_TASK_LEN];
+      snprintf(was_task, sizeof was_task, "fp32_%dx%dx%d", was.M, was.N, was.K);
+      const char *differs = strcmp(was_task, task) ? "task"
+                            : was.prompts_per_step != camp->prompts_per_step
+                                ? "prompts_per_step"
+                            : was.group_size != camp->group_size ? "group_size"
+                                                                 : NULL;
+      if (differs)
+        snprintf(why, whylen,
+                 "%s was written by another campaign: it holds no candidates "
+                 "of a step yet, and the campaign it was started with (its "
+                 "config attribute) has task %s, %d prompts of %d samples, "
+                 "where this campaign has task %s, %d prompts of %d samples "
+                 "(%s differs); remove it to start afresh, or use --out for "
+                 "a new file",
+                 path, was_task, was.prompts_per_step, was.group_size, task,
+                 camp->prompts_per_step, camp->group_size, differs);
+      lab_campaign_free(&was);
+      if (differs) {
+        res_reader_close(r);
+        return LAB_EXIT_USAGE;
+      }
+    }
+  }
+  /* the seed is a root attribute: checked in a file without records too */
+  if (res_seed(r) != camp->seed) {
     snprintf(why, whylen,
              "%s was written by another campaign: its seed is %llu, this one "
-             "has seed %llu; use --out for a new file",
+             "has seed %llu; %suse --out for a new file",
              path, (unsigned long long)res_seed(r),
-             (unsigned long long)camp->seed);
+             (unsigned long long)camp->seed,
+             run_records ? ""
+                         : "it holds no candidates of a step yet: "
+                           "remove it to start afresh, or ");
     res_reader_close(r);
     return LAB_EXIT_USAGE;
   }

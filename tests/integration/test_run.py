@@ -327,6 +327,35 @@ f["candidates"][...] = c
                     "best %.1f us" % min(best) in line[0]),
           "the eval'd kernel (%s us) is not the run's best: %s" %
           (evals[0]["time_us"] if evals else None, line))
+    # A campaign's file that holds no candidates yet (as a run stopped
+    # before its first record leaves it; here a finished one cut to
+    # nothing with h5py): its task is in its config attribute only, and is
+    # checked from there, with the group shape and the seed attribute.
+    # Any campaign was taken, and the file's config then named another
+    # shape than its records.
+    zout = os.path.join(d, "runs", "norecords.h5")
+    shutil.copy(out, zout)
+    ed = h5edit(zout, """
+for name in ("candidates", "reward_components", "steps"):
+    f[name].resize((0,) + f[name].shape[1:])
+""")
+    check(ed.returncode == 0 and candidates(zout) == [],
+          "h5py cuts a file to no records: %s" % ed.stderr[-300:])
+    before = open(zout, "rb").read()
+    for name, says in (("shape.lua", "task differs"), ("seed.lua", "its seed is 7"),
+                       ("group.lua", "group_size differs")):
+        r = run("run", os.path.join(d, name), "--out", zout, "--resume")
+        check(r.returncode == 2 and "written by another campaign" in r.stderr and
+              "holds no candidates of a step yet" in r.stderr and says in r.stderr and
+              "remove it to start afresh" in r.stderr and
+              open(zout, "rb").read() == before,
+              "%s: --resume of a file without records refused: %d %s" %
+              (name, r.returncode, r.stderr[-400:]))
+    r = run("run", c3, "--out", zout, "--resume")
+    check(r.returncode == 0 and
+          sorted(c["step"] for c in candidates(zout)) == [0, 0, 1, 1, 2, 2],
+          "the same campaign continues a file without records: %d %s" %
+          (r.returncode, r.stderr[-300:]))
     # A corpus whose MANIFEST.tsv is a FIFO: the finished run's comparison
     # says so instead of waiting on it for ever
     fifo_corpus = os.path.join(d, "fifo_corpus")
