@@ -36,7 +36,7 @@
 
 /* The fastest correct, unflagged kernel of a results file. */
 typedef struct best_kernel {
-  int64_t n;          /* candidates in the file */
+  int64_t n;          /* the file's evaluations (step >= 0) */
   int64_t id;         /* -1: none */
   double time_us;     /* its median time */
   double baseline_us; /* the baseline stored with it */
@@ -50,16 +50,29 @@ static int usable(const res_candidate *c) {
   return c->correct && c->time_us > 0 && !c->flags;
 }
 
-int64_t lab_best_candidate(const res_reader *r) {
+/* A campaign's or a search's own evaluations: `kernlab eval --out` may add
+ * candidates (step -1) to their file, which run --resume keeps and leaves
+ * out; the comparison leaves them out too (neither the run's best nor one
+ * of its evaluations). */
+static int evaluation(const res_candidate *c) {
+  return c->step >= 0;
+}
+
+static int64_t best_of(const res_reader *r, int evaluations_only) {
   int64_t best = -1, n = res_count(r);
   double best_us = 0;
   for (int64_t i = 0; i < n; i++) {
     const res_candidate *c = res_get(r, i);
+    if (evaluations_only && !evaluation(c)) continue;
     if (!usable(c) || (best >= 0 && c->time_us >= best_us)) continue;
     best = i;
     best_us = c->time_us;
   }
   return best;
+}
+
+int64_t lab_best_candidate(const res_reader *r) {
+  return best_of(r, 0);
 }
 
 /* Opens path and finds its best kernel; NULL with b->code and b->why when
@@ -69,13 +82,15 @@ static res_reader *read_best(const char *path, best_kernel *b) {
   b->id = -1;
   res_reader *r = res_open_read(path, &b->code, b->why, sizeof b->why);
   if (!r) return NULL;
-  b->n = res_count(r);
-  if (b->n > 0) {
-    const res_candidate *c = res_get(r, 0);
-    snprintf(b->backend, sizeof b->backend, "%.*s", (int)sizeof c->backend,
-             c->backend);
+  int64_t n = res_count(r);
+  for (int64_t i = 0; i < n; i++) {
+    const res_candidate *c = res_get(r, i);
+    if (!evaluation(c)) continue;
+    if (!b->n++)
+      snprintf(b->backend, sizeof b->backend, "%.*s", (int)sizeof c->backend,
+               c->backend);
   }
-  b->id = lab_best_candidate(r);
+  b->id = best_of(r, 1);
   if (b->id >= 0) {
     const res_candidate *c = res_get(r, b->id);
     b->time_us = c->time_us;
@@ -85,10 +100,11 @@ static res_reader *read_best(const char *path, best_kernel *b) {
   return r;
 }
 
-/* "785% of the baseline" or "" when there is no baseline. */
+/* ", 7.85x the baseline's speed" or "" when there is no baseline ("785%
+ * of the baseline" read as a time, the opposite). */
 static void pct_of_baseline(char *buf, size_t n, double baseline, double t) {
   if (baseline > 0 && t > 0)
-    snprintf(buf, n, ", %.0f%% of the baseline", 100.0 * baseline / t);
+    snprintf(buf, n, ", %.2fx the baseline's speed", baseline / t);
   else
     buf[0] = 0;
 }
@@ -261,10 +277,12 @@ static void print_95(const char *run_h5, const res_reader *run,
     return;
   }
   double target = eb.time_us / 0.95;
-  int64_t reached = -1;
-  for (int64_t i = 0; i < rb->n && reached < 0; i++) {
+  int64_t reached = -1, k = 0; /* k: the run's evaluations so far */
+  for (int64_t i = 0; i < res_count(run) && reached < 0; i++) {
     const res_candidate *c = res_get(run, i);
-    if (usable(c) && c->time_us <= target) reached = i + 1;
+    if (!evaluation(c)) continue;
+    k++;
+    if (usable(c) && c->time_us <= target) reached = k;
   }
   fprintf(out,
           "compare: 95%% of the exhaustive best (%.1f us, %s, in %s; "
@@ -299,13 +317,13 @@ int lab_compare_print(const char *run_h5, const char *exhaustive_h5,
     pct_of_baseline(pct, sizeof pct, baseline, rb.time_us);
     fprintf(out,
             "compare: best correct kernel of %s: %.1f us (%s)%s, %s (id "
-            "%lld of %lld)\n",
+            "%lld; %lld evaluations)\n",
             run_h5, rb.time_us, rb.backend, pct, rb.label, (long long)rb.id,
             (long long)rb.n);
   } else {
     fprintf(out,
             "compare: %s holds no correct, unflagged kernel (%lld "
-            "candidates)\n",
+            "evaluations)\n",
             run_h5, (long long)rb.n);
   }
   if (corpus_dir && opts) print_corpus(corpus_dir, &rb, opts, out);

@@ -327,6 +327,13 @@ f["candidates"][...] = c
                     "best %.1f us" % min(best) in line[0]),
           "the eval'd kernel (%s us) is not the run's best: %s" %
           (evals[0]["time_us"] if evals else None, line))
+    # nor the closing comparison's best, nor one of its evaluations
+    cmp_line = re.findall(r"^compare: (?:best correct kernel of|%s holds no).*$"
+                          % re.escape(vout), r.stdout, re.M)
+    said = cmp_line[0] if len(cmp_line) == 1 else ""
+    check(("(8 evaluations)" in said and not best) or
+          ("; 8 evaluations)" in said and best and "%.1f us" % min(best) in said),
+          "the comparison leaves the eval'd kernel out: %s" % cmp_line)
     # A campaign's file that holds no candidates yet (as a run stopped
     # before its first record leaves it; here a finished one cut to
     # nothing with h5py): its task is in its config attribute only, and is
