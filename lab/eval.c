@@ -536,6 +536,9 @@ static int eval_files(int argc, char **argv, const char **files) {
   if (out_path && out_task_ok(out_path, task, target) != 0) {
     lab_interrupt_uninstall();
     rw_free(script);
+    for (int i = 0; i < nfiles; i++)
+      free(pool.items[i].src);
+    free(pool.items);
     return LAB_EXIT_USAGE;
   }
   if (out_path) {
