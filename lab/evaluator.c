@@ -5,8 +5,10 @@
  * next candidate, kl_eval_source at the campaign's task shape, and the
  * baseline (cuBLAS SGEMM on a GPU, the naive seed on the emulator) timed
  * once at start on slot 0 so every candidate's baseline_us is the same
- * number. `kernlab search` uses it; it is the evaluation half of
- * `kernlab run`'s loop, factored out so the two measure alike.
+ * number (or, for a resumed campaign, the one its records already hold, so
+ * that the whole file is against one baseline). `kernlab search` uses it; it is
+ * the evaluation half of `kernlab run`'s loop, factored out so the two measure
+ * alike.
  *
  * Seeds: lab_derive_seed is the campaign's pure function of (seed, step,
  * group, purpose), so a search and a run with the same campaign seed draw
@@ -114,7 +116,8 @@ int lab_try_write(const char *path, char *why, size_t whylen) {
 }
 
 int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
-                        int max_parallel, uint64_t seed, char *why,
+                        int max_parallel, uint64_t seed,
+                        const lab_known_baseline *known, char *why,
                         size_t whylen) {
   memset(e, 0, sizeof *e);
   e->baseline_us = -1;
@@ -153,6 +156,21 @@ int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
   e->opts.seed = seed;
   snprintf(e->task, sizeof e->task, "fp32_%dx%dx%d", c->M, c->N, c->K);
 
+  /* A known baseline stands for this one only where it was timed on the
+   * same backend and device: another GPU's cuBLAS, or another CPU's naive
+   * seed, is not this machine's baseline. */
+  if (known && known->us > 0) {
+    char device[160];
+    kl_backend_device(e->backend, device, sizeof device);
+    if (!strcmp(known->backend, e->backend) && !strcmp(known->device, device)) {
+      e->baseline_us = e->opts.baseline_us = known->us;
+      e->baseline_reused = 1;
+      return 0;
+    }
+    snprintf(e->baseline_note, sizeof e->baseline_note,
+             "timed on %s (%s), this run is on %s (%s)", known->backend,
+             known->device, e->backend, device);
+  }
   kl_executor ex;
   kl_eval_options bopts = e->opts;
   sbx_slot_executor(e->slots[0], &ex);

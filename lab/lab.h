@@ -331,25 +331,42 @@ int lab_try_write(const char *path, char *why, size_t whylen);
 
 struct sbx_slot;
 typedef struct lab_evaluator {
-  char backend[16];     /* resolved: "cpu-emu" or "gpu" */
-  char task[48];        /* "fp32_MxNxK" */
-  kl_eval_options opts; /* backend, the task shape, threads per slot,
-                           baseline_us; exec is per slot */
-  double baseline_us;   /* cuBLAS (gpu) or the naive seed; -1 untimed */
+  char backend[16];        /* resolved: "cpu-emu" or "gpu" */
+  char task[48];           /* "fp32_MxNxK" */
+  kl_eval_options opts;    /* backend, the task shape, threads per slot,
+                              baseline_us; exec is per slot */
+  double baseline_us;      /* cuBLAS (gpu) or the naive seed; -1 untimed */
+  int baseline_reused;     /* 1: baseline_us is the known one given to start,
+                              not timed here */
+  char baseline_note[400]; /* why a known baseline was not reused: "timed
+                              on BACKEND (DEVICE), this run is on ..."; "" */
   struct sbx_slot **slots;
   int n_slots;
   struct lab_pool *pool; /* the queue and one thread per slot, from the
                             first batch to lab_evaluator_stop */
 } lab_evaluator;
 
+/* A baseline timed before, at the campaign's task shape: the one a resumed
+ * campaign's records hold (`kernlab run --resume`), with where it was
+ * timed. */
+typedef struct lab_known_baseline {
+  double us;        /* > 0; anything else: none known */
+  char backend[16]; /* the backend its records were evaluated on */
+  char device[160]; /* the file's device attribute (kl_backend_device) */
+} lab_known_baseline;
+
 /* Resolves c's backend, loads NVRTC (a warning on stderr when absent),
  * starts min(cores, max_parallel) sandbox slots and times the baseline at
  * c's task shape (cuBLAS SGEMM on gpu, the naive seed on cpu-emu) with
- * inputs from seed. Notes and warnings go to stderr prefixed "kernlab ".
- * Returns 0, or an exit code (3: no device for gpu, cannot start a slot)
- * with why. Free with lab_evaluator_stop (also after a failure). */
+ * inputs from seed. With known (may be NULL) timed on the backend and
+ * device resolved now, its us is taken instead of timing (baseline_reused
+ * 1); a known one timed elsewhere is not, and baseline_note says where it
+ * was timed. Notes and warnings go to stderr prefixed "kernlab ". Returns
+ * 0, or an exit code (3: no device for gpu, cannot start a slot) with why.
+ * Free with lab_evaluator_stop (also after a failure). */
 int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
-                        int max_parallel, uint64_t seed, char *why,
+                        int max_parallel, uint64_t seed,
+                        const lab_known_baseline *known, char *why,
                         size_t whylen);
 void lab_evaluator_stop(lab_evaluator *e);
 

@@ -60,7 +60,19 @@
  * from the campaign's checkpoint), the best time so far. Re-derived, not
  * restored: the RNG (sampling and evaluation seeds are functions of seed,
  * step and group, so a resumed step samples what the killed one would
- * have, up to BLAS summation order), the baseline (timed again at start).
+ * have, up to BLAS summation order).
+ * The baseline is the file's: the one its first step record holds, said on
+ * the start line ("baseline (naive seed): X us, from RUN.h5's records"),
+ * and given to every new record, so a campaign's records are all against
+ * one baseline. It was timed again at each resume: the file then held
+ * records against several baselines (and its step lines compared the
+ * best time, perhaps an earlier run's, with the new one), and at 1024^3 the
+ * timing took ~30 s of every resume. It is timed afresh only where the file
+ * has no record with a baseline, or its records were timed on another
+ * backend or device (the file's device attribute; a campaign of backend
+ * auto resumed on a machine without its GPU): the start line says which.
+ * A file an older kernlab resumed holds several: the first is kept, and a
+ * note counts the others.
  * A step killed after its records but before its checkpoint is run again
  * without recording (its evaluation timings may differ, so its update is
  * close to, not exactly, the lost one).
@@ -165,6 +177,10 @@ typedef struct prior {
   double *file_reward;
   uint8_t *file_correct, *file_has;
   int config_edited; /* the campaign's text is not the file's config */
+  /* the baseline the file's run records hold (the first one's, with its
+   * backend, and the file's device); us -1: no record has one */
+  lab_known_baseline baseline;
+  int64_t baseline_others; /* run records holding another baseline */
 } prior;
 
 /* A new run's id: 64 random bits, never 0 (0 is "none" in a checkpoint). */
@@ -330,7 +346,20 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
     if (c->step >= 0 && c->correct && c->time_us > 0 && !c->flags &&
         (pr->best_time_us < 0 || c->time_us < pr->best_time_us))
       pr->best_time_us = c->time_us;
+    /* the campaign's baseline: its first run record's (an eval's is
+     * eval's own, timed apart) */
+    if (c->step >= 0 && c->baseline_us > 0) {
+      if (pr->baseline.us <= 0) {
+        pr->baseline.us = c->baseline_us;
+        snprintf(pr->baseline.backend, sizeof pr->baseline.backend, "%s",
+                 c->backend);
+      } else if (c->baseline_us != pr->baseline.us) {
+        pr->baseline_others++;
+      }
+    }
   }
+  snprintf(pr->baseline.device, sizeof pr->baseline.device, "%s",
+           res_attr(r, "device"));
   res_reader_close(r);
   /* a finished step holds prompts x group_size candidates */
   for (int64_t s = 0; s < pr->steps_done && s < steps; s++)
@@ -478,7 +507,7 @@ int lab_run(int argc, char **argv) {
   char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
-  prior pr = {0, NULL, -1, 0, 0, 0, NULL, NULL, NULL, 0};
+  prior pr = {0, NULL, -1, 0, 0, 0, NULL, NULL, NULL, 0, {-1, "", ""}, 0};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
@@ -673,7 +702,7 @@ int lab_run(int argc, char **argv) {
    * sandbox slots, options, baseline, and the queue its slot threads
    * serve. */
   rc = lab_evaluator_start(&ev, &c, n_cand, lab_derive_seed(c.seed, -1, 0, 0),
-                           why, sizeof why);
+                           have_out ? &pr.baseline : NULL, why, sizeof why);
   if (rc) FAIL(rc, "%s", why);
   const char *backend = ev.backend, *task = ev.task;
   /* the policy shares the candidates' device: its work takes the GPU lock */
@@ -750,12 +779,24 @@ int lab_run(int argc, char **argv) {
          h.config.n_layers, model.num_params, c.reward);
   char base_s[48] = "none (see the warning above)";
   if (baseline >= 0) snprintf(base_s, sizeof base_s, "%.1f us", baseline);
-  printf("baseline (%s): %s%s; results %s, checkpoint %s\n",
+  /* where a resumed campaign's baseline came from: its records', or timed
+   * again, and why */
+  char from[1600] = "";
+  if (ev.baseline_reused)
+    snprintf(from, sizeof from, ", from %s's records", c.out);
+  else if (ev.baseline_note[0])
+    snprintf(from, sizeof from, ", timed again: %s's records hold one %s",
+             c.out, ev.baseline_note);
+  printf("baseline (%s): %s%s%s; results %s, checkpoint %s\n",
          !strcmp(backend, "gpu") ? "cuBLAS SGEMM" : "naive seed", base_s,
          !strcmp(backend, "cpu-emu") && baseline >= 0
              ? " (CPU-emulator time, not GPU)"
              : "",
-         c.out, ckpt_out);
+         from, c.out, ckpt_out);
+  if (ev.baseline_reused && pr.baseline_others > 0)
+    printf("note: %lld of %s's step records hold another baseline (timed "
+           "again by an earlier --resume); the first record's is kept\n",
+           (long long)pr.baseline_others, c.out);
   if (start_step >= c.steps)
     printf("nothing to do: the campaign has %d steps and %lld are recorded\n",
            c.steps, (long long)pr.steps_done);

@@ -451,8 +451,9 @@ int lab_search(int argc, char **argv) {
                         "the evaluations in flight finish and are recorded, "
                         "then the search stops",
                         out_tmp);
-  int rc = lab_evaluator_start(
-      &ev, &c, per_step, lab_derive_seed(c.seed, -1, 0, 0), why, sizeof why);
+  int rc =
+      lab_evaluator_start(&ev, &c, per_step, lab_derive_seed(c.seed, -1, 0, 0),
+                          NULL, why, sizeof why);
   if (rc) FAIL(rc, "%s", why);
 
   if (lab_make_parent(out) != 0)

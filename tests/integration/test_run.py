@@ -8,11 +8,12 @@ campaigns (G 2, 32x32x32, 64 tokens) on cpu-emu. A tiny model writes
 garbage (compile errors, flags): the loop must still score, update, record
 and print. Checks: one line per step, every candidate recorded once with its
 step/group/sample, --resume after a finished run and after a kill records
-nothing twice, --resume of a missing file is refused, Ctrl-C finishes the
-step in flight and exits 130 (twice: at once), an existing results file
-needs --resume, bad campaign files exit 2 naming the file:line or the
-field, and --policy-device gpu exits 3 with the reason where no device
-answers while auto falls back.
+nothing twice and keeps the file's baseline (timed again, and said, when the
+file's was timed on another device), --resume of a missing file is
+refused, Ctrl-C finishes the step in flight and exits 130 (twice: at
+once), an existing results file needs --resume, bad campaign files exit 2
+naming the file:line or the field, and --policy-device gpu exits 3 with
+the reason where no device answers while auto falls back.
 """
 import json
 import os
@@ -237,8 +238,32 @@ with h5py.File(sys.argv[1], "r", swmr=True) as f:
     # --resume after a finished run with more steps: only the new step.
     c3 = os.path.join(d, "tiny3.lua")
     campaign(c3, ck, 3)
+    dout = os.path.join(d, "runs", "elsewhere.h5")  # for the baseline below
+    shutil.copy(out, dout)
+    shutil.copy(out[:-3] + ".ckpt", dout[:-3] + ".ckpt")
     r = run("run", c3, "--out", out, "--resume")
     check(r.returncode == 0, "resume exits 0: %s" % r.stderr[-800:])
+    # the resumed step is against the file's baseline, said on the start
+    # line; it was timed again, and the file held two baselines
+    first = [c["baseline_us"] for c in cands]
+    mr = re.search(r"^baseline \(naive seed\): ([0-9.]+) us \(CPU-emulator time, "
+                   r"not GPU\), from %s's records;" % re.escape(out), r.stdout, re.M)
+    every = [c["baseline_us"] for c in candidates(out)]
+    check(mr and len(set(first)) == 1 and first[0] > 0 and
+          mr.group(1) == "%.1f" % first[0] and set(every) == set(first),
+          "resume reuses the file's baseline %s: records %s, start line %s" %
+          (first, every, r.stdout[:400]))
+    # records timed on another device (its attribute says so): timed again,
+    # said with where the file's was timed
+    e = h5edit(dout, 'f.attrs["device"] = "NVIDIA H100"')
+    r = run("run", c3, "--out", dout, "--resume")
+    check(e.returncode == 0 and r.returncode == 0 and
+          re.search(r"^baseline \(naive seed\): [0-9.]+ us \(CPU-emulator time, not "
+                    r"GPU\), timed again: %s's records hold one timed on cpu-emu "
+                    r"\(NVIDIA H100\), this run is on cpu-emu \(cpu" % re.escape(dout),
+                    r.stdout, re.M),
+          "another device's baseline is timed again, and said: %s %s %s" %
+          (e.stderr[-300:], r.stderr[-300:], r.stdout[:400]))
     check(len(re.findall(r"^step \d+/3 ", r.stdout, re.M)) == 1, "one new step: %s" % r.stdout)
     check("is not the campaign text" in r.stdout and "the edits apply from step 3" in r.stdout,
           "resume with an edited campaign (steps 2 -> 3) says so: %s" % r.stdout[:600])
