@@ -115,6 +115,20 @@ int lab_try_write(const char *path, char *why, size_t whylen) {
   return err;
 }
 
+int lab_prepare_out(const char *path, char *why, size_t whylen) {
+  if (lab_make_parent(path) != 0) {
+    int err = errno ? errno : EIO;
+    char folder[1100];
+    snprintf(folder, sizeof folder, "%s", path);
+    char *slash = strrchr(folder, '/');
+    if (slash) *slash = 0;
+    snprintf(why, whylen, "cannot create the folder %s for %s: %s", folder,
+             path, strerror(err));
+    return err;
+  }
+  return lab_try_write(path, why, whylen);
+}
+
 int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
                         int max_parallel, uint64_t seed,
                         const lab_known_baseline *known, char *why,

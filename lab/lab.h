@@ -328,6 +328,14 @@ int lab_out_path_ok(const char *path, const char *where, char *why,
  * PATH: ...") filled. For commands that compute for minutes before they
  * write: a missing or read-only folder is said first. */
 int lab_try_write(const char *path, char *why, size_t whylen);
+/* Readies path's folder for an output, before the work that fills it: makes
+ * the folder when missing (lab_make_parent: `runs/` in a fresh clone, which
+ * the README's commands assume), then lab_try_write. Every command that
+ * writes a file by name does this, so a missing folder is made by all of
+ * them and one that cannot be made or written is said before any work. 0,
+ * or the errno with why ("cannot create the folder DIR for PATH: ..." or
+ * lab_try_write's) filled. */
+int lab_prepare_out(const char *path, char *why, size_t whylen);
 
 struct sbx_slot;
 typedef struct lab_evaluator {

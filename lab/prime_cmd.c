@@ -271,9 +271,11 @@ int lab_prime(int argc, char **argv) {
             out, tok_target);
     return LAB_EXIT_USAGE;
   }
-  /* a missing or read-only folder is said before the training, not after
-   * it (the checkpoint review: every step ran, then exit 3) */
-  if (lab_try_write(out, why, sizeof why) != 0) {
+  /* a missing folder is made (`--out runs/policy.ckpt` before runs/
+   * exists), as every command's output folder is; one that cannot be made
+   * or written is said before the training, not after it (the checkpoint
+   * review: every step ran, then exit 3) */
+  if (lab_prepare_out(out, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);
     return LAB_EXIT_ENV;
   }

@@ -202,9 +202,10 @@ static int train(int argc, char **argv) {
     fprintf(stderr, "kernlab tokenizer: --out %s\n", owhy);
     rc = LAB_EXIT_USAGE;
   }
-  /* training takes minutes on a large corpus: a folder that cannot take
-   * the file is said before */
-  if (rc == LAB_EXIT_OK && lab_try_write(out, owhy, sizeof owhy) != 0) {
+  /* a missing folder is made, as every command's output folder is;
+   * training takes minutes on a large corpus: a folder that cannot be made
+   * or take the file is said before */
+  if (rc == LAB_EXIT_OK && lab_prepare_out(out, owhy, sizeof owhy) != 0) {
     fprintf(stderr, "kernlab tokenizer: --out: %s\n", owhy);
     rc = LAB_EXIT_ENV;
   }

@@ -522,6 +522,17 @@ def group_cli():
     rc, _, err = kernlab("eval", naive, *FAST, "--out", SEEDS)
     check(rc == 2 and "a folder, not a kernlab results file" in err,
           "--out FOLDER: exit 2 saying so: %s" % err)
+    # --out in a folder that does not exist (runs/ in a fresh clone: the
+    # README's `eval ... --out runs/mine.h5`): made, as run, search and
+    # corpus make theirs; it was refused, exit 3. One that cannot be made
+    # (a file stands in its path) is said before anything is evaluated.
+    made = os.path.join(tempfile.mkdtemp(), "runs", "sub", "mine.h5")
+    rc, _, err = kernlab("eval", naive, *FAST, "--out", made)
+    check(rc == 0 and os.path.isfile(made),
+          "--out in a missing folder: made: %d %s" % (rc, err[-300:]))
+    rc, out, err = kernlab("eval", naive, *FAST, "--out", os.path.join(made, "x.h5"))
+    check(rc == 3 and "Not a directory" in err and not out,
+          "--out under a file: exit 3 before evaluating: %d %r %r" % (rc, out, err[-300:]))
     fifo = os.path.join(tempfile.mkdtemp(), "fifo.h5")
     os.mkfifo(fifo)
     for cmd in (("top", fifo), ("eval", naive, *FAST, "--out", fifo)):

@@ -264,18 +264,29 @@ with tempfile.TemporaryDirectory() as d:
         check(t.returncode == rc_want and says in t.stderr and
               (rc_want or len(t.stdout) >= 2),
               "decode %r: exit %d: %d %r %r" % (data, rc_want, t.returncode, t.stdout, t.stderr))
-    # --out in a folder that does not exist: said before training
+    # --out in a folder that does not exist (`--out runs/policy.ckpt` in a
+    # fresh clone): made, as every command's output folder is (they refused
+    # it, exit 3); one that cannot be made (a file stands in its path) is
+    # said before training
+    tok_made = os.path.join(d, "nowhere", "sub", "x.tok")
+    t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out", tok_made)
+    check(t.returncode == 0 and os.path.isfile(tok_made),
+          "tokenizer train --out in a missing folder: made: %d %r" % (t.returncode, t.stderr))
     t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out",
-            os.path.join(d, "nowhere", "x.tok"))
-    check(t.returncode == 3 and "cannot write" in t.stderr and "its folder does not exist" in t.stderr and
+            os.path.join(tok_made, "y.tok"))
+    check(t.returncode == 3 and "cannot write" in t.stderr and "Not a directory" in t.stderr and
           "vocab" not in t.stdout,
-          "tokenizer train --out in a missing folder: said first: %d %r" % (t.returncode, t.stderr))
-    # prime --out in a folder that does not exist: said before training,
-    # not after every step (it ended with exit 3 and a garbled name)
-    t = run("prime", "--corpus", corpus, "--out", os.path.join(d, "nowhere", "x.ckpt"),
+          "tokenizer train --out under a file: said first: %d %r" % (t.returncode, t.stderr))
+    # prime: the same, said before training, not after every step (it
+    # ended with exit 3 and a garbled name)
+    ck_made = os.path.join(d, "elsewhere", "x.ckpt")
+    t = run("prime", "--corpus", corpus, "--out", ck_made, "--size", "tiny", "--steps", "5")
+    check(t.returncode == 0 and os.path.isfile(ck_made) and os.path.isfile(ck_made + ".tok"),
+          "prime --out in a missing folder: made: %d %r" % (t.returncode, t.stderr[-300:]))
+    t = run("prime", "--corpus", corpus, "--out", os.path.join(ck_made, "y.ckpt"),
             "--size", "tiny", "--steps", "5")
-    check(t.returncode == 3 and "its folder does not exist" in t.stderr and "step" not in t.stderr,
-          "prime --out in a missing folder: said first: %d %r" % (t.returncode, t.stderr[-300:]))
+    check(t.returncode == 3 and "Not a directory" in t.stderr and "step" not in t.stderr,
+          "prime --out under a file: said first: %d %r" % (t.returncode, t.stderr[-300:]))
     # prime --tok T: the checkpoint's tokenizer is written beside it too
     # (an earlier X.ckpt.tok stayed and paired the new checkpoint with a
     # tokenizer not its own)

@@ -134,6 +134,15 @@ def test_export(run, tmp):
     check(len(objs) == 30, "30 json lines")
     check(objs[8]["flags"] == ["canary_touched"], "flags array")
     check(objs[5]["time_us"] is None, "null time when not timed")
+    # -o in a folder that does not exist: made, as every command's output
+    # folder is (it was exit 2); under a file: exit 2, one line
+    made = os.path.join(tmp, "new", "sub", "x.csv")
+    rc, out, err = kernlab("export", run, "--format", "csv", "-o", made)
+    check(rc == 0 and os.path.isfile(made) and len(list(csv.DictReader(open(made)))) == 30,
+          "export -o in a missing folder: made: %d %r" % (rc, err))
+    rc, out, err = kernlab("export", run, "--format", "csv", "-o", os.path.join(made, "y.csv"))
+    check(rc == 2 and err.count("\n") == 1 and "Not a directory" in err,
+          "export -o under a file: exit 2, one line: %d %r" % (rc, err))
     check(objs[12]["reward_components"] ==
           {"correctness": 11.5, "speed": 23.5, "speed_bonus": 35.5},
           "components object: %s" % objs[12]["reward_components"])
