@@ -566,14 +566,17 @@ int lab_run(int argc, char **argv) {
          c.out);
   }
   /* The checkpoint is written after each step by creating ckpt_tmp and
-   * renaming it: try the create now, so a read-only or full folder is
-   * reported before anything is loaded or computed. A new run's results
-   * file, created in the same folder, tests that on its own; --resume opens
-   * it for appending, which needs no folder write, so this does (unless
-   * every step is recorded: then nothing will be written). */
-  if (have_out && pr.steps_done < c.steps &&
-      lab_try_write(ckpt_out, why, sizeof why) != 0)
-    FAIL(LAB_EXIT_ENV, "the checkpoint: %s", why);
+   * renaming it, and a new run's results file is created beside it: the
+   * folder is made (runs/ in a fresh clone) and the create tried now, so a
+   * folder that cannot be made, or a read-only or full one, is reported
+   * before anything is loaded or computed (it was made after the model was
+   * loaded and the baseline timed, ~30 s at 1024^3). --resume opens the
+   * results for appending, which needs no folder write, so this is what
+   * tests it (unless every step is recorded: then nothing will be
+   * written). */
+  if ((!have_out || pr.steps_done < c.steps) &&
+      lab_prepare_out(ckpt_out, why, sizeof why) != 0)
+    FAIL(LAB_EXIT_ENV, "the %s: %s", have_out ? "checkpoint" : "output", why);
 
   ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
                        "kernlab run", &pol.ctx, &policy_dtype, why, sizeof why);
@@ -710,10 +713,7 @@ int lab_run(int argc, char **argv) {
   double baseline = ev.baseline_us;
   kl_eval_options opts = ev.opts;
 
-  /* The results file. */
-  if (lab_make_parent(c.out) != 0 || lab_make_parent(ckpt_out) != 0)
-    FAIL(LAB_EXIT_ENV, "cannot create the folder of %s: %s", c.out,
-         strerror(errno));
+  /* The results file (its folder made above). */
   /* what a killed run left half-written beside them (its checkpoint of
    * 20 MB and more, a results file it was creating) goes */
   if (kl_outfile_sweep(ckpt_out) + kl_outfile_sweep(c.out) > 0)

@@ -432,6 +432,10 @@ int lab_search(int argc, char **argv) {
   if (access(out, F_OK) == 0)
     FAIL(LAB_EXIT_USAGE,
          "%s already exists: remove it, or pass --out for a new file", out);
+  /* its folder made (runs/ in a fresh clone) and a create tried before the
+   * baseline is timed (~30 s at 1024^3): a folder that cannot be made or
+   * written was said only after it */
+  if (lab_prepare_out(out, why, sizeof why) != 0) FAIL(LAB_EXIT_ENV, "%s", why);
 
   order = malloc(sizeof *order * (size_t)total);
   if (!order || plan(order, (int)total, n_space, a.random,
@@ -456,8 +460,6 @@ int lab_search(int argc, char **argv) {
                           NULL, why, sizeof why);
   if (rc) FAIL(rc, "%s", why);
 
-  if (lab_make_parent(out) != 0)
-    FAIL(LAB_EXIT_ENV, "cannot create the folder of %s", out);
   config_text =
       describe_search(&a, &c, space_path, (int)total, n_space, n_loaded);
   if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");

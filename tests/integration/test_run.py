@@ -940,6 +940,17 @@ with h5py.File(sys.argv[1], "r") as f:
         check(r.returncode == 2 and want in r.stderr,
               "run %s: exit 2 with %r: %d %s" % (args, want, r.returncode, r.stderr[-300:]))
     check(not os.path.exists(os.path.join(d, "made")), "--out x/ makes no folder")
+    # --out whose folder cannot be made (a file in its path): said before
+    # the policy is loaded, the backend resolved and the baseline timed
+    # (~30 s at 1024^3), not after (of a campaign on gpu, the folder is
+    # said, not here the device); a missing folder is made (runs/ above)
+    on_gpu = os.path.join(d, "on_gpu.lua")
+    open(on_gpu, "w").write(open(c1).read().replace('backend = "cpu-emu"', 'backend = "gpu"'))
+    r = run("run", on_gpu, "--out", os.path.join(out, "x.h5"))
+    check(r.returncode == 3 and "the output: cannot write" in r.stderr and
+          "Not a directory" in r.stderr and not r.stdout,
+          "--out under a file: exit 3 before any set-up: %d %r %r" %
+          (r.returncode, r.stdout[-300:], r.stderr[-300:]))
     r = run("run", c1, "--out", ck[:-len(".ckpt")] + ".h5")
     check(r.returncode == 2 and "would overwrite the policy it starts from" in r.stderr,
           "out onto the starting checkpoint: %d %s" % (r.returncode, r.stderr[-300:]))

@@ -300,6 +300,23 @@ def main():
         p = kernlab("search", "random", camp, "--out", "")
         check(p.returncode == 2 and "--out wants a file name" in p.stderr,
               "--out '': exit 2: %s" % p.stderr)
+        # --out in a missing folder: made (runs/ in a fresh clone); one that
+        # cannot be made (a file in its path) is said before the backend is
+        # resolved and the baseline timed (~30 s at 1024^3), not after: of
+        # a campaign on gpu, the folder is said, not (here) the device
+        made = os.path.join(d, "new", "sub", "s.h5")
+        p = kernlab("search", "random", camp, "--space", space, "--budget", "1", "--out", made)
+        check(p.returncode == 0 and os.path.isfile(made),
+              "--out in a missing folder: made: %d %s" % (p.returncode, p.stderr[-300:]))
+        on_gpu = os.path.join(d, "on_gpu.lua")
+        open(on_gpu, "w").write(open(camp).read().replace('backend = "cpu-emu"',
+                                                          'backend = "gpu"'))
+        p = kernlab("search", "random", on_gpu, "--space", space, "--budget", "1", "--out",
+                    os.path.join(made, "x.h5"))
+        check(p.returncode == 3 and "cannot write %s" % os.path.join(made, "x.h5") in p.stderr
+              and "Not a directory" in p.stderr and not p.stdout,
+              "--out under a file: exit 3 before the backend: %d %r %r" %
+              (p.returncode, p.stdout[-300:], p.stderr[-300:]))
         p = kernlab("search", "random", camp, "--budget", "0")
         check(p.returncode == 2 and "a count from 1 to" in p.stderr,
               "--budget 0: exit 2: %s" % p.stderr)
