@@ -289,6 +289,22 @@ int lab_corpus(int argc, char **argv) {
     fprintf(stderr, "kernlab corpus: %s\n", why);
     return LAB_EXIT_USAGE;
   }
+  /* The folder is made (with its parents: runs/corpus in a fresh clone)
+   * and a file created in it now, before the evaluations: one that cannot
+   * be made or written was said only after every variant had been
+   * evaluated (minutes at the default shape). A run that writes nothing
+   * removes the folder again if it made it. */
+  struct stat st_out;
+  const int made = stat(out_dir, &st_out) != 0;
+  char probe[1100];
+  snprintf(probe, sizeof probe, "%s/MANIFEST.tsv", out_dir);
+  if (lab_prepare_out(probe, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab corpus: --out %s: %s\n", out_dir, why);
+    for (int i = 0; i < n; i++)
+      free(v[i].source);
+    free(v);
+    return LAB_EXIT_ENV;
+  }
   /* names and configs arrive checked (lab/lua_script.c: a name is a file
    * name, a config has no control bytes, so both fit MANIFEST.tsv) */
   char backend[16];
@@ -352,6 +368,7 @@ int lab_corpus(int argc, char **argv) {
             "kernlab corpus: none of the %d variants from %s is correct; "
             "nothing written (first error: %s)\n",
             n, script, n ? v[0].r.error : "no variants");
+    if (made) rmdir(out_dir); /* empty: nothing was written */
     for (int i = 0; i < n; i++)
       free(v[i].source);
     free(v);
@@ -413,6 +430,7 @@ int lab_corpus(int argc, char **argv) {
     rmdir(path);
     snprintf(path, sizeof path, "%s/holdout", out_dir);
     rmdir(path);
+    if (made) rmdir(out_dir);
     for (int i = 0; i < n; i++)
       free(v[i].source);
     free(v);

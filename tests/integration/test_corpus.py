@@ -114,6 +114,36 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 0 and p2.returncode == 2 and "already holds a corpus" in p2.stderr
           and "evaluated" not in p2.stderr,
           "a second corpus into the same folder: refused before evaluating: %s" % p2.stderr[-300:])
+    # --out in a missing folder: made, parents too (runs/corpus in a fresh
+    # clone); one that cannot be made (a file in its path) is said before
+    # any variant is evaluated (it was said after all of them)
+    with open(os.path.join(d, "gen.lua"), "w") as f:
+        f.write(SCRIPT)
+    env = dict(os.environ, KL_SOURCE_DIR=SRC)
+    nested = os.path.join(d, "runs", "sub", "corpus")
+    p = subprocess.run([KERNLAB, "corpus", "--script", os.path.join(d, "gen.lua"),
+                        "--out", nested, "--shape", "64x64x64"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    check(p.returncode == 0 and os.path.isfile(os.path.join(nested, "MANIFEST.tsv")),
+          "corpus --out in a missing folder: made: %d %s" % (p.returncode, p.stderr[-300:]))
+    blocked = os.path.join(nested, "MANIFEST.tsv", "c")
+    p = subprocess.run([KERNLAB, "corpus", "--script", os.path.join(d, "gen.lua"),
+                        "--out", blocked, "--shape", "64x64x64"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    check(p.returncode == 3 and "Not a directory" in p.stderr and "evaluated" not in p.stderr,
+          "corpus --out under a file: exit 3 before evaluating: %d %s" %
+          (p.returncode, p.stderr[-300:]))
+    # a run that writes nothing (no variant correct) leaves no folder made
+    empty = os.path.join(d, "runs", "none")
+    with open(os.path.join(d, "gen0.lua"), "w") as f:
+        f.write("return {generate = function(kl) return {{name='x', config='x', source="
+                "'KL_LAUNCH(1,1,1,1,0); extern \"C\" __global__ void matmul(const float* A, "
+                "const float* B, float* C, int M, int N, int K) {}'}} end}")
+    p = subprocess.run([KERNLAB, "corpus", "--script", os.path.join(d, "gen0.lua"),
+                        "--out", empty, "--shape", "64x64x64"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    check(p.returncode == 2 and "none of the" in p.stderr and not os.path.exists(empty),
+          "no correct variant: no folder left: %d %s" % (p.returncode, p.stderr[-300:]))
     # names become file names: no way out of --out, no duplicates
     src = "kl.seed('01_naive.cu')"
     for names, says in ((["../../escaped"], "variant 1: name: expected letters"),
