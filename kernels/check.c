@@ -732,7 +732,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   snprintf(out->file, sizeof out->file, "%s", label);
   out->time_us = out->time_min_us = out->time_max_us = -1;
   out->time_p20_us = out->time_p80_us = out->time_cv = -1;
-  out->gflops = out->baseline_us = -1;
+  out->gflops = out->baseline_us = out->compile_ms = -1;
   out->res = (kl_resources){-1, -1, -1, -1, -1, -1};
   out->seed = opts->seed ? opts->seed : pick_seed();
   kl_sha256_hex(src, len, out->sha256);
@@ -773,6 +773,7 @@ static int eval_impl(const char *label, const char *src, size_t len,
   free(csrc);
   if (rc == KL_ECOMPILE || rc == KL_ETIMEOUT || rc == KL_EOOM) {
     out->confinement = cc.confinement; /* it never runs: its compile's */
+    out->compile_ms = cc.compile_ms;   /* measured all the same */
     int sig = contract_failed(cc.log, why);
     if (!sig) note_cut_short(why, sizeof why, src, len);
     set_status(out,

@@ -664,7 +664,7 @@ typedef struct kl_result {
   kl_resources res;
   kl_launch launch;
   int has_launch;
-  double compile_ms; /* NVRTC */
+  double compile_ms; /* NVRTC; -1 where no compile ran (invalid input) */
   int cache_hit;
   int nvrtc; /* 1 if NVRTC compiled it (resources are real) */
   uint64_t seed;

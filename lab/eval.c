@@ -76,6 +76,16 @@ static void json_number(FILE *f, const char *key, double v) {
     fprintf(f, ",\"%s\":%.6g", key, v);
 }
 
+/* An integer measurement (registers, bytes): null when negative, which is
+ * what the compile reports where it did not happen (invalid input, a
+ * compile error) */
+static void json_int(FILE *f, const char *key, int v) {
+  if (v < 0)
+    fprintf(f, ",\"%s\":null", key);
+  else
+    fprintf(f, ",\"%s\":%d", key, v);
+}
+
 static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
   fputs("{\"file\":", f);
   lab_json_string(f, r->file);
@@ -118,10 +128,11 @@ static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
               r->time_us > 0 && r->baseline_us > 0
                   ? 100.0 * r->baseline_us / r->time_us
                   : -1);
-  fprintf(f, ",\"regs\":%d,\"spill_stores\":%d,\"spill_loads\":%d", r->res.regs,
-          r->res.spill_stores, r->res.spill_loads);
-  fprintf(f, ",\"smem_bytes\":%d,\"stack_bytes\":%d", r->res.smem_bytes,
-          r->res.stack_bytes);
+  json_int(f, "regs", r->res.regs);
+  json_int(f, "spill_stores", r->res.spill_stores);
+  json_int(f, "spill_loads", r->res.spill_loads);
+  json_int(f, "smem_bytes", r->res.smem_bytes);
+  json_int(f, "stack_bytes", r->res.stack_bytes);
   if (r->has_launch)
     fprintf(f,
             ",\"launch\":{\"block_x\":%d,\"block_y\":%d,\"tile_rows\":%d,"
@@ -148,8 +159,11 @@ static void print_json(FILE *f, const kl_result *r, const rw_components *rw) {
           r->confinement == 2   ? "seccomp+rlimits+namespaces"
           : r->confinement == 1 ? "seccomp+rlimits"
                                 : "none");
-  fprintf(f, ",\"compile_ms\":%.3f,\"cache_hit\":%s", r->compile_ms,
-          r->cache_hit ? "true" : "false");
+  if (r->compile_ms < 0) /* no compile ran: an unreadable or invalid file */
+    fputs(",\"compile_ms\":null", f);
+  else
+    fprintf(f, ",\"compile_ms\":%.3f", r->compile_ms);
+  fprintf(f, ",\"cache_hit\":%s", r->cache_hit ? "true" : "false");
   fputs(",\"sha256\":", f);
   lab_json_string(f, r->sha256);
   fputs(",\"shapes\":[", f);
@@ -339,7 +353,10 @@ static int load_item(eval_item *it, const char *backend, uint64_t seed) {
   snprintf(r->backend, sizeof r->backend, "%s", backend);
   snprintf(r->status, sizeof r->status, "invalid_input");
   snprintf(r->error, sizeof r->error, "%s", why);
-  r->time_us = r->time_min_us = r->time_max_us = r->gflops = -1;
+  /* nothing measured: -1 in every field eval_impl starts at -1 */
+  r->time_us = r->time_min_us = r->time_max_us = -1;
+  r->time_p20_us = r->time_p80_us = r->time_cv = -1;
+  r->gflops = r->baseline_us = r->compile_ms = -1;
   r->res = (kl_resources){-1, -1, -1, -1, -1, -1};
   r->seed = seed;
   it->done = 1;

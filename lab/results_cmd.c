@@ -502,8 +502,9 @@ static void show_metrics(const res_reader *r, const res_candidate *c,
          c->group, c->sample);
   printf("  status      %s  compiled %s  correct %s\n", c->status,
          c->compiled ? "yes" : "no", c->correct ? "yes" : "no");
-  printf("  error       max rel %.3g  max abs %.3g\n", c->max_rel_err,
-         c->max_abs_err);
+  printf("  error       max rel %s  max abs %s\n",
+         lab_fmt_num(a, sizeof a, "%.3g", c->max_rel_err),
+         lab_fmt_num(b, sizeof b, "%.3g", c->max_abs_err));
   printf("  time        median %s us  min %s  max %s  samples %u  (%s)\n",
          lab_fmt_num(a, sizeof a, "%.3f", c->time_us),
          lab_fmt_num(b, sizeof b, "%.3f", c->time_min_us),
@@ -537,8 +538,8 @@ static void show_metrics(const res_reader *r, const res_candidate *c,
     if (comp && !isnan(comp[j]))
       printf("    %-24s %s\n", res_component_name(r, j),
              lab_fmt_reward(rw, sizeof rw, "%+.4f", comp[j]));
-  printf("  seed        %llu  compile %.1f ms\n", (unsigned long long)c->seed,
-         c->compile_ms);
+  printf("  seed        %llu  compile %s ms\n", (unsigned long long)c->seed,
+         lab_fmt_num(a, sizeof a, "%.1f", c->compile_ms));
   sha_hex(c->src_sha256, sha);
   printf("  source      %zu bytes  sha256 %s\n", src_len, sha);
 }
@@ -657,7 +658,8 @@ static void csv_field(FILE *f, const char *s) {
   csv_field_n(f, s, strlen(s));
 }
 
-/* A double for export: NaN (and -1 for "not measured" times) as missing. */
+/* A double for export: NaN (and -1 for "not measured" times, errors and
+ * compile times) as missing. */
 static void put_num(FILE *f, int json, double v, int none_if_negative) {
   if (isnan(v) || isinf(v) || (none_if_negative && v < 0))
     fputs(json ? "null" : "", f);
@@ -667,8 +669,9 @@ static void put_num(FILE *f, int json, double v, int none_if_negative) {
 
 typedef struct col {
   const char *name;
-  char kind; /* s string, i integer, d double, t time (negative = none), b
-                bool */
+  /* s string, i integer, n measured integer (negative = none), d double,
+   * t measurement (negative = none), b bool */
+  char kind;
   size_t off;
 } col;
 
@@ -685,28 +688,28 @@ static const col cols[] = {
     COL(status, 's'),
     COL(compiled, 'b'),
     COL(correct, 'b'),
-    COL(max_rel_err, 'd'),
-    COL(max_abs_err, 'd'),
+    COL(max_rel_err, 't'),
+    COL(max_abs_err, 't'),
     COL(time_us, 't'),
     COL(time_min_us, 't'),
     COL(time_max_us, 't'),
     COL(baseline_us, 't'),
     COL(gflops, 't'),
     COL(reward, 'd'),
-    COL(regs, 'i'),
-    COL(smem_bytes, 'i'),
-    COL(spill_bytes, 'i'),
-    COL(stack_bytes, 'i'),
-    COL(block_x, 'i'),
-    COL(block_y, 'i'),
-    COL(tile_rows, 'i'),
-    COL(tile_cols, 'i'),
-    COL(dyn_smem_bytes, 'i'),
+    COL(regs, 'n'),
+    COL(smem_bytes, 'n'),
+    COL(spill_bytes, 'n'),
+    COL(stack_bytes, 'n'),
+    COL(block_x, 'n'),
+    COL(block_y, 'n'),
+    COL(tile_rows, 'n'),
+    COL(tile_cols, 'n'),
+    COL(dyn_smem_bytes, 'n'),
     COL(shape_m, 'i'),
     COL(shape_n, 'i'),
     COL(shape_k, 'i'),
     COL(seed, 'Q'),
-    COL(compile_ms, 'd'),
+    COL(compile_ms, 't'),
     COL(wall_unix, 'd'),
     COL(reward_sha256, 's'),
     COL(src_len, 'I'),
@@ -740,6 +743,12 @@ static void put_col(FILE *f, int json, const res_candidate *c, const col *k) {
     break;
   case 'I':
     fprintf(f, "%u", *(const uint32_t *)p);
+    break;
+  case 'n':
+    if (*(const int32_t *)p < 0)
+      fputs(json ? "null" : "", f);
+    else
+      fprintf(f, "%d", *(const int32_t *)p);
     break;
   case 'd':
     put_num(f, json, *(const double *)p, 0);

@@ -41,6 +41,33 @@ REQUIRED = ["file", "backend", "compiled", "correct", "max_rel_err",
             "smem_bytes", "flags", "status", "seed"]
 
 
+# What a row that measured nothing holds: null, as time_us is, never 0 or
+# -1 (a 0 read as a zero-time kernel, a -1 as a count)
+UNTIMED = ["max_rel_err", "max_abs_err", "time_us", "time_min_us", "time_max_us",
+           "time_p20_us", "time_p80_us", "cv", "gflops", "speedup_vs_baseline",
+           "percent_of_baseline"]
+UNCOMPILED = ["regs", "spill_stores", "spill_loads", "smem_bytes", "stack_bytes"]
+# the same in `kernlab export` of a stored row
+UNTIMED_STORED = ["max_rel_err", "max_abs_err", "time_us", "time_min_us",
+                  "time_max_us", "gflops"]
+UNCOMPILED_STORED = ["regs", "smem_bytes", "spill_bytes", "stack_bytes", "block_x",
+                     "block_y", "tile_rows", "tile_cols", "dyn_smem_bytes"]
+
+
+def not_measured(row, fields, what):
+    """Checks that each of fields is null in row (an eval --json row or an
+    export line)."""
+    bad = {k: row.get(k, "absent") for k in fields if row.get(k, "absent") is not None}
+    check(not bad, "%s: not measured, so null: %s" % (what, bad))
+
+
+def exported(store):
+    p = subprocess.run([KERNLAB, "export", store, "--format", "jsonl"], capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0, "export %s: %s" % (store, p.stderr))
+    return [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+
+
 def group_seeds():
     files = sorted(os.path.join(SEEDS, f) for f in os.listdir(SEEDS)
                    if f.endswith(".cu"))
@@ -254,6 +281,17 @@ def group_inputs():
               all(r["baseline_us"] is None for r in rows),
               "unreadable files: exit 2 in %.1f s, no baseline: %s %s"
               % (time.time() - t0, [r["baseline_us"] for r in rows], err))
+        for r in rows:
+            not_measured(r, UNTIMED + UNCOMPILED + ["compile_ms"],
+                         "invalid_input row of %s" % os.path.basename(r["file"]))
+        store = os.path.join(d, "invalid.h5")
+        kernlab("eval", cases["empty"], *FAST, "--out", store)
+        stored = exported(store)
+        check(len(stored) == 1 and stored[0]["status"] == "invalid_input",
+              "the empty file's row is stored: %s" % stored)
+        for r in stored:
+            not_measured(r, UNTIMED_STORED + UNCOMPILED_STORED + ["compile_ms"],
+                         "export of the invalid_input row")
         rc, out, _ = kernlab("eval", cases["missing"])
         check(rc == 2 and "baseline = naive seed: none" in out,
               "the table says no baseline was timed: %r" % out[:300])
@@ -308,9 +346,10 @@ def group_isolation():
             b"C[row * N + col] = acc;", b"C[row * N + col] = acc; *(volatile int*)0 = 1;"))
         hang = write(d, "hang.cu", GOOD.replace(
             b"C[row * N + col] = acc;", b"C[row * N + col] = acc; for (volatile int i = 0; i >= 0; i += 0) {}"))
+        store = os.path.join(d, "isolation.h5")
         rc, rows, err = eval_json([crash, hang, os.path.join(SEEDS, "01_naive.cu"),
                                    os.path.join(BROKEN, "compile_error.cu")],
-                                  *FAST, "--timeout", "3")
+                                  *FAST, "--timeout", "3", "--out", store)
         check(rc == 0, "crashing and hanging kernels: eval still exits 0 (%s)" % err)
         check(len(rows) == 4, "four rows")
         if len(rows) == 4:
@@ -319,6 +358,24 @@ def group_isolation():
             check(rows[2]["correct"], "the kernel after them is still evaluated")
             check(rows[3]["status"] == "compile_error",
                   "compile error status: %s" % rows[3]["status"])
+            # the hang compiled (its resources are real) and was never
+            # timed; the compile error was not compiled, but its compile
+            # took a time
+            not_measured(rows[1], UNTIMED, "timeout row")
+            check(all(isinstance(rows[1][k], int) and rows[1][k] >= 0 for k in UNCOMPILED),
+                  "timeout row: resources of its compile: %s" % rows[1])
+            not_measured(rows[3], UNTIMED + UNCOMPILED, "compile_error row")
+            check(all(isinstance(rows[i]["compile_ms"], (int, float)) and
+                      rows[i]["compile_ms"] > 0 for i in (1, 3)),
+                  "the compile's time: %s" % [rows[i]["compile_ms"] for i in (1, 3)])
+            stored = exported(store)
+            check(len(stored) == 4, "four rows stored: %d" % len(stored))
+            if len(stored) == 4:
+                not_measured(stored[1], UNTIMED_STORED, "export of the timeout row")
+                not_measured(stored[3], UNTIMED_STORED + UNCOMPILED_STORED,
+                             "export of the compile_error row")
+                check(stored[3]["compile_ms"] and stored[3]["compile_ms"] > 0,
+                      "export: the compile error's compile time: %s" % stored[3])
             # a candidate that crashed, hung or failed to compile ran (or
             # compiled) confined all the same: "none" was reported for them
             for r in rows:
