@@ -459,8 +459,8 @@ res_file *lab_results_open(const char *path, int fresh, const char *config_text,
 /* ---- baselines (lab/compare.c) ---- */
 
 /* Prints how the results file run_h5 compares with the two baselines:
- *   best     its best correct, unflagged kernel (time, % of the baseline,
- *            label) or that there is none;
+ *   best     its best correct, unflagged kernel (time, speed-up over the
+ *            baseline, label) or that there is none;
  *   corpus   the fastest `train` kernel of corpus_dir/MANIFEST.tsv,
  *            evaluated now with opts (the caller's backend, task shape,
  *            seed, baseline; opts->exec NULL: a sandbox slot of its own),

@@ -39,7 +39,7 @@
  *               (parameters and AdamW state) next to the results file:
  *               RUN.h5 -> RUN.ckpt.
  * One line per step on stdout: step, reward mean/max, correct fraction,
- * best correct time so far and its % of the baseline, KL, clip fraction,
+ * best correct time so far and its speed-up over the baseline, KL, clip,
  * loss, sampling tokens/s, ETA.
  *
  * Reference model: with grpo.beta > 0 the campaign's starting checkpoint is
