@@ -211,8 +211,8 @@ int lab_diff(int argc, char **argv) {
   printf("%s: candidate %lld -> %lld\n", args[0], (long long)id1,
          (long long)id2);
   printf("  %-16s %14lld %14lld\n", "id", (long long)id1, (long long)id2);
-  printf("  %-16s %14.14s %14.14s\n", "status", x->status, y->status);
-  printf("  %-16s %14.14s %14.14s\n", "backend", x->backend, y->backend);
+  printf("  %-16s %14s %14s\n", "status", x->status, y->status);
+  printf("  %-16s %14s %14s\n", "backend", x->backend, y->backend);
   delta_row("time_us", x->time_us, y->time_us, "%.3f");
   delta_row("gflops", x->gflops, y->gflops, "%.2f");
   delta_row("baseline_us", x->baseline_us, y->baseline_us, "%.3f");
@@ -228,10 +228,10 @@ int lab_diff(int argc, char **argv) {
   delta_row("regs", x->regs, y->regs, "%.0f");
   delta_row("smem_bytes", x->smem_bytes, y->smem_bytes, "%.0f");
   delta_row("spill_bytes", x->spill_bytes, y->spill_bytes, "%.0f");
-  char fx[256], fy[256];
+  char fx[2048], fy[2048]; /* shown whole: a diff is for reading */
   lab_flag_list(r, x->flags, ",", fx, sizeof fx);
   lab_flag_list(r, y->flags, ",", fy, sizeof fy);
-  printf("  %-16s %14.14s %14.14s\n", "flags", fx, fy);
+  printf("  %-16s %14s %14s\n", "flags", fx, fy);
 
   char lx[4 * sizeof x->label], ly[4 * sizeof y->label];
   printf("--- %lld %s\n+++ %lld %s\n", (long long)id1,

@@ -201,13 +201,14 @@ static void print_row(FILE *f, const kl_result *r, const rw_components *rw) {
   if (r->res.smem_bytes >= 0 && r->has_launch)
     snprintf(smem, sizeof smem, "%d",
              r->res.smem_bytes + r->launch.dyn_smem_bytes);
-  char shown[4 * sizeof r->file];
-  fprintf(f, "%-34.34s %-14.14s %-7s %9s %12s %9s %8s %5s %6s\n",
-          lab_printable(name, strlen(name), shown, sizeof shown), r->status,
+  char shown[4 * 34 + 1], status[4 * 14 + 1];
+  fprintf(f, "%s %s %-7s %9s %12s %9s %8s %5s %6s\n",
+          lab_cell(name, strlen(name), 34, shown, sizeof shown),
+          lab_cell(r->status, sizeof r->status, 14, status, sizeof status),
           r->correct ? "yes" : "no", rel, t, gf, sp, regs, smem);
   if (r->error[0]) fprintf(f, "    %s\n", r->error);
   if (r->flags) {
-    char buf[512];
+    char buf[2048]; /* every flag's name, with room to spare */
     kl_flags_format(r->flags, ",", buf, sizeof buf);
     fprintf(f, "    flags: %s\n", buf);
   }

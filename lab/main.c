@@ -20,7 +20,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  eval FILE.cu... [--backend auto|cpu-emu|gpu] [--shape MxNxK]...\n"
-    "                  [--seed S] [--threads N] [--jobs N] [--timeout S]\n"
+    "                  [--seed S] [--threads N] [--jobs|-j N] [--timeout S]\n"
     "                  [--compile-timeout S] [--max-speedup X]\n"
     "                  [--reward F.lua] [--out RUN.h5] [--json]\n"
     "      compile, check and time candidate kernels; prints a table, or one\n"
@@ -62,18 +62,22 @@ static const char usage[] =
     "  tokenizer train [--corpus DIR|FILE...] [--vocab N] --out FILE.tok\n"
     "      train the policy's byte-level BPE tokenizer (default corpus:\n"
     "      kernels/seeds/ and tests/kernels/honest/, vocab 1024)\n"
-    "  tokenizer encode|decode|info --tok FILE.tok\n"
+    "  tokenizer encode|decode|info --tok FILE.tok [--merges]\n"
     "      bytes on stdin -> ids, ids on stdin -> bytes, or the vocabulary\n"
+    "      (info --merges: with every merge rule)\n"
     "  generate --ckpt F [--tok F.tok] --prompt TEXT [-n G] [--max-tokens N]\n"
-    "      [--temperature T] [--top-p P] [--min-p M] [--seed S]\n"
+    "      [--temperature T] [--top-p P] [--min-p M] [--seed S] [--no-bos]\n"
     "      [--policy-device cpu|gpu|auto] [--policy-dtype fp32|bf16]\n"
     "      [--policy-matmul RUN.h5]\n"
     "      sample G completions of TEXT from a checkpoint (KV cache); the\n"
-    "      tokenizer defaults to F.tok, where prime saves it\n"
-    "  corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK]\n"
+    "      tokenizer defaults to F.tok, where prime saves it; --no-bos: the\n"
+    "      prompt without the begin-of-sequence token\n"
+    "  corpus [--script lua/corpus.lua] [--out DIR] [--shape MxNxK] [--jobs "
+    "N]\n"
     "      build the priming corpus: seed variants from the Lua script,\n"
     "      each verified on cpu-emu; fast configurations held out (the\n"
-    "      script names them, or the fastest share as measured)\n"
+    "      script names them, or the fastest share as measured); --jobs\n"
+    "      variants at a time (default: cores)\n"
     "  prime [--corpus DIR] [--out CKPT] [--steps N] [--size tiny|small]\n"
     "      [--tok FILE.tok] [--batch B] [--seq T] [--lr X] [--seed S]\n"
     "      [--keep-comments] [--force]\n"
@@ -117,7 +121,7 @@ static const struct command {
     {"search", lab_search, 0},     {"sandbox", lab_sandbox, 0},
     {"top", lab_top, 0},           {"show", lab_show, 0},
     {"diff", lab_diff, 0},         {"export", lab_export, 0},
-    {"rescore", lab_rescore, 1},   {"report", lab_report, 0},
+    {"rescore", lab_rescore, 0},   {"report", lab_report, 0},
     {"flags", lab_flags, 0},       {"tokenizer", lab_tokenizer, 0},
     {"generate", lab_generate, 0},
 };

@@ -182,6 +182,18 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
   return 0;
 }
 
+/* Whether a is one of the options that take a value: a usage error names
+ * either its value or, for anything else, the option as unknown. */
+static int prime_option(const char *a) {
+  static const char *const valued[] = {
+      "--corpus", "--out",           "--tok",          "--size",
+      "--steps",  "--batch",         "--seq",          "--lr",
+      "--seed",   "--policy-device", "--policy-dtype", "--policy-matmul"};
+  for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+    if (!strcmp(a, valued[k])) return 1;
+  return 0;
+}
+
 int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small", *policy_matmul = NULL;
@@ -565,6 +577,8 @@ done:
 usage:
   if (bad && !strcmp(bad, "--size"))
     fprintf(stderr, "kernlab prime: --size %s: expected tiny or small\n", size);
+  else if (bad && !prime_option(bad))
+    fprintf(stderr, "kernlab prime: unknown option %s\n", bad);
   else if (bad)
     fprintf(stderr, "kernlab prime: bad or missing value for %s\n", bad);
   fprintf(stderr, "usage: kernlab prime [--corpus DIR] [--out CKPT] [--force] "

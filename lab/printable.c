@@ -1,8 +1,9 @@
 /*
  * lab/printable.c — text from files and policies made safe for a terminal
- * (lab_printable, lab_printable_line, lab_fput_printable; lab/lab.h says what
- * each does). Its own file so that what links only part of the lab
- * (test_policy_matmul) can show a results file's labels too.
+ * (lab_printable, lab_printable_line, lab_cell, lab_fput_printable;
+ * lab/lab.h says what each does). Its own file so that what links only
+ * part of the lab (test_policy_matmul) can show a results file's labels
+ * too.
  */
 #include "lab/lab.h"
 
@@ -59,6 +60,39 @@ const char *lab_printable(const char *s, size_t len, char *buf, size_t cap) {
 const char *lab_printable_line(const char *s, size_t len, char *buf,
                                size_t cap) {
   return printable(s, len, buf, cap, 1);
+}
+
+const char *lab_cell(const char *s, size_t len, int width, char *buf,
+                     size_t cap) {
+  char text[1024];
+  printable(s, len, text, sizeof text, 0);
+  /* the characters of text: every byte but UTF-8 continuation bytes */
+  int chars = 0;
+  for (const char *p = text; *p; p++)
+    chars += ((unsigned char)*p & 0xC0) != 0x80;
+  size_t o = 0;
+  int shown = 0, keep = chars <= width ? chars : width - 1;
+  for (const char *p = text; *p && o + 5 < cap;) {
+    size_t n = 1;
+    while (((unsigned char)p[n] & 0xC0) == 0x80)
+      n++;
+    if (shown == keep) break;
+    memcpy(buf + o, p, n);
+    o += n;
+    p += n;
+    shown++;
+  }
+  if (chars > width && width > 0 && o + 4 < cap) {
+    memcpy(buf + o, "\xE2\x80\xA6", 3); /* U+2026, the ellipsis */
+    o += 3;
+    shown++;
+  }
+  while (shown < width && o + 1 < cap) {
+    buf[o++] = ' ';
+    shown++;
+  }
+  buf[o] = 0;
+  return buf;
 }
 
 void lab_fput_printable(const char *s, size_t len, FILE *f) {

@@ -95,6 +95,10 @@ int lab_report(int argc, char **argv) {
         return lab_usage("report", "-n wants a positive count, got", argv[i],
                          report_synopsis);
       o.top_n = (int)v;
+    } else if (i + 1 == argc &&
+               (!strcmp(argv[i], "-o") || !strcmp(argv[i], "-n"))) {
+      return lab_usage("report", "missing value after", argv[i],
+                       report_synopsis);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return lab_usage("report", "unknown option", argv[i], report_synopsis);
     } else if (n < MAX_FILES) {

@@ -366,9 +366,11 @@ static void print_top_text(FILE *f, const char *title, rescore_row *const *top,
   fprintf(f, "\n%s\n  %4s %6s  %-16s %12s %12s  %s\n", title, "rank", "id",
           "status", "old total", "new total", "label");
   for (int64_t i = 0; i < k; i++) {
-    char old[32], new[32], label[sizeof top[i]->rec->label * 4];
-    fprintf(f, "  %4lld %6lld  %-16s %12s %12s  %s\n", (long long)i + 1,
-            (long long)top[i]->rec->id, top[i]->rec->status,
+    char old[32], new[32], label[sizeof top[i]->rec->label * 4], st[4 * 16 + 1];
+    fprintf(f, "  %4lld %6lld  %s %12s %12s  %s\n", (long long)i + 1,
+            (long long)top[i]->rec->id,
+            lab_cell(top[i]->rec->status, sizeof top[i]->rec->status, 16, st,
+                     sizeof st),
             fmt_total(top[i]->old_total, old, sizeof old),
             fmt_total(top[i]->new_total, new, sizeof new),
             lab_printable(top[i]->rec->label, sizeof top[i]->rec->label, label,

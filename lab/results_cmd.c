@@ -262,6 +262,9 @@ int lab_top(int argc, char **argv) {
       if (strcmp(by, "time") && strcmp(by, "reward"))
         return lab_usage("top", "--by wants time or reward, got", by,
                          top_synopsis);
+    } else if (i + 1 == argc &&
+               (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--by"))) {
+      return lab_usage("top", "missing value after", argv[i], top_synopsis);
     } else if (argv[i][0] == '-') {
       return lab_usage("top", "unknown option", argv[i], top_synopsis);
     } else if (!path) {
@@ -340,7 +343,7 @@ int lab_top(int argc, char **argv) {
     }
     if (++rank > n) continue;
     const res_candidate *c = rows[k].c;
-    char t[24], g[24], x[24], rw[24], fl[256], sm[24] = "-";
+    char t[24], g[24], x[24], rw[24], fl[2048], sm[24] = "-";
     lab_fmt_num(t, sizeof t, "%.2f", c->time_us);
     lab_fmt_num(g, sizeof g, "%.1f", c->gflops);
     if (c->time_us > 0 && c->baseline_us > 0)
@@ -357,11 +360,13 @@ int lab_top(int argc, char **argv) {
       snprintf(sm, sizeof sm, "%lld",
                (long long)c->smem_bytes + c->dyn_smem_bytes);
     lab_flag_list(r, c->flags, ",", fl, sizeof fl);
-    char label[4 * sizeof c->label];
-    printf("%4lld %5lld %5lld %-14.14s %-8.8s %10s %8s %7s %9s %4d %6s "
-           "%-16.16s %s\n",
-           (long long)rank, (long long)c->id, (long long)c->step, c->status,
-           c->backend, t, g, x, rw, c->regs, sm, fl,
+    char label[4 * sizeof c->label], st[4 * 14 + 1], be[4 * 8 + 1],
+        fls[4 * 16 + 1];
+    printf("%4lld %5lld %5lld %s %s %10s %8s %7s %9s %4d %6s %s %s\n",
+           (long long)rank, (long long)c->id, (long long)c->step,
+           lab_cell(c->status, sizeof c->status, 14, st, sizeof st),
+           lab_cell(c->backend, sizeof c->backend, 8, be, sizeof be), t, g, x,
+           rw, c->regs, sm, lab_cell(fl, sizeof fl, 16, fls, sizeof fls),
            lab_printable(c->label, sizeof c->label, label, sizeof label));
   }
   if (!m) print_top_header();
@@ -862,6 +867,10 @@ int lab_export(int argc, char **argv) {
       out = argv[++i];
     } else if (!strcmp(argv[i], "--source")) {
       with_source = 1;
+    } else if (i + 1 == argc &&
+               (!strcmp(argv[i], "--format") || !strcmp(argv[i], "-o"))) {
+      return lab_usage("export", "missing value after", argv[i],
+                       export_synopsis);
     } else if (argv[i][0] == '-') {
       return lab_usage("export", "unknown option", argv[i], export_synopsis);
     } else if (!path) {
