@@ -142,18 +142,6 @@ static int out_unusable(const char *dir, char *why, size_t whylen) {
   return 0;
 }
 
-static int mkdir_p(const char *path) {
-  char tmp[1024];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-      *p = '/';
-    }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 typedef struct config_rank {
   const char *config;
   double best_us;
@@ -298,12 +286,13 @@ int lab_corpus(int argc, char **argv) {
   const int made = stat(out_dir, &st_out) != 0;
   char probe[1100];
   snprintf(probe, sizeof probe, "%s/MANIFEST.tsv", out_dir);
-  if (lab_prepare_out(probe, why, sizeof why) != 0) {
+  int perr = lab_prepare_out(probe, why, sizeof why);
+  if (perr != 0) {
     fprintf(stderr, "kernlab corpus: --out %s: %s\n", out_dir, why);
     for (int i = 0; i < n; i++)
       free(v[i].source);
     free(v);
-    return LAB_EXIT_ENV;
+    return lab_out_exit(perr);
   }
   /* names and configs arrive checked (lab/lua_script.c: a name is a file
    * name, a config has no control bytes, so both fit MANIFEST.tsv) */
@@ -377,9 +366,9 @@ int lab_corpus(int argc, char **argv) {
   }
   char sub[1100];
   snprintf(sub, sizeof sub, "%s/train", out_dir);
-  int mk = mkdir_p(sub);
+  int mk = lab_make_dir(sub);
   snprintf(sub, sizeof sub, "%s/holdout", out_dir);
-  mk |= mkdir_p(sub);
+  mk |= lab_make_dir(sub);
   if (mk != 0) {
     fprintf(stderr, "kernlab corpus: cannot create the folders of %s: %s\n",
             out_dir, strerror(errno));

@@ -561,15 +561,17 @@ static int eval_files(int argc, char **argv, const char **files) {
   }
   /* a new file's folder is made (`--out runs/mine.h5` in a fresh clone),
    * as every command's output folder is; it was refused, exit 3 */
-  if (out_path && access(out_path, F_OK) != 0 &&
-      lab_prepare_out(out_path, why, sizeof why) != 0) {
+  int perr = out_path && access(out_path, F_OK) != 0
+                 ? lab_prepare_out(out_path, why, sizeof why)
+                 : 0;
+  if (perr != 0) {
     fprintf(stderr, "kernlab eval: --out %s\n", why);
     lab_interrupt_uninstall();
     rw_free(script);
     for (int i = 0; i < nfiles; i++)
       free(pool.items[i].src);
     free(pool.items);
-    return LAB_EXIT_ENV;
+    return lab_out_exit(perr);
   }
   if (out_path) {
     const char *flag_names[64];

@@ -59,19 +59,49 @@ double lab_now_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int lab_make_parent(const char *path) {
+int lab_make_dir(const char *dir) {
   char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  char *slash = strrchr(tmp, '/');
-  if (!slash || slash == tmp) return 0;
-  *slash = 0;
+  if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
   for (char *p = tmp + 1; *p; p++)
     if (*p == '/') {
       *p = 0;
       if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
       *p = '/';
     }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+  if (mkdir(tmp, 0755) == 0) return 0;
+  /* EEXIST is fine for a folder only: a file of that name was taken for
+   * one and the error came later, from a create inside it */
+  struct stat st;
+  if (errno == EEXIST && stat(tmp, &st) == 0 && !S_ISDIR(st.st_mode))
+    errno = ENOTDIR;
+  return errno == EEXIST ? 0 : -1;
+}
+
+int lab_make_parent(const char *path) {
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  char *slash = strrchr(tmp, '/');
+  if (!slash || slash == tmp) return 0;
+  *slash = 0;
+  return lab_make_dir(tmp);
+}
+
+int lab_out_exit(int err) {
+  switch (err) {
+  case ENOENT: /* a folder in the path that cannot be made (/proc/x) */
+  case ENOTDIR:
+  case EISDIR:
+  case ENAMETOOLONG:
+  case ELOOP:
+  case EINVAL:
+    return LAB_EXIT_USAGE;
+  default: /* EACCES, EROFS, ENOSPC, EIO: the path is fine, the system
+            * will not take the file */
+    return LAB_EXIT_ENV;
+  }
 }
 
 int lab_out_path_ok(const char *path, const char *where, char *why,
@@ -122,6 +152,21 @@ int lab_prepare_out(const char *path, char *why, size_t whylen) {
     snprintf(folder, sizeof folder, "%s", path);
     char *slash = strrchr(folder, '/');
     if (slash) *slash = 0;
+    /* a file where a folder should be: named, as the path's mistake */
+    struct stat st;
+    for (char *p = folder + 1; err == ENOTDIR && p <= folder + strlen(folder);
+         p++)
+      if (*p == '/' || !*p) {
+        char keep = *p;
+        *p = 0;
+        int file = stat(folder, &st) == 0 && !S_ISDIR(st.st_mode);
+        if (file) {
+          snprintf(why, whylen, "cannot write %s: %s is a file, not a folder",
+                   path, folder);
+          return err;
+        }
+        *p = keep;
+      }
     snprintf(why, whylen, "cannot create the folder %s for %s: %s", folder,
              path, strerror(err));
     return err;

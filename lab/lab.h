@@ -323,8 +323,17 @@ void lab_seed_variants_free(lab_seed_variant *v, int n);
 uint64_t lab_derive_seed(uint64_t seed, int step, int group, int purpose);
 /* Seconds on the monotonic clock (for durations and ETAs). */
 double lab_now_s(void);
-/* mkdir -p of path's folder. Returns 0 or -1 (errno set). */
+/* mkdir -p of dir, and of path's folder. Return 0 or -1 (errno set; a
+ * file where a folder should be is ENOTDIR). */
+int lab_make_dir(const char *dir);
 int lab_make_parent(const char *path);
+/* The exit status for an output that could not be prepared (err from
+ * lab_prepare_out): LAB_EXIT_USAGE when the path is wrong (a folder that
+ * cannot exist, a file where a folder should be, too long), LAB_EXIT_ENV
+ * when the system refuses a good path (permissions, a read-only or full
+ * disk). Every command that writes a file by name says so alike: eval
+ * said 3 and report 2 for the same `-o afile/x`. */
+int lab_out_exit(int err);
 /* Whether path can name a results file to create: not empty, not ending in
  * '/' or naming "." or "..", not an existing folder. 0, or -1 with why
  * ("WHERE ...: ...", one line; where says where the path came from:

@@ -103,9 +103,10 @@ static const char usage[] =
     "      baseline), by default into that file's name with -limitN\n"
     "  help            this text\n"
     "\n"
-    "exit codes: 0 ran (whatever the kernels did), 2 bad usage or bad input\n"
-    "  file, 3 environment problem (missing NVRTC/compiler, no GPU for\n"
-    "  --backend gpu)\n"
+    "exit codes: 0 ran (whatever the kernels did), 2 bad usage, a bad input\n"
+    "  file or an output path that cannot be (a file where a folder should\n"
+    "  be), 3 environment problem (missing NVRTC/compiler, no GPU for\n"
+    "  --backend gpu, an output the system refuses: permissions, full disk)\n"
     "\n"
     "The candidate contract: kernels/abi.h. Seeds: kernels/seeds/.\n";
 

@@ -287,9 +287,10 @@ int lab_prime(int argc, char **argv) {
    * exists), as every command's output folder is; one that cannot be made
    * or written is said before the training, not after it (the checkpoint
    * review: every step ran, then exit 3) */
-  if (lab_prepare_out(out, why, sizeof why) != 0) {
+  int perr = lab_prepare_out(out, why, sizeof why);
+  if (perr != 0) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);
-    return LAB_EXIT_ENV;
+    return lab_out_exit(perr);
   }
   pcuda_ctx *dev = NULL;
   int ex =

@@ -57,10 +57,10 @@ static int write_page(const res_reader *r, const res_report_opts *o,
   /* its folder is made when missing (`-o runs/quick.html` before runs/
    * exists), as every command's output folder is; it was exit 2 */
   kl_outfile out;
-  if (lab_make_parent(out_path) != 0) {
-    fprintf(stderr, "kernlab report: cannot create the folder of %s: %s\n",
-            out_path, strerror(errno));
-    return LAB_EXIT_USAGE; /* as an -o it cannot create, below */
+  int perr = lab_prepare_out(out_path, why, sizeof why);
+  if (perr != 0) {
+    fprintf(stderr, "kernlab report: -o %s\n", why);
+    return lab_out_exit(perr);
   }
   if (kl_outfile_open(&out, out_path, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab report: %s\n", why);

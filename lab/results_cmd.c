@@ -907,11 +907,11 @@ int lab_export(int argc, char **argv) {
     char why2[1400];
     /* its folder is made when missing, as every command's output folder
      * is; it was exit 2 */
-    if (lab_make_parent(out) != 0) {
-      fprintf(stderr, "kernlab export: cannot create the folder of %s: %s\n",
-              out, strerror(errno));
+    int perr = lab_prepare_out(out, why2, sizeof why2);
+    if (perr != 0) {
+      fprintf(stderr, "kernlab export: -o %s\n", why2);
       res_reader_close(r);
-      return LAB_EXIT_USAGE; /* as an -o it cannot create, below */
+      return lab_out_exit(perr);
     }
     if (kl_outfile_open(&of, out, why2, sizeof why2) != 0) {
       fprintf(stderr, "kernlab export: %s\n", why2);

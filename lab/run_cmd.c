@@ -574,9 +574,12 @@ int lab_run(int argc, char **argv) {
    * results for appending, which needs no folder write, so this is what
    * tests it (unless every step is recorded: then nothing will be
    * written). */
-  if ((!have_out || pr.steps_done < c.steps) &&
-      lab_prepare_out(ckpt_out, why, sizeof why) != 0)
-    FAIL(LAB_EXIT_ENV, "the %s: %s", have_out ? "checkpoint" : "output", why);
+  int perr = !have_out || pr.steps_done < c.steps
+                 ? lab_prepare_out(ckpt_out, why, sizeof why)
+                 : 0;
+  if (perr != 0)
+    FAIL(lab_out_exit(perr), "the %s: %s", have_out ? "checkpoint" : "output",
+         why);
 
   ex = lab_policy_open(policy_device, policy_dtype, policy_matmul != NULL,
                        "kernlab run", &pol.ctx, &policy_dtype, why, sizeof why);

@@ -435,7 +435,8 @@ int lab_search(int argc, char **argv) {
   /* its folder made (runs/ in a fresh clone) and a create tried before the
    * baseline is timed (~30 s at 1024^3): a folder that cannot be made or
    * written was said only after it */
-  if (lab_prepare_out(out, why, sizeof why) != 0) FAIL(LAB_EXIT_ENV, "%s", why);
+  int perr = lab_prepare_out(out, why, sizeof why);
+  if (perr != 0) FAIL(lab_out_exit(perr), "%s", why);
 
   order = malloc(sizeof *order * (size_t)total);
   if (!order || plan(order, (int)total, n_space, a.random,

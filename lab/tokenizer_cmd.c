@@ -205,9 +205,10 @@ static int train(int argc, char **argv) {
   /* a missing folder is made, as every command's output folder is;
    * training takes minutes on a large corpus: a folder that cannot be made
    * or take the file is said before */
-  if (rc == LAB_EXIT_OK && lab_prepare_out(out, owhy, sizeof owhy) != 0) {
+  int perr = rc == LAB_EXIT_OK ? lab_prepare_out(out, owhy, sizeof owhy) : 0;
+  if (perr != 0) {
     fprintf(stderr, "kernlab tokenizer: --out: %s\n", owhy);
-    rc = LAB_EXIT_ENV;
+    rc = lab_out_exit(perr);
   }
   if (rc == LAB_EXIT_OK && !explicit_corpus) {
     const char *root = getenv("KL_SOURCE_DIR");

@@ -130,8 +130,10 @@ with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([KERNLAB, "corpus", "--script", os.path.join(d, "gen.lua"),
                         "--out", blocked, "--shape", "64x64x64"],
                        capture_output=True, text=True, env=env, timeout=600)
-    check(p.returncode == 3 and "Not a directory" in p.stderr and "evaluated" not in p.stderr,
-          "corpus --out under a file: exit 3 before evaluating: %d %s" %
+    check(p.returncode == 2 and "MANIFEST.tsv is a file, not a folder" in p.stderr
+          and "evaluated" not in p.stderr,
+          "corpus --out under a file: exit 2 (the path's mistake) naming the file, "
+          "before evaluating: %d %s" %
           (p.returncode, p.stderr[-300:]))
     # a run that writes nothing (no variant correct) leaves no folder made
     empty = os.path.join(d, "runs", "none")

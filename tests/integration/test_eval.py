@@ -631,8 +631,13 @@ def group_cli():
     check(rc == 0 and os.path.isfile(made),
           "--out in a missing folder: made: %d %s" % (rc, err[-300:]))
     rc, out, err = kernlab("eval", naive, *FAST, "--out", os.path.join(made, "x.h5"))
-    check(rc == 3 and "Not a directory" in err and not out,
-          "--out under a file: exit 3 before evaluating: %d %r %r" % (rc, out, err[-300:]))
+    check(rc == 2 and made + " is a file, not a folder" in err and not out,
+          "--out under a file: exit 2 naming the file, before evaluating: %d %r %r"
+          % (rc, out, err[-300:]))
+    # a folder that cannot exist (/proc takes no new entries): exit 2 as well
+    rc, out, err = kernlab("eval", naive, *FAST, "--out", "/proc/kl-nowhere/x.h5")
+    check(rc == 2 and "cannot create the folder /proc/kl-nowhere" in err and not out,
+          "--out in /proc: exit 2: %d %r" % (rc, err[-300:]))
     fifo = os.path.join(tempfile.mkdtemp(), "fifo.h5")
     os.mkfifo(fifo)
     for cmd in (("top", fifo), ("eval", naive, *FAST, "--out", fifo)):

@@ -274,7 +274,8 @@ with tempfile.TemporaryDirectory() as d:
           "tokenizer train --out in a missing folder: made: %d %r" % (t.returncode, t.stderr))
     t = run("tokenizer", "train", "--corpus", corpus, "--vocab", "300", "--out",
             os.path.join(tok_made, "y.tok"))
-    check(t.returncode == 3 and "cannot write" in t.stderr and "Not a directory" in t.stderr and
+    check(t.returncode == 2 and "cannot write" in t.stderr and
+          tok_made + " is a file, not a folder" in t.stderr and
           "vocab" not in t.stdout,
           "tokenizer train --out under a file: said first: %d %r" % (t.returncode, t.stderr))
     # prime: the same, said before training, not after every step (it
@@ -285,7 +286,8 @@ with tempfile.TemporaryDirectory() as d:
           "prime --out in a missing folder: made: %d %r" % (t.returncode, t.stderr[-300:]))
     t = run("prime", "--corpus", corpus, "--out", os.path.join(ck_made, "y.ckpt"),
             "--size", "tiny", "--steps", "5")
-    check(t.returncode == 3 and "Not a directory" in t.stderr and "step" not in t.stderr,
+    check(t.returncode == 2 and ck_made + " is a file, not a folder" in t.stderr and
+          "step" not in t.stderr,
           "prime --out under a file: said first: %d %r" % (t.returncode, t.stderr[-300:]))
     # prime --tok T: the checkpoint's tokenizer is written beside it too
     # (an earlier X.ckpt.tok stayed and paired the new checkpoint with a

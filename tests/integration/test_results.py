@@ -141,7 +141,7 @@ def test_export(run, tmp):
     check(rc == 0 and os.path.isfile(made) and len(list(csv.DictReader(open(made)))) == 30,
           "export -o in a missing folder: made: %d %r" % (rc, err))
     rc, out, err = kernlab("export", run, "--format", "csv", "-o", os.path.join(made, "y.csv"))
-    check(rc == 2 and err.count("\n") == 1 and "Not a directory" in err,
+    check(rc == 2 and err.count("\n") == 1 and made + " is a file, not a folder" in err,
           "export -o under a file: exit 2, one line: %d %r" % (rc, err))
     check(objs[12]["reward_components"] ==
           {"correctness": 11.5, "speed": 23.5, "speed_bonus": 35.5},

@@ -313,9 +313,9 @@ def main():
                                                           'backend = "gpu"'))
         p = kernlab("search", "random", on_gpu, "--space", space, "--budget", "1", "--out",
                     os.path.join(made, "x.h5"))
-        check(p.returncode == 3 and "cannot write %s" % os.path.join(made, "x.h5") in p.stderr
-              and "Not a directory" in p.stderr and not p.stdout,
-              "--out under a file: exit 3 before the backend: %d %r %r" %
+        check(p.returncode == 2 and "cannot write %s" % os.path.join(made, "x.h5") in p.stderr
+              and "is a file, not a folder" in p.stderr and not p.stdout,
+              "--out under a file: exit 2 before the backend: %d %r %r" %
               (p.returncode, p.stdout[-300:], p.stderr[-300:]))
         p = kernlab("search", "random", camp, "--budget", "0")
         check(p.returncode == 2 and "a count from 1 to" in p.stderr,
