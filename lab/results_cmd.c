@@ -526,8 +526,12 @@ static void show_metrics(const res_reader *r, const res_candidate *c,
          lab_fmt_num(sm, sizeof sm, "%.0f", c->smem_bytes),
          lab_fmt_num(sp, sizeof sp, "%.0f", c->spill_bytes),
          lab_fmt_num(st, sizeof st, "%.0f", c->stack_bytes));
-  printf("  launch      block %dx%d  tile %dx%d  dynamic smem %d B\n",
-         c->block_x, c->block_y, c->tile_rows, c->tile_cols, c->dyn_smem_bytes);
+  if (c->block_x < 0) /* no KL_LAUNCH read: not compiled */
+    printf("  launch      -\n");
+  else
+    printf("  launch      block %dx%d  tile %dx%d  dynamic smem %d B\n",
+           c->block_x, c->block_y, c->tile_rows, c->tile_cols,
+           c->dyn_smem_bytes);
   lab_flag_list(r, c->flags, ", ", fl, sizeof fl);
   printf("  flags       %s\n", fl);
   if (c->error[0])

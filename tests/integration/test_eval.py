@@ -377,6 +377,16 @@ def group_isolation():
                              "export of the compile_error row")
                 check(stored[3]["compile_ms"] and stored[3]["compile_ms"] > 0,
                       "export: the compile error's compile time: %s" % stored[3])
+                # never checked, still at the target shape (show said
+                # "target 0x0x0"), and no launch geometry said as -1x-1
+                check([(r["shape_m"], r["shape_n"], r["shape_k"]) for r in stored]
+                      == [(64, 64, 64)] * 4,
+                      "every row at the target shape: %s" %
+                      [(r["shape_m"], r["shape_n"], r["shape_k"]) for r in stored])
+                rc, out, _ = kernlab("show", store, "3")
+                check(rc == 0 and "(target 64x64x64)" in out and "  launch      -\n" in out
+                      and "-1x-1" not in out,
+                      "show of the compile error: target and launch: %s" % out[:600])
             # a candidate that crashed, hung or failed to compile ran (or
             # compiled) confined all the same: "none" was reported for them
             for r in rows:
