@@ -52,8 +52,9 @@ int lab_flags(int argc, char **argv);
  * kernlab tokenizer encode|decode|info --tok FILE.tok (lab/tokenizer_cmd.c) */
 int lab_tokenizer(int argc, char **argv);
 
-/* Results files (lab/results_cmd.c, lab/diff_cmd.c, lab/report_cmd.c); each
- * reads RUN.h5 and exits 2 for a bad file or an unknown id:
+/* Results files (lab/results_cmd.c, lab/export_cmd.c, lab/diff_cmd.c,
+ * lab/report_cmd.c); each reads RUN.h5 and exits 2 for a bad file or an
+ * unknown id:
  *   kernlab top RUN.h5 [-n N] [--by time|reward]
  *   kernlab show RUN.h5 ID [--source|--ptx|--stats]
  *   kernlab diff RUN.h5 ID1 ID2
@@ -153,6 +154,9 @@ const char *lab_fmt_num(char *buf, size_t len, const char *fmt, double v);
  * of 1e-5, which "%.4f" prints as 0.0000); "nan", "inf" as printf says
  * them. */
 const char *lab_fmt_reward(char *buf, size_t len, const char *fmt, double v);
+/* A stored SHA-256 digest (32 bytes: a candidate's src_sha256) as 64
+ * lowercase hex characters and a NUL in out (show and export print it). */
+void lab_sha_hex(const uint8_t sha[32], char out[65]);
 
 /* ---- lab/eval_glue.c: a kl_result for the other modules ---- */
 

@@ -549,7 +549,8 @@ def group_cli():
     # were accepted but not listed (the walkthrough review)
     owners = {"eval.c": ["eval"], "corpus_cmd.c": ["corpus"], "prime_cmd.c": ["prime"],
               "run_cmd.c": ["run"], "search_cmd.c": ["search"],
-              "results_cmd.c": ["top", "show", "export"], "diff_cmd.c": ["diff"],
+              "results_cmd.c": ["top", "show"], "export_cmd.c": ["export"],
+              "diff_cmd.c": ["diff"],
               "report_cmd.c": ["report"], "rescore_cmd.c": ["rescore"],
               "flags_cmd.c": ["flags"], "tokenizer_cmd.c": ["tokenizer"],
               "generate_cmd.c": ["generate"], "sandbox_cmd.c": ["sandbox"]}
