@@ -260,7 +260,7 @@ static int usage_error(const char *msg, const char *arg) {
  * shape target): 0 when there is no file (or none this check can read:
  * res_open_append then says what is wrong with it) or when its candidates
  * are all of task; else LAB_EXIT_USAGE, having said why. A file holds one
- * task, as `kernlab run --resume` judges it (lab/run_cmd.c): a 64^3 eval
+ * task, as `kernlab run --resume` judges it (lab/run_resume.c): a 64^3 eval
  * appended to a 256^3 campaign's file was ranked first by `top` (16x less
  * work, not a faster kernel) and made the campaign's --resume refuse the
  * file (the walkthrough review). Checked before anything is evaluated or

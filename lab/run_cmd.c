@@ -51,46 +51,8 @@
  * iteration's own log-probs are (rho = 1 on it, TRL's num_iterations = 1
  * case).
  *
- * --resume: the /steps records say how many steps are complete, the
- * checkpoint RUN.ckpt says which policy (its header's step). The loop
- * restarts at the checkpoint's step; for any step already (partly)
- * recorded it skips the candidates and the step record already in the
- * file, so nothing is recorded twice. Restored exactly: parameters, AdamW
- * moments and step count, the step counter, the reference model (reloaded
- * from the campaign's checkpoint), the best time so far. Re-derived, not
- * restored: the RNG (sampling and evaluation seeds are functions of seed,
- * step and group, so a resumed step samples what the killed one would
- * have, up to BLAS summation order).
- * The baseline is the file's: the one its first step record holds, said on
- * the start line ("baseline (naive seed): X us, from RUN.h5's records"),
- * and given to every new record, so a campaign's records are all against
- * one baseline. It was timed again at each resume: the file then held
- * records against several baselines (and its step lines compared the
- * best time, perhaps an earlier run's, with the new one), and at 1024^3 the
- * timing took ~30 s of every resume. It is timed afresh only where the file
- * has no record with a baseline, or its records were timed on another
- * backend or device (the file's device attribute; a campaign of backend
- * auto resumed on a machine without its GPU): the start line says which.
- * A file an older kernlab resumed holds several: the first is kept, and a
- * note counts the others.
- * A step killed after its records but before its checkpoint is run again
- * without recording (its evaluation timings may differ, so its update is
- * close to, not exactly, the lost one).
- * Candidates `kernlab eval --out` appended to the campaign's file (step
- * -1; eval takes only the file's shape) are kept and are no part of the
- * run: no step's, and not the best time so far (a hand-written kernel
- * evaluated there is not the policy's). They were refused as "written by
- * another campaign (step differs)".
- * A file that holds no step's candidate yet (a run stopped before its
- * first record) is checked by what it was started with: the task and group
- * shape of its config attribute, read as a campaign
- * (lab_campaign_from_text), and its seed attribute; it took any campaign.
- * --resume needs the results file: one that does not exist is refused
- * (exit 2), not started afresh. A typo in --out ran a whole new campaign
- * beside the one meant, said only by one stderr line among the step lines;
- * neither the help nor the README offers --resume as "continue or start",
- * and a run killed before it made its file recorded nothing, so running it
- * again without --resume loses nothing.
+ * --resume (lab/run_resume.c): continues a stopped run from its results
+ * file and checkpoint, recording nothing twice.
  *
  * Interrupting (Ctrl-C or SIGTERM, lab/interrupt.c): the step in flight
  * finishes, is recorded and checkpointed, then the run stops with the
@@ -98,7 +60,7 @@
  * (128 + SIGINT, as a shell reports an interrupted command), naming the
  * --resume command that continues it. Before the first step a run stops
  * without starting one. A second interrupt stops at once, as a kill
- * would: --resume copes with that too (above).
+ * would: --resume copes with that too.
  *
  * On a terminal a progress bar (step, sampled and evaluated candidates,
  * ETA) is redrawn in place under the step lines; otherwise only the step
@@ -136,7 +98,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char synopsis[] =
@@ -149,7 +110,7 @@ static const char synopsis[] =
 
 /* ---- model loading ---- */
 
-static int pl_exit(int rc) {
+int lab_pl_exit(int rc) {
   return rc == PL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
 }
 
@@ -162,244 +123,7 @@ static void free_scores(rw_components *comps, int n, double *rewards,
   free(rewards), free(adv), free(comps);
 }
 
-/* What an earlier run of this campaign left in the results file. */
-typedef struct prior {
-  int64_t steps_done;  /* /steps records */
-  int64_t *recorded;   /* (steps) candidates already stored per step */
-  double best_time_us; /* best correct time; -1 none */
-  double wall_s;       /* the last step's wall_s */
-  int64_t candidates;  /* candidate records */
-  uint64_t run_id;     /* the file's run_id attribute; 0: none (older) */
-  /* The step a killed run left partly recorded (step steps_done): the
-   * file's reward (NaN: unscored) and correctness of each of its
-   * candidates by group * group_size + sample, so that its /steps record
-   * describes the candidates the file holds, not the re-run's. */
-  double *file_reward;
-  uint8_t *file_correct, *file_has;
-  int config_edited; /* the campaign's text is not the file's config */
-  /* the baseline the file's run records hold (the first one's, with its
-   * backend, and the file's device); us -1: no record has one */
-  lab_known_baseline baseline;
-  int64_t baseline_others; /* run records holding another baseline */
-} prior;
-
-/* A new run's id: 64 random bits, never 0 (0 is "none" in a checkpoint). */
-static uint64_t new_run_id(void) {
-  uint64_t id = 0;
-  FILE *f = fopen("/dev/urandom", "rb");
-  if (f) {
-    if (fread(&id, sizeof id, 1, f) != 1) id = 0;
-    fclose(f);
-  }
-  if (!id) /* no /dev/urandom: the clock and the pid, mixed */
-    id = lab_derive_seed((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32), 0,
-                         0, 9);
-  return id ? id : 1;
-}
-
-/* The step of a candidate `kernlab eval --out` appended (lab/eval.c). */
-enum { EVAL_STEP = -1 };
-
-static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
-                      char *why, size_t whylen) {
-  int code = 0, steps = camp->steps;
-  res_reader *r = res_open_read(path, &code, why, whylen);
-  if (!r) return code == RES_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
-  /* The file must be this campaign's: the same task, seed and group
-   * shape, or the resumed steps would be compared and scored against
-   * candidates of another one. (Other edits, such as more steps or a new
-   * learning rate, are a campaign continued, and allowed.) */
-  /* eval and search files hold candidates of no campaign step (eval's
-   * have step -1; a search's evaluations are one step of its own): a run
-   * resumed into one took the search's step for its own step 0 */
-  const char *config = res_attr(r, "config");
-  const char *writer = !strcmp(config, "kernlab eval") ? "kernlab eval"
-                       : !strncmp(config, "-- kernlab search ", 18)
-                           ? "kernlab search"
-                           : NULL;
-  if (writer) {
-    snprintf(why, whylen,
-             "%s was written by %s, not by a campaign run: --resume continues "
-             "a run's own file; use --out for a new file",
-             path, writer);
-    res_reader_close(r);
-    return LAB_EXIT_USAGE;
-  }
-  /* the task as a dtype and shape, not as a string: files from before the
-   * MxNxK names call a cube's task "fp32_256" (res_task_canonical), and
-   * the same campaign's file was refused as another task's */
-  char task[RES_TASK_LEN], held[RES_TASK_LEN];
-  snprintf(task, sizeof task, "fp32_%dx%dx%d", camp->M, camp->N, camp->K);
-  for (int64_t i = 0; i < res_count(r); i++) {
-    const res_candidate *c = res_get(r, i);
-    res_task_canonical(c->task, held, sizeof held);
-    /* `kernlab eval --out` into the campaign's file (step -1, at the
-     * campaign's shape: eval refuses another) is no step of the run: kept,
-     * and left out of what the loop continues from (read below) */
-    const char *differs = strcmp(held, task)     ? "task"
-                          : c->step == EVAL_STEP ? NULL
-                          : c->step < 0          ? "step"
-                          : c->group >= camp->prompts_per_step
-                              ? "prompts_per_step"
-                          : c->sample >= camp->group_size ? "group_size"
-                                                          : NULL;
-    if (differs) {
-      snprintf(why, whylen,
-               "%s was written by another campaign: its candidate %lld has "
-               "task %s, group %d, sample %d, where this campaign has task "
-               "%s, %d prompts of %d samples (%s differs); use --out for a "
-               "new file",
-               path, (long long)i, c->task, (int)c->group, (int)c->sample, task,
-               camp->prompts_per_step, camp->group_size, differs);
-      res_reader_close(r);
-      return LAB_EXIT_USAGE;
-    }
-  }
-  /* A file that holds no step's candidate yet (a run stopped before its
-   * first record, perhaps with evals added since) names its campaign only
-   * in its config attribute, the campaign's text: read as a campaign, its
-   * task and group shape are checked as the records' would be. Any shape
-   * was taken, and the file's config then described a campaign other
-   * than the one its records came from. A text this kernlab cannot read
-   * (an older one's fields) is said, and the file taken. */
-  int64_t run_records = 0;
-  for (int64_t i = 0; i < res_count(r); i++)
-    run_records += res_get(r, i) && res_get(r, i)->step >= 0;
-  if (run_records == 0) {
-    lab_campaign was;
-    char label[1100], whynot[1024];
-    snprintf(label, sizeof label, "%s's config", path);
-    int ex = lab_campaign_from_text(label, config, &was, whynot, sizeof whynot);
-    if (ex == LAB_EXIT_ENV) {
-      snprintf(why, whylen, "%s", whynot);
-      res_reader_close(r);
-      return ex;
-    }
-    if (ex) {
-      fprintf(stderr,
-              "kernlab run: --resume: note: %s holds no candidates of a step "
-              "and its campaign text does not load here (%s): its task is "
-              "not checked\n",
-              path, whynot);
-    } else {
-      char was_task[RES_TASK_LEN];
-      snprintf(was_task, sizeof was_task, "fp32_%dx%dx%d", was.M, was.N, was.K);
-      const char *differs = strcmp(was_task, task) ? "task"
-                            : was.prompts_per_step != camp->prompts_per_step
-                                ? "prompts_per_step"
-                            : was.group_size != camp->group_size ? "group_size"
-                                                                 : NULL;
-      if (differs)
-        snprintf(why, whylen,
-                 "%s was written by another campaign: it holds no candidates "
-                 "of a step yet, and the campaign it was started with (its "
-                 "config attribute) has task %s, %d prompts of %d samples, "
-                 "where this campaign has task %s, %d prompts of %d samples "
-                 "(%s differs); remove it to start afresh, or use --out for "
-                 "a new file",
-                 path, was_task, was.prompts_per_step, was.group_size, task,
-                 camp->prompts_per_step, camp->group_size, differs);
-      lab_campaign_free(&was);
-      if (differs) {
-        res_reader_close(r);
-        return LAB_EXIT_USAGE;
-      }
-    }
-  }
-  /* the seed is a root attribute: checked in a file without records too */
-  if (res_seed(r) != camp->seed) {
-    snprintf(why, whylen,
-             "%s was written by another campaign: its seed is %llu, this one "
-             "has seed %llu; %suse --out for a new file",
-             path, (unsigned long long)res_seed(r),
-             (unsigned long long)camp->seed,
-             run_records ? ""
-                         : "it holds no candidates of a step yet: "
-                           "remove it to start afresh, or ");
-    res_reader_close(r);
-    return LAB_EXIT_USAGE;
-  }
-  pr->steps_done = res_step_count(r);
-  pr->candidates = res_count(r);
-  pr->config_edited = strcmp(res_attr(r, "config"), camp->text) != 0;
-  pr->run_id = strtoull(res_attr(r, "run_id"), NULL, 16); /* "": 0 */
-  for (int64_t i = 0; i < pr->steps_done; i++) {
-    const res_step *s = res_get_step(r, i);
-    if (s && s->wall_s > pr->wall_s) pr->wall_s = s->wall_s;
-  }
-  int per_step = camp->prompts_per_step * camp->group_size;
-  for (int64_t i = 0; i < res_count(r); i++) {
-    const res_candidate *c = res_get(r, i);
-    if (!c) continue;
-    if (c->step >= 0 && c->step < steps) pr->recorded[c->step]++;
-    int64_t k = (int64_t)c->group * camp->group_size + c->sample;
-    if (c->step == pr->steps_done && c->group >= 0 && c->sample >= 0 &&
-        k < per_step) {
-      pr->file_reward[k] = c->reward;
-      pr->file_correct[k] = c->correct;
-      pr->file_has[k] = 1;
-    }
-    /* the best as the step loop keeps it: the policy's kernels (not one
-     * a user evaluated into the file), correct, timed, unflagged (a
-     * resumed run's step lines took a flagged kernel's time; the report
-     * review) */
-    if (c->step >= 0 && c->correct && c->time_us > 0 && !c->flags &&
-        (pr->best_time_us < 0 || c->time_us < pr->best_time_us))
-      pr->best_time_us = c->time_us;
-    /* the campaign's baseline: its first run record's (an eval's is
-     * eval's own, timed apart) */
-    if (c->step >= 0 && c->baseline_us > 0) {
-      if (pr->baseline.us <= 0) {
-        pr->baseline.us = c->baseline_us;
-        snprintf(pr->baseline.backend, sizeof pr->baseline.backend, "%s",
-                 c->backend);
-      } else if (c->baseline_us != pr->baseline.us) {
-        pr->baseline_others++;
-      }
-    }
-  }
-  snprintf(pr->baseline.device, sizeof pr->baseline.device, "%s",
-           res_attr(r, "device"));
-  res_reader_close(r);
-  /* a finished step holds prompts x group_size candidates */
-  for (int64_t s = 0; s < pr->steps_done && s < steps; s++)
-    if (pr->recorded[s] != per_step) {
-      snprintf(why, whylen,
-               "%s was written by another campaign: its step %lld holds %lld "
-               "candidates, this campaign's steps hold %d (%d prompts of %d "
-               "samples); use --out for a new file",
-               path, (long long)s, (long long)pr->recorded[s], per_step,
-               camp->prompts_per_step, camp->group_size);
-      return LAB_EXIT_USAGE;
-    }
-  return 0;
-}
-
 /* ---- the command ---- */
-
-/* Appends " WORD" to buf (cap bytes in all), single-quoted for a POSIX
- * shell unless it is made only of characters no shell treats specially. */
-static void append_shell_word(char *buf, size_t cap, const char *w) {
-  size_t n = strlen(buf);
-  int plain = w[0] != 0;
-  for (const char *p = w; *p; p++)
-    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                "0123456789_-./,:=+@%",
-                *p))
-      plain = 0;
-  if (n + 1 < cap) buf[n++] = ' ';
-  if (!plain && n + 1 < cap) buf[n++] = '\'';
-  for (const char *p = w; *p && n + 5 < cap; p++) {
-    if (!plain && *p == '\'') { /* ' ends the quote, \' is one, ' resumes */
-      memcpy(buf + n, "'\\''", 4);
-      n += 4;
-    } else {
-      buf[n++] = *p;
-    }
-  }
-  if (!plain && n + 1 < cap) buf[n++] = '\'';
-  buf[n < cap ? n : cap - 1] = 0;
-}
 
 int lab_run(int argc, char **argv) {
   const char *campaign_path = NULL, *out_arg = NULL, *policy_matmul = NULL;
@@ -533,37 +257,13 @@ int lab_run(int argc, char **argv) {
       !items || !correct || !labels || !gens)
     FAIL(LAB_EXIT_ENV, "out of memory");
 
-  int have_out = access(c.out, F_OK) == 0;
-  if (have_out && !resume)
-    FAIL(LAB_EXIT_USAGE,
-         "%s already exists: pass --resume to continue that campaign, or "
-         "--out for a new file",
-         c.out);
-  /* the run saves its policy beside its results: never onto the policy it
-   * starts from (out = "pol.h5" with checkpoint = "pol.ckpt") */
-  struct stat st_in, st_out;
-  if (stat(c.checkpoint, &st_in) == 0 && stat(ckpt_out, &st_out) == 0 &&
-      st_in.st_dev == st_out.st_dev && st_in.st_ino == st_out.st_ino)
-    FAIL(LAB_EXIT_USAGE,
-         "the run's checkpoint %s (its results %s with .ckpt) is the "
-         "campaign's starting checkpoint %s: the run would overwrite the "
-         "policy it starts from; choose another out",
-         ckpt_out, c.out, c.checkpoint);
-  /* a checkpoint without its results: an earlier run's, whose results
-   * were removed; neither overwritten nor continued without them */
-  if (!have_out && access(ckpt_out, F_OK) == 0)
-    FAIL(LAB_EXIT_USAGE,
-         "%s exists but its results file %s does not: remove the checkpoint "
-         "to start this output afresh, or pass --out for a new file",
-         ckpt_out, c.out);
-  if (resume && have_out) {
-    ex = read_prior(c.out, &c, &pr, why, sizeof why);
-    if (ex) FAIL(ex, "--resume: %s", why);
-  } else if (resume) {
-    FAIL(LAB_EXIT_USAGE,
-         "--resume: %s does not exist; nothing to resume (run without "
-         "--resume to start the campaign there)",
-         c.out);
+  /* what is at the output already, and --resume's checks of it
+   * (lab/run_resume.c) */
+  int have_out = 0;
+  ex = lab_resume_check(&c, ckpt_out, resume, &pr, &have_out);
+  if (ex) {
+    exit_code = ex;
+    goto cleanup;
   }
   /* The checkpoint is written after each step by creating ckpt_tmp and
    * renaming it, and a new run's results file is created beside it: the
@@ -585,53 +285,25 @@ int lab_run(int argc, char **argv) {
                        "kernlab run", &pol.ctx, &policy_dtype, why, sizeof why);
   if (ex) FAIL(ex, "%s", why);
   rc = lab_tok_load(&tok, c.tokenizer, c.checkpoint, why, sizeof why);
-  if (rc) FAIL(pl_exit(rc), "tokenizer: %s", why);
+  if (rc) FAIL(lab_pl_exit(rc), "tokenizer: %s", why);
   pl_ckpt_header h;
   rc = lab_load_model(&model, &h, c.checkpoint, tok, c.tokenizer, NULL, NULL,
                       why, sizeof why);
-  if (rc) FAIL(pl_exit(rc), "checkpoint: %s", why);
+  if (rc) FAIL(lab_pl_exit(rc), "checkpoint: %s", why);
   int start_step = 0;
   int have_ckpt = access(ckpt_out, F_OK) == 0;
-  if (resume && !have_ckpt && pr.steps_done == 1) {
-    /* killed after step 1's records, before its checkpoint: the policy
-     * before step 1 is the campaign's checkpoint, loaded above */
-    fprintf(stderr,
-            "kernlab run: --resume: no %s: step 1 was recorded but not "
-            "checkpointed; it runs again from %s, without recording\n",
-            ckpt_out, c.checkpoint);
-  } else if (pr.steps_done > 0 || (resume && have_ckpt)) {
-    /* Continue from the campaign's own checkpoint. */
-    pl_model_free(&model);
-    memset(&model, 0, sizeof model);
-    rc = lab_load_model(&model, &h, ckpt_out, tok, NULL, &ck_m, &ck_v, why,
-                        sizeof why);
-    if (rc)
-      FAIL(pl_exit(rc), "--resume: %s (%lld steps are recorded in %s)", why,
-           (long long)pr.steps_done, c.out);
-    /* a file that names its run (every one this kernlab writes) takes
-     * only that run's checkpoints: another campaign's, or prime's, can
-     * have the same step count */
-    if (pr.run_id && h.run_id != pr.run_id)
-      FAIL(LAB_EXIT_USAGE,
-           "--resume: %s is not the checkpoint of the run %s records (its "
-           "run id is %016llx, the file's %016llx%s); pass --out for a new "
-           "file",
-           ckpt_out, c.out, (unsigned long long)h.run_id,
-           (unsigned long long)pr.run_id,
-           h.run_id ? "" : ": written by prime or an older kernlab");
-    if ((int64_t)h.step > pr.steps_done || (int64_t)h.step + 1 < pr.steps_done)
-      FAIL(LAB_EXIT_USAGE,
-           "--resume: %s is at step %llu but %s records %lld steps; they are "
-           "not from the same campaign",
-           ckpt_out, (unsigned long long)h.step, c.out,
-           (long long)pr.steps_done);
-    start_step = (int)h.step;
+  /* --resume: the policy of the file's run (lab/run_resume.c) */
+  ex = lab_resume_policy(resume, have_ckpt, &c, ckpt_out, &pr, tok, &model, &h,
+                         &ck_m, &ck_v, &start_step);
+  if (ex) {
+    exit_code = ex;
+    goto cleanup;
   }
   if (c.grpo.beta > 0) {
     pl_ckpt_header rh;
     rc = lab_load_model(&ref, &rh, c.checkpoint, tok, NULL, NULL, NULL, why,
                         sizeof why);
-    if (rc) FAIL(pl_exit(rc), "reference model: %s", why);
+    if (rc) FAIL(lab_pl_exit(rc), "reference model: %s", why);
   }
   pl_adamw_config oc = pl_adamw_defaults();
   oc.lr = c.lr;
@@ -641,7 +313,7 @@ int lab_run(int argc, char **argv) {
   oc.total_steps = c.steps * c.num_iterations;
   oc.final_lr_frac = 1.0f; /* constant after warm-up */
   rc = pl_adamw_init(&opt, &model, &oc, why, sizeof why);
-  if (rc) FAIL(pl_exit(rc), "optimiser: %s", why);
+  if (rc) FAIL(lab_pl_exit(rc), "optimiser: %s", why);
   if (ck_m && ck_v && start_step > 0) {
     memcpy(opt.m, ck_m, opt.n * sizeof(float));
     memcpy(opt.v, ck_v, opt.n * sizeof(float));
@@ -755,7 +427,7 @@ int lab_run(int argc, char **argv) {
   int code = 0;
   /* the run's id: the file's (0 for one from before ids: its checkpoints
    * carry 0 too), or a new one for a new file */
-  uint64_t run_id = have_out ? pr.run_id : new_run_id();
+  uint64_t run_id = have_out ? pr.run_id : lab_new_run_id();
   char run_id_s[17];
   snprintf(run_id_s, sizeof run_id_s, "%016llx", (unsigned long long)run_id);
   store = lab_results_open(c.out, !have_out, c.text, c.reward, script, backend,
@@ -806,7 +478,7 @@ int lab_run(int argc, char **argv) {
   else if (start_step > 0)
     printf("resuming at step %d (%lld steps recorded)\n", start_step + 1,
            (long long)pr.steps_done);
-  /* edits other than the task, seed and group shape (read_prior refuses
+  /* edits other than the task, seed and group shape (lab_resume_check refuses
    * those) continue the campaign: said, since they change what the rest of
    * the file means (the file's config keeps the text it was started with) */
   if (pr.config_edited && start_step < c.steps)
@@ -867,7 +539,7 @@ int lab_run(int argc, char **argv) {
                                &gens[g], on_row_done, &sink, why, sizeof why);
       if (hold_gpu) kl_gpu_unlock();
       if (rc)
-        FAIL(pl_exit(rc), "step %d: %s%s", step + 1,
+        FAIL(lab_pl_exit(rc), "step %d: %s%s", step + 1,
              strncmp(why, "sampling", 8) ? "sampling: " : "", why);
       for (int i = 0; i < G; i++)
         gen_tokens += gens[g].lengths[i];
@@ -963,7 +635,7 @@ int lab_run(int argc, char **argv) {
     }
     if (rc) {
       free_scores(comps, n_cand, rewards, adv);
-      FAIL(pl_exit(rc),
+      FAIL(lab_pl_exit(rc),
            "step %d: update: %s; the step's candidates are recorded in %s, "
            "and --resume runs the step again",
            step + 1, why, c.out);
@@ -1035,7 +707,7 @@ int lab_run(int argc, char **argv) {
                                          "saved"
                                        : "no checkpoint was written",
            c.out, step + 1);
-    if (rc) FAIL(pl_exit(rc), "%s", why);
+    if (rc) FAIL(lab_pl_exit(rc), "%s", why);
 
     steps_run++;
     double per_step = (lab_now_s() - t_run) / steps_run;
@@ -1105,20 +777,8 @@ int lab_run(int argc, char **argv) {
   if (stopped_at < 0 && lab_interrupted())
     stopped_at = c.steps; /* it came during the last step */
   if (stopped_at >= 0) {
-    /* the command as it was given (every flag, quoted for a shell), with
-     * --resume */
-    char again[4096] = "kernlab";
-    for (int i = 0; i < argc; i++)
-      append_shell_word(again, sizeof again, argv[i]);
-    if (!resume) append_shell_word(again, sizeof again, "--resume");
-    if (stopped_at < c.steps)
-      printf("interrupted: %d of %d steps done; results %s, checkpoint %s\n"
-             "continue with: %s\n",
-             stopped_at, c.steps, c.out, ckpt_out, again);
-    else
-      printf("interrupted: all %d steps done (the comparison with the "
-             "baselines is skipped); results %s, checkpoint %s\n",
-             c.steps, c.out, ckpt_out);
+    lab_print_interrupted(argc, argv, resume, stopped_at, c.steps, c.out,
+                          ckpt_out);
     exit_code = LAB_EXIT_INTERRUPTED;
     goto cleanup;
   }

@@ -1,8 +1,9 @@
 /*
  * lab/run_internal.h — what lab/run_cmd.c shares with lab/run_queue.c (a
- * sampled row onto the evaluator's queue, and the progress bar) and
- * lab/run_update.c (the GRPO update of a step). Not a public header: the rest
- * of kernlab goes through lab/lab.h.
+ * sampled row onto the evaluator's queue, and the progress bar),
+ * lab/run_update.c (the GRPO update of a step) and lab/run_resume.c (what
+ * --resume continues from, and the command that continues a stopped run).
+ * Not a public header: the rest of kernlab goes through lab/lab.h.
  */
 #ifndef LAB_RUN_INTERNAL_H
 #define LAB_RUN_INTERNAL_H
@@ -61,5 +62,69 @@ int lab_grpo_update(const lab_campaign *c, lab_policy *pol,
                     const int32_t *prompt, int plen, const pl_generation *gens,
                     int n_groups, const float *adv, update_out *u, char *why,
                     size_t whylen);
+
+/* The exit code for a policy/ (PL_E*) error: 3 for PL_EENV, else 2. */
+int lab_pl_exit(int rc);
+
+/* ---- lab/run_resume.c: what --resume continues from ---- */
+
+/* What an earlier run of this campaign left in the results file. */
+typedef struct prior {
+  int64_t steps_done;  /* /steps records */
+  int64_t *recorded;   /* (steps) candidates already stored per step */
+  double best_time_us; /* best correct time; -1 none */
+  double wall_s;       /* the last step's wall_s */
+  int64_t candidates;  /* candidate records */
+  uint64_t run_id;     /* the file's run_id attribute; 0: none (older) */
+  /* The step a killed run left partly recorded (step steps_done): the
+   * file's reward (NaN: unscored) and correctness of each of its
+   * candidates by group * group_size + sample, so that its /steps record
+   * describes the candidates the file holds, not the re-run's. */
+  double *file_reward;
+  uint8_t *file_correct, *file_has;
+  int config_edited; /* the campaign's text is not the file's config */
+  /* the baseline the file's run records hold (the first one's, with its
+   * backend, and the file's device); us -1: no record has one */
+  lab_known_baseline baseline;
+  int64_t baseline_others; /* run records holding another baseline */
+} prior;
+
+/* A new run's id: 64 random bits, never 0 (0 is "none" in a checkpoint). */
+uint64_t lab_new_run_id(void);
+
+/* What is at the run's output, before anything is loaded: *have_out says
+ * whether the results file c->out exists. Without resume an existing one
+ * is refused; with resume a missing one is, and an existing one is read
+ * into *pr (whose recorded (c->steps) and file_* (prompts_per_step x
+ * group_size) arrays the caller allocated, zeroed, and frees), refused
+ * when another campaign (task, seed or group shape), `kernlab eval` or
+ * `kernlab search` wrote it. Refused either way: a checkpoint ckpt_out
+ * that is the campaign's starting checkpoint, or one whose results file
+ * is gone. Returns 0, or an exit code with the reason already printed on
+ * stderr. */
+int lab_resume_check(const lab_campaign *c, const char *ckpt_out, int resume,
+                     prior *pr, int *have_out);
+
+/* The policy a run continues from. model (h its header) holds the
+ * campaign's starting checkpoint; where the file records steps, or
+ * --resume finds the run's checkpoint ckpt_out (have_ckpt), it is replaced
+ * by that checkpoint, *ck_m and *ck_v receiving its AdamW moments (the
+ * caller frees them), after checking that the checkpoint is the file's
+ * run's (its run id) and at one of its steps. *start_step: the step to
+ * start at (0 when not resumed). Step 1 recorded but not checkpointed is
+ * said on stderr and re-run from the starting checkpoint. Returns 0, or an
+ * exit code with the reason already printed on stderr. */
+int lab_resume_policy(int resume, int have_ckpt, const lab_campaign *c,
+                      const char *ckpt_out, const prior *pr,
+                      const pl_tokenizer *tok, pl_model *model,
+                      pl_ckpt_header *h, float **ck_m, float **ck_v,
+                      int *start_step);
+
+/* Prints how an interrupted run stopped (stopped_at of steps done, or all
+ * of them), where its results and checkpoint are, and, when steps remain,
+ * the command that continues it: "kernlab" and argv (argc words, flags
+ * and all, quoted for a shell) with --resume added when resume is 0. */
+void lab_print_interrupted(int argc, char **argv, int resume, int stopped_at,
+                           int steps, const char *out, const char *ckpt_out);
 
 #endif

@@ -8,7 +8,7 @@
  * not in a root attribute: a campaign's config text names its shape only
  * as Lua, and eval's files have the config "kernlab eval" and no shape at
  * all. `kernlab run --resume` already judges a file by its records' task
- * (lab/run_cmd.c); everything else that asks "is this the same task" goes
+ * (lab/run_resume.c); everything else that asks "is this the same task" goes
  * through here so that the answers agree. Files from before the MxNxK
  * names call a cube's task "fp32_256": the same task as
  * "fp32_256x256x256", and compared as such.
