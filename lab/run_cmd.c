@@ -59,7 +59,8 @@
  * summary, without the comparison against the baselines, and exits 130
  * (128 + SIGINT, as a shell reports an interrupted command), naming the
  * --resume command that continues it. Before the first step a run stops
- * without starting one. A second interrupt stops at once, as a kill
+ * without starting one, and says it has no checkpoint yet (its line named
+ * RUN.ckpt as if written). A second interrupt stops at once, as a kill
  * would: --resume copes with that too.
  *
  * On a terminal a progress bar (step, sampled and evaluated candidates,
@@ -291,6 +292,8 @@ int lab_run(int argc, char **argv) {
                       why, sizeof why);
   if (rc) FAIL(lab_pl_exit(rc), "checkpoint: %s", why);
   int start_step = 0;
+  /* whether ckpt_out holds this run's policy: the one --resume continues
+   * (lab_resume_check refused any other), then each step's once saved */
   int have_ckpt = access(ckpt_out, F_OK) == 0;
   /* --resume: the policy of the file's run (lab/run_resume.c) */
   ex = lab_resume_policy(resume, have_ckpt, &c, ckpt_out, &pr, tok, &model, &h,
@@ -708,6 +711,7 @@ int lab_run(int argc, char **argv) {
                                        : "no checkpoint was written",
            c.out, step + 1);
     if (rc) FAIL(lab_pl_exit(rc), "%s", why);
+    have_ckpt = 1;
 
     steps_run++;
     double per_step = (lab_now_s() - t_run) / steps_run;
@@ -778,7 +782,7 @@ int lab_run(int argc, char **argv) {
     stopped_at = c.steps; /* it came during the last step */
   if (stopped_at >= 0) {
     lab_print_interrupted(argc, argv, resume, stopped_at, c.steps, c.out,
-                          ckpt_out);
+                          have_ckpt ? ckpt_out : NULL);
     exit_code = LAB_EXIT_INTERRUPTED;
     goto cleanup;
   }

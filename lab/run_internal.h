@@ -121,9 +121,10 @@ int lab_resume_policy(int resume, int have_ckpt, const lab_campaign *c,
                       int *start_step);
 
 /* Prints how an interrupted run stopped (stopped_at of steps done, or all
- * of them), where its results and checkpoint are, and, when steps remain,
- * the command that continues it: "kernlab" and argv (argc words, flags
- * and all, quoted for a shell) with --resume added when resume is 0. */
+ * of them), where its results and checkpoint are (ckpt_out NULL: the run
+ * has saved none yet, which is said), and, when steps remain, the command
+ * that continues it: "kernlab" and argv (argc words, flags and all, quoted
+ * for a shell) with --resume added when resume is 0. */
 void lab_print_interrupted(int argc, char **argv, int resume, int stopped_at,
                            int steps, const char *out, const char *ckpt_out);
 

@@ -383,12 +383,17 @@ void lab_print_interrupted(int argc, char **argv, int resume, int stopped_at,
   for (int i = 0; i < argc; i++)
     append_shell_word(again, sizeof again, argv[i]);
   if (!resume) append_shell_word(again, sizeof again, "--resume");
+  /* stopped before its first step's checkpoint was saved (Ctrl-C while it
+   * loaded, or a --resume re-running a step that lost its own): none is
+   * named, since none is there; the line said "checkpoint RUN.ckpt" */
+  const char *ckpt = ckpt_out ? "checkpoint " : "no checkpoint written yet";
+  if (!ckpt_out) ckpt_out = "";
   if (stopped_at < steps)
-    printf("interrupted: %d of %d steps done; results %s, checkpoint %s\n"
+    printf("interrupted: %d of %d steps done; results %s, %s%s\n"
            "continue with: %s\n",
-           stopped_at, steps, out, ckpt_out, again);
+           stopped_at, steps, out, ckpt, ckpt_out, again);
   else
     printf("interrupted: all %d steps done (the comparison with the "
-           "baselines is skipped); results %s, checkpoint %s\n",
-           steps, out, ckpt_out);
+           "baselines is skipped); results %s, %s%s\n",
+           steps, out, ckpt, ckpt_out);
 }

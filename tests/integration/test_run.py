@@ -682,6 +682,48 @@ for name in ("candidates", "reward_components", "steps"):
            ("interrupted: 0 of 1 steps done" in text and n == 0)),
           "Ctrl-C in the last step: exit 130, no comparison: %d %d %s %s" %
           (rc, n, text[-400:], err_tail(err)))
+    line = next((l for l in text.splitlines() if l.startswith("interrupted:")), "")
+    ck3 = os.path.join(d, "runs", "int3.ckpt")
+    check(("checkpoint " + ck3 in line) == os.path.exists(ck3) and
+          ("no checkpoint written yet" in line) != os.path.exists(ck3),
+          "the line names the checkpoint when there is one: %r" % line)
+
+    # Before the first step (Ctrl-C while the run loads its policy and
+    # times the baseline): none is run, and the line says no checkpoint was
+    # written, where it named RUN.ckpt as if there were one. The signal
+    # goes as soon as the run catches SIGINT (SigCgt in /proc), a fraction
+    # of a second before its first step can start.
+    def interrupt_at_setup(argv):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace")
+        deadline = time.time() + 60
+        while proc.poll() is None and time.time() < deadline:
+            try:
+                with open("/proc/%d/status" % proc.pid) as f:
+                    caught = next((int(l.split()[1], 16) for l in f
+                                   if l.startswith("SigCgt:")), 0)
+            except OSError:
+                break
+            if caught >> (signal.SIGINT - 1) & 1:
+                break
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGINT)
+        out_, err_ = proc.communicate(timeout=600)
+        return proc.returncode, out_, err_
+
+    iout0 = os.path.join(d, "runs", "int0.h5")
+    ck0 = os.path.join(d, "runs", "int0.ckpt")
+    rc, text, err = interrupt_at_setup([KERNLAB, "run", c1, "--out", iout0])
+    line = next((l for l in text.splitlines() if l.startswith("interrupted:")), "")
+    check(rc == 130 and line.startswith("interrupted: 0 of 1 steps done") and
+          "step 1/" not in text and not os.path.exists(ck0),
+          "Ctrl-C before the first step: none is run: %d %s %s" % (rc, text[-400:], err_tail(err)))
+    check("no checkpoint written yet" in line and ck0 not in line,
+          "Ctrl-C before the first step: no checkpoint named: %r" % line)
+    r = run("run", c1, "--out", iout0, "--resume")
+    check(r.returncode == 0 and len(candidates(iout0)) == 2 and os.path.exists(ck0),
+          "--resume after Ctrl-C before the first step runs it: %d %s" %
+          (r.returncode, err_tail(r.stderr)))
 
     # Two runs on one output: the one whose set-up (timing a 768^3
     # baseline) takes longer finds the file the other made meanwhile and is
