@@ -380,6 +380,27 @@ def test_mixed_tasks(tmp):
     check(rc == 0 and ranks == ["1", "1"], "--by reward -n 1: one row per task: %s" % ranks)
 
 
+def test_resume_task(tmp):
+    """run --resume into a file of another task names the file's task, and
+    the message reaches the terminal made printable (a review doubted it:
+    the task's bytes go into the message raw; the message is printed
+    through lab_printable)."""
+    def fn(c):
+        c["task"] = b"fp32\x1b]0;T\x07\x1b[2J\xc2\x9b"
+    path = edited(tmp, "resume_task", fn)
+    # the file is refused before the policy is read: any readable file
+    # stands in for the checkpoint and its tokenizer
+    camp = os.path.join(tmp, "resume_task.lua")
+    with open(camp, "w") as f:
+        f.write("return {task = {M = 256, N = 256, K = 256}, backend = 'cpu-emu', "
+                "checkpoint = %r, tokenizer = %r, reward = %r, steps = 2}\n"
+                % (path, path, os.path.join(SRC, "lua", "reward", "default.lua")))
+    rc, out, err = kernlab("run", camp, "--out", path, "--resume")
+    check(rc == 2 and b"written by another campaign" in err and b"task fp32?" in err
+          and b"\x1b" not in err and b"\x07" not in err and b"\x9b" not in err,
+          "run --resume: the file's task said printable: %d %r" % (rc, err[-400:]))
+
+
 def test_ids(tmp):
     """A candidate id is digits: strtoll took " 1" and "+1", and a 0xff
     byte was echoed raw in the message."""
@@ -545,6 +566,7 @@ def main():
         test_writer_refuses_early(tmp)
         test_mixed_tasks(tmp)
         test_ids(tmp)
+        test_resume_task(tmp)
         test_big_steps(tmp)
         test_steps_batches(tmp)
         test_steps_renumbered(tmp)
