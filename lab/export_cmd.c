@@ -200,6 +200,16 @@ static int export_rows(FILE *f, const res_reader *r, int json,
     char sha[65], fl[1024];
     lab_sha_hex(c->src_sha256, sha);
     const double *comp = res_components(r, id);
+    /* read first: a source that cannot be read leaves no half row */
+    char *src = NULL;
+    size_t src_len = 0;
+    if (with_source) {
+      char why[1024];
+      if (res_source(r, id, &src, &src_len, why, sizeof why) != RES_OK) {
+        fprintf(stderr, "kernlab export: %s\n", why);
+        return LAB_EXIT_USAGE;
+      }
+    }
     if (json) fputc('{', f);
     for (size_t i = 0; i < ncols; i++) {
       if (json) fprintf(f, "%s\"%s\":", i ? "," : "", cols[i].name);
@@ -233,15 +243,8 @@ static int export_rows(FILE *f, const res_reader *r, int json,
       }
       fputc('}', f);
       if (with_source) {
-        char *src = NULL, why[1024];
-        size_t len = 0;
-        if (res_source(r, id, &src, &len, why, sizeof why) != RES_OK) {
-          fprintf(stderr, "kernlab export: %s\n", why);
-          return LAB_EXIT_USAGE;
-        }
         fputs(",\"source\":", f);
-        lab_json_string_n(f, src, len); /* all of it, NUL bytes too */
-        free(src);
+        lab_json_string_n(f, src, src_len); /* all of it, NUL bytes too */
       }
       fputs("}\n", f);
     } else {
@@ -253,18 +256,12 @@ static int export_rows(FILE *f, const res_reader *r, int json,
         put_num(f, 0, comp ? comp[j] : NAN, 0);
       }
       if (with_source) {
-        char *src = NULL, why[1024];
-        size_t len = 0;
-        if (res_source(r, id, &src, &len, why, sizeof why) != RES_OK) {
-          fprintf(stderr, "kernlab export: %s\n", why);
-          return LAB_EXIT_USAGE;
-        }
         fputc(',', f);
-        csv_field_n(f, src, len); /* quoted: its lines stay in one cell */
-        free(src);
+        csv_field_n(f, src, src_len); /* quoted: its lines stay in one cell */
       }
       fputc('\n', f);
     }
+    free(src);
   }
   return LAB_EXIT_OK;
 }
