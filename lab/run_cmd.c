@@ -90,10 +90,8 @@
 
 #include "sandbox/sandbox.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
