@@ -21,6 +21,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int lab_policy_device_parse(const char *arg) {
   if (!arg) return -1;
@@ -156,6 +157,18 @@ void lab_policy_close(lab_policy *p) {
     pcuda_close(p->ctx);
   }
   memset(p, 0, sizeof *p);
+}
+
+int lab_policy_batch_room(lab_policy *p, int B, int T, double *need,
+                          double *room, char *why, size_t whylen) {
+  const int models = p->ref ? 2 : 1; /* the reference has its own */
+  if (p->ctx) {
+    *need = pcuda_model_batch_bytes(&p->m->cfg, p->dm.dtype, B, T) * models;
+    return pcuda_mem_room(p->ctx, room, why, whylen);
+  }
+  *need = pl_model_acts_bytes(&p->m->cfg, B, T) * models;
+  *room = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+  return PL_OK;
 }
 
 const char *lab_policy_describe(const lab_policy *p) {

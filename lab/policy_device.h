@@ -79,6 +79,18 @@ int lab_policy_init(lab_policy *p, pcuda_ctx *ctx, int dtype, pl_model *m,
                     pl_adamw *opt, pl_model *ref, char *why, size_t whylen);
 void lab_policy_close(lab_policy *p);
 
+/* What a GRPO update of B rows of T tokens needs beyond what p holds now
+ * (*need: the activations and their gradients, the reference model's too
+ * when p has one; pl_model_acts_bytes or pcuda_model_batch_bytes) and what
+ * it can have (*room: this machine's physical memory for the CPU policy,
+ * the device's free memory plus the arena's unused part for a device's),
+ * both in bytes. On a device the candidates' workers take their own share
+ * later, so a need near the room may still fail; this finds the campaigns
+ * that cannot fit at all. PL_OK, or PL_EENV with why (the device did not
+ * answer). */
+int lab_policy_batch_room(lab_policy *p, int B, int T, double *need,
+                          double *room, char *why, size_t whylen);
+
 /* "cpu", or the device's description and the GEMMs' dtype. */
 const char *lab_policy_describe(const lab_policy *p);
 

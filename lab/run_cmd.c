@@ -355,26 +355,27 @@ int lab_run(int argc, char **argv) {
   if (plen >= h.config.max_seq)
     FAIL(LAB_EXIT_USAGE, "%s: the prompt (%d tokens) does not fit max_seq %d",
          c.checkpoint, plen, h.config.max_seq);
-  /* The update runs the whole step's batch at once on the CPU model: a
-   * campaign that cannot fit it in this machine's memory is refused now,
-   * not after a step of sampling and evaluation (group_size 64 and
-   * max_tokens 4096 wanted 170 MB per sample; 1024 x 256 samples are
-   * allowed by the fields' own ranges). The GPU policy has its own. */
-  if (!pol.ctx) {
+  /* The update runs the whole step's batch at once: a campaign whose batch
+   * cannot fit this machine's memory (the CPU policy) or the device's (a
+   * device's) is refused now, not after a step of sampling and evaluation
+   * (group_size 64 and max_tokens 4096 wanted 170 MB per sample; 1024 x
+   * 256 samples are allowed by the fields' own ranges). */
+  {
     int T = plen + c.max_tokens < h.config.max_seq ? plen + c.max_tokens
                                                    : h.config.max_seq;
-    double need = pl_model_acts_bytes(&h.config, n_cand, T) *
-                  (c.grpo.beta > 0 ? 2 : 1); /* the reference's own */
-    double ram = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-    if (ram > 0 && need > ram)
+    double need = 0, room = 0;
+    if (lab_policy_batch_room(&pol, n_cand, T, &need, &room, why, sizeof why))
+      FAIL(LAB_EXIT_ENV, "policy device: %s", why);
+    if (room > 0 && need > room)
       FAIL(LAB_EXIT_USAGE,
            "%s: a step's update needs ~%.3g GB of activations (%d samples: "
            "group_size %d x prompts_per_step %d, of up to %d tokens: "
-           "sampling.max_tokens %d, max_seq %d), more than this machine's "
-           "%.3g GB; use a smaller group_size, prompts_per_step or "
+           "sampling.max_tokens %d, max_seq %d), more than %s's %.3g GB; "
+           "use a smaller group_size, prompts_per_step or "
            "sampling.max_tokens",
            c.path, need / 1e9, n_cand, G, P, T, c.max_tokens, h.config.max_seq,
-           ram / 1e9);
+           pol.ctx ? "the policy device's free memory" : "this machine",
+           room / 1e9);
   }
 
   /* The evaluator (lab/evaluator.c, as `kernlab search` uses it): backend,

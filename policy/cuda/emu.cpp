@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <utility>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -121,9 +122,29 @@ void emu_poison(void *p, size_t bytes, int on) {
 #endif
 }
 
-const pcuda_ops emu_ops = {emu_alloc, emu_free,   emu_upload, emu_download,
-                           emu_zero,  emu_launch, nullptr,    emu_sync,
-                           emu_close, emu_poison};
+/* The emulator's buffers are the host's: its physical memory, and of it
+ * what /proc/meminfo calls available (free plus what the kernel can
+ * reclaim), or the free pages where that line is missing. */
+int emu_mem_info(pcuda_ctx *, size_t *free_bytes, size_t *total_bytes) {
+  long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES);
+  long avail = sysconf(_SC_AVPHYS_PAGES);
+  *total_bytes = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  *free_bytes = avail > 0 && page > 0 ? size_t(avail) * size_t(page) : 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[128];
+  unsigned long long kib;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+      *free_bytes = size_t(kib) * 1024;
+      break;
+    }
+  if (f) fclose(f);
+  return 0;
+}
+
+const pcuda_ops emu_ops = {emu_alloc, emu_free,   emu_upload,  emu_download,
+                           emu_zero,  emu_launch, nullptr,     emu_sync,
+                           emu_close, emu_poison, emu_mem_info};
 
 /* The arena's chunks on the emulator: small, so that tests put several
  * buffers in one chunk, and a red zone after each buffer. */

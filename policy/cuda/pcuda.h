@@ -196,6 +196,12 @@ typedef struct pcuda_mem_stats {
 
 void pcuda_mem_stats_get(const pcuda_ctx *ctx, pcuda_mem_stats *out);
 
+/* How many more bytes ctx could hand out now: the backend's free memory
+ * plus what the arena holds but has not handed out (a fragmented arena may
+ * not fit one buffer of that size; the callers' margins are wide). PL_OK,
+ * or the sticky error with why. */
+int pcuda_mem_room(pcuda_ctx *ctx, double *bytes, char *why, size_t whylen);
+
 /* Kernel launches and GEMM calls (cuBLAS's or the tiled kernel's, a
  * candidate's) made on ctx so far: what a decode step costs in launches
  * (bench_policy_cuda prints it per step). */
@@ -285,6 +291,13 @@ int pcuda_model_get_grads(pcuda_model *dm, float *grads);
  * stderr, as the CPU's). */
 float pcuda_model_forward(pcuda_model *dm, const int32_t *tokens,
                           const int32_t *targets, int B, int T);
+
+/* The backend bytes a forward and backward of a (B,T) batch take beyond the
+ * parameters, gradients and optimiser state (the activations, their
+ * gradients, and for bf16 the GEMM operand scratch), as pl_model_acts_bytes
+ * counts them for the CPU: a double, since a batch a campaign file can ask
+ * for overflows size_t. */
+double pcuda_model_batch_bytes(const pl_config *c, int dtype, int B, int T);
 
 /* pl_model_zero_grad. */
 void pcuda_model_zero_grad(pcuda_model *dm);

@@ -81,6 +81,7 @@ typedef struct cu_api {
   CUresult (*FuncSetAttribute)(CUfunction, int, int);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t); /* _v2 */
   CUresult (*MemFree)(CUdeviceptr);            /* _v2 */
+  CUresult (*MemGetInfo)(size_t *, size_t *);  /* _v2 */
   CUresult (*MemHostAlloc)(void **, size_t, unsigned);
   CUresult (*MemFreeHost)(void *);
   CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
@@ -189,6 +190,7 @@ static int load_driver(cu_api *cu, char *why, size_t whylen) {
       {&cu->FuncSetAttribute, "cuFuncSetAttribute"},
       {&cu->MemAlloc, "cuMemAlloc_v2"},
       {&cu->MemFree, "cuMemFree_v2"},
+      {&cu->MemGetInfo, "cuMemGetInfo_v2"},
       {&cu->MemHostAlloc, "cuMemHostAlloc"},
       {&cu->MemFreeHost, "cuMemFreeHost"},
       {&cu->MemsetD8Async, "cuMemsetD8Async"},
@@ -265,6 +267,11 @@ static int dev_alloc(pcuda_ctx *ctx, void **dev, size_t bytes) {
 }
 static void dev_free(pcuda_ctx *ctx, void *dev) {
   ST(ctx)->cu.MemFree(DPTR(dev));
+}
+static int dev_mem_info(pcuda_ctx *ctx, size_t *free_bytes,
+                        size_t *total_bytes) {
+  return check(ctx, ST(ctx)->cu.MemGetInfo(free_bytes, total_bytes),
+               "cuMemGetInfo");
 }
 /* Uploads go through a pinned staging buffer. The callers' buffers are
  * pageable (malloc'd), and for an async copy from pageable memory the
@@ -402,11 +409,11 @@ static void dev_close(pcuda_ctx *ctx) {
 
 /* No poison: device memory is not the host's to poison. */
 static const pcuda_ops device_ops = {
-    dev_alloc,  dev_free, dev_upload, dev_download, dev_zero,
-    dev_launch, dev_gemm, dev_sync,   dev_close,    NULL};
+    dev_alloc, dev_free, dev_upload, dev_download, dev_zero,    dev_launch,
+    dev_gemm,  dev_sync, dev_close,  NULL,         dev_mem_info};
 static const pcuda_ops device_ops_tiled = {
-    dev_alloc,  dev_free, dev_upload, dev_download, dev_zero,
-    dev_launch, NULL,     dev_sync,   dev_close,    NULL};
+    dev_alloc, dev_free, dev_upload, dev_download, dev_zero,    dev_launch,
+    NULL,      dev_sync, dev_close,  NULL,         dev_mem_info};
 
 /* Device 0, its primary context, the module and every kernel. */
 static int open_device(device_state *st, char *why, size_t whylen, char *name,

@@ -42,6 +42,10 @@ typedef struct pcuda_ops {
   /* AddressSanitizer (un)poisoning of backend memory the host can see:
    * the emulator's; NULL on a device (pcuda_arena.c) */
   void (*poison)(void *p, size_t bytes, int on);
+  /* the backend's free and total memory in bytes (cuMemGetInfo; the host's
+   * available and physical memory on the emulator, whose buffers are
+   * malloc'd) */
+  int (*mem_info)(pcuda_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
 } pcuda_ops;
 
 /* ---- the memory arena (pcuda_arena.c) ---- */
@@ -184,6 +188,10 @@ void pcuda_bf16_matmul_backward(pcuda_model *dm, float *dinp /*(N,IC)*/,
 
 /* Blocks of n threads covering `count` elements: ceil(count / n). */
 unsigned pcuda_blocks(size_t count, unsigned n);
+
+/* Elements of the bf16 GEMM operand scratch a (B,T) batch needs
+ * (pcuda_model_bf16.c), for pcuda_model_batch_bytes. */
+size_t pcuda_bf16_scratch_elems(const pl_config *c, int B, int T);
 
 /* ---- layers the model and the cached forward share (pcuda_model.c) ---- */
 

@@ -178,6 +178,24 @@ static size_t point_acts(pcuda_acts *a, float *memory, const pl_config *c,
   return total + 2 * BT + TOKEN_RUNS_INTS(BT);
 }
 
+static double batch_bytes_at(const pl_config *c, int dtype, int B, int T) {
+  pcuda_acts a;
+  double bytes = (double)point_acts(&a, NULL, c, B, T) * sizeof(float);
+  if (dtype == PCUDA_DTYPE_BF16)
+    bytes += (double)pcuda_bf16_scratch_elems(c, B, T) * sizeof(pcuda_bf16);
+  return bytes;
+}
+
+double pcuda_model_batch_bytes(const pl_config *c, int dtype, int B, int T) {
+  /* Affine in B but for the rounding of the partial sums' blocks, so
+   * counted at B = 1 and 2 in doubles first; where that is well inside
+   * size_t, the count at B itself is exact. */
+  double one = batch_bytes_at(c, dtype, 1, T);
+  double est = one + (batch_bytes_at(c, dtype, 2, T) - one) * (B - 1);
+  if (B <= 2 || est > 0x1p60) return est;
+  return batch_bytes_at(c, dtype, B, T);
+}
+
 /* Makes room for a (B,T) batch: the activations grow, never shrink. The
  * host side keeps the tokens, targets, per-token losses and the token runs
  * of embedding_backward (token_runs below, with its V+1 counters). */

@@ -108,6 +108,11 @@ static size_t scratch_layout(const pl_config *c, int B, int T,
   return *inp_part + BT * max2(max2(V, 3 * C), 2 * F);
 }
 
+size_t pcuda_bf16_scratch_elems(const pl_config *c, int B, int T) {
+  size_t inp_part;
+  return scratch_layout(c, B, T, &inp_part);
+}
+
 static int ensure_cap(pcuda_model *dm, size_t need) {
   if (need <= dm->bf16_scratch_cap) return PL_OK;
   pcuda_free(dm->ctx, dm->bf16_scratch);

@@ -68,6 +68,17 @@ int pcuda_status(pcuda_ctx *ctx, char *why, size_t whylen) {
   return ctx->failed ? PL_EENV : PL_OK;
 }
 
+int pcuda_mem_room(pcuda_ctx *ctx, double *bytes, char *why, size_t whylen) {
+  size_t free_b = 0, total_b = 0;
+  *bytes = 0;
+  if (!ctx->failed && ctx->ops->mem_info(ctx, &free_b, &total_b) != 0)
+    ctx->failed = 1;
+  if (ctx->failed) return pcuda_status(ctx, why, whylen);
+  const pcuda_mem_stats *st = &ctx->arena.stats;
+  *bytes = (double)free_b + (double)(st->reserved - st->in_use);
+  return PL_OK;
+}
+
 void *pcuda_alloc(pcuda_ctx *ctx, size_t bytes) {
   if (ctx->failed) return NULL;
   return pcuda_arena_alloc(ctx, bytes ? bytes : 1);

@@ -12,6 +12,10 @@
  *     twice, make no backend allocation once the sizes have been seen;
  *   - PCUDA_ARENA=off: one backend allocation and free per buffer;
  *   - pcuda_free of something that is no live buffer is a recorded error;
+ *   - pcuda_model_batch_bytes, what `kernlab run` checks a campaign's
+ *     update against, is what a forward and backward of that batch take
+ *     from the arena (fp32 and bf16, every suite, and a larger B), and
+ *     pcuda_mem_room counts the arena's unused part;
  *   - on the emulator under AddressSanitizer, a write one byte past a
  *     buffer's size (inside its 256-byte rounding) is caught, and one at
  *     its last byte is not.
@@ -253,6 +257,56 @@ static void check_steady(pcuda_ctx *ctx, const char *backend) {
   pl_model_free(&m);
 }
 
+/* ---- the update's memory, as estimated before a run --------------------- */
+
+static void check_batch_bytes(const char *backend) {
+  for (int i = 0; i < PT_NUM_SUITES; i++)
+    for (int dtype = PCUDA_DTYPE_FP32; dtype <= PCUDA_DTYPE_BF16; dtype++) {
+      const pt_suite *s = &pt_suites[i];
+      char label[96], why[256];
+      snprintf(label, sizeof label, "%s/batch_bytes/%s/%s", backend, s->name,
+               pcuda_dtype_name(dtype));
+      pcuda_ctx *ctx = open_like(backend);
+      pl_model m;
+      pcuda_model dm;
+      if (!ctx) return;
+      if (pt_make_model(&m, s, 7, label) != PL_OK) return;
+      if (pt_pcuda_model_init(&dm, ctx, &m, dtype, label) != PL_OK) return;
+      /* the suite's batch, then a larger one that makes the buffers grow */
+      const int Bs[2] = {s->B, 2 * s->B + 1};
+      size_t n = (size_t)Bs[1] * s->T;
+      int32_t *tokens = malloc(n * sizeof *tokens);
+      int32_t *targets = malloc(n * sizeof *targets);
+      pt_make_batch(tokens, targets, (int)n, s->cfg.vocab);
+      pcuda_mem_stats before, after;
+      pcuda_mem_stats_get(ctx, &before);
+      for (int k = 0; k < 2; k++) {
+        float loss = pcuda_model_forward(&dm, tokens, targets, Bs[k], s->T);
+        pcuda_model_zero_grad(&dm);
+        int rc = pcuda_model_backward(&dm);
+        pcuda_mem_stats_get(ctx, &after);
+        double est = pcuda_model_batch_bytes(&s->cfg, dtype, Bs[k], s->T);
+        double got = (double)(after.in_use - before.in_use);
+        /* each buffer rounds up to 256 bytes and has a red zone after it */
+        CHECK(isfinite(loss) && rc == PL_OK && got >= est &&
+                  got <= est + 4 * 512,
+              "%s: B %d: a forward and backward took %.0f bytes, estimated "
+              "%.0f",
+              label, Bs[k], got, est);
+      }
+      double room = 0;
+      CHECK(pcuda_mem_room(ctx, &room, why, sizeof why) == PL_OK &&
+                room >= (double)(after.reserved - after.in_use) && room > 0,
+            "%s: room %g with %zu bytes held unused: %s", label, room,
+            after.reserved - after.in_use, why);
+      free(tokens);
+      free(targets);
+      pcuda_model_free(&dm);
+      pl_model_free(&m);
+      pcuda_close(ctx);
+    }
+}
+
 /* ---- PCUDA_ARENA=off, bad frees ---------------------------------------- */
 
 static void check_passthrough(const char *backend) {
@@ -363,6 +417,7 @@ static void run_all(pcuda_ctx *ctx, const char *backend) {
   check_reuse(ctx, backend);
   check_steady(ctx, backend);
   check_release(backend);
+  check_batch_bytes(backend);
   check_passthrough(backend);
   check_bad_free(backend);
   if (!strcmp(backend, "cpu-emu")) {

@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TOL_SAMPLE_LOGPROB 1e-6
 #define TOL_CACHED_LOGITS 1e-4
@@ -611,6 +612,30 @@ static void check_lab_policy(int on_device, const char *label) {
             strcmp(lab_policy_describe(&dp), "cpu"),
         "%s: lab_policy_init (backend): %s", label, why);
   enum { B = 2, T = 9 };
+  /* what an update needs and has: the policy's activations and the
+   * reference's, against this machine's memory or the backend's room; a
+   * batch of 2^24 rows fits neither */
+  double need = 0, room = 0;
+  CHECK(lab_policy_batch_room(&cp, B, T, &need, &room, why, sizeof why) ==
+                PL_OK &&
+            need == 2 * pl_model_acts_bytes(&gen_cfg, B, T) &&
+            room == (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE),
+        "%s: lab_policy_batch_room (cpu): need %g, room %g", label, need, room);
+  CHECK(lab_policy_batch_room(&dp, B, T, &need, &room, why, sizeof why) ==
+                PL_OK &&
+            need ==
+                2 * pcuda_model_batch_bytes(&gen_cfg, PCUDA_DTYPE_FP32, B, T) &&
+            room > need,
+        "%s: lab_policy_batch_room (backend): need %g, room %g: %s", label,
+        need, room, why);
+  for (int side = 0; side < 2; side++) {
+    lab_policy *p = side ? &dp : &cp;
+    CHECK(lab_policy_batch_room(p, 1 << 24, gen_cfg.max_seq, &need, &room, why,
+                                sizeof why) == PL_OK &&
+              need > room && room > 0,
+          "%s: 2^24 rows (%s): need %g, room %g", label,
+          side ? "backend" : "cpu", need, room);
+  }
   int32_t x[B * T], y[B * T];
   for (int i = 0; i < B * T; i++) {
     x[i] = (int32_t)(rnd01() * gen_cfg.vocab);
