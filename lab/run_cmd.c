@@ -366,16 +366,20 @@ int lab_run(int argc, char **argv) {
     double need = 0, room = 0;
     if (lab_policy_batch_room(&pol, n_cand, T, &need, &room, why, sizeof why))
       FAIL(LAB_EXIT_ENV, "policy device: %s", why);
-    if (room > 0 && need > room)
+    if (room > 0 && need > room) {
+      char has[96];
+      snprintf(has, sizeof has,
+               pol.ctx ? "the %.3g GB free on the policy's device"
+                       : "this machine's %.3g GB",
+               room / 1e9);
       FAIL(LAB_EXIT_USAGE,
            "%s: a step's update needs ~%.3g GB of activations (%d samples: "
            "group_size %d x prompts_per_step %d, of up to %d tokens: "
-           "sampling.max_tokens %d, max_seq %d), more than %s's %.3g GB; "
-           "use a smaller group_size, prompts_per_step or "
-           "sampling.max_tokens",
+           "sampling.max_tokens %d, max_seq %d), more than %s; use a smaller "
+           "group_size, prompts_per_step or sampling.max_tokens",
            c.path, need / 1e9, n_cand, G, P, T, c.max_tokens, h.config.max_seq,
-           pol.ctx ? "the policy device's free memory" : "this machine",
-           room / 1e9);
+           has);
+    }
   }
 
   /* The evaluator (lab/evaluator.c, as `kernlab search` uses it): backend,
