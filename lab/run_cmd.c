@@ -90,13 +90,10 @@
 
 #include "sandbox/sandbox.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 static const char synopsis[] =
@@ -355,31 +352,12 @@ int lab_run(int argc, char **argv) {
   if (plen >= h.config.max_seq)
     FAIL(LAB_EXIT_USAGE, "%s: the prompt (%d tokens) does not fit max_seq %d",
          c.checkpoint, plen, h.config.max_seq);
-  /* The update runs the whole step's batch at once: a campaign whose batch
-   * cannot fit this machine's memory (the CPU policy) or the device's (a
-   * device's) is refused now, not after a step of sampling and evaluation
-   * (group_size 64 and max_tokens 4096 wanted 170 MB per sample; 1024 x
-   * 256 samples are allowed by the fields' own ranges). */
+  /* Memory for a step's update (lab/run_room.c), before any sampling. */
   {
     int T = plen + c.max_tokens < h.config.max_seq ? plen + c.max_tokens
                                                    : h.config.max_seq;
-    double need = 0, room = 0;
-    if (lab_policy_batch_room(&pol, n_cand, T, &need, &room, why, sizeof why))
-      FAIL(LAB_EXIT_ENV, "policy device: %s", why);
-    if (room > 0 && need > room) {
-      char has[96];
-      snprintf(has, sizeof has,
-               pol.ctx ? "the %.3g GB free on the policy's device"
-                       : "this machine's %.3g GB",
-               room / 1e9);
-      FAIL(LAB_EXIT_USAGE,
-           "%s: a step's update needs ~%.3g GB of activations (%d samples: "
-           "group_size %d x prompts_per_step %d, of up to %d tokens: "
-           "sampling.max_tokens %d, max_seq %d), more than %s; use a smaller "
-           "group_size, prompts_per_step or sampling.max_tokens",
-           c.path, need / 1e9, n_cand, G, P, T, c.max_tokens, h.config.max_seq,
-           has);
-    }
+    ex = lab_run_room_update(&pol, &c, T, why, sizeof why);
+    if (ex) FAIL(ex, "%s", why);
   }
 
   /* The evaluator (lab/evaluator.c, as `kernlab search` uses it): backend,
@@ -402,33 +380,10 @@ int lab_run(int argc, char **argv) {
             "kernlab run: removed the temporary files a killed kernlab left "
             "beside %s\n",
             ckpt_out);
-  /* Room for a checkpoint (written whole beside the old one before the
-   * rename): as large as the one there, or as the campaign's own, which
-   * holds the same parameters and optimiser state. Said now, not after a
-   * step's compute; a disk that fills later is still reported then. */
+  /* Disk for a checkpoint (lab/run_room.c), before the first step. */
   if (start_step < c.steps) {
-    struct stat cs;
-    struct statvfs vs;
-    char folder[1100];
-    snprintf(folder, sizeof folder, "%s", ckpt_out);
-    char *slash = strrchr(folder, '/');
-    if (slash)
-      slash[slash == folder ? 1 : 0] = 0;
-    else
-      snprintf(folder, sizeof folder, ".");
-    /* root may write into the blocks reserved for it (f_bfree); others
-     * only into f_bavail */
-    int known = statvfs(folder, &vs) == 0;
-    uint64_t room =
-        known ? (uint64_t)(geteuid() == 0 ? vs.f_bfree : vs.f_bavail) *
-                    vs.f_frsize
-              : 0;
-    if ((stat(ckpt_out, &cs) == 0 || stat(c.checkpoint, &cs) == 0) && known &&
-        room < (uint64_t)cs.st_size)
-      FAIL(LAB_EXIT_ENV,
-           "%s: %llu bytes free in its folder, a checkpoint needs %llu: free "
-           "some space first",
-           ckpt_out, (unsigned long long)room, (unsigned long long)cs.st_size);
+    ex = lab_run_room_checkpoint(ckpt_out, c.checkpoint, why, sizeof why);
+    if (ex) FAIL(ex, "%s", why);
   }
   int code = 0;
   /* the run's id: the file's (0 for one from before ids: its checkpoints

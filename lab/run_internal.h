@@ -1,8 +1,9 @@
 /*
  * lab/run_internal.h — what lab/run_cmd.c shares with lab/run_queue.c (a
  * sampled row onto the evaluator's queue, and the progress bar),
- * lab/run_update.c (the GRPO update of a step) and lab/run_resume.c (what
- * --resume continues from, and the command that continues a stopped run).
+ * lab/run_update.c (the GRPO update of a step), lab/run_resume.c (what
+ * --resume continues from, and the command that continues a stopped run)
+ * and lab/run_room.c (the memory and disk a run needs, checked first).
  * Not a public header: the rest of kernlab goes through lab/lab.h.
  */
 #ifndef LAB_RUN_INTERNAL_H
@@ -65,6 +66,22 @@ int lab_grpo_update(const lab_campaign *c, lab_policy *pol,
 
 /* The exit code for a policy/ (PL_E*) error: 3 for PL_EENV, else 2. */
 int lab_pl_exit(int rc);
+
+/* ---- lab/run_room.c: what a run needs, checked before its first step ---- */
+
+/* Memory for an update of the campaign's whole step (group_size x
+ * prompts_per_step rows of up to T tokens) on pol's side, the reference
+ * model's included (lab_policy_batch_room). LAB_EXIT_OK, LAB_EXIT_USAGE
+ * (too large: why names the fields to change) or LAB_EXIT_ENV (the device
+ * did not answer). */
+int lab_run_room_update(lab_policy *pol, const lab_campaign *c, int T,
+                        char *why, size_t whylen);
+
+/* Disk for a checkpoint at ckpt_out: as large as the one there, or as
+ * start_ckpt. LAB_EXIT_OK (also when the folder cannot be asked: the save
+ * says why) or LAB_EXIT_ENV with why. */
+int lab_run_room_checkpoint(const char *ckpt_out, const char *start_ckpt,
+                            char *why, size_t whylen);
 
 /* ---- lab/run_resume.c: what --resume continues from ---- */
 
