@@ -452,6 +452,7 @@ int lab_run(int argc, char **argv) {
   double best_time = pr.best_time_us, t_run = lab_now_s();
   double wall0 = pr.wall_s;
   int steps_run = 0, stopped_at = -1;
+  int steps_unscored = 0; /* steps run whose every candidate went unscored */
   char kept_why[sizeof why] = ""; /* the last reload's failure */
   for (int step = start_step; step < c.steps; step++) {
     if (lab_interrupted()) {
@@ -581,11 +582,13 @@ int lab_run(int argc, char **argv) {
     /* No candidate scored (the formula failed on all of them): no signal,
      * so no update. AdamW would still move the weights along its momentum
      * with every advantage 0. */
-    if (!rc && !n_scored)
+    if (!rc && !n_scored) {
       fprintf(stderr,
               "kernlab run: step %d: no candidate was scored; the policy is "
               "not updated this step\n",
               step + 1);
+      steps_unscored++;
+    }
     if (!rc && n_scored) {
       /* on the device: under the GPU lock too, for other kernlab
        * processes' runs (this one's are over) */
@@ -705,6 +708,22 @@ int lab_run(int argc, char **argv) {
     for (int g = 0; g < P; g++)
       pl_generation_free(&gens[g]);
   }
+
+  /* Steps that taught nothing, said once more at the end: their lines
+   * scrolled by, and the run still exits 0 (its records are sound). */
+  if (steps_unscored && steps_unscored == steps_run)
+    fprintf(stderr,
+            "kernlab run: warning: no candidate was scored in any of the %d "
+            "step(s) run (the reward formula failed on every candidate; see "
+            "the messages above): the policy learnt nothing\n",
+            steps_run);
+  else if (steps_unscored)
+    fprintf(stderr,
+            "kernlab run: warning: no candidate was scored in %d of the %d "
+            "steps run (the reward formula failed on every candidate of "
+            "those; see the messages above): the policy learnt nothing from "
+            "them\n",
+            steps_unscored, steps_run);
 
   /* Summary over the whole campaign (earlier runs included). */
   if (res_close(store, why, sizeof why) != RES_OK) {

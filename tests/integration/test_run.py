@@ -465,6 +465,7 @@ for name in ("candidates", "reward_components", "steps"):
         return raw[256:256 + 4 * n]
     check(r.returncode == 0 and "no candidate was scored; the policy is not updated" in r.stderr
           and "2 of 2 candidates unscored" in r.stderr and
+          "no candidate was scored in any of the 1 step(s) run" in r.stderr and
           params(fout[:-3] + ".ckpt") == params(ck),
           "a step with no candidate scored leaves the policy as it was: %d %s"
           % (r.returncode, r.stderr[-400:]))
