@@ -104,9 +104,9 @@ const char *lab_printable_line(const char *s, size_t len, char *buf,
  * padded with spaces, or cut to width - 1 characters and an ellipsis when
  * longer, so that a cut value reads as one ("crashed:SIGSEG..." was
  * "crashed:SIGSEG", a status that does not exist) and a cut never splits a
- * UTF-8 character. Characters count one column each (a wide CJK one is
- * two on a terminal: a name of such characters shifts the row). buf needs
- * 4 * width + 1 bytes; returns buf. */
+ * UTF-8 character. Width is in terminal columns: a wide (CJK, fullwidth,
+ * emoji) character takes two, a combining mark none, so rows stay aligned
+ * whatever the names hold. buf needs 4 * width + 1 bytes; returns buf. */
 const char *lab_cell(const char *s, size_t len, int width, char *buf,
                      size_t cap);
 /* Writes s (len bytes) to f as a terminal may show it: newlines and tabs

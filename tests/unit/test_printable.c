@@ -57,6 +57,24 @@ static void test_cell(void) {
    * reach the terminal through a cell */
   lab_cell("\x1b[2Jx", 5, 8, b, sizeof b);
   CHECK(!strcmp(b, "?[2Jx   "), "'%s'", b);
+  /* widths are terminal columns: a CJK character takes two (a name of them
+   * shifted its row), a combining mark none */
+  const char *cjk = "\xE5\x86\x85\xE6\xA0\xB8.cu"; /* 内核.cu: 7 columns */
+  CHECK(!strcmp(lab_cell(cjk, strlen(cjk), 8, b, sizeof b),
+                "\xE5\x86\x85\xE6\xA0\xB8.cu "),
+        "'%s'", b);
+  CHECK(!strcmp(lab_cell(cjk, strlen(cjk), 6, b, sizeof b),
+                "\xE5\x86\x85\xE6\xA0\xB8.\xE2\x80\xA6"),
+        "'%s'", b);
+  /* the second wide character does not fit the 3 columns before the
+   * ellipsis: a space pads the fourth */
+  CHECK(!strcmp(lab_cell(cjk, strlen(cjk), 4, b, sizeof b),
+                "\xE5\x86\x85\xE2\x80\xA6 "),
+        "'%s'", b);
+  const char *comb = "e\xCC\x81t"; /* e, U+0301, t: 2 columns */
+  CHECK(!strcmp(lab_cell(comb, strlen(comb), 2, b, sizeof b), comb), "'%s'", b);
+  CHECK(!strcmp(lab_cell(comb, strlen(comb), 3, b, sizeof b), "e\xCC\x81t "),
+        "'%s'", b);
   /* a buffer too small for the width: cut short, still terminated */
   char small[8];
   lab_cell("abcdefghijkl", 12, 20, small, sizeof small);
