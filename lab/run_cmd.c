@@ -472,8 +472,8 @@ int lab_run(int argc, char **argv) {
         printf("reward: reloaded %s (sha256 %.12s)\n", c.reward,
                rw_sha256(script));
       else if (rl == RW_KEPT_OLD && strcmp(why, kept_why))
-        printf("reward: %s did not load, keeping the old script: %s\n",
-               c.reward, why);
+        /* why names the file (Lua's messages and rw_validate's do) */
+        printf("reward: an edit did not load: %s\n", why);
       else if (rl == RW_UNCHANGED && kept_why[0])
         printf("reward: %s is the script in use again (sha256 %.12s)\n",
                c.reward, rw_sha256(script));

@@ -1033,11 +1033,12 @@ with h5py.File(sys.argv[1], "r") as f:
             put(edits.pop(0)[1])
     _, rerr = pr_.communicate(timeout=600)
     out_text = "".join(lines)
-    failed = [l for l in lines if "did not load, keeping the old script" in l]
+    failed = [l for l in lines if "reward: an edit did not load: kept the previous formula" in l]
     versions = {m.group(1) for m in
                 (re.search(r"not this version \(([0-9a-f]{12})\)", l) for l in failed) if m}
     check(pr_.returncode == 0 and not edits and len(failed) == 2 and len(versions) == 2 and
-          all("reload_reward.lua:2:" in l for l in failed),
+          all("reload_reward.lua:2:" in l and l.count("reload_reward.lua") == 1
+              for l in failed),
           "two broken reward edits failing alike: each said once, naming its version: "
           "%d %s %s" % (pr_.returncode, out_text[-1500:], rerr[-300:]))
     check(out_text.count("is the script in use again") == 1 and
