@@ -300,10 +300,12 @@ int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,
 /* reverse 1: the following kl_emu_run calls resume each block's threads
  * from the last one down instead of from thread 0 up (a thread runs until
  * its next barrier, so each order lets a thread see only what the threads
- * before it wrote). A kernel with a race, such as a missing barrier, gives
- * different results in the two orders; the runner's second run of shape 0
- * (kl_run_job.second_run) uses it. */
-void kl_emu_set_reverse(kl_emu_module *m, int reverse);
+ * before it wrote), and two blocks drawn from seed run isolated: their
+ * threads see between barriers only their own writes and a fixed half of
+ * the others' (emu_run.c, iso_begin). A kernel with a race, such as a
+ * missing barrier, gives different results in the two orders; the
+ * runner's second run of shape 0 (kl_run_job.second_run) uses it. */
+void kl_emu_set_reverse(kl_emu_module *m, int reverse, uint64_t seed);
 void kl_emu_free(kl_emu_module *m);
 
 /* ---- evaluation: correctness and timing (kernels/check.c) --------------- */

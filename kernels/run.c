@@ -334,9 +334,9 @@ void kl_run_execute(const kl_run_job *job, kl_run_report *rep, float *outs,
         rep->failed = 1;
       }
       if (ok) scale_buffers(&ss, &b, job->seed, KL_SCALED_RERUN);
-      kl_emu_set_reverse(m, 1);
+      kl_emu_set_reverse(m, 1, job->seed);
       ok = ok && launch(m, &b, job, rep) >= 0;
-      kl_emu_set_reverse(m, 0);
+      kl_emu_set_reverse(m, 0, 0);
       if (ok) kl_scaled_output(&ss, b.C);
       kl_scaled_free(&ss);
       if (ok) memcpy(outs + offs[job->n_shapes], b.C, nc * sizeof(float));

@@ -8,6 +8,8 @@
 #include "kernels/emu/fiber.h"
 #include "kernels/kernels.h"
 
+#include <stdint.h>
+
 typedef void (*kl_emu_kernel_fn)(const float *, const float *, float *, int,
                                  int, int);
 
@@ -15,9 +17,10 @@ struct kl_emu_module {
   void *so;                /* dlopen handle */
   kl_emu_kernel_fn kernel; /* the candidate's matmul */
   kl_emu_thread **(*tls)(void);
-  kl_launch launch; /* read from the kl_launch symbol */
-  int needs_fibers; /* kl_emu_needs_fibers's bits (KL_EMU_FIBERS, ...) */
-  int reverse;      /* kl_emu_set_reverse: threads resumed last first */
+  kl_launch launch;  /* read from the kl_launch symbol */
+  int needs_fibers;  /* kl_emu_needs_fibers's bits (KL_EMU_FIBERS, ...) */
+  int reverse;       /* kl_emu_set_reverse: threads resumed last first */
+  uint64_t iso_seed; /* kl_emu_set_reverse: which two blocks are isolated */
   char so_path[512];
   size_t tls_bytes; /* the module's thread-local block: its __shared__ */
 };

@@ -22,10 +22,10 @@
  * has returned no longer counts, as on hardware. A state where no fiber can run
  * while some still live is a deadlock (a barrier some threads never reach while
  * others wait at a different kind) and fails the launch.
- *   - In the reversed check run (kl_emu_set_reverse), block 0's threads
- *     see between barriers only their own writes and a fixed half of the
- *     others' (iso_begin): a race that every whole-interval order hides
- *     shows there.
+ *   - In the reversed check run (kl_emu_set_reverse), the threads of two
+ *     blocks drawn from the check's seed see between barriers only their
+ *     own writes and a fixed half of the others' (iso_begin): a race that
+ *     every whole-interval order hides shows there.
  *   - Kernels whose source names no barrier or warp intrinsic run without
  *     fibers: each thread is a plain call. If such a kernel reaches a
  *     barrier anyway (hidden behind a macro), the launch is repeated with
@@ -114,7 +114,9 @@ typedef struct worker {
   unsigned char *dyn_smem;
   kl_emu_thread **tls;
 
-  int isolate; /* the reversed check run isolates block 0 (iso_begin) */
+  /* the reversed check run isolates two blocks (iso_begin): their linear
+   * indices, or -1 */
+  int64_t iso_block[2];
   struct iso {
     unsigned char *reg[2]; /* the module's thread-local block, dyn smem */
     size_t words[2], n;    /* 4-byte words in each, in all */
@@ -236,14 +238,14 @@ static void release(worker *w, int state, int warp) {
   }
 }
 
-/* ---- block 0 of the reversed check run, interval by interval ----
+/* ---- two blocks of the reversed check run, interval by interval ----
  * A fiber runs until its next barrier, so within a barrier interval each
  * thread sees everything the threads before it wrote. On a device it sees
  * none of it for sure: a kernel where whichever thread comes first loads
  * the tile and marks it loaded, the others skipping the load, is correct
  * here in both orders and wrong on a GPU, where the others see the mark
  * before the tile (the cheat and second sandbox reviews: 1.8 and 4 times
- * faster than honest). In the reversed check run, block 0's threads each
+ * faster than honest). In the reversed check run, two blocks' threads each
  * start an interval from the shared memory of the interval's start plus a
  * fixed pseudo-random half of the words other threads wrote in it since
  * (a mark without its tile, or the reverse); their own writes are kept
@@ -252,7 +254,11 @@ static void release(worker *w, int state, int warp) {
  * one that reads another thread's then differs from the first run
  * (nondeterministic). Sources naming atomics, warp operations or fences
  * (KL_EMU_NO_ISOLATION) share memory within an interval legitimately and
- * are not isolated; a warp barrier met anyway ends the isolation. */
+ * are not isolated; a warp barrier met anyway ends the isolation. The two
+ * blocks are distinct and drawn from the check's seed (iso_pick), fresh
+ * each evaluation: when block 0 alone was isolated, a kernel that raced
+ * in every block but block 0 went unseen. Isolating every block would
+ * cost a copy of the block's shared memory per thread and interval. */
 static int iso_sees(int reader, size_t word) {
   uint32_t h = (uint32_t)reader * 0x9E3779B1u ^ (uint32_t)word * 0x85EBCA77u;
   h ^= h >> 15;
@@ -281,7 +287,8 @@ static void iso_free(struct iso *s) {
 static void iso_begin(worker *w, int bx, int by, int bz) {
   struct iso *s = &w->iso;
   void *tls = NULL;
-  if (!w->isolate || bx || by || bz || !w->m ||
+  int64_t lin = ((int64_t)bz * w->grid.y + by) * w->grid.x + bx;
+  if ((lin != w->iso_block[0] && lin != w->iso_block[1]) || !w->m ||
       dlinfo(w->m->so, RTLD_DI_TLS_DATA, &tls) != 0)
     return;
   s->reg[0] = tls, s->words[0] = tls ? w->m->tls_bytes / 4 : 0;
@@ -789,6 +796,19 @@ static int run_grid(const worker *proto, int total_blocks, int nworkers,
   return rc;
 }
 
+/* The two blocks of n the reversed run isolates: distinct, drawn from seed
+ * (the check's, fresh each evaluation), so that a kernel cannot race in
+ * every block but a fixed one. With one block, that one. */
+static void iso_pick(uint64_t seed, int64_t n, int64_t out[2]) {
+  uint64_t h = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  out[0] = (int64_t)(h % (uint64_t)n);
+  out[1] =
+      n > 1 ? (out[0] + 1 + (int64_t)((h >> 32) % (uint64_t)(n - 1))) % n : -1;
+}
+
 /* One attempt at the whole grid. Returns KL_OK, KL_ERUN, or 1 when a
  * fiber-less launch met a barrier and must be repeated with fibers. */
 static int launch_grid(kl_emu_module *m, const float *A, const float *B,
@@ -810,14 +830,16 @@ static int launch_grid(kl_emu_module *m, const float *A, const float *B,
                   .nthreads = g->block_x * g->block_y,
                   .use_fibers = use_fibers,
                   .reverse = m->reverse,
-                  .isolate =
-                      m->reverse && !(m->needs_fibers & KL_EMU_NO_ISOLATION)};
+                  .iso_block = {-1, -1}};
+  if (m->reverse && !(m->needs_fibers & KL_EMU_NO_ISOLATION))
+    iso_pick(m->iso_seed, (int64_t)grid.x * grid.y, proto.iso_block);
   return run_grid(&proto, (int)(grid.x * grid.y), nworkers, g->dyn_smem_bytes,
                   why, whylen);
 }
 
-void kl_emu_set_reverse(kl_emu_module *m, int reverse) {
+void kl_emu_set_reverse(kl_emu_module *m, int reverse, uint64_t seed) {
   m->reverse = reverse != 0;
+  m->iso_seed = seed;
 }
 
 int kl_emu_run(kl_emu_module *m, const float *A, const float *B, float *C,

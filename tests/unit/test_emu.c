@@ -396,7 +396,7 @@ static void test_reverse_order(void) {
     kl_emu_module *m = build(k ? fenced : racy);
     if (!m) continue;
     for (int reverse = 0; reverse <= 1; reverse++) {
-      kl_emu_set_reverse(m, reverse);
+      kl_emu_set_reverse(m, reverse, 1);
       CHECK(run(m, A, NULL, C, 1, 256, 1, 1, why, sizeof why) == KL_OK, "%s",
             why);
       int right = 0;
