@@ -502,6 +502,18 @@ static int load(res_reader *r, char *why, size_t whylen) {
     rc = damaged(r, what, why, whylen);
     goto done;
   }
+  /* Damage before every record leaves nothing to read: refused, so that
+   * top, report and export do not exit 0 with an empty table (a warning
+   * above it scrolls by, and a script sees only the exit status). */
+  if (r->damage[0] && r->n == 0) {
+    snprintf(why, whylen,
+             "%s: damaged results file: %s; no record before it can be read. "
+             "A crash leaves damage only in the last record: this file was "
+             "changed after it was written",
+             r->path, r->damage);
+    rc = RES_EINPUT;
+    goto done;
+  }
   if (r->damage[0])
     fprintf(stderr,
             "kernlab: warning: %s: %s; only the %lld records before it are "

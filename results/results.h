@@ -64,7 +64,8 @@
  *     record pointing outside the heaps; the writer overwrites it). Only
  *     the last records can be in flight: a complete record after a bad one
  *     means the file was damaged after it was written, so readers say on
- *     stderr how many records they do not read, and writers (in place or
+ *     stderr how many records they do not read (and refuse the file, exit 2
+ *     from the commands, when that is all of them), and writers (in place or
  *     by a rebuild) refuse to append rather than overwrite or drop them;
  *   - a new file is built under a temporary name and renamed into place once
  *     complete, so a kill during creation leaves no half-made file;

@@ -234,6 +234,24 @@ def test_record_bounds(tmp):
               "%s of %d: the record is damaged: %d %r" % (field, size, rc, err[-300:]))
 
 
+def test_all_damaged(tmp):
+    """Damage in the first record, with complete ones after it: nothing can
+    be read, and top, report and export say so with exit 2 (they printed a
+    warning and an empty table, exit 0)."""
+    path = edited(tmp, "all_damaged", lambda c: None)
+    with h5py.File(path, "r+") as f:
+        c = f["candidates"][...]
+        c[0]["crc"] ^= 1
+        f["candidates"][...] = c
+    for cmd in (["top", path], ["export", path, "--format", "jsonl"],
+                ["report", path, "-o", os.path.join(tmp, "all_damaged.html")]):
+        rc, out, err = kernlab(*cmd)
+        check(rc == 2 and b"candidate record 0 is damaged" in err and
+              b"no record before it can be read" in err and not out.strip(),
+              "%s: a file whose first record is damaged: %d %r %r"
+              % (cmd[0], rc, out[-200:], err[-300:]))
+
+
 def test_component_names(tmp):
     path = edited(tmp, "cnames", at_32)
     with h5py.File(path, "r+") as f:
@@ -559,6 +577,7 @@ def main():
         test_csv_controls(tmp)
         test_external_storage(tmp)
         test_record_bounds(tmp)
+        test_all_damaged(tmp)
         test_component_names(tmp)
         test_heap_extent(tmp)
         test_many_records(tmp)
