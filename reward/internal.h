@@ -76,9 +76,10 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen);
 /* A lua_CFunction (no arguments, no results; run it with rw__pcall): runs
  * the script's chunk again in an environment of its own (globals read
  * through to the sandbox's) and makes its score function the one scored
- * with. Before every score call, so nothing a call leaves behind (a global,
- * an upvalue) reaches the next: a reward is a function of its candidate
- * and context only, and rescoring reproduces it. */
+ * with, after a full collection. Before every score call, so nothing a
+ * call leaves behind (a global, an upvalue, garbage that still counts
+ * against the memory cap) reaches the next: a reward is a function of its
+ * candidate and context only, and rescoring reproduces it. */
 int rw__fresh_score(lua_State *L);
 
 /* The rw_script that owns L, kept in the state's extra space (a pointer's

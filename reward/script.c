@@ -254,6 +254,16 @@ static void fresh_env(lua_State *L, int idx) {
 
 int rw__fresh_score(lua_State *L) {
   rw_script *s = *(rw_script **)lua_getextraspace(L);
+  /* The heap too: the garbage of the calls before is counted against the
+   * cap until collected, and a luaL_Buffer (string.rep, gsub, concat,
+   * upper...) allocates past Lua's emergency collection, so a big result
+   * was refused or not depending on what had been scored before (40 MiB
+   * of one call's garbage made the next call's 25 MiB rep a memory
+   * error). And a buffer a stop cut off (a deadline met as it closes) is
+   * freed only by its finalizer, which an emergency collection never
+   * runs: it held its memory for the calls after. A full collection runs
+   * it; on the few KiB a formula keeps it costs some microseconds. */
+  lua_gc(L, LUA_GCCOLLECT);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->chunk_ref);
   fresh_env(L, -1);
   lua_call(L, 0, 1);

@@ -324,6 +324,34 @@ static void test_no_state_between_calls(void) {
         s && one.n == 1 ? one.items[0].value : -1, why);
   rw_components_free(&one);
   rw_free(s);
+  /* nor through the heap: one call's 40 MiB of garbage made the next
+   * call's 25 MiB string.rep (a luaL_Buffer, allocated past Lua's
+   * emergency collection) a memory error, so the fast candidate scored or
+   * not by what was scored before it. A 5 s deadline: the copies are
+   * slow under ASan on a loaded machine. */
+  rw_limits slow = {0, 0, 5000, 0};
+  s = load_text("heap.lua",
+                "return { score = function(c, ctx)\n"
+                "  local mib = ('x'):rep(1 << 20)\n"
+                "  if not c.correct then\n"
+                "    local t = {}\n"
+                "    for i = 1, 40 do t[i] = mib .. i end\n"
+                "    return { x = 0 }\n"
+                "  end\n"
+                "  return { x = #mib:rep(25) // (1 << 20) }\n"
+                "end }\n",
+                &slow, why, sizeof why);
+  CHECK(s != NULL, "heap.lua: %s", why);
+  for (int round = 0; s && round < 3; round++) {
+    int who = round == 1 ? 2 : 0; /* fast, wrong, fast */
+    rw_components h;
+    int rc = rw_score(s, &ctx.group[who], &ctx, &h, why, sizeof why);
+    CHECK(rc == RW_OK && h.total == (who ? 0 : 25),
+          "heap.lua call %d (candidate %d): %d %s", round + 1, who + 1, rc,
+          why);
+    rw_components_free(&h);
+  }
+  rw_free(s);
   s = load_text("state.lua", text, NULL, why, sizeof why);
   if (!s) return;
   rw_components g[16];
