@@ -40,13 +40,32 @@ double rw__now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static size_t utf8_char(const unsigned char *p, size_t len);
+
+/* The message is the script's own text (error('\27[2J...'), a __tostring),
+ * and the lab prints it to a terminal as it is: any other control byte
+ * becomes '?' as in print (C0 but tab, DEL, C1, bytes that are not UTF-8),
+ * so a formula's error cannot clear the screen or fake a lab message in
+ * colour (a hostile review printed ESC [2J through kernlab rescore). */
 void rw__one_line(char *dst, size_t len, const char *src) {
   if (!len) return;
-  size_t i = 0;
-  for (; src && src[i] && i + 1 < len; i++)
-    dst[i] =
-        (src[i] == '\n' || src[i] == '\r' || src[i] == '\t') ? ' ' : src[i];
-  dst[i] = 0;
+  size_t o = 0;
+  for (size_t i = 0; src && src[i] && o + 1 < len;) {
+    const unsigned char *p = (const unsigned char *)src + i;
+    size_t n = p[0] < 0x80 ? 1 : utf8_char(p, strnlen(src + i, 4));
+    if (p[0] == '\n' || p[0] == '\r' || p[0] == '\t' || p[0] < 0x20 ||
+        p[0] == 0x7f || !n) {
+      dst[o++] = p[0] == '\n' || p[0] == '\r' || p[0] == '\t' ? ' ' : '?';
+      i++;
+    } else if (o + n < len) {
+      memcpy(dst + o, p, n);
+      o += n;
+      i += n;
+    } else {
+      break;
+    }
+  }
+  dst[o] = 0;
 }
 
 /* ---- memory --------------------------------------------------------------

@@ -391,6 +391,13 @@ static void test_broken(void) {
   expect_score_error(
       "error0.lua", "return { score = function()\n  error('plain', 0)\nend }\n",
       RW_ERUN, "error0.lua:2: plain", NULL);
+  /* the script's own message reaches a terminal: its control bytes (ESC,
+   * BEL, a UTF-8 C1 CSI) are shown as '?', a carriage return as a space */
+  expect_score_error("escape.lua",
+                     "return { score = function()\n"
+                     "  error('\\27[2J\\27[31mred\\r\\a\\194\\155x')\n"
+                     "end }\n",
+                     RW_ERUN, "escape.lua:2: ?[2J?[31mred ???x", NULL);
   /* a bad name with a NUL and a newline: the message names it whole, on
    * one line */
   expect_score_error("nulname.lua",
