@@ -316,7 +316,48 @@ static int safe_xpcall(lua_State *L) {
  * Turns any error object into a string that starts with "file:line:" (a C
  * function's error, such as a bad argument to string.rep, has no position
  * of its own: the first Lua frame's is used), and keeps the traceback in
- * s->traceback. Not called for memory errors (Lua's rule). */
+ * s->traceback. Not called for memory errors (Lua's rule).
+ *
+ * luaL_traceback finds the last level of the stack by a binary search of
+ * lua_getstack calls, and each walks the frames from the top: on the
+ * 500,000 frames of a runaway recursion (f(n) return f(n + 1) + 1 end),
+ * some 40 walks of half a million frames, 0.5 to 1 s after the deadline
+ * or the stack overflow, once for every failed call of a group (a hostile
+ * review). A stack deeper than TRACEBACK_DEEP levels gets its first
+ * levels only. */
+#define TRACEBACK_DEEP 200
+#define TRACEBACK_SHOWN 10
+
+static void deep_traceback(lua_State *L, char *out, size_t cap) {
+  size_t o = (size_t)snprintf(out, cap, "stack traceback:");
+  lua_Debug ar;
+  for (int level = 1; level <= TRACEBACK_SHOWN && lua_getstack(L, level, &ar);
+       level++) {
+    lua_getinfo(L, "Sln", &ar);
+    char where[LUA_IDSIZE + 16], what[LUA_IDSIZE + 64];
+    if (ar.currentline > 0)
+      snprintf(where, sizeof where, "%s:%d", ar.short_src, ar.currentline);
+    else
+      snprintf(where, sizeof where, "%s", ar.short_src);
+    if (ar.namewhat[0])
+      snprintf(what, sizeof what, "%s '%s'", ar.namewhat, ar.name);
+    else if (*ar.what == 'm')
+      snprintf(what, sizeof what, "main chunk");
+    else if (*ar.what == 'C')
+      snprintf(what, sizeof what, "?");
+    else
+      snprintf(what, sizeof what, "function <%s:%d>", ar.short_src,
+               ar.linedefined);
+    if (o < cap)
+      o += (size_t)snprintf(out + o, cap - o, "\n\t%s: in %s", where, what);
+  }
+  if (o < cap)
+    snprintf(out + o, cap - o,
+             "\n\t...\t(more than %d levels, not shown: a runaway "
+             "recursion?)",
+             TRACEBACK_DEEP);
+}
+
 static int message_handler(lua_State *L) {
   rw_script *s = rw__owner(L);
   const char *msg = lua_tostring(L, 1);
@@ -338,9 +379,13 @@ static int message_handler(lua_State *L) {
       msg = lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg);
     break;
   }
-  luaL_traceback(L, L, NULL, 1);
-  snprintf(s->traceback, sizeof s->traceback, "%s", lua_tostring(L, -1));
-  lua_pop(L, 1);
+  if (lua_getstack(L, TRACEBACK_DEEP, &ar)) {
+    deep_traceback(L, s->traceback, sizeof s->traceback);
+  } else {
+    luaL_traceback(L, L, NULL, 1);
+    snprintf(s->traceback, sizeof s->traceback, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
   lua_pushstring(L, msg);
   return 1;
 }

@@ -523,6 +523,31 @@ static void test_endless(void) {
     rw_free(s);
   }
 
+  /* A runaway recursion ends in a stack overflow at some 500,000 levels.
+   * luaL_traceback walked them some 40 times to find the last level and
+   * say how many it skipped: 0.5 to 1 s after the error, on every failed
+   * call of a group. The traceback of so deep a stack shows its first
+   * levels only. */
+  rw_limits deep = {0, 1LL << 50, 10000, 0};
+  s = load_text("recurse.lua",
+                "local function f(n) return f(n + 1) + 1 end\n"
+                "return { score = function() return { x = f(1) } end }\n",
+                &deep, why, sizeof why);
+  CHECK(s != NULL, "load: %s", why);
+  if (s) {
+    rw_candidate c;
+    rw_candidate_init(&c);
+    rw_components out;
+    int rc = rw_score(s, &c, NULL, &out, why, sizeof why);
+    CHECK(rc == RW_ERUN && strstr(why, "recurse.lua:1: stack overflow"),
+          "%d %s", rc, why);
+    const char *tb = rw_traceback(s);
+    CHECK(strstr(tb, "recurse.lua:1: in ") &&
+              strstr(tb, "more than 200 levels") && !strstr(tb, "skipping"),
+          "the first levels only: %s", tb);
+    rw_free(s);
+  }
+
   /* C functions that loop without running Lua */
   expect_score_error("rep_empty.lua",
                      "return { score = function()\n"
