@@ -90,9 +90,11 @@ static inline rw_script *rw__owner(lua_State *L) {
 
 /* Installs the guarded string.rep, find, match, gmatch, gsub, char,
  * format, pack, table.move, insert, remove, sort and math.max, min
- * (guards.c) into the library tables at string_t, table_t and math_t. May
- * raise (memory): from a protected call. */
-void rw__install_guards(lua_State *L, int string_t, int table_t, int math_t);
+ * (guards.c) into the library tables at string_t, table_t and math_t, and
+ * pairs in key order into the globals at global_t. May raise (memory):
+ * from a protected call. */
+void rw__install_guards(lua_State *L, int global_t, int string_t, int table_t,
+                        int math_t);
 
 /* Clock in milliseconds (CLOCK_MONOTONIC). */
 double rw__now_ms(void);

@@ -17,6 +17,11 @@
  *     function of the metrics so that rescoring reproduces it); reading a
  *     removed name (io, os, debug, package, load, ...) raises an error
  *     that says it is not available;
+ *   - pairs visits a table's keys by value (numbers ascending, strings by
+ *     their bytes, false, true, then keys with no value to order by), not
+ *     in next's hash order, which Lua seeds per state, so a formula that
+ *     depends on the order still rescores the same (next keeps Lua's
+ *     order; the sort costs some microseconds a key on big tables);
  *   - the library tables are read-only and the string metatable is
  *     protected; setmetatable refuses __gc finalizers (they run with hooks
  *     off, so they would escape the instruction budget);

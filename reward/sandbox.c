@@ -692,7 +692,7 @@ static int build_sandbox(lua_State *L) {
   /* C library loops the hook cannot reach: guards.c */
   lua_getglobal(L, "table"); /* 3 */
   lua_getglobal(L, "math");  /* 4 */
-  rw__install_guards(L, 2, 3, 4);
+  rw__install_guards(L, 1, 2, 3, 4);
   lua_pop(L, 3);
 
   lua_getglobal(L, "math");

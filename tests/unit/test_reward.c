@@ -364,6 +364,45 @@ static void test_no_state_between_calls(void) {
   rw_free(s);
 }
 
+/* pairs visits keys by value: Lua seeds its string hashes per state (time
+ * and addresses), so next's order, and a reward that depended on it (the
+ * first flag, a sum of fractional penalties), changed from run to run. A
+ * key cleared during the loop is skipped; __pairs is kept. */
+static void test_pairs_order(void) {
+  char why[512];
+  rw_script *s = load_text(
+      "pairs.lua",
+      "return { score = function(c, ctx)\n"
+      "  local t = { hotel = 1, alpha = 1, golf = 1, charlie = 1, echo = 1,\n"
+      "              bravo = 1, foxtrot = 1, delta = 1, [3] = 1, [1.5] = 1,\n"
+      "              [-2] = 1, [true] = 1, [false] = 1 }\n"
+      "  local seen = {}\n"
+      "  for k in pairs(t) do\n"
+      "    seen[#seen + 1] = tostring(k)\n"
+      "    if k == 'echo' then t.foxtrot = nil end\n"
+      "  end\n"
+      "  local m = setmetatable({}, { __pairs = function()\n"
+      "    return function(_, k) if not k then return 'meta', 1 end end\n"
+      "  end })\n"
+      "  for k in pairs(m) do seen[#seen + 1] = k end\n"
+      "  local want = '-2 1.5 3 alpha bravo charlie delta echo golf hotel '\n"
+      "    .. 'false true meta'\n"
+      "  local got = table.concat(seen, ' ')\n"
+      "  if got ~= want then error(got) end\n"
+      "  return { x = 1 }\n"
+      "end }\n",
+      NULL, why, sizeof why);
+  CHECK(s != NULL, "pairs.lua: %s", why);
+  if (!s) return;
+  rw_candidate c;
+  rw_candidate_init(&c);
+  rw_components out;
+  CHECK(rw_score(s, &c, NULL, &out, why, sizeof why) == RW_OK,
+        "pairs in key order: %s", why);
+  rw_components_free(&out);
+  rw_free(s);
+}
+
 /* ---- broken scripts ------------------------------------------------------ */
 
 static void test_broken(void) {
@@ -768,6 +807,7 @@ int main(void) {
   test_metrics_in_components_out();
   test_score_group();
   test_no_state_between_calls();
+  test_pairs_order();
   test_broken();
   test_endless();
   test_memory();
