@@ -24,6 +24,8 @@ struct rw_script {
   lua_State *L;
   rw_limits lim;
   size_t mem_used; /* bytes held by L, kept by the allocator */
+  /* mem_used after the last full collection (rw__fresh_score) */
+  size_t mem_collected;
   char path[1024];
   char short_src[LUA_IDSIZE]; /* as Lua names the chunk in messages */
   char sha256[65];
@@ -76,10 +78,11 @@ int rw__pcall(rw_script *s, int nargs, int nresults, char *why, size_t whylen);
 /* A lua_CFunction (no arguments, no results; run it with rw__pcall): runs
  * the script's chunk again in an environment of its own (globals read
  * through to the sandbox's) and makes its score function the one scored
- * with, after a full collection. Before every score call, so nothing a
- * call leaves behind (a global, an upvalue, garbage that still counts
- * against the memory cap) reaches the next: a reward is a function of its
- * candidate and context only, and rescoring reproduces it. */
+ * with, after a full collection when the heap grew by more than 256 KiB
+ * since the last. Before every score call, so nothing a call leaves
+ * behind (a global, an upvalue, garbage that still counts against the
+ * memory cap) reaches the next: a reward is a function of its candidate
+ * and context only, and rescoring reproduces it. */
 int rw__fresh_score(lua_State *L);
 
 /* The rw_script that owns L, kept in the state's extra space (a pointer's

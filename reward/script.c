@@ -252,6 +252,9 @@ static void fresh_env(lua_State *L, int idx) {
   lua_setupvalue(L, idx, 1); /* pops env */
 }
 
+/* Bytes of garbage a score call may find from the calls before it. */
+#define RW_GC_SLACK ((size_t)256 << 10)
+
 int rw__fresh_score(lua_State *L) {
   rw_script *s = *(rw_script **)lua_getextraspace(L);
   /* The heap too: the garbage of the calls before is counted against the
@@ -262,8 +265,14 @@ int rw__fresh_score(lua_State *L) {
    * error). And a buffer a stop cut off (a deadline met as it closes) is
    * freed only by its finalizer, which an emergency collection never
    * runs: it held its memory for the calls after. A full collection runs
-   * it; on the few KiB a formula keeps it costs some microseconds. */
-  lua_gc(L, LUA_GCCOLLECT);
+   * it, once the heap has grown by RW_GC_SLACK since the last one: each
+   * call costs tens of microseconds more (bench_reward), and a call can
+   * then meet at most that much of the earlier calls' garbage, 1/256 of
+   * the default cap. */
+  if (s->mem_used > s->mem_collected + RW_GC_SLACK) {
+    lua_gc(L, LUA_GCCOLLECT);
+    s->mem_collected = s->mem_used;
+  }
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->chunk_ref);
   fresh_env(L, -1);
   lua_call(L, 0, 1);
