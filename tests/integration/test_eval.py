@@ -274,11 +274,12 @@ def group_inputs():
                       "%s: the message names the file once: %r" % (what, err))
         # inputs are read before the baseline is timed: a run of unreadable
         # files times nothing (the naive seed at 1024^3 is half a minute of
-        # cpu-emu); its rows have no baseline
+        # cpu-emu); its rows have no baseline (no bound on the time: a
+        # loaded machine would fail it, and the baseline says it)
         t0 = time.time()
         rc, rows, err = eval_json([cases["missing"], cases["empty"]],
                                   "--shape", "1024x1024x1024")
-        check(rc == 2 and len(rows) == 2 and time.time() - t0 < 10 and
+        check(rc == 2 and len(rows) == 2 and
               all(r["baseline_us"] is None for r in rows),
               "unreadable files: exit 2 in %.1f s, no baseline: %s %s"
               % (time.time() - t0, [r["baseline_us"] for r in rows], err))
