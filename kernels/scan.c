@@ -139,9 +139,9 @@ static void raise_flag(scanner *s, int bit, int line, const char *fmt,
   if (whatlen > (int)sizeof w - 1) whatlen = (int)sizeof w - 1;
   memcpy(w, what, (size_t)whatlen);
   w[whatlen] = 0;
-  /* body holds the longest format with a 63-byte name (under 50 + 63); the
-   * note may cut it, on purpose: a note is one short line. */
-  char body[128];
+  /* body holds the longest format (under 80) with a 63-byte name; the note
+   * may cut it, on purpose: a note is one short line. */
+  char body[160];
   snprintf(body, sizeof body, fmt, w);
   snprintf(s->note[bit], sizeof s->note[bit], "line %d: %.*s", line,
            (int)sizeof s->note[bit] - 20, body);
