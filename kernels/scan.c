@@ -1371,6 +1371,20 @@ static void record_declaration(scanner *s, int scope, int qa, int qb, int a,
   judge(s, scope, dc, a, b, 1);
 }
 
+/* 1 if tokens [a, b) only name a record: `struct S;`, `template <class T>
+ * struct Box;`, `enum class E : int;`: the last record keyword, its name,
+ * and nothing after but an enum's base. `__device__ struct Memo memo;`
+ * declares a variable with the keyword in its type, and passed as a bare
+ * record once (the third review). */
+static int bare_record(const scanner *s, int a, int b) {
+  int q = b - 1;
+  while (q >= a && !(tok_is(s, q, "struct") || tok_is(s, q, "class") ||
+                     tok_is(s, q, "union") || tok_is(s, q, "enum")))
+    q--;
+  if (q < a || q + 1 >= b || s->tok[q + 1].kind != T_IDENT) return 0;
+  return q + 2 == b || tok_punct(s, q + 2, ":");
+}
+
 /* The rules, on a declaration read into dc from tokens [a, b); var: it is
  * a variable whatever its length (a record's declarators). */
 static void judge(scanner *s, int scope, decl dc, int a, int b, int var) {
@@ -1397,7 +1411,7 @@ static void judge(scanner *s, int scope, decl dc, int a, int b, int var) {
                    "host function %s (no __device__)", nm, nl);
       return;
     }
-    if (dc.record && dc.eq < 0) return; /* struct S; enum E : int; */
+    if (dc.record && dc.eq < 0 && bare_record(s, a, b)) return;
     if (dc.is_extern && !dc.shared && dc.eq < 0)
       raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, line,
                  "extern declaration of %s", nm, nl);
