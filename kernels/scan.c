@@ -1248,9 +1248,25 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
   memset(dc, 0, sizeof *dc);
   dc->eq = dc->fn_paren = dc->name = -1;
   int depth = 0, last_star = -1, last_const = -1, first_const = -1;
+  /* template arguments and array bounds before the initializer: a `const`
+   * or `*` there is not the declared object's (`__device__ Memo<const int>
+   * memo;` was read as a const variable, the third review) */
+  int angle = 0, brack = 0;
   for (int i = a; i < b; i++) {
     const token *t = &s->tok[i];
     if (t->kind == T_PUNCT) {
+      if (dc->eq < 0 && depth == 0) {
+        if (tok_punct(s, i, "["))
+          brack++;
+        else if (tok_punct(s, i, "]") && brack > 0)
+          brack--;
+        else if (tok_punct(s, i, "<") && !brack)
+          angle++;
+        else if (tok_punct(s, i, ">") && angle > 0)
+          angle--;
+        else if (tok_punct(s, i, ">>"))
+          angle = angle > 2 ? angle - 2 : 0;
+      }
       if (tok_punct(s, i, "(")) {
         int attr = i > a && is_attribute_word(s, i - 1);
         if (depth == 0 && !attr) {
@@ -1264,7 +1280,8 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
         depth--;
       } else if (depth == 0 && tok_punct(s, i, "=") && dc->eq < 0) {
         dc->eq = i;
-      } else if (depth == 0 && tok_punct(s, i, "*") && dc->eq < 0) {
+      } else if (depth == 0 && !angle && !brack && tok_punct(s, i, "*") &&
+                 dc->eq < 0) {
         last_star = i;
       }
       continue;
@@ -1296,7 +1313,7 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
     if (md >= 0 && macro_params_end(s, md) < 0)
       for (int q = s->dir[md].first + 2; q < s->dir[md].end; q++)
         qualify(s, q, dc);
-    if (dc->eq < 0 && depth == 0 && tok_is(s, i, "const")) {
+    if (dc->eq < 0 && depth == 0 && !angle && !brack && tok_is(s, i, "const")) {
       last_const = i;
       if (first_const < 0) first_const = i;
     }
