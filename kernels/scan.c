@@ -1244,18 +1244,43 @@ static void qualify(const scanner *s, int i, decl *dc) {
     dc->constexpr_ = 1;
 }
 
+/* One declarator of a declaration (read_decl): the declared object is const
+ * when a `const` follows its last `*`, or, with no `*`, when the
+ * declaration's specifiers say const (a `const` before the first `*` of
+ * the first declarator). */
+typedef struct declarator {
+  int star, konst; /* last `*` and `const` before its '=', or -1 */
+  int eq;          /* its '=' was seen */
+  int ident;       /* it holds an identifier */
+} declarator;
+
+/* Ends declarator g; clears *all_const if g's object is not const. */
+static void end_declarator(declarator *g, int spec_const, int *any,
+                           int *all_const) {
+  if (g->ident) {
+    *any = 1;
+    if (!(g->konst > g->star || (g->star < 0 && spec_const))) *all_const = 0;
+  }
+  g->star = g->konst = -1;
+  g->eq = g->ident = 0;
+}
+
 static void read_decl(const scanner *s, int a, int b, decl *dc) {
   memset(dc, 0, sizeof *dc);
   dc->eq = dc->fn_paren = dc->name = -1;
-  int depth = 0, last_star = -1, last_const = -1, first_const = -1;
+  int depth = 0;
   /* template arguments and array bounds before the initializer: a `const`
    * or `*` there is not the declared object's (`__device__ Memo<const int>
    * memo;` was read as a const variable, the third review) */
   int angle = 0, brack = 0;
+  /* each declarator's constness: `__device__ Memo *const p = 0, memo;`
+   * declares a mutable memo, and passed as const once (the third review) */
+  declarator g = {-1, -1, 0, 0};
+  int first = 1, spec_const = 0, any = 0, all_const = 1;
   for (int i = a; i < b; i++) {
     const token *t = &s->tok[i];
     if (t->kind == T_PUNCT) {
-      if (dc->eq < 0 && depth == 0) {
+      if (!g.eq && depth == 0) {
         if (tok_punct(s, i, "["))
           brack++;
         else if (tok_punct(s, i, "]") && brack > 0)
@@ -1278,11 +1303,15 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
         depth++;
       } else if (tok_punct(s, i, ")")) {
         depth--;
-      } else if (depth == 0 && tok_punct(s, i, "=") && dc->eq < 0) {
-        dc->eq = i;
+      } else if (depth == 0 && tok_punct(s, i, "=")) {
+        if (dc->eq < 0) dc->eq = i;
+        g.eq = 1;
+      } else if (depth == 0 && !angle && !brack && tok_punct(s, i, ",")) {
+        end_declarator(&g, spec_const, &any, &all_const);
+        first = 0;
       } else if (depth == 0 && !angle && !brack && tok_punct(s, i, "*") &&
-                 dc->eq < 0) {
-        last_star = i;
+                 !g.eq) {
+        g.star = i;
       }
       continue;
     }
@@ -1313,9 +1342,12 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
     if (md >= 0 && macro_params_end(s, md) < 0)
       for (int q = s->dir[md].first + 2; q < s->dir[md].end; q++)
         qualify(s, q, dc);
-    if (dc->eq < 0 && depth == 0 && !angle && !brack && tok_is(s, i, "const")) {
-      last_const = i;
-      if (first_const < 0) first_const = i;
+    if (!g.eq && depth == 0 && !angle && !brack) {
+      g.ident = 1;
+      if (tok_is(s, i, "const")) {
+        g.konst = i;
+        if (first && g.star < 0) spec_const = 1;
+      }
     }
     if (i == a && (tok_is(s, i, "typedef") || tok_is(s, i, "using") ||
                    tok_is(s, i, "static_assert") || tok_is(s, i, "friend") ||
@@ -1327,7 +1359,8 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
         tok_is(s, i, "union") || tok_is(s, i, "enum"))
       dc->record = 1;
   }
-  dc->is_const = dc->constexpr_ || (last_const >= 0 && last_const > last_star);
+  end_declarator(&g, spec_const, &any, &all_const);
+  dc->is_const = dc->constexpr_ || (any && all_const);
 }
 
 /* Records the name declared by tokens [a, b) as read-only storage that
