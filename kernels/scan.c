@@ -1637,7 +1637,12 @@ static int check_declarations(scanner *s) {
           next = SC_CLASS;
           rec_a = a, rec_b = b;
         } else if (scope == SC_CODE) {
-          next = SC_CODE; /* else {, do {, a nested block */
+          /* else {, do {, if (...) { through a macro, or a braced
+           * initializer: `static unsigned long long launches{0};` was read
+           * as a nested block, its static unseen (the third review). Read
+           * as a declaration either way; what follows stays code. */
+          declaration(s, scope, a, b);
+          next = SC_CODE;
         } else {
           declaration(s, scope, a, b); /* braced initializer: T x{...} */
           next = SC_INIT;
