@@ -1203,7 +1203,8 @@ static int is_attribute_word(const scanner *s, int i) {
 
 typedef struct decl {
   int device, managed, global, host, shared, constant, is_static, is_extern;
-  int is_const; /* the declared object itself is const/constexpr */
+  int is_const;   /* the declared object itself is const/constexpr */
+  int spec_const; /* its specifiers say const (see declarator) */
   int constexpr_;
   int skip;     /* typedef, using, static_assert, template instantiation */
   int record;   /* struct, class, union or enum keyword */
@@ -1265,7 +1266,10 @@ static void end_declarator(declarator *g, int spec_const, int *any,
   g->eq = g->ident = 0;
 }
 
-static void read_decl(const scanner *s, int a, int b, decl *dc) {
+/* Reads tokens [a, b) into dc; spec_const: they continue a declaration
+ * whose specifiers say const (record_declaration). */
+static void read_decl(const scanner *s, int a, int b, int spec_const,
+                      decl *dc) {
   memset(dc, 0, sizeof *dc);
   dc->eq = dc->fn_paren = dc->name = -1;
   int depth = 0;
@@ -1276,7 +1280,7 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
   /* each declarator's constness: `__device__ Memo *const p = 0, memo;`
    * declares a mutable memo, and passed as const once (the third review) */
   declarator g = {-1, -1, 0, 0};
-  int first = 1, spec_const = 0, any = 0, all_const = 1;
+  int first = !spec_const, any = 0, all_const = 1;
   for (int i = a; i < b; i++) {
     const token *t = &s->tok[i];
     if (t->kind == T_PUNCT) {
@@ -1361,6 +1365,7 @@ static void read_decl(const scanner *s, int a, int b, decl *dc) {
   }
   end_declarator(&g, spec_const, &any, &all_const);
   dc->is_const = dc->constexpr_ || (any && all_const);
+  dc->spec_const = dc->constexpr_ || spec_const;
 }
 
 /* Records the name declared by tokens [a, b) as read-only storage that
@@ -1396,7 +1401,7 @@ static void declaration(scanner *s, int scope, int a, int b) {
         return;
       }
   decl dc;
-  read_decl(s, a, b, &dc);
+  read_decl(s, a, b, 0, &dc);
   judge(s, scope, dc, a, b, 0);
 }
 
@@ -1404,19 +1409,22 @@ static void declaration(scanner *s, int scope, int a, int b) {
  * tokens [a, b), with the qualifiers of the statement that opened it,
  * tokens [qa, qb): `__device__ struct { int n; } memo;` declares memo
  * __device__, and `static struct {...} m;` a static local (each passed
- * unseen once: the qualifiers stayed with the record). */
+ * unseen once: the qualifiers stayed with the record). The same after a
+ * braced initializer: `static T* const p{nullptr}, memo;` declares memo
+ * static (the third review); a const of the specifiers only is each
+ * declarator's. */
 static void record_declaration(scanner *s, int scope, int qa, int qb, int a,
                                int b) {
   if (a >= b) return;
   decl q, dc;
-  read_decl(s, qa, qb, &q);
-  read_decl(s, a, b, &dc);
+  read_decl(s, qa, qb, 0, &q);
+  read_decl(s, a, b, q.spec_const, &dc);
   if (q.skip) return; /* typedef struct {...} name; */
   dc.device |= q.device, dc.managed |= q.managed, dc.host |= q.host;
   dc.shared |= q.shared, dc.constant |= q.constant;
   dc.is_static |= q.is_static, dc.is_extern |= q.is_extern;
   dc.constexpr_ |= q.constexpr_;
-  dc.is_const |= q.is_const;
+  dc.is_const |= q.constexpr_;
   dc.record = 0;
   judge(s, scope, dc, a, b, 1);
 }
@@ -1565,15 +1573,19 @@ static int check_declarations(scanner *s) {
   /* for a record's scope: its statement's first token and its '{' */
   int *rec = malloc((size_t)cap * sizeof(int));
   int *rec_qb = malloc((size_t)cap * sizeof(int));
+  /* 1 where that '{' is an initializer: its statement's qualifiers go on
+   * to the declarators after its '}' only when a ',' follows */
+  int *rec_init = malloc((size_t)cap * sizeof(int));
   s->constant_var = malloc((size_t)cap * sizeof(int));
   s->proto = malloc((size_t)cap * sizeof(int));
   s->defined = malloc((size_t)cap * sizeof(int));
-  if (!stack || !idx || !rec || !rec_qb || !s->constant_var || !s->proto ||
-      !s->defined) {
+  if (!stack || !idx || !rec || !rec_qb || !rec_init || !s->constant_var ||
+      !s->proto || !s->defined) {
     free(stack);
     free(idx);
     free(rec);
     free(rec_qb);
+    free(rec_init);
     return -1;
   }
   /* the tokens that are code, in order */
@@ -1583,6 +1595,7 @@ static int check_declarations(scanner *s) {
   int sp = 0, start = 0;
   stack[0] = SC_FILE;
   rec[0] = -1;
+  rec_init[0] = 0;
   /* a record just closed: its statement's qualifiers [pend_a, pend_b)
    * apply to the declarators that follow its '}' */
   int pend_a = -1, pend_b = -1;
@@ -1593,12 +1606,11 @@ static int check_declarations(scanner *s) {
         (tok_punct(s, i, ";") || tok_punct(s, i, "{"))) {
       int end = tok_punct(s, i, ";") ? TK(k - 1) + 1 : i;
       record_declaration(s, scope, pend_a, pend_b, TK(start), end);
-      pend_a = -1;
-      if (tok_punct(s, i, ";")) {
-        start = k + 1;
-        continue;
+      if (sp + 1 < cap && tok_punct(s, i, "{")) { /* `, b{1}, memo` */
+        stack[++sp] = SC_INIT;
+        rec[sp] = pend_a, rec_qb[sp] = pend_b, rec_init[sp] = 1;
       }
-      if (sp + 1 < cap) stack[++sp] = SC_INIT, rec[sp] = -1;
+      pend_a = -1;
       start = k + 1;
       continue;
     }
@@ -1609,7 +1621,7 @@ static int check_declarations(scanner *s) {
         declaration(s, scope, TK(start), TK(k - 1) + 1);
       start = k + 1;
     } else if (tok_punct(s, i, "{")) {
-      int next = SC_CODE, rec_a = -1, rec_b = -1;
+      int next = SC_CODE, rec_a = -1, rec_b = -1, init = 0;
       if (start < k && lambda_body(s, idx, start, k)) {
         if (scope != SC_INIT) /* auto f = [...](...) {: the variable */
           declaration(s, scope, TK(start), i);
@@ -1619,7 +1631,7 @@ static int check_declarations(scanner *s) {
       } else if (start < k) {
         int a = TK(start), b = i; /* the statement before the brace */
         decl dc;
-        read_decl(s, a, b, &dc);
+        read_decl(s, a, b, 0, &dc);
         int ns = 0, ext_block = 0;
         for (int q = a; q < b; q++)
           if (tok_is(s, q, "namespace")) ns = 1;
@@ -1630,6 +1642,7 @@ static int check_declarations(scanner *s) {
         } else if (dc.eq >= 0) {
           declaration(s, scope, a, b);
           next = SC_INIT;
+          init = 1;
         } else if (dc.fn_paren >= 0) {
           declaration(s, scope, a, b);
           next = SC_CODE;
@@ -1643,20 +1656,30 @@ static int check_declarations(scanner *s) {
            * as a declaration either way; what follows stays code. */
           declaration(s, scope, a, b);
           next = SC_CODE;
+          init = 1;
         } else {
           declaration(s, scope, a, b); /* braced initializer: T x{...} */
           next = SC_INIT;
+          init = 1;
         }
+        /* not a brace inside a call's parentheses, `p = f({1, 2}, 3)` */
+        int open = 0;
+        for (int q = a; q < b; q++)
+          open += tok_punct(s, q, "(") - tok_punct(s, q, ")");
+        if (init && !open) rec_a = a, rec_b = b;
       }
       if (sp + 1 < cap) {
         stack[++sp] = next;
         rec[sp] = rec_a;
         rec_qb[sp] = rec_b;
+        rec_init[sp] = init;
       }
       start = k + 1;
     } else if (tok_punct(s, i, "}")) {
       if (sp > 0) {
-        if (rec[sp] >= 0) pend_a = rec[sp], pend_b = rec_qb[sp];
+        if (rec[sp] >= 0 &&
+            (!rec_init[sp] || (k + 1 < nc && tok_punct(s, TK(k + 1), ","))))
+          pend_a = rec[sp], pend_b = rec_qb[sp];
         sp--;
       }
       start = k + 1;
@@ -1667,6 +1690,7 @@ static int check_declarations(scanner *s) {
   free(idx);
   free(rec);
   free(rec_qb);
+  free(rec_init);
   return 0;
 }
 
