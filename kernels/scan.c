@@ -109,8 +109,13 @@ typedef struct scanner {
                        (check_const_casts) */
   int nconstant_var;
   int *proto, nproto; /* names of file-scope functions declared without a
-                         body, and with one (check_prototypes) */
+                         body, and with one (check_prototypes): pairs of
+                         the name's token and its namespace (ns_*) */
   int *defined, ndefined;
+  int *ns_parent, *ns_name, nns, ns_cap; /* namespaces: the enclosing one
+                                            (-1: the global one) and the
+                                            name's token (-1: unnamed) */
+  int cur_ns;           /* the namespace check_declarations is in */
   int *macros, nmacros; /* the #define directives, sorted by name
                            (macro_dir) */
   long paste_work;      /* tokens read resolving pastes (check_paste) */
@@ -1462,6 +1467,45 @@ static int bare_record(const scanner *s, int a, int b) {
   return q + 2 == b || tok_punct(s, q + 2, ":");
 }
 
+/* A namespace named by token name (-1: unnamed) inside namespace parent;
+ * -2 when the table is full: a namespace equal to none (a prototype there
+ * matches no definition, which errs towards a flag). */
+static int new_ns(scanner *s, int parent, int name) {
+  if (s->nns >= s->ns_cap || parent == -2) return -2;
+  s->ns_parent[s->nns] = parent;
+  s->ns_name[s->nns] = name;
+  return s->nns++;
+}
+
+/* The namespace a file-scope function named by token i belongs to: the one
+ * it is declared in, and then its qualifiers (`other::f`, `S::f`), so
+ * that `__device__ int f(0);` is not taken for defined by a function f of
+ * another namespace (the third review). */
+static int qualified_ns(scanner *s, int i) {
+  int q = i, first = i;
+  while (q >= 2 && tok_punct(s, q - 1, "::") && s->tok[q - 2].kind == T_IDENT)
+    q -= 2;
+  first = q;
+  int ns = tok_punct(s, first - 1, "::") ? -1 : s->cur_ns; /* ::f */
+  for (q = first; q < i; q += 2)
+    ns = new_ns(s, ns, q);
+  return ns;
+}
+
+/* 1 if namespaces p and q are the same: the same names outwards. */
+static int same_ns(const scanner *s, int p, int q) {
+  if (p == -2 || q == -2) return 0;
+  for (; p != q; p = s->ns_parent[p], q = s->ns_parent[q]) {
+    if (p < 0 || q < 0) return 0;
+    int a = s->ns_name[p], b = s->ns_name[q];
+    if ((a < 0) != (b < 0)) return 0;
+    if (a >= 0 && text_cmp(s->text + s->tok[a].start, s->tok[a].len,
+                           s->text + s->tok[b].start, s->tok[b].len))
+      return 0;
+  }
+  return 1;
+}
+
 /* The rules, on a declaration read into dc from tokens [a, b); var: it is
  * a variable whatever its length (a record's declarators). */
 static void judge(scanner *s, int scope, decl dc, int a, int b, int var) {
@@ -1473,11 +1517,15 @@ static void judge(scanner *s, int scope, decl dc, int a, int b, int var) {
 
   if (scope == SC_FILE) {
     if (is_fn && dc.name >= 0 && !dc.constexpr_) {
-      if (b < s->ntok && tok_punct(s, b, "{"))
-        s->defined[s->ndefined++] = dc.name;
-      else if (!(dc.eq >= 0 && (tok_is(s, dc.eq + 1, "delete") ||
-                                tok_is(s, dc.eq + 1, "default"))))
-        s->proto[s->nproto++] = dc.name;
+      int ns = qualified_ns(s, dc.name);
+      if (b < s->ntok && tok_punct(s, b, "{")) {
+        s->defined[2 * s->ndefined] = dc.name;
+        s->defined[2 * s->ndefined++ + 1] = ns;
+      } else if (!(dc.eq >= 0 && (tok_is(s, dc.eq + 1, "delete") ||
+                                  tok_is(s, dc.eq + 1, "default")))) {
+        s->proto[2 * s->nproto] = dc.name;
+        s->proto[2 * s->nproto++ + 1] = ns;
+      }
     }
     if (is_fn) {
       if (dc.host && !dc.device)
@@ -1596,10 +1644,16 @@ static int check_declarations(scanner *s) {
    * to the declarators after its '}' only when a ',' follows */
   int *rec_init = malloc((size_t)cap * sizeof(int));
   s->constant_var = malloc((size_t)cap * sizeof(int));
-  s->proto = malloc((size_t)cap * sizeof(int));
-  s->defined = malloc((size_t)cap * sizeof(int));
+  s->proto = malloc((size_t)cap * 2 * sizeof(int));
+  s->defined = malloc((size_t)cap * 2 * sizeof(int));
+  /* a namespace per `namespace` token and per qualifier of a name */
+  s->ns_cap = cap;
+  s->ns_parent = malloc((size_t)cap * sizeof(int));
+  s->ns_name = malloc((size_t)cap * sizeof(int));
+  int *nsid = malloc((size_t)cap * sizeof(int)); /* each scope's */
   if (!stack || !idx || !rec || !rec_qb || !rec_init || !s->constant_var ||
-      !s->proto || !s->defined) {
+      !s->proto || !s->defined || !s->ns_parent || !s->ns_name || !nsid) {
+    free(nsid);
     free(stack);
     free(idx);
     free(rec);
@@ -1615,18 +1669,20 @@ static int check_declarations(scanner *s) {
   stack[0] = SC_FILE;
   rec[0] = -1;
   rec_init[0] = 0;
+  nsid[0] = -1;
   /* a record just closed: its statement's qualifiers [pend_a, pend_b)
    * apply to the declarators that follow its '}' */
   int pend_a = -1, pend_b = -1;
 #define TK(k) idx[k]
   for (int k = 0; k < nc; k++) {
     int i = TK(k), scope = stack[sp];
+    s->cur_ns = nsid[sp];
     if (pend_a >= 0 && start < k && scope != SC_INIT &&
         (tok_punct(s, i, ";") || tok_punct(s, i, "{"))) {
       int end = tok_punct(s, i, ";") ? TK(k - 1) + 1 : i;
       record_declaration(s, scope, pend_a, pend_b, TK(start), end);
       if (sp + 1 < cap && tok_punct(s, i, "{")) { /* `, b{1}, memo` */
-        stack[++sp] = SC_INIT;
+        stack[++sp] = SC_INIT, nsid[sp] = nsid[sp - 1];
         rec[sp] = pend_a, rec_qb[sp] = pend_b, rec_init[sp] = 1;
       }
       pend_a = -1;
@@ -1640,7 +1696,7 @@ static int check_declarations(scanner *s) {
         declaration(s, scope, TK(start), TK(k - 1) + 1);
       start = k + 1;
     } else if (tok_punct(s, i, "{")) {
-      int next = SC_CODE, rec_a = -1, rec_b = -1, init = 0;
+      int next = SC_CODE, rec_a = -1, rec_b = -1, init = 0, ns_in = nsid[sp];
       if (start < k && lambda_body(s, idx, start, k)) {
         if (scope != SC_INIT) /* auto f = [...](...) {: the variable */
           declaration(s, scope, TK(start), i);
@@ -1658,6 +1714,13 @@ static int check_declarations(scanner *s) {
           ext_block = 1;
         if ((ns || ext_block) && scope == SC_FILE) {
           next = SC_FILE;
+          /* `namespace a {`, `namespace a::b {`, `namespace {` */
+          int named = 0;
+          for (int q = a; ns && q < b; q++)
+            if (s->tok[q].kind == T_IDENT && !tok_is(s, q, "namespace") &&
+                !tok_is(s, q, "inline"))
+              ns_in = new_ns(s, ns_in, q), named = 1;
+          if (ns && !named) ns_in = new_ns(s, ns_in, -1);
         } else if (dc.eq >= 0) {
           declaration(s, scope, a, b);
           next = SC_INIT;
@@ -1689,6 +1752,7 @@ static int check_declarations(scanner *s) {
       }
       if (sp + 1 < cap) {
         stack[++sp] = next;
+        nsid[sp] = ns_in;
         rec[sp] = rec_a;
         rec_qb[sp] = rec_b;
         rec_init[sp] = init;
@@ -1710,6 +1774,7 @@ static int check_declarations(scanner *s) {
   free(rec);
   free(rec_qb);
   free(rec_init);
+  free(nsid);
   return 0;
 }
 
@@ -1832,12 +1897,24 @@ static void check_const_casts(scanner *s) {
 static void check_prototypes(scanner *s) {
   if (s->nproto == 0) return;
   sort_scanner = s;
-  qsort(s->defined, (size_t)s->ndefined, sizeof(int), by_name);
+  qsort(s->defined, (size_t)s->ndefined, 2 * sizeof(int), by_name);
   for (int i = 0; i < s->nproto; i++) {
-    if (s->ndefined && bsearch(&s->proto[i], s->defined, (size_t)s->ndefined,
-                               sizeof(int), by_name))
-      continue;
-    const token *t = &s->tok[s->proto[i]];
+    const int *pr = &s->proto[2 * i];
+    const int *hit = s->ndefined ? bsearch(pr, s->defined, (size_t)s->ndefined,
+                                           2 * sizeof(int), by_name)
+                                 : NULL;
+    /* a definition of that name in the same namespace: the run of equal
+     * names around hit */
+    int found = 0;
+    for (const int *h = hit; h && h >= s->defined && !by_name(h, pr) && !found;
+         h -= 2)
+      found = same_ns(s, h[1], pr[1]);
+    for (const int *h = hit;
+         h && h < s->defined + 2 * s->ndefined && !by_name(h, pr) && !found;
+         h += 2)
+      found = same_ns(s, h[1], pr[1]);
+    if (found) continue;
+    const token *t = &s->tok[pr[0]];
     raise_flag(s, KL_FLAG_COMPILE_PASS_BRANCH, t->line,
                "%s is declared but not defined here (a host symbol)",
                s->text + t->start, t->len);
@@ -1893,6 +1970,8 @@ kl_flags kl_scan(const char *src, size_t len, char *detail, size_t detail_len) {
   free(s.constant_var);
   free(s.proto);
   free(s.defined);
+  free(s.ns_parent);
+  free(s.ns_name);
   free(s.macros);
   return s.flags;
 }
