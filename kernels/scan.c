@@ -1290,6 +1290,70 @@ static void end_declarator(declarator *g, int spec_const, int *any,
   g->eq = g->ident = 0;
 }
 
+/* The next token after i that is code (not in a directive), or ntok. */
+static int next_code(const scanner *s, int i) {
+  for (i++; i < s->ntok && s->tok[i].dir >= 0; i++)
+    ;
+  return i;
+}
+
+/* 1 if the '{' at token b opens the body of the function whose parameters
+ * open at token paren. A variable with a braced initializer reads the
+ * same way when its declarator is in parentheses or follows an empty
+ * macro's call, `__device__ unsigned long long (memo){0};` or `E() memo{0}`,
+ * and was taken for a function (the third review). It is not a body when
+ * the parentheses follow a type keyword, when something other than a
+ * function's suffixes (const, noexcept(...), -> or : and anything after)
+ * stands between them and the '{', or when they hold one name alone and a
+ * ';' or ',' follows the closing '}' (a body needs neither). */
+static int function_body(const scanner *s, int paren, int b) {
+  static const char *const types[] = {"void",   "bool",     "char",  "short",
+                                      "int",    "long",     "float", "double",
+                                      "signed", "unsigned", "auto"};
+  static const char *const suffixes[] = {
+      "const",       "volatile",         "noexcept",
+      "throw",       "override",         "final",
+      "try",         "__attribute__",    "__launch_bounds__",
+      "__maxnreg__", "__cluster_dims__", "requires"};
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+    if (tok_is(s, paren - 1, types[k])) return 0;
+  int depth = 0, close = -1, names = 0;
+  for (int i = paren; i < b && close < 0; i++) {
+    if (tok_punct(s, i, "(")) depth++;
+    if (tok_punct(s, i, ")") && --depth == 0) close = i;
+    if (depth == 1 && s->tok[i].kind == T_IDENT) names++;
+  }
+  if (close < 0) return 1;
+  for (int i = close + 1; i < b; i++) {
+    if (tok_punct(s, i, "->") || tok_punct(s, i, ":")) break;
+    if (s->tok[i].kind == T_IDENT) {
+      int ok = 0;
+      for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++)
+        ok |= tok_is(s, i, suffixes[k]);
+      if (!ok) return 0;
+    } else if (tok_punct(s, i, "(")) { /* noexcept(...), __attribute__(()) */
+      int d = 0;
+      for (; i < b; i++) {
+        if (tok_punct(s, i, "(")) d++;
+        if (tok_punct(s, i, ")") && --d == 0) break;
+      }
+    } else if (!tok_punct(s, i, "&")) {
+      return 0; /* `(memo)[]{...}`, `(memo) = {...}` */
+    }
+  }
+  if (names != 1) return 1;
+  int depth2 = 0, after = -1;
+  for (int i = b; i < s->ntok; i = next_code(s, i)) {
+    if (tok_punct(s, i, "{")) depth2++;
+    if (tok_punct(s, i, "}") && --depth2 == 0) {
+      after = next_code(s, i);
+      break;
+    }
+  }
+  return !(after >= 0 &&
+           (tok_punct(s, after, ";") || tok_punct(s, after, ",")));
+}
+
 /* Reads tokens [a, b) into dc; spec_const: they continue a declaration
  * whose specifiers say const (record_declaration). */
 static void read_decl(const scanner *s, int a, int b, int spec_const,
@@ -1388,6 +1452,13 @@ static void read_decl(const scanner *s, int a, int b, int spec_const,
       dc->record = 1;
   }
   end_declarator(&g, spec_const, &any, &all_const);
+  if (dc->fn_paren >= 0 && b < s->ntok && tok_punct(s, b, "{") &&
+      !function_body(s, dc->fn_paren, b))
+    for (int i = dc->fn_paren; i < b;
+         i++) { /* a variable, braced-initialised */
+      if (s->tok[i].kind == T_IDENT) dc->name = i;
+      dc->fn_paren = -1;
+    }
   dc->is_const = dc->constexpr_ || (any && all_const);
   dc->spec_const = dc->constexpr_ || spec_const;
 }
