@@ -4,7 +4,9 @@
  * functions (find, match, gmatch, gsub), the functions that read many
  * arguments as numbers (math.max, min, string.char, format, pack),
  * the pack formats (string.pack, packsize, unpack), table.move, table.insert,
- * table.remove and table.sort.
+ * table.remove and table.sort; and, for a reward that rescoring
+ * reproduces, pairs (keys in order) and tostring and string.format (no
+ * addresses).
  *
  * The budget hook (sandbox.c) runs on calls and every RW_HOOK_EVERY VM
  * instructions, so a C loop that calls nothing is out of its reach: ten
@@ -707,6 +709,69 @@ static int sorted_pairs(lua_State *L) {
   return 3;
 }
 
+/* ---- addresses ------------------------------------------------------------
+ * tostring({}) is "table: 0x5581...", an address that differs from run to
+ * run, so a formula could draw a random number from it (tonumber of its
+ * digits) and rescoring would not reproduce its reward (a hostile review).
+ * A table, function, thread or userdata without __tostring reads as its
+ * type (or __name) and "(address hidden)", in tostring and in
+ * string.format's arguments; %p is refused. print still shows addresses:
+ * its output is no score. */
+
+/* Replaces the value at idx (absolute) with its hidden form when it would
+ * show an address. */
+static void hide_address(lua_State *L, int idx) {
+  int t = lua_type(L, idx);
+  if (t != LUA_TTABLE && t != LUA_TFUNCTION && t != LUA_TTHREAD &&
+      t != LUA_TUSERDATA && t != LUA_TLIGHTUSERDATA)
+    return;
+  if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  const char *name = lua_typename(L, t);
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING)
+    name = lua_tostring(L, -1);
+  lua_pushfstring(L, "%s: (address hidden)", name);
+  if (name != lua_typename(L, t)) lua_remove(L, -2);
+  lua_replace(L, idx);
+}
+
+/* Upvalue 1: Lua's tostring. */
+static int hidden_tostring(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_settop(L, 1);
+  hide_address(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+/* Upvalue 1: the format function it wraps (guarded_args's closure). */
+static int hidden_format(lua_State *L) {
+  size_t n;
+  const char *fmt = luaL_checklstring(L, 1, &n);
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (fmt[i] != '%') continue;
+    size_t j = i + 1;
+    while (j < n && strchr("-+ #0123456789.", fmt[j]))
+      j++;
+    if (j < n && fmt[j] == 'p')
+      return luaL_error(L,
+                        "string.format: %%p gives an address, which differs "
+                        "from run to run: not in %s",
+                        rw__owner(L)->kind);
+    i = j; /* past the conversion ('%%' included) */
+  }
+  for (int i = 2; i <= lua_gettop(L); i++)
+    hide_address(L, i);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 /* Wraps table[field] (at index t) with fn, the original as upvalue 1, the
  * full name upvalue 2, kind upvalue 3. */
 static void wrap(lua_State *L, int t, const char *field, lua_CFunction fn,
@@ -731,6 +796,12 @@ void rw__install_guards(lua_State *L, int global_t, int string_t, int table_t,
   wrap(L, string_t, "gsub", guarded_pattern, "string.gsub", PAT_GSUB);
   wrap(L, string_t, "char", guarded_args, "string.char", 0);
   wrap(L, string_t, "format", guarded_args, "string.format", 0);
+  lua_getfield(L, string_t, "format");
+  lua_pushcclosure(L, hidden_format, 1);
+  lua_setfield(L, string_t, "format");
+  lua_getfield(L, global_t, "tostring");
+  lua_pushcclosure(L, hidden_tostring, 1);
+  lua_setfield(L, global_t, "tostring");
   wrap(L, string_t, "pack", guarded_args, "string.pack", ARGS_FORMAT);
   wrap(L, string_t, "packsize", guarded_format, "string.packsize", 0);
   wrap(L, string_t, "unpack", guarded_format, "string.unpack", 0);

@@ -22,6 +22,8 @@
  *     in next's hash order, which Lua seeds per state, so a formula that
  *     depends on the order still rescores the same (next keeps Lua's
  *     order; the sort costs some microseconds a key on big tables);
+ *   - tostring and string.format show no addresses ("table: (address
+ *     hidden)"; %p is refused), which differ from run to run;
  *   - the library tables are read-only and the string metatable is
  *     protected; setmetatable refuses __gc finalizers (they run with hooks
  *     off, so they would escape the instruction budget);

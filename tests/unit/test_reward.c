@@ -403,6 +403,42 @@ static void test_pairs_order(void) {
   rw_free(s);
 }
 
+/* No addresses: tostring({}) differs from run to run (a formula drew a
+ * random number from its digits). tostring and string.format hide them
+ * unless __tostring says otherwise; %p is refused. */
+static void test_no_addresses(void) {
+  char why[512];
+  rw_script *s = load_text(
+      "addr.lua",
+      "return { score = function(c, ctx)\n"
+      "  local a = tostring({}) .. ' ' .. tostring(print) .. ' ' ..\n"
+      "    string.format('%s|%8s|%%p', {}, setmetatable({}, {__name = 'T'}))\n"
+      "  if a:find('0x') or a:find('%x%x%x%x%x%x') then error(a) end\n"
+      "  if a ~= 'table: (address hidden) function: (address hidden) '\n"
+      "    .. 'table: (address hidden)|T: (address hidden)|%p' then\n"
+      "    error(a) end\n"
+      "  local mine = setmetatable({}, {__tostring = function() return 'm' "
+      "end})\n"
+      "  if tostring(mine) ~= 'm' or string.format('%s', mine) ~= 'm' then\n"
+      "    error('__tostring') end\n"
+      "  if tostring(12) ~= '12' or tostring(nil) ~= 'nil' then error('n') "
+      "end\n"
+      "  local ok, err = pcall(string.format, '%-5p', {})\n"
+      "  if ok or not err:find('address') then error(tostring(err)) end\n"
+      "  return { x = 1 }\n"
+      "end }\n",
+      NULL, why, sizeof why);
+  CHECK(s != NULL, "addr.lua: %s", why);
+  if (!s) return;
+  rw_candidate c;
+  rw_candidate_init(&c);
+  rw_components out;
+  CHECK(rw_score(s, &c, NULL, &out, why, sizeof why) == RW_OK,
+        "no addresses: %s", why);
+  rw_components_free(&out);
+  rw_free(s);
+}
+
 /* ---- broken scripts ------------------------------------------------------ */
 
 static void test_broken(void) {
@@ -808,6 +844,7 @@ int main(void) {
   test_score_group();
   test_no_state_between_calls();
   test_pairs_order();
+  test_no_addresses();
   test_broken();
   test_endless();
   test_memory();
