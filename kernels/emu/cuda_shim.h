@@ -20,6 +20,12 @@
  *     arrived. Shuffles exchange through per-warp slots between two warp
  *     barriers, so they have warp-synchronous semantics.
  *   - atomics use the compiler's __atomic builtins (blocks run in parallel).
+ *   - the device library a matmul reaches for beyond that mirrors NVRTC's:
+ *     CUDA's min/max overload set, cache-hinted loads and stores (__ldcg,
+ *     __stcs ...), the _rn arithmetic intrinsics, bit casts
+ *     (__float_as_int ...) and a device assert (a trap). An honest kernel
+ *     that NVRTC compiles and the emulator does not would be scored a
+ *     compile error (tests/kernels/honest/, integration_eval_honest).
  *
  * Deliberately absent: wmma/mma (mma.h compiles to an error on cpu-emu),
  * inline PTX, textures, cooperative groups, clocks. The C part of this file
@@ -150,6 +156,81 @@ static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) {
 template <class T> static inline T __ldg(const T *p) {
   return *p;
 }
+/* Cache-hinted loads and stores (ld.global.cg/.ca/.cs/.lu/.cv, st.global
+ * .wb/.cg/.cs/.wt): hints only, plain accesses here. */
+template <class T> static inline T __ldcg(const T *p) {
+  return *p;
+}
+template <class T> static inline T __ldca(const T *p) {
+  return *p;
+}
+template <class T> static inline T __ldcs(const T *p) {
+  return *p;
+}
+template <class T> static inline T __ldlu(const T *p) {
+  return *p;
+}
+template <class T> static inline T __ldcv(const T *p) {
+  return *p;
+}
+template <class T> static inline void __stwb(T *p, T v) {
+  *p = v;
+}
+template <class T> static inline void __stcg(T *p, T v) {
+  *p = v;
+}
+template <class T> static inline void __stcs(T *p, T v) {
+  *p = v;
+}
+template <class T> static inline void __stwt(T *p, T v) {
+  *p = v;
+}
+/* Round-to-nearest arithmetic intrinsics (the default rounding here) and
+ * bit casts. */
+static inline float __fmaf_rn(float a, float b, float c) {
+  return fmaf(a, b, c);
+}
+static inline double __fma_rn(double a, double b, double c) {
+  return fma(a, b, c);
+}
+static inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+static inline float __fsub_rn(float a, float b) {
+  return a - b;
+}
+static inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+static inline float __fdiv_rn(float a, float b) {
+  return a / b;
+}
+template <class To, class From> static inline To kl_emu_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bit cast of unequal sizes");
+  To out;
+  memcpy(&out, &v, sizeof out);
+  return out;
+}
+static inline int __float_as_int(float x) {
+  return kl_emu_bits<int>(x);
+}
+static inline unsigned __float_as_uint(float x) {
+  return kl_emu_bits<unsigned>(x);
+}
+static inline float __int_as_float(int x) {
+  return kl_emu_bits<float>(x);
+}
+static inline float __uint_as_float(unsigned x) {
+  return kl_emu_bits<float>(x);
+}
+static inline long long __double_as_longlong(double x) {
+  return kl_emu_bits<long long>(x);
+}
+static inline double __longlong_as_double(long long x) {
+  return kl_emu_bits<double>(x);
+}
+/* Device assert: a failed one stops the kernel (a trap, as on a device). */
+#define assert(e) ((e) ? (void)0 : __builtin_trap())
 static inline int min(int a, int b) {
   return a < b ? a : b;
 }
@@ -179,6 +260,59 @@ static inline double min(double a, double b) {
 }
 static inline double max(double a, double b) {
   return fmax(a, b);
+}
+/* The rest of CUDA's overload set (crt/math_functions.h): long, unsigned
+ * long, unsigned long long, mixed signedness (the unsigned type wins) and
+ * mixed float/double, so that min(size_t, size_t) or min(K - k0, 8u)
+ * resolves here as it does under NVRTC; and the named forms. */
+#define KL_MINMAX(R, A, B)                                                     \
+  static inline R min(A a, B b) {                                              \
+    return (R)a < (R)b ? (R)a : (R)b;                                          \
+  }                                                                            \
+  static inline R max(A a, B b) {                                              \
+    return (R)a > (R)b ? (R)a : (R)b;                                          \
+  }
+KL_MINMAX(unsigned, int, unsigned)
+KL_MINMAX(unsigned, unsigned, int)
+KL_MINMAX(long, long, long)
+KL_MINMAX(unsigned long, unsigned long, unsigned long)
+KL_MINMAX(unsigned long, long, unsigned long)
+KL_MINMAX(unsigned long, unsigned long, long)
+KL_MINMAX(unsigned long long, unsigned long long, unsigned long long)
+KL_MINMAX(unsigned long long, long long, unsigned long long)
+KL_MINMAX(unsigned long long, unsigned long long, long long)
+#undef KL_MINMAX
+static inline double min(float a, double b) {
+  return fmin(a, b);
+}
+static inline double min(double a, float b) {
+  return fmin(a, b);
+}
+static inline double max(float a, double b) {
+  return fmax(a, b);
+}
+static inline double max(double a, float b) {
+  return fmax(a, b);
+}
+static inline unsigned umin(unsigned a, unsigned b) {
+  return min(a, b);
+}
+static inline unsigned umax(unsigned a, unsigned b) {
+  return max(a, b);
+}
+static inline long long llmin(long long a, long long b) {
+  return min(a, b);
+}
+static inline long long llmax(long long a, long long b) {
+  return max(a, b);
+}
+static inline unsigned long long ullmin(unsigned long long a,
+                                        unsigned long long b) {
+  return min(a, b);
+}
+static inline unsigned long long ullmax(unsigned long long a,
+                                        unsigned long long b) {
+  return max(a, b);
 }
 static inline float __fdividef(float a, float b) {
   return a / b;

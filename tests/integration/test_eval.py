@@ -2,7 +2,7 @@
 """tests/integration/test_eval.py — `kernlab eval` end to end, as a user runs it.
 
 usage: test_eval.py KERNLAB SOURCE_DIR GROUP
-GROUP is one of: seeds, broken, inputs, isolation, sandbox, cli. Each group is its own
+GROUP is one of: seeds, honest, broken, inputs, isolation, sandbox, cli. Each group is its own
 ctest test (label `integration`) so they run in parallel. Standard library
 only. Prints "N passed, N failed" and exits non-zero on any failure.
 """
@@ -20,6 +20,7 @@ import time
 KERNLAB, SRC, GROUP = sys.argv[1], sys.argv[2], sys.argv[3]
 SEEDS = os.path.join(SRC, "kernels", "seeds")
 BROKEN = os.path.join(SRC, "tests", "kernels", "broken")
+HONEST = os.path.join(SRC, "tests", "kernels", "honest")
 FAST = ["--shape", "64x64x64"]  # small target: these tests are not about speed
 
 from kltest import check, done  # noqa: E402
@@ -142,6 +143,25 @@ EXPECTED_BROKEN = {
     "bad_geometry_zero.cu": ("bad_geometry", 2),
     "bad_geometry_big.cu": ("bad_geometry", 2),
 }
+
+
+def group_honest():
+    """The honest corpus end to end on cpu-emu: each kernel compiles (NVRTC
+    and the emulator's g++), is right on every shape and raises no flag,
+    static or dynamic (the cheats corpus only scans them). A technique the
+    emulator lacks or a check misreads would teach the policy to avoid it."""
+    files = sorted(os.path.join(HONEST, f) for f in os.listdir(HONEST)
+                   if f.endswith(".cu"))
+    check(len(files) >= 30, "at least 30 honest kernels, found %d" % len(files))
+    rc, rows, err = eval_json(files, *FAST)
+    check(rc == 0, "eval of the honest kernels exits 0, got %d: %s" % (rc, err))
+    check(len(rows) == len(files), "one JSON line per honest kernel")
+    for r in rows:
+        name = os.path.basename(r["file"])
+        check(r["compiled"] and r["status"] == "ok" and r["correct"] is True,
+              "%s: compiled and correct, got %s %s" % (name, r["status"], r["error"]))
+        check(r["flags"] == [], "%s: no flags, got %s (%s)"
+              % (name, r["flags"], r["flag_detail"]))
 
 
 def group_broken():
@@ -733,7 +753,7 @@ def group_cli():
     shutil.rmtree(cache, ignore_errors=True)
 
 
-{"seeds": group_seeds, "broken": group_broken, "inputs": group_inputs,
+{"seeds": group_seeds, "honest": group_honest, "broken": group_broken, "inputs": group_inputs,
  "isolation": group_isolation, "sandbox": group_sandbox, "cli": group_cli,
  "writers": group_writers}[GROUP]()
 done()
