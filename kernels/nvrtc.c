@@ -14,7 +14,8 @@
  *   --std=c++17
  *   --pre-include=kl_abi.h     (kernels/abi.h, passed as an in-memory header)
  *   -I<toolkit include dir>    (NVRTC 13.0 does not find cuda_fp16.h,
- *                              cuda_bf16.h or mma.h on its own)
+ *                              cuda_bf16.h, cuda_pipeline.h or mma.h on
+ *                              its own)
  *
  * Cache: the key is sha256 over the source, every option string, the NVRTC
  * version and the abi.h text (each length-prefixed); the entry

@@ -19,7 +19,9 @@
  *    since the emulator's g++ may resolve its calls to the host one);
  *  - punctuators: `<<<` (a device-side launch); the digraphs <% %> <: :>
  *    are read as the braces and brackets they are;
- *  - directives: #include targets, #if/#ifdef/#elif on any macro the file
+ *  - directives: #include targets (cuda_pipeline.h is allowed for its
+ *    cp.async primitives; the awbarrier timed waits it brings are timer
+ *    reads), #if/#ifdef/#elif on any macro the file
  *    itself never #defines (that can only be the compiler's: a branch on the
  *    compilation pass) or on any macro the emulator's compile defines (the
  *    shim's and its libc headers', listed at build time) or NVRTC does
@@ -462,6 +464,9 @@ static const name_rule name_rules[] = {
     R_("system_clock", M_EXACT, TIMER_READ),
     R_("high_resolution_clock", M_EXACT, TIMER_READ),
     R_("__builtin_readcyclecounter", M_EXACT, TIMER_READ),
+    /* cuda_pipeline.h brings cuda_awbarrier.h, whose timed waits spin on
+     * clock64 (a wait bounded in cycles tells time) */
+    R_("timed_wait", M_PREFIX, TIMER_READ),
     R_("__builtin_readsteadycounter", M_EXACT, TIMER_READ),
     R_("time", M_CALL, TIMER_READ),
 
@@ -777,7 +782,7 @@ static void check_name_as(scanner *s, const char *w, int len, const char *full,
 /* ---- directives ---------------------------------------------------------
  */
 
-static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
+static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h", "cuda_pipeline.h",
                                                 "mma.h"};
 
 static int macro_lookup(const scanner *s, const char *w, int len);

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
+static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h", "cuda_pipeline.h",
                                                 "mma.h"};
 
 /* Appended to every candidate before compiling (NVRTC and the emulator): a
@@ -250,7 +250,7 @@ static int check_directives(const char *text, char *why, size_t whylen) {
         if (!close || !end || (eol && end > eol)) {
           snprintf(why, whylen,
                    "line %d: #%.*s must name a header literally (allowed: "
-                   "cuda_fp16.h, cuda_bf16.h, mma.h)",
+                   "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h)",
                    line, (int)nlen, name);
           return KL_EINPUT;
         }
@@ -266,7 +266,7 @@ static int check_directives(const char *text, char *why, size_t whylen) {
         if (!ok) {
           snprintf(why, whylen,
                    "line %d: #%.*s %c%.*s%c is not allowed (allowed: "
-                   "cuda_fp16.h, cuda_bf16.h, mma.h)",
+                   "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h)",
                    line, (int)nlen, name, *p, (int)(hlen > 80 ? 80 : hlen),
                    p + 1, close);
           return KL_EINPUT;

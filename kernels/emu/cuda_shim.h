@@ -27,6 +27,10 @@
  *     that NVRTC compiles and the emulator does not would be scored a
  *     compile error (tests/kernels/honest/, integration_eval_honest).
  *
+ *   - cp.async through the cuda_pipeline.h primitives (__pipeline_memcpy_
+ *     async, _commit, _wait_prior): copies land at the wait that covers
+ *     them, not before (the C++ pipeline API of that header is absent).
+ *
  * Deliberately absent: wmma/mma (mma.h compiles to an error on cpu-emu),
  * inline PTX, textures, cooperative groups, clocks. The C part of this file
  * (the structs shared with the runtime) is also included by emu.c.
@@ -36,9 +40,10 @@
 
 #include <stdint.h>
 
-#define KL_EMU_ABI_VERSION 2 /* 2: double-buffered warp exchange */
+#define KL_EMU_ABI_VERSION 3 /* 3: cp.async copies in flight */
 #define KL_EMU_MAX_THREADS 1024
 #define KL_EMU_MAX_WARPS (KL_EMU_MAX_THREADS / 32)
+#define KL_EMU_MAX_COPIES 32 /* cp.async copies in flight per thread */
 
 typedef struct kl_emu_dim {
   unsigned int x, y, z;
@@ -55,12 +60,23 @@ typedef struct kl_emu_block {
   int block_slot[KL_EMU_MAX_THREADS]; /* __syncthreads_count etc. */
 } kl_emu_block;
 
+/* An asynchronous copy (__pipeline_memcpy_async) not yet done. */
+typedef struct kl_emu_copy {
+  void *dst;
+  const void *src;
+  unsigned bytes, fill; /* copies bytes - fill, zeroes fill */
+  unsigned batch;       /* the __pipeline_commit it belongs to */
+} kl_emu_copy;
+
 /* State of one CUDA thread (one fiber). Owned by the runtime. */
 typedef struct kl_emu_thread {
   kl_emu_dim thread_idx;
   int linear, warp, lane;
   kl_emu_block *block;
   unsigned exchanges; /* warp exchanges so far: picks the buffer */
+  kl_emu_copy *copies; /* KL_EMU_MAX_COPIES slots, ncopies in flight */
+  int ncopies;
+  unsigned batch; /* __pipeline_commit calls so far */
 } kl_emu_thread;
 
 /* Callbacks into the runtime; installed by kl_emu_bind before any launch. */
@@ -459,6 +475,48 @@ static inline int __all_sync(unsigned mask, int pred) {
 }
 static inline unsigned __activemask(void) {
   return kl_emu_cur->block->warp_active[kl_emu_cur->warp];
+}
+
+/* ---- asynchronous copies (cuda_pipeline.h primitives, cp.async) ----
+ * A copy is done at the __pipeline_wait_prior(n) that leaves fewer than
+ * n+1 newer batches pending, not when issued, so reading the destination
+ * before the wait sees the old bytes, as it may on a device (the slot
+ * limit does one early, which a device may do too). Sizes 4, 8 and 16
+ * with both addresses aligned to the size, and zfill <= size; otherwise
+ * the kernel stops, as cp.async faults. Copies still pending when the
+ * thread ends are dropped (their block is gone). */
+static inline void kl_emu_copy_done(const kl_emu_copy *c) {
+  memcpy(c->dst, c->src, c->bytes - c->fill);
+  memset((unsigned char *)c->dst + (c->bytes - c->fill), 0, c->fill);
+}
+static inline void __pipeline_memcpy_async(void *dst, const void *src,
+                                           size_t size, size_t zfill = 0) {
+  kl_emu_thread *t = kl_emu_cur;
+  if ((size != 4 && size != 8 && size != 16) || zfill > size ||
+      ((uintptr_t)dst | (uintptr_t)src) % size)
+    __builtin_trap();
+  if (t->ncopies == KL_EMU_MAX_COPIES) { /* the oldest finishes early */
+    kl_emu_copy_done(&t->copies[0]);
+    memmove(t->copies, t->copies + 1, --t->ncopies * sizeof *t->copies);
+  }
+  t->copies[t->ncopies++] = kl_emu_copy{dst, src, (unsigned)size,
+                                        (unsigned)zfill, t->batch};
+}
+static inline void __pipeline_commit(void) {
+  kl_emu_cur->batch++;
+}
+static inline void __pipeline_wait_prior(size_t prior) {
+  kl_emu_thread *t = kl_emu_cur;
+  int kept = 0;
+  for (int i = 0; i < t->ncopies; i++) {
+    const kl_emu_copy *c = &t->copies[i];
+    /* committed, and older than the `prior` newest batches */
+    if (c->batch < t->batch && t->batch - c->batch > prior)
+      kl_emu_copy_done(c);
+    else
+      t->copies[kept++] = *c;
+  }
+  t->ncopies = kept;
 }
 
 /* ---- atomics (blocks run in parallel on OS threads) ---- */

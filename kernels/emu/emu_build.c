@@ -656,6 +656,7 @@ static int host_compile(const char *text, const char *so_path, char *why,
       write_file(dir, "kl_abi.h", kl_abi_header) ||
       write_file(dir, "cuda_fp16.h", "/* in cuda_shim.h */\n") ||
       write_file(dir, "cuda_bf16.h", "/* in cuda_shim.h */\n") ||
+      write_file(dir, "cuda_pipeline.h", "/* in cuda_shim.h */\n") ||
       write_file(dir, "mma.h", mma_stub)) {
     snprintf(why, whylen, "cannot write to build folder %s", dir);
   } else {

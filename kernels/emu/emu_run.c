@@ -90,6 +90,7 @@ typedef struct worker {
   void (*entry)(void *); /* generic launch: the trampoline and its argument */
   void *entry_arg;
   kl_emu_thread **(*tls_of)(void); /* the program's current-fiber slot */
+  kl_emu_copy *copies; /* cp.async slots, KL_EMU_MAX_COPIES a thread */
   kl_emu_dim grid, block_dim;
   int nthreads; /* CUDA threads per block */
   int use_fibers;
@@ -226,6 +227,9 @@ static void init_block_state(worker *w, int bx, int by, int bz) {
     t->lane = i % 32;
     t->block = b;
     t->exchanges = 0;
+    t->copies = w->copies + (size_t)i * KL_EMU_MAX_COPIES;
+    t->ncopies = 0;
+    t->batch = 0;
   }
   w->live = w->nthreads;
   w->arrived_block = 0;
@@ -575,10 +579,12 @@ static pthread_mutex_t grid_mu = PTHREAD_MUTEX_INITIALIZER;
 static int worker_alloc(worker *w, int idx, int use_fibers,
                         int dyn_smem_bytes) {
   w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
+  w->copies = calloc((size_t)w->nthreads * KL_EMU_MAX_COPIES,
+                     sizeof(kl_emu_copy));
   size_t dyn_bytes = ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128;
   w->dyn_smem = aligned_alloc(128, dyn_bytes);
   w->dyn_bytes = dyn_bytes;
-  if (!w->fibers || !w->dyn_smem) return -1;
+  if (!w->fibers || !w->copies || !w->dyn_smem) return -1;
   /* undefined at the start, as on a device: not the last launch's bytes,
    * which malloc often hands back (a memo) */
   memset(w->dyn_smem, 0xFF, dyn_bytes);
@@ -612,6 +618,7 @@ static int worker_alloc(worker *w, int idx, int use_fibers,
 static void worker_free(worker *w) {
   iso_free(&w->iso);
   free(w->fibers);
+  free(w->copies);
   free(w->dyn_smem);
   if (w->stacks && !w->stacks_cached)
     munmap(w->stacks, w->stack_size * (size_t)w->nthreads);

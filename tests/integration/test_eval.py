@@ -135,6 +135,7 @@ EXPECTED_BROKEN = {
     "wrong_index.cu": ("wrong", 0),
     "uninit_accumulator.cu": ("wrong", 0),
     "partial_write.cu": ("wrong", 0),
+    "cp_async_no_wait.cu": ("wrong", 0),
     "compile_error.cu": ("compile_error", 0),
     "wrong_signature.cu": ("bad_signature", 0),
     "missing_extern_c.cu": ("bad_signature", 0),
