@@ -20,6 +20,9 @@
  *  - The kernel must be correct for every M, N, K >= 1, ragged sizes included
  *    (127 x 129 x 65 is checked), not only for the target shape.
  *  - Every element of C must be written; C starts as NaN.
+ *  - C must be the same bits on every run of the same inputs: reduce in a
+ *    fixed order (shuffles, shared memory), not with float atomicAdd whose
+ *    order varies (flagged nondeterministic).
  *  - #include is limited to: cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h
  *    (cp.async: __pipeline_memcpy_async, _commit, _wait_prior), mma.h.
  *  - Inputs are fresh random values for every check; the result is compared

@@ -568,13 +568,18 @@ static void dynamic_checks(const kl_run_job *job, const kl_run_report *rep,
                  "race, or an output that does not scale as A B does");
       } else if (!strcmp(out->backend, "cpu-emu")) {
         out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
+        /* the contract (abi.h) asks for the same bits every run: an
+         * honest float atomicAdd reduction lands here too, and the
+         * detail says so (and what to do) */
         add_detail(out,
-                   "nondeterministic: two runs of the same inputs differ (the "
-                   "second with each block's threads in reverse order: a "
-                   "race, e.g. a missing __syncthreads)");
+                   "nondeterministic: a rerun (block threads in reverse "
+                   "order) differs: a race (missing __syncthreads?) "
+                   "or float atomics in varying order; C must be bit-exact");
       } else {
         out->flags |= (uint64_t)1 << KL_FLAG_NONDETERMINISTIC;
-        add_detail(out, "nondeterministic: two runs of the same inputs differ");
+        add_detail(out, "nondeterministic: two runs of the same inputs "
+                        "differ: a race (missing __syncthreads?) or float "
+                        "atomics in varying order; C must be bit-exact");
       }
     }
   }

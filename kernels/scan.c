@@ -770,7 +770,16 @@ static void check_name_as(scanner *s, const char *w, int len, const char *full,
       hit = 0; /* a deleted function, not a delete expression */
     if (hit && i >= 0 && tok_is(s, i, "mutable") && lambda_mutable(s, i))
       hit = 0;
-    if (hit) raise_flag(s, nr->bit, line, "%s", full, flen);
+    /* a branch on the CUDA compiler: say what to do instead */
+    int cuda_macro = nr->bit == KL_FLAG_COMPILE_PASS_BRANCH &&
+                     (!strncmp(nr->word, "__CUDA", 6) ||
+                      !strncmp(nr->word, "__NVC", 5) ||
+                      !strncmp(nr->word, "NV_", 3));
+    if (hit)
+      raise_flag(s, nr->bit, line,
+                 cuda_macro ? "%s (sm_90 is the only target: write one path)"
+                            : "%s",
+                 full, flen);
   }
   /* cuda*/ /*cu* runtime and driver API (cudaMemcpy, cuModuleGetGlobal) */
   if ((len > 4 && !memcmp(w, "cuda", 4) && w[4] >= 'A' && w[4] <= 'Z') ||

@@ -205,6 +205,42 @@ def group_broken():
                   "a wrong kernel's rerun difference is not called a race "
                   "alone, and not flagged: %s %s %r"
                   % (rows[0]["error"], rows[0]["flags"], rows[0]["flag_detail"]))
+    # An honest in-block split-K whose partial sums meet through float
+    # atomicAdd in shared memory: right, but its bits depend on the order
+    # of the atomics, which the reversed rerun changes. The contract asks
+    # for bit-exact output, so it is flagged, and the detail names atomics
+    # and the rule (it blamed a missing __syncthreads only)
+    with tempfile.TemporaryDirectory() as d:
+        src = """
+#define TX 32
+#define TY 8
+#define KS 4
+KL_LAUNCH(TX, TY * KS, TY, TX, 0);
+extern "C" __global__ void matmul(const float* A, const float* B, float* C,
+                                  int M, int N, int K) {
+  __shared__ float part[TY][TX];
+  const int tx = threadIdx.x, ty = threadIdx.y % TY, ks = threadIdx.y / TY;
+  const int row = blockIdx.y * TY + ty, col = blockIdx.x * TX + tx;
+  const int chunk = (K + KS - 1) / KS, kb = ks * chunk, ke = min(K, kb + chunk);
+  float acc = 0.0f;
+  if (row < M && col < N)
+    for (int k = kb; k < ke; ++k) acc = fmaf(A[row * K + k], B[k * N + col], acc);
+  if (ks == 0) part[ty][tx] = acc;
+  __syncthreads();
+  if (ks != 0) atomicAdd(&part[ty][tx], acc);
+  __syncthreads();
+  if (ks == 0 && row < M && col < N) C[row * N + col] = part[ty][tx];
+}
+"""
+        rc, rows, _ = eval_json([write(d, "atomic_splitk.cu", src.encode())], *FAST)
+        if rows:
+            r = rows[0]
+            check(r["correct"] and r["flags"] == ["nondeterministic"] and
+                  "float atomics" in r["flag_detail"] and
+                  "bit-exact" in r["flag_detail"],
+                  "order-dependent float atomics: nondeterministic, and the "
+                  "detail says why and the rule: %s %s %r"
+                  % (r["correct"], r["flags"], r["flag_detail"]))
     # An output of +inf everywhere: its error is not finite (JSON null,
     # "inf" in the table), not 0, and the line counts the NaN/inf elements
     # (it read "rel_err 0 ..., 0 elements over tolerance")
