@@ -771,10 +771,10 @@ static void check_name_as(scanner *s, const char *w, int len, const char *full,
     if (hit && i >= 0 && tok_is(s, i, "mutable") && lambda_mutable(s, i))
       hit = 0;
     /* a branch on the CUDA compiler: say what to do instead */
-    int cuda_macro = nr->bit == KL_FLAG_COMPILE_PASS_BRANCH &&
-                     (!strncmp(nr->word, "__CUDA", 6) ||
-                      !strncmp(nr->word, "__NVC", 5) ||
-                      !strncmp(nr->word, "NV_", 3));
+    int cuda_macro =
+        nr->bit == KL_FLAG_COMPILE_PASS_BRANCH &&
+        (!strncmp(nr->word, "__CUDA", 6) || !strncmp(nr->word, "__NVC", 5) ||
+         !strncmp(nr->word, "NV_", 3));
     if (hit)
       raise_flag(s, nr->bit, line,
                  cuda_macro ? "%s (sm_90 is the only target: write one path)"
@@ -791,8 +791,8 @@ static void check_name_as(scanner *s, const char *w, int len, const char *full,
 /* ---- directives ---------------------------------------------------------
  */
 
-static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h", "cuda_pipeline.h",
-                                                "mma.h"};
+static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
+                                                "cuda_pipeline.h", "mma.h"};
 
 static int macro_lookup(const scanner *s, const char *w, int len);
 

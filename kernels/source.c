@@ -25,8 +25,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h", "cuda_pipeline.h",
-                                                "mma.h"};
+static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
+                                                "cuda_pipeline.h", "mma.h"};
 
 /* Appended to every candidate before compiling (NVRTC and the emulator): a
  * wrong signature becomes a compile error that names the contract. */

@@ -73,7 +73,7 @@ typedef struct kl_emu_thread {
   kl_emu_dim thread_idx;
   int linear, warp, lane;
   kl_emu_block *block;
-  unsigned exchanges; /* warp exchanges so far: picks the buffer */
+  unsigned exchanges;  /* warp exchanges so far: picks the buffer */
   kl_emu_copy *copies; /* KL_EMU_MAX_COPIES slots, ncopies in flight */
   int ncopies;
   unsigned batch; /* __pipeline_commit calls so far */
@@ -499,8 +499,8 @@ static inline void __pipeline_memcpy_async(void *dst, const void *src,
     kl_emu_copy_done(&t->copies[0]);
     memmove(t->copies, t->copies + 1, --t->ncopies * sizeof *t->copies);
   }
-  t->copies[t->ncopies++] = kl_emu_copy{dst, src, (unsigned)size,
-                                        (unsigned)zfill, t->batch};
+  t->copies[t->ncopies++] =
+      kl_emu_copy{dst, src, (unsigned)size, (unsigned)zfill, t->batch};
 }
 static inline void __pipeline_commit(void) {
   kl_emu_cur->batch++;

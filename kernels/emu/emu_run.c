@@ -579,8 +579,8 @@ static pthread_mutex_t grid_mu = PTHREAD_MUTEX_INITIALIZER;
 static int worker_alloc(worker *w, int idx, int use_fibers,
                         int dyn_smem_bytes) {
   w->fibers = calloc((size_t)w->nthreads, sizeof(fiber));
-  w->copies = calloc((size_t)w->nthreads * KL_EMU_MAX_COPIES,
-                     sizeof(kl_emu_copy));
+  w->copies =
+      calloc((size_t)w->nthreads * KL_EMU_MAX_COPIES, sizeof(kl_emu_copy));
   size_t dyn_bytes = ((size_t)dyn_smem_bytes + 127) / 128 * 128 + 128;
   w->dyn_smem = aligned_alloc(128, dyn_bytes);
   w->dyn_bytes = dyn_bytes;

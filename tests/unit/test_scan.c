@@ -266,7 +266,8 @@ static void test_tricks(void) {
   CHECK(strstr(detail, "line 3") != NULL, "line number: %s", detail);
   /* a branch on the CUDA compiler says what to do instead (an honest
    * `#if __CUDA_ARCH__ >= 800` guard read only "line 13: __CUDA_ARCH__") */
-  const char *arch = "KL_LAUNCH(1,1,1,1,0);\n#if __CUDA_ARCH__ >= 800\n#endif\n";
+  const char *arch =
+      "KL_LAUNCH(1,1,1,1,0);\n#if __CUDA_ARCH__ >= 800\n#endif\n";
   kl_scan(arch, strlen(arch), detail, sizeof detail);
   CHECK(strstr(detail, "sm_90 is the only target") != NULL,
         "__CUDA_ARCH__ hint: %s", detail);
