@@ -14,7 +14,9 @@
  * to reorder near-equal configurations and so change the corpus, the
  * tokenizer and the primed policy. Either way the line printed at the end
  * gives each held-out configuration's measured rank here.
- * DIR/MANIFEST.tsv lists every variant with its verdict.
+ * DIR/MANIFEST.tsv lists every variant with its verdict. train/ and holdout/
+ * appear whole or not at all (written under temporary names, renamed once
+ * complete), so a kill never leaves prime a part of the corpus.
  *
  * The script runs in lab/lua_script.c's restricted Lua state (base,
  * string, table and math without file access, an instruction budget) plus
@@ -24,9 +26,11 @@
 
 #include "sandbox/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +144,40 @@ static int out_unusable(const char *dir, char *why, size_t whylen) {
     }
   }
   return 0;
+}
+
+/* Removes the train.tmp.PID and holdout.tmp.PID folders (and the kernels
+ * in them) a corpus killed while writing left in dir, where that process is
+ * gone. Returns how many it removed. */
+static int sweep_parts(const char *dir) {
+  DIR *d = opendir(dir);
+  int removed = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    const char *n = e->d_name, *at = NULL;
+    if (!strncmp(n, "train.tmp.", 10))
+      at = n + 10;
+    else if (!strncmp(n, "holdout.tmp.", 12))
+      at = n + 12;
+    if (!at) continue;
+    char *end;
+    long pid = strtol(at, &end, 10);
+    if (end == at || *end || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive */
+    char sub[1400], file[2400];
+    snprintf(sub, sizeof sub, "%s/%s", dir, n);
+    DIR *s = opendir(sub);
+    struct dirent *f;
+    while (s && (f = readdir(s)))
+      if (strcmp(f->d_name, ".") && strcmp(f->d_name, "..")) {
+        snprintf(file, sizeof file, "%s/%s", sub, f->d_name);
+        unlink(file);
+      }
+    if (s) closedir(s);
+    removed += rmdir(sub) == 0;
+  }
+  if (d) closedir(d);
+  return removed;
 }
 
 typedef struct config_rank {
@@ -270,6 +308,11 @@ int lab_corpus(int argc, char **argv) {
     fprintf(stderr, "kernlab corpus: --out %s\n", why);
     return LAB_EXIT_USAGE;
   }
+  if (sweep_parts(out_dir) > 0)
+    fprintf(stderr,
+            "kernlab corpus: removed the half-written corpus a killed "
+            "corpus left in %s\n",
+            out_dir);
   variant *v = NULL;
   int n = 0;
   lab_seed_split split = {0};
@@ -364,25 +407,34 @@ int lab_corpus(int argc, char **argv) {
     free(ranks);
     return LAB_EXIT_USAGE;
   }
-  char sub[1100];
-  snprintf(sub, sizeof sub, "%s/train", out_dir);
-  int mk = lab_make_dir(sub);
-  snprintf(sub, sizeof sub, "%s/holdout", out_dir);
-  mk |= lab_make_dir(sub);
+  /* The kernels go into train.tmp.PID and holdout.tmp.PID, renamed to
+   * train and holdout once all are written, holdout first: train/ is what
+   * prime reads and what `make demo` takes for a built corpus, and written
+   * in place, a Ctrl-C (no handler here: it stops at once) or a kill
+   * part-way through left a train/ of a few kernels, which prime trained
+   * on without a word and which a second corpus refused to replace.
+   * MANIFEST.tsv last. A failure removes what this run wrote, so the
+   * folder is as it was and the command can be run again once there is
+   * room. */
+  char dirs[2][1200], final_dirs[2][1100];
+  static const char *const part[2] = {"train", "holdout"};
+  int mk = 0;
+  for (int k = 0; k < 2; k++) {
+    snprintf(final_dirs[k], sizeof final_dirs[k], "%s/%s", out_dir, part[k]);
+    kl_outfile_tmpname(final_dirs[k], dirs[k], sizeof dirs[k]);
+    mk |= lab_make_dir(dirs[k]);
+  }
   if (mk != 0) {
     fprintf(stderr, "kernlab corpus: cannot create the folders of %s: %s\n",
             out_dir, strerror(errno));
     return LAB_EXIT_ENV;
   }
-  /* The kernels, then MANIFEST.tsv (what prime and the comparison read)
-   * last; a failure removes what this run wrote, so the folder is as it
-   * was and the command can be run again once there is room. */
   char path[2048];
   int n_train = 0, n_held = 0, written = 0, failed = 0;
   for (; written < n && !failed; written++) {
     if (!v[written].r.correct) continue;
-    snprintf(path, sizeof path, "%s/%s/%s.cu", out_dir,
-             v[written].holdout ? "holdout" : "train", v[written].name);
+    snprintf(path, sizeof path, "%s/%s.cu", dirs[v[written].holdout],
+             v[written].name);
     failed = write_file(path, v[written].source, v[written].len, why,
                         sizeof why) != 0;
     if (failed) break;
@@ -390,6 +442,15 @@ int lab_corpus(int argc, char **argv) {
       n_held++;
     else
       n_train++;
+  }
+  for (int k = 1; k >= 0 && !failed; k--) {
+    if (rename(dirs[k], final_dirs[k]) != 0) {
+      snprintf(why, sizeof why, "%s: cannot rename %s into place: %s",
+               final_dirs[k], dirs[k], strerror(errno));
+      failed = 1;
+      break;
+    }
+    snprintf(dirs[k], sizeof dirs[k], "%s", final_dirs[k]);
   }
   kl_outfile man;
   snprintf(path, sizeof path, "%s/MANIFEST.tsv", out_dir);
@@ -411,14 +472,11 @@ int lab_corpus(int argc, char **argv) {
             why);
     for (int i = 0; i < written && i < n; i++)
       if (v[i].r.correct) {
-        snprintf(path, sizeof path, "%s/%s/%s.cu", out_dir,
-                 v[i].holdout ? "holdout" : "train", v[i].name);
+        snprintf(path, sizeof path, "%s/%s.cu", dirs[v[i].holdout], v[i].name);
         unlink(path);
       }
-    snprintf(path, sizeof path, "%s/train", out_dir);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/holdout", out_dir);
-    rmdir(path);
+    for (int k = 0; k < 2; k++)
+      rmdir(dirs[k]);
     if (made) rmdir(out_dir);
     for (int i = 0; i < n; i++)
       free(v[i].source);

@@ -12,12 +12,16 @@ Then the named split (`holdout = {...}`): the named configuration is held
 out even though it is the slower one, the closing line gives its measured
 rank, a named configuration that is wrong is said, and a name no variant
 has, a malformed list, or both fields are usage errors naming the script.
+A corpus killed while writing its files leaves no partial train/, and the
+same command then builds the corpus in that folder.
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 KERNLAB, SRC = sys.argv[1], sys.argv[2]
 from kltest import check, done  # noqa: E402
@@ -209,6 +213,57 @@ with tempfile.TemporaryDirectory() as d:
                   % (p.returncode, p.stderr[-300:], left))
         finally:
             subprocess.run(["umount", full])
+
+    # Killed while writing its files (strace holds each rename of the
+    # lab's main thread 0.3 s, so the kill lands among them): train/ is
+    # all of the corpus's train kernels or absent, never a few of them
+    # that prime trains on without a word, and the same command then
+    # builds the corpus in that folder (it was refused: "already holds a
+    # corpus (train)"), removing what the killed one left
+    strace = shutil.which("strace")
+    check(strace is not None, "strace is installed (scripts/deps.sh)")
+    if strace:
+        shutil.rmtree(os.path.join(d, "c"), ignore_errors=True)
+        with open(os.path.join(d, "gen.lua"), "w") as f:
+            f.write(SCRIPT)
+        env = dict(os.environ, KL_SOURCE_DIR=SRC)
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+        c = os.path.join(d, "c")
+        held = subprocess.Popen([strace, "-o", os.devnull, "-e", "trace=rename",
+                                 "-e", "inject=rename:delay_exit=300000", KERNLAB, "corpus",
+                                 "--script", os.path.join(d, "gen.lua"), "--out", c,
+                                 "--shape", "64x64x64"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+        def kernels():
+            return [f for r, _, fs in os.walk(c) for f in fs if f.endswith(".cu")]
+        for _ in range(6000):  # until its first kernel has its name
+            if kernels() or held.poll() is not None:
+                break
+            time.sleep(0.01)
+        tracee = None
+        try:
+            kids = open("/proc/%d/task/%d/children" % (held.pid, held.pid)).read().split()
+            tracee = int(kids[0]) if kids else None
+        except OSError:
+            pass
+        check(tracee is not None and kernels(),
+              "the held corpus is writing its kernels: %s" % kernels())
+        if tracee:
+            os.kill(tracee, signal.SIGKILL)
+        held.wait()
+        train = os.path.join(c, "train")
+        hold = os.path.join(c, "holdout")
+        check(not os.path.exists(train) or
+              len(os.listdir(train)) + len(os.listdir(hold)) == 3,
+              "a corpus killed while writing leaves no partial train/: %s" %
+              (os.listdir(train) if os.path.exists(train) else None))
+        p = corpus(SCRIPT, d, keep=True)
+        left = [f for f in os.listdir(c) if ".tmp." in f]
+        check(p.returncode == 0 and "removed the half-written corpus" in p.stderr and not left and
+              len(os.listdir(train)) + len(os.listdir(os.path.join(c, "holdout"))) == 3,
+              "the same command then builds the corpus there: %d %s %s" %
+              (p.returncode, p.stderr[-300:], left))
 
     # without --script: the default script of KL_SOURCE_DIR (as search's
     # default space), named when it is missing
