@@ -173,6 +173,14 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   /* A worker: this same executable re-exec'd by the sandbox. */
   if (!strcmp(cmd, "__worker")) return sbx_worker_main(argc - 1, argv + 1);
+  /* A file size limit (ulimit -f, a batch system's RLIMIT_FSIZE) must be
+   * an error the command reports, not a signal that kills it: a write past
+   * it then fails with EFBIG, which the writers report as they report a
+   * full disk (exit 3 naming the file, what was recorded kept). By
+   * default SIGXFSZ killed the lab mid-write without a word ("File size
+   * limit exceeded" from the shell, exit 153). Workers keep the default,
+   * set after the branch above (their limits are the sandbox's). */
+  signal(SIGXFSZ, SIG_IGN);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     fputs(usage, stdout);
     return LAB_EXIT_OK;

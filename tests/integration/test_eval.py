@@ -556,6 +556,35 @@ def group_writers():
               "another process is writing" in err_b,
               "the held first writer keeps the file, the second is refused: "
               "%d %d %r" % (a.returncode, rc_b, err_b[-300:]))
+    file_size_limit()
+
+
+def file_size_limit():
+    """A file-size limit (ulimit -f; a batch system's RLIMIT_FSIZE) is an
+    output the system refuses, as a full disk is: exit 3 naming the file and
+    the error, no temporary file left. By default its SIGXFSZ killed eval,
+    export and report mid-write (exit 153 in a shell, no message) and left
+    their FILE.tmp.PID behind."""
+    import resource
+
+    def limited(kib):
+        return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (kib * 1024, kib * 1024))
+    with tempfile.TemporaryDirectory() as d:
+        store = os.path.join(d, "s.h5")
+        rc, _, err = kernlab("eval", os.path.join(SEEDS, "01_naive.cu"), *FAST, "--out", store)
+        check(rc == 0, "eval --out without a limit: %s" % err[-300:])
+        for what, args, kib in (
+                ("eval --out", ["eval", os.path.join(SEEDS, "01_naive.cu"), *FAST, "--out",
+                                os.path.join(d, "e.h5")], 64),
+                ("export", ["export", store, "--format", "jsonl", "--source", "-o",
+                            os.path.join(d, "x.jsonl")], 1),
+                ("report", ["report", store, "-o", os.path.join(d, "r.html")], 4)):
+            p = subprocess.run([KERNLAB, *args], capture_output=True, text=True, timeout=600,
+                               preexec_fn=limited(kib))
+            left = [f for f in os.listdir(d) if ".tmp." in f]
+            check(p.returncode == 3 and "File too large" in p.stderr and not left,
+                  "%s past a %d KiB file-size limit: exit 3 saying so, nothing left: %d %r %s" %
+                  (what, kib, p.returncode, p.stderr[-300:], left))
 
 
 def out_task_checks(naive):
