@@ -445,8 +445,11 @@ int lab_corpus(int argc, char **argv) {
   }
   for (int k = 1; k >= 0 && !failed; k--) {
     if (rename(dirs[k], final_dirs[k]) != 0) {
-      snprintf(why, sizeof why, "%s: cannot rename %s into place: %s",
-               final_dirs[k], dirs[k], strerror(errno));
+      /* the folder's own name (why holds 1024 bytes, the temporary one
+       * is it plus .tmp.PID) */
+      snprintf(why, sizeof why,
+               "%.900s: cannot rename its temporary folder into place: %s",
+               final_dirs[k], strerror(errno));
       failed = 1;
       break;
     }
