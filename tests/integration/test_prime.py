@@ -231,6 +231,27 @@ with tempfile.TemporaryDirectory() as d:
     check(t.returncode == 2 and "not a regular file" in t.stderr,
           "tokenizer train --corpus /dev/zero: refused, not read until memory runs out: %s"
           % t.stderr[-200:])
+    # A folder of 20,000 one-line files (230 KB of text) trains within a
+    # 1 GB address space: each file kept a 64 KiB read buffer (1.3 GB; a
+    # folder of 100,000 ran out under `ulimit -v 4000000`). ASan reserves
+    # terabytes of shadow, so the limit is for the plain build only.
+    asan = "asan" in subprocess.run(["ldd", KERNLAB], capture_output=True,
+                                    text=True).stdout
+    tiny_files = os.path.join(d, "tiny_files")
+    os.mkdir(tiny_files)
+    for i in range(20000):
+        with open(os.path.join(tiny_files, "f%05d.cu" % i), "w") as f:
+            f.write("int x%d;\n" % i)
+
+    def limit_1gb():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    t = subprocess.run([KERNLAB, "tokenizer", "train", "--corpus", tiny_files, "--vocab", "300",
+                        "--out", os.path.join(d, "tiny.tok")], capture_output=True, text=True,
+                       timeout=120, preexec_fn=None if asan else limit_1gb)
+    check(t.returncode == 0 and "from 20000 files" in t.stdout,
+          "tokenizer train on 20,000 tiny files fits 1 GB: %d %s" % (t.returncode, t.stderr[-200:]))
+    shutil.rmtree(tiny_files)
     nothing = os.path.join(d, "nothing")
     os.mkdir(nothing)
     p = run("prime", "--corpus", nothing, "--out", os.path.join(d, "n.ckpt"), "--size", "tiny")
