@@ -153,7 +153,12 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
     size_t len;
     if (kl_source_load(path, &src, &len, w, sizeof w) != KL_OK ||
         kl_source_validate(src, len, w, sizeof w) != KL_OK) {
-      fprintf(stderr, "kernlab prime: skipping %s: %s\n", path, w);
+      /* the names are the folder's, anyone's: an escape sequence in one
+       * reached the terminal raw (retitled it, could rewrite the screen) */
+      char shown_path[sizeof path], shown_why[sizeof w];
+      fprintf(stderr, "kernlab prime: skipping %s: %s\n",
+              lab_printable(path, strlen(path), shown_path, sizeof shown_path),
+              lab_printable(w, strlen(w), shown_why, sizeof shown_why));
       free(src);
       skipped++;
       continue;

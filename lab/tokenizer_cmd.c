@@ -78,18 +78,22 @@ static char *read_all(FILE *f, size_t *len) {
 #define CORPUS_FILE_MAX ((off_t)64 << 20)
 
 static int corpus_add_file(corpus *c, const char *path) {
+  /* a folder's file names are anyone's: shown, an escape sequence in one
+   * reached the terminal raw */
+  char shown[4096];
+  lab_printable(path, strlen(path), shown, sizeof shown);
   struct stat st;
   if (stat(path, &st) == 0 &&
       (!S_ISREG(st.st_mode) || st.st_size > CORPUS_FILE_MAX)) {
     fprintf(stderr,
             "kernlab tokenizer: %s: %s; the corpus is source files (or "
             "folders of them), each at most 64 MiB\n",
-            path, S_ISREG(st.st_mode) ? "too large" : "not a regular file");
+            shown, S_ISREG(st.st_mode) ? "too large" : "not a regular file");
     return LAB_EXIT_USAGE;
   }
   FILE *f = kl_fopen_regular(path, NULL); /* swapped for a FIFO? no wait */
   if (!f) {
-    fprintf(stderr, "kernlab tokenizer: %s: cannot open: %s\n", path,
+    fprintf(stderr, "kernlab tokenizer: %s: cannot open: %s\n", shown,
             kl_fopen_error(errno));
     return LAB_EXIT_USAGE;
   }
@@ -97,7 +101,7 @@ static int corpus_add_file(corpus *c, const char *path) {
   char *text = read_all(f, &len);
   fclose(f);
   if (!text) {
-    fprintf(stderr, "kernlab tokenizer: %s: cannot read: %s\n", path,
+    fprintf(stderr, "kernlab tokenizer: %s: cannot read: %s\n", shown,
             strerror(errno));
     return LAB_EXIT_ENV;
   }

@@ -177,6 +177,22 @@ with tempfile.TemporaryDirectory() as d:
         f.write("not a kernel\n")
     p = run("prime", "--corpus", empty, "--out", ck_new, "--size", "tiny")
     check(p.returncode == 2 and "no valid kernels" in p.stderr, "no valid kernels: %s" % p.stderr)
+    # A corpus file's name is shown without its control bytes: an escape
+    # sequence in it reached the terminal raw (the skipped file's message
+    # in prime; a refused file's in tokenizer train)
+    evil = os.path.join(empty, "evil\x1b]0;PWNED\x07\n.cu")
+    open(evil, "w").close()
+    p = run("prime", "--corpus", empty, "--out", ck_new, "--size", "tiny")
+    check(p.returncode == 2 and "skipping" in p.stderr and "evil?]0;PWNED??.cu" in p.stderr
+          and not any(c in p.stderr for c in "\x1b\x07"),
+          "prime: a file name's control bytes are not shown: %r" % p.stderr[-300:])
+    os.truncate(evil, 65 << 20)  # sparse: over tokenizer train's 64 MiB
+    t = run("tokenizer", "train", "--corpus", empty, "--vocab", "300",
+            "--out", os.path.join(d, "evil.tok"))
+    check(t.returncode == 2 and "too large" in t.stderr and "evil?]0;PWNED??.cu" in t.stderr
+          and not any(c in t.stderr for c in "\x1b\x07"),
+          "tokenizer train: a file name's control bytes are not shown: %r" % t.stderr[-300:])
+    os.unlink(evil)
     bad = os.path.join(d, "bad.ckpt")
     with open(ck, "rb") as f:
         data = bytearray(f.read())
