@@ -14,6 +14,10 @@
  * is printed after a header line "== completion g: L tokens, stop REASON,
  * mean logprob X ==", the end token not printed. It does not pick a prompt
  * format: the caller writes the task header (see lua/corpus.lua).
+ * On a terminal a completion is shown as `kernlab show` shows a source
+ * (lab_fput_printable: control bytes and bytes that are not UTF-8 as '?'):
+ * a policy's bytes are anyone's, and an escape sequence among them reached
+ * the terminal raw. Into a pipe or a file the bytes go exact.
  *
  * --tok defaults to F.tok, where `kernlab prime --out F` saves the
  * checkpoint's tokenizer (and `run` looks by default). Without --tok and
@@ -44,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char synopsis[] =
     "usage: kernlab generate --ckpt FILE [--tok FILE.tok] --prompt TEXT [-n "
@@ -238,6 +243,7 @@ int lab_generate(int argc, char **argv) {
                              sizeof why);
   }
   static const char *const reason[] = {"?", "eos", "max-tokens", "max_seq"};
+  const int tty = isatty(STDOUT_FILENO);
   for (int g = 0; !rc && g < out.G; g++) {
     int len = out.lengths[g];
     const int32_t *t = out.tokens + (size_t)g * out.max_new;
@@ -252,7 +258,10 @@ int lab_generate(int argc, char **argv) {
     if (rc) break;
     printf("== completion %d: %d tokens, stop %s, mean logprob %.3f ==\n", g,
            len, reason[out.stop[g] & 3], len ? lp / len : 0.0);
-    fwrite(text, 1, text_len, stdout);
+    if (tty)
+      lab_fput_printable(text, text_len, stdout);
+    else
+      fwrite(text, 1, text_len, stdout);
     if (!text_len || text[text_len - 1] != '\n') putchar('\n');
     free(text);
   }

@@ -54,6 +54,33 @@ with tempfile.TemporaryDirectory() as d:
     g2 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
              "--max-tokens", "20", "--seed", "3")
     check(g.stdout == g2.stdout, "the same seed gives the same samples")
+    # On a terminal the completions hold no control bytes (a policy's bytes
+    # are anyone's: an escape sequence reached the terminal raw); into a
+    # pipe they are exact. At temperature 50 a barely trained model draws
+    # nearly uniformly, byte tokens and their control bytes included.
+    hot = ["generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "x", "-n", "2",
+           "--max-tokens", "300", "--temperature", "50", "--seed", "5"]
+    piped = subprocess.run([KERNLAB, *hot], capture_output=True, timeout=600).stdout
+    master, slave = os.openpty()
+    proc = subprocess.Popen([KERNLAB, *hot], stdout=slave, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other end is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    proc.wait(timeout=600)
+    os.close(master)
+    controls = set(range(32)) - {9, 10, 13}  # the terminal writes \n as \r\n
+    check(any(b in controls for b in piped),
+          "a piped completion keeps its bytes, control bytes included: %r" % piped[:200])
+    check(proc.returncode == 0 and b"completion 1" in shown and
+          not any(b in controls or b == 0x7f for b in shown),
+          "on a terminal, no control bytes: %d %r" % (proc.returncode, shown[:300]))
     # --tok left out: the tokenizer prime saved beside the checkpoint
     gd = run("generate", "--ckpt", ck, "--prompt", "// task", "-n", "2",
              "--max-tokens", "20", "--seed", "3")
