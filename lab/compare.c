@@ -148,8 +148,15 @@ static int corpus_best(const char *dir, char *name, size_t namelen,
     line[strcspn(line, "\r\n")] = 0;
     for (; k < 5 && (field[k] = strtok_r(p, "\t", &save)); k++)
       p = NULL;
-    /* a name is a file of train/: "../x" would reach out of it */
-    if (k < 5 || strcmp(field[2], "train") || strchr(field[0], '/')) continue;
+    /* a name is a file of train/: "../x" would reach out of it; and one
+     * `kernlab corpus` writes (lab/lua_script.c): an escape sequence in a
+     * hand-edited or downloaded manifest reached the terminal raw, in the
+     * line that names the corpus's best */
+    char shown[sizeof line];
+    if (k < 5 || strcmp(field[2], "train") || strchr(field[0], '/') ||
+        strcmp(lab_printable(field[0], strlen(field[0]), shown, sizeof shown),
+               field[0]))
+      continue;
     char *end;
     double t = strtod(field[4], &end);
     if (*end || !(t > 0) || (found && t >= *time_us)) continue;

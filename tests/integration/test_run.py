@@ -403,22 +403,25 @@ for name in ("candidates", "reward_components", "steps"):
               "a FIFO manifest is refused: %d %s" % (r.returncode, r.stdout[-400:]))
     except subprocess.TimeoutExpired:
         check(False, "a FIFO manifest blocked the run's comparison")
-    # A manifest with an over-long line whose tail looks like a record, and
-    # a name reaching out of train/: neither is the corpus's best
+    # A manifest with an over-long line whose tail looks like a record, a
+    # name reaching out of train/, and one holding an escape sequence (it
+    # reached the terminal raw): none is the corpus's best
     lc = os.path.join(d, "long_corpus")
     os.makedirs(os.path.join(lc, "train"))
     with open(os.path.join(lc, "MANIFEST.tsv"), "w") as f:
         f.write("A" * 2047 + "evil\tc\ttrain\tok\t0.001\n" +
                 "../escape\tc\ttrain\tok\t0.002\n" +
+                "\x1b]0;PWNED\x07\tc\ttrain\tok\t0.003\n" +
                 "01_naive\tc\ttrain\tok\t5.0\n")
-    for name in ("01_naive", "evil"):
+    for name in ("01_naive", "evil", "\x1b]0;PWNED\x07"):
         shutil.copy(os.path.join(SRC, "kernels", "seeds", "01_naive.cu"),
                     os.path.join(lc, "train", name + ".cu"))
     clc = os.path.join(d, "long_corpus.lua")
     campaign(clc, ck, 1, "corpus = %r," % lc)
     r = run("run", clc, "--out", os.path.join(d, "long_corpus.h5"))
-    check(r.returncode == 0 and "MANIFEST.tsv): 01_naive," in r.stdout,
-          "the manifest's best is a listed train kernel: %s" % r.stdout[-400:])
+    check(r.returncode == 0 and "MANIFEST.tsv): 01_naive," in r.stdout and
+          "\x1b" not in r.stdout,
+          "the manifest's best is a listed train kernel: %r" % r.stdout[-400:])
     # A fractional timeout the baseline misses: said as it is (it read
     # "the 0 s deadline"), and no baseline time of -1.0 us
     cto = os.path.join(d, "timeout_half.lua")
