@@ -134,7 +134,9 @@ static int out_unusable(const char *dir, char *why, size_t whylen) {
   for (int i = 0; i < 3; i++) {
     char sub[1100];
     snprintf(sub, sizeof sub, "%s/%s", dir, parts[i]);
-    if (stat(sub, &st) == 0) {
+    /* lstat: a link to a corpus moved away is one too (stat passed it, and
+     * train/ could not be made after every variant was evaluated) */
+    if (lstat(sub, &st) == 0) {
       snprintf(why, whylen,
                "%s already holds a corpus (%s); name a new folder, or remove "
                "it first: an old corpus's files would stay next to the new "

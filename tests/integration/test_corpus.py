@@ -118,6 +118,19 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 0 and p2.returncode == 2 and "already holds a corpus" in p2.stderr
           and "evaluated" not in p2.stderr,
           "a second corpus into the same folder: refused before evaluating: %s" % p2.stderr[-300:])
+    # train/ a dangling link (a corpus moved away): refused before
+    # evaluating, as any corpus there is; it passed the check and failed
+    # after every evaluation, exit 3, "cannot create the folders of c: File
+    # exists", with a stray holdout/ left behind
+    shutil.rmtree(os.path.join(d, "c"))
+    os.mkdir(os.path.join(d, "c"))
+    os.symlink(os.path.join(d, "moved-away"), os.path.join(d, "c", "train"))
+    p = corpus(SCRIPT, d, keep=True)
+    check(p.returncode == 2 and "already holds a corpus (train)" in p.stderr
+          and "evaluated" not in p.stderr and
+          os.listdir(os.path.join(d, "c")) == ["train"],
+          "train/ a dangling link: refused before evaluating: %d %s" %
+          (p.returncode, p.stderr[-300:]))
     # --out in a missing folder: made, parents too (runs/corpus in a fresh
     # clone); one that cannot be made (a file in its path) is said before
     # any variant is evaluated (it was said after all of them)
