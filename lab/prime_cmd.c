@@ -235,8 +235,9 @@ int lab_prime(int argc, char **argv) {
       batch = (int)num;
     else if (!strcmp(a, "--seq") && !lab_arg_long(val, 2, 65536, &num))
       seq = (int)num;
-    else if (!strcmp(a, "--lr") && !lab_arg_double(val, 0, 1e3, &real) &&
-             real > 0)
+    /* a float: 1e-300 would be 0 and train nothing without a word, and
+     * AdamW's steps are lr-sized, so past 1 it only diverges */
+    else if (!strcmp(a, "--lr") && !lab_arg_double(val, 1e-8, 1, &real))
       lr = (float)real;
     else if (!strcmp(a, "--seed") && !lab_arg_u64(val, 1, &seed))
       ;
@@ -350,7 +351,10 @@ int lab_prime(int argc, char **argv) {
   for (int d = 0; d < docs.n; d++) {
     size_t hl = strlen(header), tl = docs.len[d];
     char *text = malloc(hl + tl + 1);
-    if (!text) return LAB_EXIT_ENV;
+    if (!text) {
+      fprintf(stderr, "kernlab prime: out of memory encoding the corpus\n");
+      return LAB_EXIT_ENV;
+    }
     memcpy(text, header, hl);
     memcpy(text + hl, docs.text[d], tl);
     int32_t *ids;
@@ -364,7 +368,13 @@ int lab_prime(int argc, char **argv) {
     if (n_tokens + n_ids + 2 > cap) {
       cap = (n_tokens + n_ids + 2) * 2;
       int32_t *ns = realloc(stream, sizeof(int32_t) * cap);
-      if (!ns) return LAB_EXIT_ENV;
+      if (!ns) {
+        fprintf(stderr,
+                "kernlab prime: out of memory for the corpus's token stream "
+                "(%zu tokens)\n",
+                cap);
+        return LAB_EXIT_ENV;
+      }
       stream = ns;
     }
     stream[n_tokens++] = PL_TOK_BOS;
@@ -585,6 +595,10 @@ usage:
     fprintf(stderr, "kernlab prime: --size %s: expected tiny or small\n", size);
   else if (bad && !prime_option(bad))
     fprintf(stderr, "kernlab prime: unknown option %s\n", bad);
+  else if (bad && !strcmp(bad, "--lr"))
+    fprintf(stderr,
+            "kernlab prime: bad or missing value for --lr (expected a number "
+            "in [1e-8, 1])\n");
   else if (bad)
     fprintf(stderr, "kernlab prime: bad or missing value for %s\n", bad);
   fprintf(stderr, "usage: kernlab prime [--corpus DIR] [--out CKPT] [--force] "

@@ -192,6 +192,11 @@ with tempfile.TemporaryDirectory() as d:
     p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--size", "huge")
     check(p.returncode == 2 and "--size huge: expected tiny or small" in p.stderr,
           "--size huge: named: %s" % p.stderr)
+    # an lr that is 0 as a float (trained nothing without a word) or past 1
+    for lr in ("1e-300", "1000", "0"):
+        p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--lr", lr)
+        check(p.returncode == 2 and "--lr (expected a number in [1e-8, 1])" in p.stderr and
+              not os.path.exists(ck + ".s"), "--lr %s: refused: %s" % (lr, p.stderr))
     p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--steps")
     check(p.returncode == 2 and "missing value for --steps" in p.stderr,
           "--steps without a value: named: %s" % p.stderr)
