@@ -233,6 +233,12 @@ int lab_generate(int argc, char **argv) {
     snprintf(why, sizeof why, "out of memory");
     rc = PL_EENV;
   }
+  if (!rc && !bos && !n_ids) {
+    snprintf(why, sizeof why,
+             "the prompt is empty: with --no-bos, --prompt must give at least "
+             "one token");
+    rc = PL_EINPUT;
+  }
   if (!rc) {
     size_t n = 0;
     if (bos) full[n++] = PL_TOK_BOS;

@@ -54,6 +54,10 @@ with tempfile.TemporaryDirectory() as d:
     g2 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "// task", "-n", "2",
              "--max-tokens", "20", "--seed", "3")
     check(g.stdout == g2.stdout, "the same seed gives the same samples")
+    g3 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "", "--no-bos")
+    check(g3.returncode == 2 and "the prompt is empty: with --no-bos" in g3.stderr and
+          "generate: generate" not in g3.stderr,
+          "an empty prompt without <|bos|>: said once: %d %s" % (g3.returncode, g3.stderr))
     # On a terminal the completions hold no control bytes (a policy's bytes
     # are anyone's: an escape sequence reached the terminal raw); into a
     # pipe they are exact. At temperature 50 a barely trained model draws
