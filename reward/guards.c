@@ -730,10 +730,11 @@ static void hide_address(lua_State *L, int idx) {
     return;
   }
   const char *name = lua_typename(L, t);
-  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING)
-    name = lua_tostring(L, -1);
+  /* pushed whatever its type: a __name that is no string is left out */
+  int named = luaL_getmetafield(L, idx, "__name") != LUA_TNIL;
+  if (named && lua_type(L, -1) == LUA_TSTRING) name = lua_tostring(L, -1);
   lua_pushfstring(L, "%s: (address hidden)", name);
-  if (name != lua_typename(L, t)) lua_remove(L, -2);
+  if (named) lua_remove(L, -2);
   lua_replace(L, idx);
 }
 

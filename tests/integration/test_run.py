@@ -37,11 +37,15 @@ def run(*args, cwd=None):
 
 def err_tail(err, n=300):
     """The end of stderr, and a sanitizer's own lines wherever they are
-    (its report ends in a legend that says nothing about which error)."""
+    (its report ends in a legend that says nothing about which error):
+    the error, its stack frames (a heap-use-after-free in memcmp came with
+    none, once, and could not be found again) and the summary."""
     lines = [l for l in err.splitlines()
              if "ERROR: AddressSanitizer" in l or "SUMMARY:" in l
-             or "runtime error:" in l]
-    return "\n".join(lines[:4] + [err[-n:]])
+             or "runtime error:" in l or re.match(r"\s+#\d+ 0x", l)
+             or "is located" in l or "freed by thread" in l
+             or "previously allocated by" in l]
+    return "\n".join(lines[:60] + [err[-n:]])
 
 
 def candidates(h5):

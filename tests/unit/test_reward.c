@@ -423,6 +423,8 @@ static void test_no_addresses(void) {
       "    error('__tostring') end\n"
       "  if tostring(12) ~= '12' or tostring(nil) ~= 'nil' then error('n') "
       "end\n"
+      "  local odd = tostring(setmetatable({}, {__name = 7}))\n"
+      "  if odd ~= 'table: (address hidden)' then error(odd) end\n"
       "  local ok, err = pcall(string.format, '%-5p', {})\n"
       "  if ok or not err:find('address') then error(tostring(err)) end\n"
       "  return { x = 1 }\n"
