@@ -46,6 +46,23 @@ static rw_script *load_text(const char *name, const char *text,
   return rw_load(write_script(name, text), lim, why, len);
 }
 
+/* Loads name and scores a default candidate with it: both must succeed
+ * (the script's own checks raise an error naming what differed). */
+static void expect_score_ok(const char *name, const char *text,
+                            const char *what) {
+  char why[512];
+  rw_script *s = load_text(name, text, NULL, why, sizeof why);
+  CHECK(s != NULL, "%s: %s", name, why);
+  if (!s) return;
+  rw_candidate c;
+  rw_candidate_init(&c);
+  rw_components out;
+  CHECK(rw_score(s, &c, NULL, &out, why, sizeof why) == RW_OK, "%s: %s", what,
+        why);
+  rw_components_free(&out);
+  rw_free(s);
+}
+
 /* Loads name (expected to load), scores the fixture's first candidate, and
  * checks the error code, that why contains each of want1/want2 (NULL to
  * skip) and that it took under a second. */
@@ -369,8 +386,7 @@ static void test_no_state_between_calls(void) {
  * first flag, a sum of fractional penalties), changed from run to run. A
  * key cleared during the loop is skipped; __pairs is kept. */
 static void test_pairs_order(void) {
-  char why[512];
-  rw_script *s = load_text(
+  expect_score_ok(
       "pairs.lua",
       "return { score = function(c, ctx)\n"
       "  local t = { hotel = 1, alpha = 1, golf = 1, charlie = 1, echo = 1,\n"
@@ -391,24 +407,14 @@ static void test_pairs_order(void) {
       "  if got ~= want then error(got) end\n"
       "  return { x = 1 }\n"
       "end }\n",
-      NULL, why, sizeof why);
-  CHECK(s != NULL, "pairs.lua: %s", why);
-  if (!s) return;
-  rw_candidate c;
-  rw_candidate_init(&c);
-  rw_components out;
-  CHECK(rw_score(s, &c, NULL, &out, why, sizeof why) == RW_OK,
-        "pairs in key order: %s", why);
-  rw_components_free(&out);
-  rw_free(s);
+      "pairs in key order");
 }
 
 /* No addresses: tostring({}) differs from run to run (a formula drew a
  * random number from its digits). tostring and string.format hide them
  * unless __tostring says otherwise; %p is refused. */
 static void test_no_addresses(void) {
-  char why[512];
-  rw_script *s = load_text(
+  expect_score_ok(
       "addr.lua",
       "return { score = function(c, ctx)\n"
       "  local a = tostring({}) .. ' ' .. tostring(print) .. ' ' ..\n"
@@ -429,16 +435,7 @@ static void test_no_addresses(void) {
       "  if ok or not err:find('address') then error(tostring(err)) end\n"
       "  return { x = 1 }\n"
       "end }\n",
-      NULL, why, sizeof why);
-  CHECK(s != NULL, "addr.lua: %s", why);
-  if (!s) return;
-  rw_candidate c;
-  rw_candidate_init(&c);
-  rw_components out;
-  CHECK(rw_score(s, &c, NULL, &out, why, sizeof why) == RW_OK,
-        "no addresses: %s", why);
-  rw_components_free(&out);
-  rw_free(s);
+      "no addresses");
 }
 
 /* ---- broken scripts ------------------------------------------------------ */
