@@ -126,7 +126,13 @@ typedef struct scanner {
   int note_line[64];
 } scanner;
 
-static const scanner *sort_scanner; /* qsort has no context argument */
+/* The scanner by_name and by_macro_name compare in: qsort and bsearch have
+ * no context argument. One per thread: the evaluator's slot threads scan
+ * candidates at once (lab/evaluator.c), and a shared pointer let one
+ * thread's comparisons read another's tokens and text, freed when that
+ * scan ended (an ASan heap-use-after-free in memcmp from text_cmp in a
+ * `kernlab run`, a crash without ASan; tests/unit/test_scan.c). */
+static _Thread_local const scanner *sort_scanner;
 
 static int is_ident_start(int c) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||

@@ -6,16 +6,19 @@
  * a comment or a string literal does not. Then the tricks the scanner
  * promises to see through (line splices, token pasting, asm strings,
  * macro-expanded includes), the declarations it must tell apart (const vs
- * mutable device state, device vs host functions), and finally every seed
- * and every honest kernel under $KL_SOURCE_DIR scans clean.
+ * mutable device state, device vs host functions), that threads scanning
+ * at once each get their own text's answer, and finally every seed and
+ * every honest kernel under $KL_SOURCE_DIR scans clean.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
 #include "kltest.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The snippet raises `name` (and the detail line names it). */
 static void raises(const char *name, const char *src) {
@@ -462,6 +465,94 @@ static void test_paste_budget(void) {
   free(src);
 }
 
+/* Threads scanning at once (`kernlab run` and `search` scan each candidate
+ * on the evaluator's slot thread, lab/evaluator.c) each get their own
+ * text's answer. The comparisons of the scanner's name tables read the
+ * scanner through a pointer that was one for the whole process: a thread
+ * looked its names up in another thread's tokens and text, wrong, or
+ * freed when that scan ended (ASan: a heap-use-after-free in memcmp, from
+ * text_cmp, in a `kernlab run`; without ASan a crash here, or a wrong
+ * answer, in nearly every run). Each text declares many const tables and
+ * reads every one through a cast, so each scan spends most of its time in
+ * those lookups; the odd threads' casts drop const (flagged), the even
+ * threads' keep it. Each thread scans for SCAN_SECONDS: some 500 times
+ * in a plain build on two cores, some 40 under ASan. */
+enum { SCAN_THREADS = 4, SCAN_TABLES = 60, SCAN_SECONDS = 2 };
+
+typedef struct scan_job {
+  char *src;
+  size_t len;
+  kl_flags want;
+  char want_detail[512];
+  int rounds, wrong; /* scans, and those whose flags or detail differed */
+} scan_job;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *scan_again(void *arg) {
+  scan_job *j = arg;
+  double end = now_s() + SCAN_SECONDS;
+  while (j->rounds < 10 || now_s() < end) {
+    char detail[512];
+    kl_flags f = kl_scan(j->src, j->len, detail, sizeof detail);
+    j->wrong += f != j->want || strcmp(detail, j->want_detail) != 0;
+    j->rounds++;
+  }
+  return NULL;
+}
+
+static void test_threads(void) {
+  scan_job jobs[SCAN_THREADS];
+  memset(jobs, 0, sizeof jobs);
+  for (int t = 0; t < SCAN_THREADS; t++) {
+    scan_job *j = &jobs[t];
+    size_t cap = 64 * 1024, o = 0;
+    j->src = malloc(cap);
+    CHECK(j->src != NULL, "out of memory");
+    if (!j->src) return;
+    /* names of its own per thread: another thread's lookups find none */
+    for (int i = 0; i < SCAN_TABLES; i++)
+      o += (size_t)snprintf(j->src + o, cap - o,
+                            "__device__ const float t%d_%d[2] = {1, 2};\n", t,
+                            i);
+    o += (size_t)snprintf(j->src + o, cap - o,
+                          "extern \"C\" __global__ void matmul(const float* "
+                          "A, const float* B, float* C, int M, int N, int K) "
+                          "{\n");
+    for (int i = 0; i < SCAN_TABLES; i++)
+      o += (size_t)snprintf(
+          j->src + o, cap - o,
+          t % 2 ? "  float* p%d = (float*)t%d_%d; (void)p%d;\n"
+                : "  const float* p%d = (const float*)t%d_%d; (void)p%d;\n",
+          i, t, i, i);
+    o += (size_t)snprintf(j->src + o, cap - o, "}\n");
+    j->len = o;
+    j->want = kl_scan(j->src, j->len, j->want_detail, sizeof j->want_detail);
+    CHECK(t % 2 ? (j->want & KL_FLAG(KL_FLAG_MUTABLE_DEVICE_STATE)) != 0
+                : j->want == 0,
+          "thread %d's text alone: %s", t, j->want_detail);
+  }
+  pthread_t tid[SCAN_THREADS];
+  int started = 0;
+  for (; started < SCAN_THREADS; started++)
+    if (pthread_create(&tid[started], NULL, scan_again, &jobs[started]) != 0)
+      break;
+  CHECK(started == SCAN_THREADS, "started %d of %d threads", started,
+        SCAN_THREADS);
+  for (int t = 0; t < started; t++)
+    pthread_join(tid[t], NULL);
+  for (int t = 0; t < SCAN_THREADS; t++) {
+    CHECK(jobs[t].wrong == 0,
+          "thread %d: %d of %d scans differ from its text's scan alone (%s)", t,
+          jobs[t].wrong, jobs[t].rounds, jobs[t].want_detail);
+    free(jobs[t].src);
+  }
+}
+
 /* Every seed and honest kernel scans clean. */
 static void scan_dir(const char *sub, int min_files) {
   const char *root = getenv("KL_SOURCE_DIR");
@@ -503,6 +594,7 @@ int main(void) {
   test_paste_budget();
   test_memo_tricks();
   test_macro_tricks();
+  test_threads();
   scan_dir("kernels/seeds", 8);
   scan_dir("tests/kernels/honest", 30);
   return kl_test_done("test_scan");
