@@ -31,6 +31,7 @@
  */
 #include "lab/lab.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,7 +41,7 @@ static volatile sig_atomic_t requested; /* the first signal's number */
 static char first_msg[512], second_msg[512];
 /* files a second signal removes: written beside their final names */
 #define MAX_TMP 4
-static char tmp_path[MAX_TMP][1200];
+static char tmp_path[MAX_TMP][PATH_MAX];
 static volatile sig_atomic_t n_tmp;
 static size_t first_len, second_len;
 static struct sigaction old_int, old_term;
@@ -104,7 +105,9 @@ void lab_interrupt_install(const char *cmd, const char *first,
 }
 
 void lab_interrupt_also_remove(const char *tmp) {
-  if (n_tmp >= MAX_TMP) return;
+  /* a name cut short would be another file's (in 1200 bytes, a prefix of
+   * a long --out could name a file of the folders above it) */
+  if (n_tmp >= MAX_TMP || strlen(tmp) >= sizeof tmp_path[0]) return;
   /* the slot is complete before the handler may count it */
   snprintf(tmp_path[n_tmp], sizeof tmp_path[n_tmp], "%s", tmp);
   n_tmp = n_tmp + 1;

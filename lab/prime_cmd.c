@@ -46,6 +46,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,12 +270,20 @@ int lab_prime(int argc, char **argv) {
 
   char why[1024];
   /* prime replaces an earlier checkpoint (and its tokenizer) at --out,
-   * nothing else: not a results file, a device, a FIFO, a folder. */
-  char tok_target[1100];
+   * nothing else: not a results file, a device, a FIFO, a folder. The
+   * names made from --out (X.tok, each one's .tmp.PID) take PATH_MAX,
+   * which lab_out_path_ok keeps them under: in 1100 bytes, a long --out
+   * put the tokenizer at X.ckpt.tok cut short, a name of the folders
+   * above it, and left the checkpoint without its tokenizer. */
+  char tok_target[PATH_MAX];
   snprintf(tok_target, sizeof tok_target, "%s.tok", out);
   if (lab_output_ok(out, NULL, 0, "KLCK", 4, why, sizeof why) != 0 ||
       lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0) {
     fprintf(stderr, "kernlab prime: --out %s\n", why);
+    return LAB_EXIT_USAGE;
+  }
+  if (lab_out_path_ok(out, "--out", why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab prime: %s\n", why);
     return LAB_EXIT_USAGE;
   }
   /* An existing checkpoint is kept unless asked: it may be hours of
@@ -313,9 +322,9 @@ int lab_prime(int argc, char **argv) {
   }
   /* The tokenizer: given, or trained here on the corpus. */
   pl_tokenizer *tok = NULL;
-  char tok_out[1100];
-  char tok_tmp[1200] = ""; /* the new tokenizer until its checkpoint is */
-  int tok_pending = 0;     /* trained here, not saved yet */
+  char tok_out[PATH_MAX];
+  char tok_tmp[PATH_MAX] = ""; /* the new tokenizer until its checkpoint is */
+  int tok_pending = 0;         /* trained here, not saved yet */
   if (tok_path) {
     if (pl_tok_load(&tok, tok_path, why, sizeof why) != PL_OK) {
       fprintf(stderr, "kernlab prime: %s\n", why);
@@ -461,7 +470,7 @@ int lab_prime(int argc, char **argv) {
   int tty = isatty(2);
   kl_outfile_sweep(out); /* what a killed prime left half-written */
   kl_outfile_sweep(tok_target);
-  char ckpt_tmp[1200]; /* what pl_ckpt_save writes before its rename */
+  char ckpt_tmp[PATH_MAX]; /* what pl_ckpt_save writes before its rename */
   kl_outfile_tmpname(out, ckpt_tmp, sizeof ckpt_tmp);
   lab_interrupt_install("kernlab prime",
                         "the checkpoint is saved after this step, then "

@@ -362,6 +362,27 @@ with tempfile.TemporaryDirectory() as d:
     check(t.returncode == 2 and ck_made + " is a file, not a folder" in t.stderr and
           "step" not in t.stderr,
           "prime --out under a file: said first: %d %r" % (t.returncode, t.stderr[-300:]))
+    # --out longer than prime's 1100-byte name buffers: the tokenizer went
+    # to X.ckpt.tok cut at 1099 bytes (a file named after part of a folder,
+    # one level up) and the checkpoint had none beside it; now the pair is
+    # written whole. A path too long for the system is refused before
+    # training, as run refuses one.
+    deep = os.path.join(d, *(["p" * 220] * 5))
+    os.makedirs(deep)
+    long_ck = os.path.join(deep, "x.ckpt")
+    t = run("prime", "--corpus", corpus, "--out", long_ck, "--size", "tiny", "--steps", "2")
+    g = run("generate", "--ckpt", long_ck, "--prompt", "x", "--max-tokens", "2")
+    check(t.returncode == 0 and os.path.isfile(long_ck + ".tok") and g.returncode == 0 and
+          not [f for f in os.listdir(os.path.dirname(deep)) if os.path.isfile(
+              os.path.join(os.path.dirname(deep), f))],
+          "prime --out of %d bytes: its tokenizer beside it: %d %d %r" %
+          (len(long_ck), t.returncode, g.returncode, (t.stderr + g.stderr)[-300:]))
+    shutil.rmtree(os.path.join(d, "p" * 220))
+    t = run("prime", "--corpus", corpus, "--out", os.path.join(d, *(["q" * 220] * 20), "x.ckpt"),
+            "--size", "tiny", "--steps", "2")
+    check(t.returncode == 2 and "is too long" in t.stderr and "step" not in t.stderr,
+          "prime --out too long for the system: refused first: %d %r" %
+          (t.returncode, t.stderr[-300:]))
     # prime --tok T: the checkpoint's tokenizer is written beside it too
     # (an earlier X.ckpt.tok stayed and paired the new checkpoint with a
     # tokenizer not its own)
