@@ -591,6 +591,21 @@ done:
   return rc;
 }
 
+int lab_campaign_set_out(lab_campaign *c, const char *out, char *why,
+                         size_t whylen) {
+  /* cut at 1023 bytes, a long --out put the results and the checkpoint in
+   * files named after part of a folder above it */
+  if (strlen(out) >= sizeof c->out) {
+    snprintf(why, whylen,
+             "--out is %zu bytes long (at most %zu): %.60s...; name a "
+             "shorter path",
+             strlen(out), sizeof c->out - 1, out);
+    return LAB_EXIT_USAGE;
+  }
+  snprintf(c->out, sizeof c->out, "%s", out);
+  return 0;
+}
+
 void lab_campaign_free(lab_campaign *c) {
   free(c->text);
   c->text = NULL;

@@ -246,6 +246,10 @@ int lab_campaign_load(const char *path, lab_campaign *c, char *why,
 /* The text of lua/campaigns/quick.lua as it was at build time. */
 extern const char lab_quick_campaign[];
 void lab_campaign_free(lab_campaign *c);
+/* Sets c->out to out (run's --out): 0, or LAB_EXIT_USAGE with why when it
+ * does not fit c->out whole (cut short, it named another file). */
+int lab_campaign_set_out(lab_campaign *c, const char *out, char *why,
+                         size_t whylen);
 /* lab_campaign_load's flags: LAB_CAMPAIGN_NO_POLICY skips the checks that
  * the checkpoint and tokenizer exist (kernlab search uses no policy);
  * LAB_CAMPAIGN_NO_FILES skips the reward file's too. */

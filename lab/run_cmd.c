@@ -175,8 +175,8 @@ int lab_run(int argc, char **argv) {
     fprintf(stderr, "kernlab run: %s\n", why);
     return ex;
   }
-  if (out_arg) snprintf(c.out, sizeof c.out, "%s", out_arg);
-  if (lab_out_path_ok(c.out, out_arg ? "--out" : "the campaign's out", why,
+  if ((out_arg && lab_campaign_set_out(&c, out_arg, why, sizeof why)) ||
+      lab_out_path_ok(c.out, out_arg ? "--out" : "the campaign's out", why,
                       sizeof why)) {
     fprintf(stderr, "kernlab run: %s\n", why);
     lab_campaign_free(&c);

@@ -990,6 +990,20 @@ with h5py.File(sys.argv[1], "r") as f:
         check(r.returncode == 2 and want in r.stderr,
               "run %s: exit 2 with %r: %d %s" % (args, want, r.returncode, r.stderr[-300:]))
     check(not os.path.exists(os.path.join(d, "made")), "--out x/ makes no folder")
+    # --out over the 1023 bytes a campaign's out holds: it was cut there
+    # without a word, and the results and checkpoint went to files named
+    # after part of a folder, one level up
+    deep = os.path.join(d, *(["r" * 220] * 5))
+    os.makedirs(deep)
+    long_out = os.path.join(deep, "x.h5")
+    r = run("run", c1, "--out", long_out)
+    check(r.returncode == 2 and
+          "--out is %d bytes long (at most 1023)" % len(long_out) in r.stderr and
+          not [f for f in os.listdir(os.path.dirname(deep))
+               if os.path.isfile(os.path.join(os.path.dirname(deep), f))],
+          "run --out over 1023 bytes: refused, nothing written: %d %s"
+          % (r.returncode, r.stderr[-300:]))
+    shutil.rmtree(os.path.join(d, "r" * 220))
     # --out whose folder cannot be made (a file in its path): said before
     # the policy is loaded, the backend resolved and the baseline timed
     # (~30 s at 1024^3), not after (of a campaign on gpu, the folder is
