@@ -31,6 +31,8 @@
  *               old_logp = the sampler's log-probs (at temperature 1; see
  *               below), d loss/d logp through pl_model_backward_weighted,
  *               then AdamW; num_iterations updates on the same batch;
+ *               none when no candidate was scored, or every advantage is
+ *               0 and beta is 0 (lab_update_has_signal: no gradient);
  *   record      every candidate (step, group, sample, reward components;
  *               lab_record_candidate), then one /steps record
  *               (lab_step_stats_of: over the candidates the file holds,
@@ -453,6 +455,7 @@ int lab_run(int argc, char **argv) {
   double wall0 = pr.wall_s;
   int steps_run = 0, stopped_at = -1;
   int steps_unscored = 0; /* steps run whose every candidate went unscored */
+  int steps_flat = 0;     /* steps run whose every group's rewards were equal */
   char kept_why[sizeof why] = ""; /* the last reload's failure */
   for (int step = start_step; step < c.steps; step++) {
     if (lab_interrupted()) {
@@ -579,17 +582,23 @@ int lab_run(int argc, char **argv) {
     /* Update. */
     update_out u;
     memset(&u, 0, sizeof u);
-    /* No candidate scored (the formula failed on all of them): no signal,
-     * so no update. AdamW would still move the weights along its momentum
-     * with every advantage 0. */
-    if (!rc && !n_scored) {
+    /* No candidate scored (the formula failed on all of them), or every
+     * group's rewards equal: no signal, so no update. AdamW would still
+     * move the weights along its momentum and weight decay with every
+     * advantage 0. */
+    int has_signal = !rc && n_scored && lab_update_has_signal(&c, adv, n_cand);
+    if (!rc && !has_signal) {
       fprintf(stderr,
-              "kernlab run: step %d: no candidate was scored; the policy is "
-              "not updated this step\n",
-              step + 1);
-      steps_unscored++;
+              "kernlab run: step %d: %s; the policy is not updated this "
+              "step\n",
+              step + 1,
+              n_scored ? "every group's rewards are equal (every advantage "
+                         "is 0): nothing to learn"
+                       : "no candidate was scored");
+      steps_unscored += !n_scored;
+      steps_flat += n_scored != 0;
     }
-    if (!rc && n_scored) {
+    if (has_signal) {
       /* on the device: under the GPU lock too, for other kernlab
        * processes' runs (this one's are over) */
       if (hold_gpu) kl_gpu_lock();
@@ -688,7 +697,7 @@ int lab_run(int argc, char **argv) {
      * (rho = 1 and each group's advantages sum to 0; exactly so when the
      * completions are equally long), so it says little about learning: the
      * gradient norm (before clipping) does, and is 0 when every group's
-     * rewards were equal (nothing to learn from). */
+     * rewards were equal (nothing to learn from: no update then). */
     char mean_s[32], max_s[32], gn[24];
     lab_fmt_num(gn, sizeof gn, "%.3g", s.grad_norm);
     printf("step %d/%d  reward mean %s max %s  correct %d/%d  best %s  "
@@ -709,21 +718,7 @@ int lab_run(int argc, char **argv) {
       pl_generation_free(&gens[g]);
   }
 
-  /* Steps that taught nothing, said once more at the end: their lines
-   * scrolled by, and the run still exits 0 (its records are sound). */
-  if (steps_unscored && steps_unscored == steps_run)
-    fprintf(stderr,
-            "kernlab run: warning: no candidate was scored in any of the %d "
-            "step(s) run (the reward formula failed on every candidate; see "
-            "the messages above): the policy learnt nothing\n",
-            steps_run);
-  else if (steps_unscored)
-    fprintf(stderr,
-            "kernlab run: warning: no candidate was scored in %d of the %d "
-            "steps run (the reward formula failed on every candidate of "
-            "those; see the messages above): the policy learnt nothing from "
-            "them\n",
-            steps_unscored, steps_run);
+  lab_warn_unlearnt(steps_unscored, steps_flat, steps_run);
 
   /* Summary over the whole campaign (earlier runs included). */
   if (res_close(store, why, sizeof why) != RES_OK) {

@@ -64,6 +64,18 @@ int lab_grpo_update(const lab_campaign *c, lab_policy *pol,
                     int n_groups, const float *adv, update_out *u, char *why,
                     size_t whylen);
 
+/* Whether a step's update can teach anything: some advantage of adv (n)
+ * is not 0, or the campaign has a KL term (beta > 0). Without either the
+ * loss's gradient is 0 and AdamW would move the weights along its momentum
+ * and weight decay alone. */
+int lab_update_has_signal(const lab_campaign *c, const float *adv, int n);
+
+/* Says once more at the end of a run (on stderr) how many of the steps_run
+ * steps taught nothing: unscored (no candidate scored) and flat (every
+ * group's rewards equal); their lines scrolled by, and the run still exits
+ * 0. Nothing when both are 0. */
+void lab_warn_unlearnt(int unscored, int flat, int steps_run);
+
 /* The exit code for a policy/ (PL_E*) error: 3 for PL_EENV, else 2. */
 int lab_pl_exit(int rc);
 

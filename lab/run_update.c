@@ -3,11 +3,13 @@
  * runs the loop; the math is policy/grpo.c's): the step's completions as
  * one padded batch, the policy's (and the reference's) per-token
  * log-probs, pl_grpo_loss's d loss / d logp through the weighted backward,
- * then AdamW, num_iterations times.
+ * then AdamW, num_iterations times; and whether a step has anything to
+ * learn from at all.
  */
 #include "lab/run_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,4 +100,39 @@ done:
   free(refp);
   free(trunc);
   return rc;
+}
+
+int lab_update_has_signal(const lab_campaign *c, const float *adv, int n) {
+  if (c->grpo.beta > 0) return 1; /* the KL term pulls toward the reference */
+  for (int k = 0; k < n; k++)
+    if (adv[k] != 0.0f) return 1;
+  return 0;
+}
+
+void lab_warn_unlearnt(int unscored, int flat, int steps_run) {
+  if (unscored && unscored == steps_run)
+    fprintf(stderr,
+            "kernlab run: warning: no candidate was scored in any of the %d "
+            "step(s) run (the reward formula failed on every candidate; see "
+            "the messages above): the policy learnt nothing\n",
+            steps_run);
+  else if (unscored)
+    fprintf(stderr,
+            "kernlab run: warning: no candidate was scored in %d of the %d "
+            "steps run (the reward formula failed on every candidate of "
+            "those; see the messages above): the policy learnt nothing from "
+            "them\n",
+            unscored, steps_run);
+  if (flat && flat == steps_run)
+    fprintf(stderr,
+            "kernlab run: warning: every group's rewards were equal in all of "
+            "the %d step(s) run (nothing told one candidate from another: a "
+            "formula that scores every failure alike, and nothing passed?): "
+            "the policy learnt nothing\n",
+            steps_run);
+  else if (flat)
+    fprintf(stderr,
+            "kernlab run: warning: every group's rewards were equal in %d of "
+            "the %d steps run: the policy learnt nothing from them\n",
+            flat, steps_run);
 }

@@ -476,6 +476,24 @@ for name in ("candidates", "reward_components", "steps"):
           params(fout[:-3] + ".ckpt") == params(ck),
           "a step with no candidate scored leaves the policy as it was: %d %s"
           % (r.returncode, r.stderr[-400:]))
+    # Every group's rewards equal (a constant formula; so too when nothing
+    # compiles and each failure scores alike): every advantage is 0 and,
+    # with no KL term, so is the gradient. AdamW still moved the weights
+    # (weight decay here; its momentum after a step with signal); now the
+    # step says there was nothing to learn and leaves the policy as it was
+    flat = os.path.join(d, "flat.lua")
+    with open(flat, "w") as f:
+        f.write("return { score = function(c, ctx) return {x = 1} end }\n")
+    cfl = os.path.join(d, "flat_c.lua")
+    campaign(cfl, ck, 2, "reward = %r, optim = {lr = 1e-3, weight_decay = 0.1}," % flat)
+    flout = os.path.join(d, "flat.h5")
+    r = run("run", cfl, "--out", flout)
+    check(r.returncode == 0 and r.stderr.count("every group's rewards are equal") == 2 and
+          "the policy is not updated this step" in r.stderr and
+          "every group's rewards were equal in all of the 2 step(s) run" in r.stderr and
+          params(flout[:-3] + ".ckpt") == params(ck),
+          "steps whose every group's rewards are equal leave the policy as it was: %d %s"
+          % (r.returncode, r.stderr[-400:]))
     # A formula returning 1e300 (finite, so allowed): the step line shows it
     # with an exponent, not as a 301-digit number
     huge = os.path.join(d, "huge.lua")
