@@ -188,23 +188,35 @@ static int read_corpus(const char *dir, int strip, corpus_docs *docs, char *why,
   return 0;
 }
 
-/* Whether a is one of the options that take a value: a usage error names
- * either its value or, for anything else, the option as unknown. */
-static int prime_option(const char *a) {
-  static const char *const valued[] = {
-      "--corpus", "--out",           "--tok",          "--size",
-      "--steps",  "--batch",         "--seq",          "--lr",
-      "--seed",   "--policy-device", "--policy-dtype", "--policy-matmul"};
+/* What an option that takes a value expects ("" for a path), or NULL for
+ * anything else: a usage error names the value and what was expected, or
+ * the option as unknown ('bad or missing value for --steps' said neither). */
+static const char *prime_expects(const char *a) {
+  static const char *const valued[][2] = {
+      {"--corpus", ""},
+      {"--out", ""},
+      {"--tok", ""},
+      {"--policy-matmul", ""},
+      {"--size", "tiny or small"},
+      {"--steps", "a whole number from 1 to 10000000"},
+      {"--batch", "a whole number from 1 to 65536"},
+      {"--seq", "a whole number from 2 to 65536"},
+      /* a float: 1e-300 would be 0 and train nothing without a word, and
+       * AdamW's steps are lr-sized, so past 1 it only diverges */
+      {"--lr", "a number in [1e-8, 1]"},
+      {"--seed", "a whole number from 1 to 2^64-1"},
+      {"--policy-device", "cpu, gpu or auto"},
+      {"--policy-dtype", "fp32 or bf16"}};
   for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-    if (!strcmp(a, valued[k])) return 1;
-  return 0;
+    if (!strcmp(a, valued[k][0])) return valued[k][1];
+  return NULL;
 }
 
 int lab_prime(int argc, char **argv) {
   const char *corpus = "runs/corpus/train", *out = "runs/policy.ckpt";
   const char *tok_path = NULL, *size = "small", *policy_matmul = NULL;
   int steps = 300, batch = 0, seq = 0, keep_comments = 0, force = 0;
-  const char *bad = NULL; /* the argument a usage error names */
+  const char *bad = NULL, *bad_val = NULL; /* what a usage error names */
   int policy_device = LAB_POLICY_CPU, policy_dtype = PCUDA_DTYPE_FP32;
   float lr = 0;
   uint64_t seed = 1;
@@ -220,7 +232,7 @@ int lab_prime(int argc, char **argv) {
       force = 1;
       continue;
     }
-    bad = a;
+    bad = a, bad_val = val;
     if (!val) goto usage;
     if (!strcmp(a, "--corpus"))
       corpus = val;
@@ -236,8 +248,6 @@ int lab_prime(int argc, char **argv) {
       batch = (int)num;
     else if (!strcmp(a, "--seq") && !lab_arg_long(val, 2, 65536, &num))
       seq = (int)num;
-    /* a float: 1e-300 would be 0 and train nothing without a word, and
-     * AdamW's steps are lr-sized, so past 1 it only diverges */
     else if (!strcmp(a, "--lr") && !lab_arg_double(val, 1e-8, 1, &real))
       lr = (float)real;
     else if (!strcmp(a, "--seed") && !lab_arg_u64(val, 1, &seed))
@@ -262,11 +272,18 @@ int lab_prime(int argc, char **argv) {
     if (!batch) batch = 4;
     if (!seq) seq = 1024;
   } else {
-    bad = "--size";
+    bad = "--size", bad_val = size;
     goto usage;
   }
   bad = NULL;
-  if (seq >= cfg.max_seq) seq = cfg.max_seq - 1;
+  /* refused, not cut to fit without a word */
+  if (seq >= cfg.max_seq) {
+    fprintf(stderr,
+            "kernlab prime: --seq %d: past the model's context: expected at "
+            "most %d (the model's max_seq is %d)\n",
+            seq, cfg.max_seq - 1, cfg.max_seq);
+    return LAB_EXIT_USAGE;
+  }
 
   char why[1024];
   /* prime replaces an earlier checkpoint (and its tokenizer) at --out,
@@ -600,16 +617,15 @@ done:
   free(y);
   return exit_code;
 usage:
-  if (bad && !strcmp(bad, "--size"))
-    fprintf(stderr, "kernlab prime: --size %s: expected tiny or small\n", size);
-  else if (bad && !prime_option(bad))
+  if (bad && !prime_expects(bad))
     fprintf(stderr, "kernlab prime: unknown option %s\n", bad);
-  else if (bad && !strcmp(bad, "--lr"))
-    fprintf(stderr,
-            "kernlab prime: bad or missing value for --lr (expected a number "
-            "in [1e-8, 1])\n");
+  else if (bad && !bad_val)
+    fprintf(stderr, "kernlab prime: missing value for %s%s%s%s\n", bad,
+            *prime_expects(bad) ? " (expected " : "", prime_expects(bad),
+            *prime_expects(bad) ? ")" : "");
   else if (bad)
-    fprintf(stderr, "kernlab prime: bad or missing value for %s\n", bad);
+    fprintf(stderr, "kernlab prime: %s %s: expected %s\n", bad, bad_val,
+            prime_expects(bad));
   fprintf(stderr, "usage: kernlab prime [--corpus DIR] [--out CKPT] [--force] "
                   "[--steps N] "
                   "[--tok FILE.tok] [--size tiny|small] [--batch B] [--seq T] "

@@ -199,7 +199,7 @@ with tempfile.TemporaryDirectory() as d:
     # an lr that is 0 as a float (trained nothing without a word) or past 1
     for lr in ("1e-300", "1000", "0"):
         p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--lr", lr)
-        check(p.returncode == 2 and "--lr (expected a number in [1e-8, 1])" in p.stderr and
+        check(p.returncode == 2 and "--lr %s: expected a number in [1e-8, 1]" % lr in p.stderr and
               not os.path.exists(ck + ".s"), "--lr %s: refused: %s" % (lr, p.stderr))
     p = run("prime", "--corpus", corpus, "--out", ck + ".s", "--steps")
     check(p.returncode == 2 and "missing value for --steps" in p.stderr,
@@ -423,6 +423,20 @@ with tempfile.TemporaryDirectory() as d:
         p = run("prime", "--corpus", corpus, "--out", ck + ".x", *opt)
         check(p.returncode == 2 and "usage" in p.stderr and not os.path.exists(ck + ".x"),
               "prime %s: usage: %s" % (opt, p.stderr))
+    # a refused number says what was expected ('bad or missing value for
+    # --steps' did not); a --seq past the model's context is refused, not
+    # cut to max_seq - 1 without a word
+    for opt, says in ((["--steps", "0"], "--steps 0: expected a whole number from 1 to 10000000"),
+                      (["--batch", "0"], "--batch 0: expected a whole number from 1 to 65536"),
+                      (["--seq", "1"], "--seq 1: expected a whole number from 2 to 65536"),
+                      (["--seed", "0"], "--seed 0: expected a whole number from 1 to 2^64-1"),
+                      (["--size", "tiny", "--seq", "4096"],
+                       "--seq 4096: past the model's context: expected at most 2047 (the "
+                       "model's max_seq is 2048)")):
+        p = run("prime", "--corpus", corpus, "--out", ck + ".x", *opt)
+        check(p.returncode == 2 and says in p.stderr and "step 1/" not in p.stderr and
+              not os.path.exists(ck + ".x"),
+              "prime %s: exit 2 saying what was expected: %d %s" % (opt, p.returncode, p.stderr))
     # Ctrl-C (SIGINT to the process group, as a terminal sends it): the
     # checkpoint of the step in flight is saved, exit 130, and it loads
     ick = os.path.join(d, "int.ckpt")
