@@ -448,6 +448,27 @@ int lab_prime(int argc, char **argv) {
   int exit_code = LAB_EXIT_OK;
   int32_t *x = NULL, *y = NULL;
   lab_matmul *mm = NULL;
+  /* A step's activations must fit, said now as run says a campaign's:
+   * --batch 65536 --seq 2047 (~1 TB) failed its first forward's
+   * allocation and was reported as a loss of nan, exit 3. */
+  double need = 0, room = 0;
+  if (lab_policy_batch_room(&pol, batch, seq, &need, &room, why, sizeof why)) {
+    fprintf(stderr, "kernlab prime: policy device: %s\n", why);
+    exit_code = LAB_EXIT_ENV;
+    goto done;
+  }
+  if (room > 0 && need > room) {
+    fprintf(stderr,
+            "kernlab prime: a step of --batch %d windows of --seq %d tokens "
+            "needs ~%.3g GB of activations, more than %s %.3g GB; use a "
+            "smaller --batch or --seq\n",
+            batch, seq, need / 1e9,
+            pol.ctx ? "the free memory of the policy's device,"
+                    : "this machine's memory,",
+            room / 1e9);
+    exit_code = LAB_EXIT_USAGE;
+    goto done;
+  }
   if (policy_matmul) {
     kl_emu_set_launcher(sbx_host_compile_launcher());
     ex = lab_policy_matmul_open(policy_matmul, pol.ctx, &cfg, batch * seq, &mm,

@@ -423,6 +423,17 @@ with tempfile.TemporaryDirectory() as d:
         p = run("prime", "--corpus", corpus, "--out", ck + ".x", *opt)
         check(p.returncode == 2 and "usage" in p.stderr and not os.path.exists(ck + ".x"),
               "prime %s: usage: %s" % (opt, p.stderr))
+    # a batch whose activations cannot fit this machine (65536 windows of
+    # 2047 tokens: ~1 TB, logits alone 550 GB) is refused before training,
+    # naming the options, as run refuses a campaign's; it failed its first
+    # forward and said 'the loss is nan', exit 3
+    p = run("prime", "--corpus", corpus, "--out", ck + ".x", "--size", "tiny", "--steps", "1",
+            "--batch", "65536", "--seq", "2047")
+    check(p.returncode == 2 and "GB of activations" in p.stderr and
+          "use a smaller --batch or --seq" in p.stderr and "nan" not in p.stderr and
+          "step 1/" not in p.stderr and not os.path.exists(ck + ".x"),
+          "prime --batch 65536 --seq 2047: refused before training: %d %s"
+          % (p.returncode, p.stderr[-400:]))
     # a refused number says what was expected ('bad or missing value for
     # --steps' did not); a --seq past the model's context is refused, not
     # cut to max_seq - 1 without a word
