@@ -239,6 +239,26 @@ int lab_generate(int argc, char **argv) {
              "one token");
     rc = PL_EINPUT;
   }
+  /* said in the options' terms, <|bos|> counted aloud (pl_generate's
+   * check said 'generate: prompt of N tokens', N with the bos) */
+  const int room = m.cfg.max_seq - 1 - bos; /* prompt tokens that fit */
+  if (!rc && room < 1) {
+    snprintf(why, sizeof why,
+             "the model's context (max_seq) is %d token%s: no room for a "
+             "prompt%s and a completion",
+             m.cfg.max_seq, m.cfg.max_seq == 1 ? "" : "s",
+             bos ? ", <|bos|>" : "");
+    rc = PL_EINPUT;
+  } else if (!rc && n_ids > (size_t)room) {
+    char with_bos[48] = "";
+    if (bos)
+      snprintf(with_bos, sizeof with_bos, " (%zu with <|bos|>)", n_ids + 1);
+    snprintf(why, sizeof why,
+             "--prompt is %zu tokens%s; the model's context (max_seq) is %d: "
+             "expected at most %d, leaving room for a completion",
+             n_ids, with_bos, m.cfg.max_seq, room);
+    rc = PL_EINPUT;
+  }
   if (!rc) {
     size_t n = 0;
     if (bos) full[n++] = PL_TOK_BOS;

@@ -58,6 +58,25 @@ with tempfile.TemporaryDirectory() as d:
     check(g3.returncode == 2 and "the prompt is empty: with --no-bos" in g3.stderr and
           "generate: generate" not in g3.stderr,
           "an empty prompt without <|bos|>: said once: %d %s" % (g3.returncode, g3.stderr))
+    # A prompt longer than the model's context is said once, in the
+    # options' terms (it was 'kernlab generate: generate: prompt of 5001
+    # tokens ...', the bos counted in without a word)
+    g4 = run("generate", "--ckpt", ck, "--tok", ck + ".tok", "--prompt", "\x01" * 5000)
+    check(g4.returncode == 2 and "generate: generate" not in g4.stderr and
+          "--prompt is 5000 tokens (5001 with <|bos|>); the model's context (max_seq) is 2048: "
+          "expected at most 2046, leaving room for a completion" in g4.stderr,
+          "a prompt past the context: said once: %d %s" % (g4.returncode, g4.stderr))
+    # a checkpoint whose context (max_seq 2, sound otherwise) holds no
+    # prompt beside <|bos|>: said as such, not 'expected at most 0'
+    short = bytearray(open(ck, "rb").read()[:-32])
+    struct.pack_into("<I", short, 36, 2)
+    short_ck = os.path.join(d, "short.ckpt")
+    with open(short_ck, "wb") as f:
+        f.write(bytes(short) + hashlib.sha256(bytes(short)).digest())
+    g5 = run("generate", "--ckpt", short_ck, "--tok", ck + ".tok", "--prompt", "x")
+    check(g5.returncode == 2 and "the model's context (max_seq) is 2 tokens: no room for a "
+          "prompt, <|bos|> and a completion" in g5.stderr,
+          "a context too short for any prompt: said: %d %s" % (g5.returncode, g5.stderr))
     # On a terminal the completions hold no control bytes (a policy's bytes
     # are anyone's: an escape sequence reached the terminal raw); into a
     # pipe they are exact. At temperature 50 a barely trained model draws
