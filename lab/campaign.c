@@ -483,7 +483,10 @@ static int parse_campaign(lab_campaign *c, int flags, char *why,
            be == 0   ? "cpu-emu"
            : be == 1 ? "gpu"
                      : "auto");
-  get_str(p, 1, NULL, "checkpoint", c->checkpoint, sizeof c->checkpoint);
+  /* room for the default tokenizer CKPT.tok: a longer checkpoint's was cut
+   * to another name */
+  get_str(p, 1, NULL, "checkpoint", c->checkpoint,
+          sizeof c->tokenizer - strlen(".tok"));
   snprintf(c->tokenizer, sizeof c->tokenizer, "%.1019s.tok", c->checkpoint);
   get_str(p, 1, NULL, "tokenizer", c->tokenizer, sizeof c->tokenizer);
   v = c->group_size,

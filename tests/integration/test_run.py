@@ -886,6 +886,15 @@ for name in ("candidates", "reward_components", "steps"):
     r = run("run", os.path.join(deep, "x.lua"))
     check(r.returncode == 2 and "x.lua: stpes: unknown field" in r.stderr,
           "a long path keeps the field in the message: %s" % r.stderr[-300:])
+    # a checkpoint path of 1020..1023 bytes fitted the field, but its
+    # default tokenizer CKPT.tok did not: it was cut to another name
+    ck_long = os.path.join(d, "d" * 250, "e" * 250, "f" * 250, "g" * (1021 - len(deep) - 1))
+    with open(os.path.join(deep, "ck.lua"), "w") as f:
+        f.write("return {checkpoint = %r}\n" % ck_long)
+    r = run("run", os.path.join(deep, "ck.lua"))
+    check(len(ck_long) == 1021 and r.returncode == 2 and
+          "checkpoint: expected a non-empty string under 1020 bytes" in r.stderr,
+          "a checkpoint path with no room for its .tok: refused as such: %s" % r.stderr[-300:])
     r = run("run", os.path.join(deep, "..", "..", "..", "d" * 250, "e" * 250, "f" * 250, "x.lua"))
     check(r.returncode == 2 and "path is" in r.stderr and "at most 1023" in r.stderr,
           "a path over 1023 bytes refused as such: %s" % r.stderr[-300:])
