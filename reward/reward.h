@@ -105,6 +105,14 @@ enum {
 #define RW_MAX_SCRIPT_BYTES (1u << 20)
 #define RW_MAX_COMPONENTS 64
 #define RW_MAX_COMPONENT_NAME 63
+/* A total's magnitude must stay within this. GRPO's group standard
+ * deviation squares the differences of totals: from about 1e154 those are
+ * infinite (every advantage 0, the step read as one of equal rewards).
+ * Up to 1e150 a batch's squares stay finite; an unscaled advantage past
+ * 3.4e38 still overflows float, which the update reports as diverged. No
+ * sensible formula comes near; one that does has a bug (an exp of a time,
+ * a division by a tiny number). */
+#define RW_MAX_TOTAL 1e150
 
 /* Limits of one script's state. Zero fields mean the default. The
  * instruction budget and the wall deadline apply to each call separately:

@@ -440,10 +440,12 @@ static int read_components(rw_script *s, rw_components *out, char *why,
   out->total = 0;
   for (int i = 0; i < n; i++)
     out->total += items[i].value;
-  if (!isfinite(out->total)) { /* finite components, an infinite sum */
+  /* finite components, an infinite or unusably large sum (RW_MAX_TOTAL) */
+  if (!(fabs(out->total) <= RW_MAX_TOTAL)) {
     snprintf(why, whylen,
-             "%s:%d: the components sum to %g; a total must be finite",
-             s->short_src, s->score_line, out->total);
+             "%s:%d: the components sum to %g; a total must be finite and "
+             "within +-%g (GRPO's advantages are computed from the totals)",
+             s->short_src, s->score_line, out->total, RW_MAX_TOTAL);
     free(out->items);
     out->items = NULL;
     out->n = 0;

@@ -361,22 +361,22 @@ def test_error_line(tmp):
 
 
 def test_huge_totals(tmp):
-    """A formula may return totals like 1e300 (finite, so allowed): the text
-    table shows them with an exponent, not as 300-digit numbers, and a
+    """A formula may return totals up to 1e150 (RW_MAX_TOTAL): the text
+    table shows them with an exponent, not as 151-digit numbers, and a
     label's escape bytes reach the terminal as '?'. Totals like 2.5e-5 too,
     not as +0.0000."""
     run = os.path.join(tmp, "huge.h5")
     subprocess.run([RESULTS_FIXTURE, run], check=True, timeout=120)
     path = os.path.join(tmp, "huge.lua")
     with open(path, "w") as f:
-        f.write("return { score = function(c, ctx) return {x = 1e300} end }\n")
+        f.write("return { score = function(c, ctx) return {x = 1e150} end }\n")
     rc, out, err = kernlab("rescore", run, "--reward", path, "-n", "2")
     rows = [l for l in out.splitlines() if l.startswith("     1 ")
             or l.startswith("     2 ")]
-    check(rc == 0 and len(rows) == 4, "1e300 totals: 4 table rows: %d %r"
+    check(rc == 0 and len(rows) == 4, "1e150 totals: 4 table rows: %d %r"
           % (rc, err))
-    check(all(len(l) < 120 and "+1e+300" in l for l in rows),
-          "1e300 is shown as +1e+300: %r" % rows)
+    check(all(len(l) < 120 and "+1e+150" in l for l in rows),
+          "1e150 is shown as +1e+150: %r" % rows)
     # and a formula at a scale of 1e-5: four significant digits, not
     # +0.0000 on every row
     with open(path, "w") as f:

@@ -494,18 +494,18 @@ for name in ("candidates", "reward_components", "steps"):
           params(flout[:-3] + ".ckpt") == params(ck),
           "steps whose every group's rewards are equal leave the policy as it was: %d %s"
           % (r.returncode, r.stderr[-400:]))
-    # A formula returning 1e300 (finite, so allowed): the step line shows it
-    # with an exponent, not as a 301-digit number
+    # A formula returning 1e150 (the largest total allowed, RW_MAX_TOTAL):
+    # the step line shows it with an exponent, not as a 151-digit number
     huge = os.path.join(d, "huge.lua")
     with open(huge, "w") as f:
-        f.write("return { score = function(c, ctx) return {x = 1e300} end }\n")
+        f.write("return { score = function(c, ctx) return {x = 1e150} end }\n")
     ch = os.path.join(d, "huge_c.lua")
     campaign(ch, ck, 1, "reward = %r," % huge)
     r = run("run", ch, "--out", os.path.join(d, "huge.h5"))
     step_lines = [l for l in r.stdout.splitlines() if l.startswith("step 1/1")]
-    check(r.returncode == 0 and step_lines and "reward mean 1e+300 max 1e+300" in step_lines[0]
+    check(r.returncode == 0 and step_lines and "reward mean 1e+150 max 1e+150" in step_lines[0]
           and len(step_lines[0]) < 300,
-          "a 1e300 reward on the step line: %r" % step_lines)
+          "a 1e150 reward on the step line: %r" % step_lines)
     # --resume reads the file, then sets up (tokenizer, model, evaluator)
     # before it opens the file to append: another writer appending in
     # between (strace holds the tokenizer's open 5 s) is noticed, and the
@@ -967,13 +967,13 @@ with h5py.File(sys.argv[1], "r") as f:
           "step 2's record is of the file's candidates: %s vs rewards %s (%s)" %
           (got, want, st.stderr[-300:]))
 
-    # An update that diverges (rewards of +-1e300, unscaled: the advantages
-    # overflow float): exit 2 saying so, not blaming the checkpoint file;
+    # An update that diverges (rewards of +-1e150, the largest allowed,
+    # unscaled: the advantages overflow float): exit 2 saying so, not blaming the checkpoint file;
     # the step's records are kept and no checkpoint is written.
     rd = os.path.join(d, "diverge_reward.lua")
     with open(rd, "w") as f:
         f.write("return {score = function(c, ctx)\n"
-                "  return {x = ctx.index == 1 and 1e300 or -1e300} end}\n")
+                "  return {x = ctx.index == 1 and 1e150 or -1e150} end}\n")
     cd_ = os.path.join(d, "diverge.lua")
     campaign(cd_, ck, 1)
     with open(cd_) as f:

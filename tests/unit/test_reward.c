@@ -504,6 +504,13 @@ static void test_broken(void) {
                      "  return { a = 1.7e308, b = 1.7e308 } end }\n",
                      RW_ERETURN, "sum_inf.lua:1: the components sum to inf",
                      NULL);
+  /* finite, but past what GRPO's statistics can hold (RW_MAX_TOTAL): the
+   * squares of 1e200 overflow the group's standard deviation */
+  expect_score_error("sum_huge.lua",
+                     "return { score = function()\n"
+                     "  return { a = 1e200, b = -1 } end }\n",
+                     RW_ERETURN, "sum_huge.lua:1: the components sum to 1e+200",
+                     "within +-1e+150");
   expect_score_error("string_component.lua",
                      "return { score = function()\n"
                      "  return { speed = '1.5' } end }\n",
