@@ -553,8 +553,8 @@ void lab_name_path(const char *path, char *why, size_t whylen) {
 res_file *lab_results_open(const char *path, int fresh, const char *config_text,
                            const char *reward_path, rw_script *script,
                            const char *backend, uint64_t seed,
-                           const char *run_id, int *exit, char *why,
-                           size_t whylen) {
+                           const char *run_id, const char *checkpoint_sha256,
+                           int *exit, char *why, size_t whylen) {
   const char *flag_names[64];
   for (int b = 0; b < 64; b++) {
     const char *name = kl_flag_name(b);
@@ -572,7 +572,8 @@ res_file *lab_results_open(const char *path, int fresh, const char *config_text,
       .seed = seed,
       .flag_names = flag_names,
       .n_flags = 64,
-      .run_id = run_id};
+      .run_id = run_id,
+      .checkpoint_sha256 = checkpoint_sha256};
   int code = 0;
   res_file *f = fresh ? res_create(path, &meta, &code, why, whylen)
                       : res_open_append(path, &meta, &code, why, whylen);

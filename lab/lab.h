@@ -472,15 +472,16 @@ void lab_name_path(const char *path, char *why, size_t whylen);
  * reward script's path and hash, backend, seed, the flag names; device
  * "cpu", the machine the lab runs on) the results file at path for
  * appending; fresh: only a new file (res_create), since the command found
- * none at its start and one there now is another process's; run_id (may
- * be NULL) the new file's run_id attribute. Returns NULL
+ * none at its start and one there now is another process's; run_id and
+ * checkpoint_sha256 (either may be NULL) the new file's attributes of
+ * those names (`kernlab run`'s id and its starting checkpoint). Returns NULL
  * with why and *exit (2 not a results file or not new, 3 I/O) when it
  * cannot; why starts with the path. Close with res_close. */
 res_file *lab_results_open(const char *path, int fresh, const char *config_text,
                            const char *reward_path, rw_script *script,
                            const char *backend, uint64_t seed,
-                           const char *run_id, int *exit, char *why,
-                           size_t whylen);
+                           const char *run_id, const char *checkpoint_sha256,
+                           int *exit, char *why, size_t whylen);
 
 /* ---- baselines (lab/compare.c) ---- */
 

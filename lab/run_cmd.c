@@ -229,7 +229,7 @@ int lab_run(int argc, char **argv) {
   char(*labels)[48] = NULL;
   pl_generation *gens = NULL;
   int32_t *prompt = NULL, *hdr_ids = NULL;
-  prior pr = {0, NULL, -1, 0, 0, 0, NULL, NULL, NULL, 0, {-1, "", ""}, 0};
+  prior pr = {.best_time_us = -1, .baseline = {-1, "", ""}};
   float *ck_m = NULL, *ck_v = NULL;
   int rc;
   progress prog = {isatty(STDOUT_FILENO), 0, c.steps, n_cand, 0, 0, 0, 0};
@@ -288,6 +288,10 @@ int lab_run(int argc, char **argv) {
   rc = lab_load_model(&model, &h, c.checkpoint, tok, c.tokenizer, NULL, NULL,
                       why, sizeof why);
   if (rc) FAIL(lab_pl_exit(rc), "checkpoint: %s", why);
+  /* the starting checkpoint's hash, for a new file's checkpoint_sha256 (h
+   * becomes the run's own checkpoint's header on --resume) */
+  char start_sha[sizeof h.sha256];
+  memcpy(start_sha, h.sha256, sizeof start_sha);
   int start_step = 0;
   /* whether ckpt_out holds this run's policy: the one --resume continues
    * (lab_resume_check refused any other), then each step's once saved */
@@ -394,7 +398,7 @@ int lab_run(int argc, char **argv) {
   char run_id_s[17];
   snprintf(run_id_s, sizeof run_id_s, "%016llx", (unsigned long long)run_id);
   store = lab_results_open(c.out, !have_out, c.text, c.reward, script, backend,
-                           c.seed, run_id_s, &code, why, sizeof why);
+                           c.seed, run_id_s, start_sha, &code, why, sizeof why);
   if (!store) FAIL(code, "%s", why);
   /* what --resume read at the start must still be the file's: another
    * run on the same output may have written it while this one set up */

@@ -105,6 +105,9 @@ typedef struct prior {
   double wall_s;       /* the last step's wall_s */
   int64_t candidates;  /* candidate records */
   uint64_t run_id;     /* the file's run_id attribute; 0: none (older) */
+  /* the file's checkpoint_sha256 attribute: the run's starting checkpoint
+   * (64 hex digits; "": a file from before it was recorded) */
+  char checkpoint_sha256[65];
   /* The step a killed run left partly recorded (step steps_done): the
    * file's reward (NaN: unscored) and correctness of each of its
    * candidates by group * group_size + sample, so that its /steps record
@@ -141,7 +144,10 @@ int lab_resume_check(const lab_campaign *c, const char *ckpt_out, int resume,
  * caller frees them), after checking that the checkpoint is the file's
  * run's (its run id) and at one of its steps. *start_step: the step to
  * start at (0 when not resumed). Step 1 recorded but not checkpointed is
- * said on stderr and re-run from the starting checkpoint. Returns 0, or an
+ * said on stderr and re-run from the starting checkpoint. Where the
+ * starting checkpoint is still used (a re-run from it, or the KL's
+ * reference), it must be the one the file records (checkpoint_sha256),
+ * else exit 2. Returns 0, or an
  * exit code with the reason already printed on stderr. */
 int lab_resume_policy(int resume, int have_ckpt, const lab_campaign *c,
                       const char *ckpt_out, const prior *pr,

@@ -211,6 +211,8 @@ static int read_prior(const char *path, const lab_campaign *camp, prior *pr,
   pr->candidates = res_count(r);
   pr->config_edited = strcmp(res_attr(r, "config"), camp->text) != 0;
   pr->run_id = strtoull(res_attr(r, "run_id"), NULL, 16); /* "": 0 */
+  snprintf(pr->checkpoint_sha256, sizeof pr->checkpoint_sha256, "%s",
+           res_attr(r, "checkpoint_sha256"));
   for (int64_t i = 0; i < pr->steps_done; i++) {
     const res_step *s = res_get_step(r, i);
     if (s && s->wall_s > pr->wall_s) pr->wall_s = s->wall_s;
@@ -311,6 +313,22 @@ int lab_resume_policy(int resume, int have_ckpt, const lab_campaign *c,
   char why[1024];
   int rc;
   *start_step = 0;
+  /* The starting checkpoint is still read on --resume where the run's own
+   * checkpoint does not replace it (nothing checkpointed yet) and, with a
+   * KL term, as the reference model: it must be the file the run started
+   * from. A re-primed one (same tokenizer, other weights) was taken without
+   * a word, the KL then measured against another model. */
+  int from_start = !(pr->steps_done > 0 || (resume && have_ckpt));
+  if (pr->checkpoint_sha256[0] && (from_start || c->grpo.beta > 0) &&
+      strcmp(pr->checkpoint_sha256, h->sha256) != 0)
+    RUN_FAIL(LAB_EXIT_USAGE,
+             "--resume: %s is not the checkpoint this run started from "
+             "(sha256 %.16s... when %s was created, %.16s... now): %s would "
+             "be another model's. Put the starting checkpoint back, or start "
+             "a new run with another --out",
+             c->checkpoint, pr->checkpoint_sha256, c->out, h->sha256,
+             from_start ? "the steps run again from it"
+                        : "the KL term's reference (grpo.beta > 0)");
   if (resume && !have_ckpt && pr->steps_done == 1) {
     /* killed after step 1's records, before its checkpoint: the policy
      * before step 1 is the campaign's checkpoint, the caller's model */

@@ -465,7 +465,7 @@ int lab_search(int argc, char **argv) {
       describe_search(&a, &c, space_path, (int)total, n_space, n_loaded);
   if (!config_text) FAIL(LAB_EXIT_ENV, "out of memory");
   store = lab_results_open(out, 1, config_text, c.reward, script, ev.backend,
-                           c.seed, NULL, &rc, why, sizeof why);
+                           c.seed, NULL, NULL, &rc, why, sizeof why);
   if (!store) FAIL(rc, "%s", why);
 
   char of[64] = "";

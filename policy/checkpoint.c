@@ -629,6 +629,7 @@ done:
     free(pv);
     return rc;
   }
+  hex32(digest, h.sha256);
   *out = h;
   *params = p;
   if (m) *m = pm;

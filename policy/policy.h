@@ -486,6 +486,9 @@ typedef struct pl_ckpt_header {
   uint64_t opt_step;         /* AdamW's t; kept only with m and v */
   uint32_t flags;            /* filled in by save: m and v given or not */
   uint64_t run_id; /* `kernlab run`'s results file's run_id; 0: none */
+  /* filled in by load: the file's sha256 trailer (64 hex digits), which
+   * load checked against the contents; tells two checkpoints apart */
+  char sha256[65];
 } pl_ckpt_header;
 
 /* The parameter count of the layout above, or 0 when the config is not one

@@ -64,6 +64,9 @@ int res__rebuild(const char *path, int *lock_fd, char *why, size_t whylen) {
       .driver_version = res_attr(r, "driver_version"),
       /* the run's id: --resume matches its checkpoints by it */
       .run_id = res_attr(r, "run_id")[0] ? res_attr(r, "run_id") : NULL,
+      .checkpoint_sha256 = res_attr(r, "checkpoint_sha256")[0]
+                               ? res_attr(r, "checkpoint_sha256")
+                               : NULL,
       .seed = res_seed(r),
       .flag_names = flags,
       .n_flags = n_flags,

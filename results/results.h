@@ -187,6 +187,10 @@ typedef struct res_campaign_meta {
   /* `kernlab run`'s id of the run (16 hex digits; its checkpoints carry
    * it): the root attribute run_id, written when not NULL */
   const char *run_id;
+  /* `kernlab run`'s starting checkpoint (the campaign's `checkpoint`): its
+   * sha256 trailer, the root attribute checkpoint_sha256, written when not
+   * NULL. --resume compares it with the file there now. */
+  const char *checkpoint_sha256;
 } res_campaign_meta;
 
 /* ---- writer (results/store.c) -------------------------------------------- */

@@ -397,7 +397,9 @@ static int create_objects(res_file *f, const res_campaign_meta *m) {
       write_num_attr(root, "seed", H5T_NATIVE_UINT64, &m->seed) < 0 ||
       write_names_attr(root, "flag_names", m->flag_names,
                        m->flag_names ? n_flags : 0) < 0 ||
-      (m->run_id && write_str_attr(root, "run_id", m->run_id) < 0))
+      (m->run_id && write_str_attr(root, "run_id", m->run_id) < 0) ||
+      (m->checkpoint_sha256 &&
+       write_str_attr(root, "checkpoint_sha256", m->checkpoint_sha256) < 0))
     return -1;
   double nan = NAN;
   f->cand = create_ds(f->fid, RES_DS_CANDIDATES, f->cand_t, 1, CHUNK_CANDIDATES,

@@ -672,6 +672,40 @@ for name in ("candidates", "reward_components", "steps"):
           (m is not None and best and abs(float(m.group(1)) - min(best)) <= 0.05 + 1e-6 * min(best)),
           "the summary names the file's best kernel: %s vs %s" % (m and m.group(1), best and min(best)))
 
+    # The starting checkpoint re-primed (here: replaced by another of the
+    # same tokenizer) between a run and its --resume: with a KL term, the
+    # reference would be another model, and where nothing is checkpointed
+    # the steps would run again from it: refused, naming both hashes, the
+    # file untouched; put back, the resume goes on
+    ckb = os.path.join(d, "start.ckpt")
+    shutil.copy(ck, ckb)
+    shutil.copy(ck + ".tok", ckb + ".tok")
+    kl1, kl2 = os.path.join(d, "kl1.lua"), os.path.join(d, "kl2.lua")
+    campaign(kl1, ckb, 1)
+    campaign(kl2, ckb, 2)
+    for f in (kl1, kl2):
+        with open(f) as fh:
+            t = fh.read()
+        with open(f, "w") as fh:
+            fh.write(t.replace("grpo = {mask_truncated = false}",
+                               "grpo = {mask_truncated = false, beta = 0.04}"))
+    klout = os.path.join(d, "runs", "kl.h5")
+    r = run("run", kl1, "--out", klout)
+    check(r.returncode == 0, "a run with a KL term: %s" % err_tail(r.stderr))
+    shutil.copy(ckb, ckb + ".orig")
+    shutil.copy(os.path.join(d, "runs", "kl.ckpt"), ckb)  # other weights, same tokenizer
+    before = candidates(klout)
+    r = run("run", kl2, "--out", klout, "--resume")
+    check(r.returncode == 2 and "is not the checkpoint this run started from" in r.stderr and
+          "reference" in r.stderr and candidates(klout) == before and n_steps(klout) == 1,
+          "--resume with another starting checkpoint and beta > 0: refused: %d %s" %
+          (r.returncode, err_tail(r.stderr)))
+    shutil.copy(ckb + ".orig", ckb)
+    r = run("run", kl2, "--out", klout, "--resume")
+    check(r.returncode == 0 and n_steps(klout) == 2,
+          "the starting checkpoint put back: the resume goes on: %d %s" %
+          (r.returncode, err_tail(r.stderr)))
+
     # Twice: stops at once, by SIGINT; resume still records each once (a
     # campaign with longer steps, so that the second comes within one)
     c6 = os.path.join(d, "long.lua")

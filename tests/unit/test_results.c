@@ -40,6 +40,8 @@ static const res_campaign_meta meta = {
     .component_names = (const char *const[]){"correctness", "speed"},
     .n_components = 2,
     .run_id = "00000000000000ab",
+    .checkpoint_sha256 =
+        "5e1f00000000000000000000000000000000000000000000000000000000c0de",
 };
 
 /* res_create: a new file only; an existing one is refused and untouched,
@@ -445,6 +447,10 @@ static void test_symlink(void) {
   CHECK(r && !strcmp(res_attr(r, "run_id"), "00000000000000ab"),
         "the rebuilt file keeps its run_id: '%s'",
         r ? res_attr(r, "run_id") : "");
+  /* and the starting checkpoint's hash, which --resume checks */
+  CHECK(r && !strcmp(res_attr(r, "checkpoint_sha256"), meta.checkpoint_sha256),
+        "the rebuilt file keeps its checkpoint_sha256: '%s'",
+        r ? res_attr(r, "checkpoint_sha256") : "");
   res_reader_close(r);
   CHECK(symlink("nowhere.h5", dangling) == 0, "dangling symlink");
   f = res_open_append(dangling, &meta, &code, why, sizeof why);
