@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -479,6 +480,43 @@ static void test_corruption(void) {
   expect_fail(dir, PL_EINPUT, "not a regular file", NULL, "a folder");
 }
 
+/* A sparse file whose header holds a consistent config of 102M parameters
+ * (410 MB, a few KB on disk) and a trailer of zeros: the checksum fails
+ * before the 410 MB are allocated and filled (a big file is hashed first),
+ * so the process's peak memory does not grow by them. */
+static void test_sparse_big(void) {
+  long len;
+  uint8_t *b = slurp(path_in("a.ckpt"), &len);
+  CHECK(b && len > PL_CKPT_HEADER_BYTES, "a.ckpt readable");
+  if (!b) return;
+  pl_config c = small_header().config;
+  c.vocab = 1024, c.d_model = 1024, c.n_heads = 8, c.d_ff = 2816;
+  c.n_layers = 8;
+  uint64_t n = pl_config_param_count(&c);
+  CHECK(n > 100000000ull, "the config counts %llu parameters",
+        (unsigned long long)n);
+  put32(b + 16, (uint32_t)c.vocab), put32(b + 20, (uint32_t)c.d_model);
+  put32(b + 24, (uint32_t)c.n_layers), put32(b + 28, (uint32_t)c.n_heads);
+  put32(b + 32, (uint32_t)c.d_ff);
+  b[12] = 0; /* no optimiser state */
+  for (int i = 0; i < 8; i++) {
+    b[56 + i] = (uint8_t)(n >> (8 * i)); /* n_params */
+    b[64 + i] = 0;                       /* opt_step */
+  }
+  const char *path = path_in("sparse.ckpt");
+  spit(path, b, PL_CKPT_HEADER_BYTES);
+  free(b);
+  CHECK(truncate(path, (off_t)(PL_CKPT_HEADER_BYTES + 4 * n + 32)) == 0,
+        "truncate");
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  expect_fail(path, PL_EINPUT, "checksum mismatch", NULL, "sparse 410 MB");
+  getrusage(RUSAGE_SELF, &after);
+  long grew_mb = (after.ru_maxrss - before.ru_maxrss) / 1024;
+  CHECK(grew_mb < 64, "the peak memory grew by %ld MB loading it", grew_mb);
+  unlink(path);
+}
+
 static void test_save_validation(void) {
   pl_ckpt_header h = small_header();
   size_t n = (size_t)pl_config_param_count(&h.config);
@@ -600,6 +638,7 @@ int main(void) {
   test_agrees_with_model();
   test_round_trip();
   test_corruption();
+  test_sparse_big();
   test_save_validation();
   test_tokenizer_check();
   remove_dir();
