@@ -191,6 +191,14 @@ int lab_run(int argc, char **argv) {
     snprintf(ckpt_out, sizeof ckpt_out, "%.*s.ckpt", (int)(h5 ? l - 3 : l),
              c.out);
   }
+  /* its name is longer than the out's when that has no .h5: a name the
+   * out's check let pass failed at the first checkpoint save */
+  if (lab_out_path_ok(ckpt_out, "the checkpoint beside the results,", why,
+                      sizeof why)) {
+    fprintf(stderr, "kernlab run: %s\n", why);
+    lab_campaign_free(&c);
+    return LAB_EXIT_USAGE;
+  }
   /* From here on an interrupt lets the step in flight finish (the loop
    * reads the flag between steps); a second one removes the checkpoint
    * pl_ckpt_save may be writing beside its name (kl_outfile_tmpname) and

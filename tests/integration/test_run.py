@@ -1046,6 +1046,10 @@ with h5py.File(sys.argv[1], "r") as f:
                        (["--out", os.path.join(d, "made", "")], "names a folder"),
                        (["--out", d], "names a folder"),
                        (["--out", os.path.join(d, "x" * 300 + ".h5")], "is too long"),
+                       # no .h5: its checkpoint X.ckpt's temporary is the
+                       # longer name (it failed at the first save)
+                       (["--out", os.path.join(d, "x" * 239)],
+                        "the checkpoint beside the results, %s" % os.path.join(d, "x")),
                        (["--policy-device"], "missing value after --policy-device")):
         r = run("run", c1, *args)
         check(r.returncode == 2 and want in r.stderr,
