@@ -66,8 +66,8 @@ static const kl_flag_info flag_table[] = {
      "host-path escape: NVRTC sees an honest kernel, the CPU emulator runs "
      "native host code (or the reverse)"},
     {KL_FLAG_DISALLOWED_INCLUDE, "disallowed_include", S,
-     "#include (or #include_next, #import, #embed) of anything but "
-     "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h, or not named literally",
+     "#include (or #include_next, #import, #embed) of anything "
+     "but " KL_INCLUDE_ALLOWLIST ", or not named literally",
      "include leak: pulls host headers or files into the compile"},
     {KL_FLAG_OVERSIZE_SOURCE, "oversize_source", S,
      "source text over 64 KiB (KL_SCAN_OVERSIZE_BYTES; over 256 KiB, "

@@ -122,6 +122,14 @@ int kl_launch_validate(const kl_launch *g, char *why, size_t whylen);
 #define KL_MAX_CUBIN_BYTES (4 << 20)
 #define KL_MAX_LOG_BYTES (256 << 10)
 
+/* The headers a candidate may #include, each by its literal name: the one
+ * list that source validation refuses against, the scanner flags against
+ * and messages name. "A, B, C" as it is printed. */
+#define KL_INCLUDE_ALLOWLIST "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h"
+/* 1 if the len bytes at name are one of KL_INCLUDE_ALLOWLIST's names
+ * exactly (no path, no blanks), else 0. */
+int kl_include_allowed(const char *name, size_t len);
+
 /* Reads a candidate file. Rejects: missing file, directory, empty file,
  * files over KL_MAX_SOURCE_BYTES. On KL_OK *src is a malloc'd NUL-terminated
  * copy owned by the caller. Returns KL_OK or KL_EINPUT. */

@@ -797,9 +797,6 @@ static void check_name_as(scanner *s, const char *w, int len, const char *full,
 /* ---- directives ---------------------------------------------------------
  */
 
-static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
-                                                "cuda_pipeline.h", "mma.h"};
-
 static int macro_lookup(const scanner *s, const char *w, int len);
 
 /* 1 if the file #defines this name anywhere. */
@@ -815,13 +812,8 @@ static void check_include(scanner *s, int d) {
   char close = *p == '<' ? '>' : (*p == '"' ? '"' : 0);
   const char *q = close ? memchr(p + 1, close, (size_t)(end - p - 1)) : NULL;
   int ok = 0;
-  if (q && dir_is(s, d, "include")) {
-    size_t hl = (size_t)(q - p - 1);
-    for (size_t k = 0; k < sizeof include_allowlist / sizeof(char *); k++)
-      if (strlen(include_allowlist[k]) == hl &&
-          !memcmp(include_allowlist[k], p + 1, hl))
-        ok = 1;
-  }
+  if (q && dir_is(s, d, "include"))
+    ok = kl_include_allowed(p + 1, (size_t)(q - p - 1));
   if (!ok) {
     int wl = (int)(end - p);
     raise_flag(s, KL_FLAG_DISALLOWED_INCLUDE, dr->line, "#include %s", p,

@@ -25,8 +25,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const include_allowlist[] = {"cuda_fp16.h", "cuda_bf16.h",
-                                                "cuda_pipeline.h", "mma.h"};
+int kl_include_allowed(const char *name, size_t len) {
+  /* walks KL_INCLUDE_ALLOWLIST's ", "-separated names */
+  for (const char *p = KL_INCLUDE_ALLOWLIST; *p;) {
+    size_t n = strcspn(p, ",");
+    if (n == len && !memcmp(p, name, len)) return 1;
+    p += n;
+    p += strspn(p, ", ");
+  }
+  return 0;
+}
 
 /* Appended to every candidate before compiling (NVRTC and the emulator): a
  * wrong signature becomes a compile error that names the contract. */
@@ -249,24 +257,16 @@ static int check_directives(const char *text, char *why, size_t whylen) {
         const char *eol = strchr(p, '\n');
         if (!close || !end || (eol && end > eol)) {
           snprintf(why, whylen,
-                   "line %d: #%.*s must name a header literally (allowed: "
-                   "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h)",
+                   "line %d: #%.*s must name a header literally "
+                   "(allowed: " KL_INCLUDE_ALLOWLIST ")",
                    line, (int)nlen, name);
           return KL_EINPUT;
         }
         size_t hlen = (size_t)(end - p - 1);
-        int ok = nlen == 7;
-        if (ok) {
-          ok = 0;
-          for (size_t i = 0; i < sizeof include_allowlist / sizeof(char *); i++)
-            if (strlen(include_allowlist[i]) == hlen &&
-                !strncmp(include_allowlist[i], p + 1, hlen))
-              ok = 1;
-        }
-        if (!ok) {
+        if (nlen != 7 || !kl_include_allowed(p + 1, hlen)) {
           snprintf(why, whylen,
-                   "line %d: #%.*s %c%.*s%c is not allowed (allowed: "
-                   "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h)",
+                   "line %d: #%.*s %c%.*s%c is not allowed "
+                   "(allowed: " KL_INCLUDE_ALLOWLIST ")",
                    line, (int)nlen, name, *p, (int)(hlen > 80 ? 80 : hlen),
                    p + 1, close);
           return KL_EINPUT;

@@ -135,9 +135,9 @@ static const rule compile_rules[] = {
     {"ioctl", R_ISATTY_ONLY, "isatty() on inherited descriptors"},
     {"getcwd", R_ALLOW, "NVRTC resolves the program's folder"},
     {"openat", R_READ_ONLY,
-     "NVRTC reads the allowlisted CUDA headers (cuda_fp16.h, cuda_bf16.h, "
-     "mma.h) from the toolkit; the allowlist is checked before NVRTC sees "
-     "the text"},
+     "NVRTC reads the allowlisted CUDA headers (" KL_INCLUDE_ALLOWLIST
+     ") from the toolkit; the allowlist is checked before NVRTC sees the "
+     "text"},
     {"open", R_READ_ONLY, "same"},
     {"prlimit64", R_QUERY_ONLY,
      "NVRTC adjusts its own stack limit (within the hard limits set here)"},

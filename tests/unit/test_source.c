@@ -72,6 +72,31 @@ static void test_includes(void) {
         "commented include: %s", why);
 }
 
+/* The one allowlist: exact names only, and abi.h (which the policy reads)
+ * names every header on it. */
+static void test_allowlist(void) {
+  CHECK(kl_include_allowed("cuda_fp16.h", 11) && kl_include_allowed("mma.h", 5),
+        "allowlisted names");
+  CHECK(!kl_include_allowed("mma.h ", 6) && !kl_include_allowed("mma", 3) &&
+            !kl_include_allowed("a.h", 3) && !kl_include_allowed("", 0) &&
+            !kl_include_allowed("cuda_fp16.h, cuda_bf16.h", 24),
+        "near misses are not allowed");
+  for (const char *p = KL_INCLUDE_ALLOWLIST; *p;) {
+    size_t n = strcspn(p, ",");
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)n, p);
+    CHECK(kl_include_allowed(p, n), "%s is allowed", name);
+    CHECK(strstr(kl_abi_header, name), "abi.h names %s", name);
+    char src[256];
+    snprintf(src, sizeof src, "#include <%s>\n%s", name, BODY);
+    char why[300];
+    CHECK(kl_source_validate(src, strlen(src), why, sizeof why) == KL_OK,
+          "#include <%s>: %s", name, why);
+    p += n;
+    p += strspn(p, ", ");
+  }
+}
+
 static void test_text(void) {
   char why[300];
   char buf[512];
@@ -172,6 +197,7 @@ static void test_compare(void) {
 
 int main(void) {
   test_includes();
+  test_allowlist();
   test_text();
   test_geometry();
   test_compare();
