@@ -14,8 +14,11 @@
  *   --std=c++17
  *   --pre-include=kl_abi.h     (kernels/abi.h, passed as an in-memory header)
  *   -I<toolkit include dir>    (NVRTC 13.0 does not find cuda_fp16.h,
- *                              cuda_bf16.h, cuda_pipeline.h or mma.h on
- *                              its own)
+ *                              cuda_bf16.h, cuda_pipeline.h, mma.h or
+ *                              cooperative_groups.h on its own)
+ *   -I<toolkit include dir>/cccl  (libcu++: cooperative_groups.h includes
+ *                              <cuda/std/type_traits> and <cuda/atomic>,
+ *                              which CUDA 13 keeps there)
  *
  * Cache: the key is sha256 over the source, every option string, the NVRTC
  * version and the abi.h text (each length-prefixed); the entry
@@ -73,6 +76,7 @@ static int kl_nv_status = KL_EENV;
 static char kl_nv_why[512] = "NVRTC not loaded";
 static char kl_nv_version[32] = "unknown";
 static char kl_nv_include[PATH_MAX + 3]; /* "-I<dir>" or "" */
+static char kl_nv_cccl[PATH_MAX + 8];    /* "-I<dir>/cccl" or "" */
 
 /* ---- loading ------------------------------------------------------------- */
 
@@ -87,6 +91,17 @@ static int kl_is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Sets the -I options for `dir`, the toolkit's include folder: the folder
+ * itself, and its cccl/ folder when it holds libcu++ (CUDA 13 keeps
+ * <cuda/std/...> there, and cooperative_groups.h needs it). */
+static void kl_set_include(const char *dir) {
+  char probe[PATH_MAX + 64];
+  snprintf(kl_nv_include, sizeof kl_nv_include, "-I%s", dir);
+  snprintf(probe, sizeof probe, "%s/cccl/cuda/std/type_traits", dir);
+  if (kl_is_file(probe))
+    snprintf(kl_nv_cccl, sizeof kl_nv_cccl, "-I%s/cccl", dir);
+}
+
 /* Finds the toolkit's include folder for cuda_fp16.h & co: next to the
  * loaded libnvrtc (<lib>/../include, which is targets/<arch>/include once
  * symlinks are resolved), else /usr/local/cuda/include. Leaves "" if
@@ -94,7 +109,7 @@ static int kl_is_file(const char *path) {
 static void kl_find_include(void) {
   Dl_info info;
   char real[PATH_MAX], dir[PATH_MAX + 32], probe[PATH_MAX + 64];
-  kl_nv_include[0] = '\0';
+  kl_nv_include[0] = kl_nv_cccl[0] = '\0';
   if (dladdr((void *)kl_nv.Version, &info) && info.dli_fname &&
       realpath(info.dli_fname, real)) {
     char *slash = strrchr(real, '/');
@@ -103,14 +118,26 @@ static void kl_find_include(void) {
       snprintf(dir, sizeof dir, "%s/../include", real);
       snprintf(probe, sizeof probe, "%s/cuda_fp16.h", dir);
       if (kl_is_file(probe) && realpath(dir, real)) {
-        snprintf(kl_nv_include, sizeof kl_nv_include, "-I%s", real);
+        kl_set_include(real);
         return;
       }
     }
   }
   if (kl_is_file("/usr/local/cuda/include/cuda_fp16.h"))
-    snprintf(kl_nv_include, sizeof kl_nv_include, "-I%s",
-             "/usr/local/cuda/include");
+    kl_set_include("/usr/local/cuda/include");
+}
+
+/* The options of every compile for arch_opt ("--gpu-architecture=..."):
+ * fills opts (room for 6) and returns how many. */
+static int kl_compile_options(const char *arch_opt, const char **opts) {
+  int n = 0;
+  opts[n++] = arch_opt;
+  opts[n++] = "--ptxas-options=-v";
+  opts[n++] = "--std=c++17";
+  opts[n++] = "--pre-include=kl_abi.h";
+  if (kl_nv_include[0]) opts[n++] = kl_nv_include;
+  if (kl_nv_cccl[0]) opts[n++] = kl_nv_cccl;
+  return n;
 }
 
 /* dlopens NVRTC and resolves every entry point; runs once per process. */
@@ -483,9 +510,8 @@ int kl_nvrtc_compile(const char *src, size_t len, const char *arch,
     status = KL_EINPUT;
     goto done;
   }
-  const char *opts[5] = {arch_opt, "--ptxas-options=-v", "--std=c++17",
-                         "--pre-include=kl_abi.h", kl_nv_include};
-  int nopts = kl_nv_include[0] ? 5 : 4;
+  const char *opts[6];
+  int nopts = kl_compile_options(arch_opt, opts);
   kl_compile_key(src, len, opts, nopts, out->key);
 
   if (use_cache && kl_cache_load(out->key, out)) {
@@ -514,9 +540,8 @@ int kl_nvrtc_cached(const char *src, size_t len, const char *arch,
   char arch_opt[64];
   int n = snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
   if (n < 0 || (size_t)n >= sizeof arch_opt) return 0;
-  const char *opts[5] = {arch_opt, "--ptxas-options=-v", "--std=c++17",
-                         "--pre-include=kl_abi.h", kl_nv_include};
-  kl_compile_key(src, len, opts, kl_nv_include[0] ? 5 : 4, out->key);
+  const char *opts[6];
+  kl_compile_key(src, len, opts, kl_compile_options(arch_opt, opts), out->key);
   if (!kl_cache_load(out->key, out)) return 0;
   out->cache_hit = 1;
   kl_compiled_finish(out);

@@ -90,6 +90,22 @@ static const char *kl_src_includes =
     "  C[threadIdx.x] = __half2float(h) + __bfloat162float(b) + M + N + K;\n"
     "}\n";
 
+/* cooperative_groups.h reaches into libcu++ (<cuda/std/type_traits>, which
+ * CUDA 13 keeps under include/cccl): the compile needs that folder too. */
+static const char *kl_src_coop =
+    "#include <cooperative_groups.h>\n"
+    "#include <cooperative_groups/reduce.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "KL_LAUNCH(64, 1, 1, 64, 0);\n"
+    "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
+    "    float* C, int M, int N, int K) {\n"
+    "  cg::thread_block block = cg::this_thread_block();\n"
+    "  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);\n"
+    "  float v = A[block.thread_rank()] + warp.shfl_down(B[0], 16);\n"
+    "  block.sync();\n"
+    "  C[block.thread_rank()] = cg::reduce(warp, v, cg::plus<float>());\n"
+    "}\n";
+
 static const char *kl_src_broken =
     "KL_LAUNCH(16, 16, 16, 16, 0);\n"
     "extern \"C\" __global__ void matmul(const float* A, const float* B,\n"
@@ -535,6 +551,11 @@ static void kl_test_compile(void) {
   /* The allowlisted toolkit headers resolve. */
   rc = kl_compile(kl_src_includes, 1, &c, why, sizeof why);
   CHECK(rc == KL_OK, "cuda_fp16.h/cuda_bf16.h/mma.h: rc %d %s", rc, why);
+  kl_compiled_free(&c);
+  rc = kl_compile(kl_src_coop, 1, &c, why, sizeof why);
+  CHECK(rc == KL_OK && c.res.barriers == 1,
+        "cooperative_groups.h and reduce.h: rc %d barriers %d %s", rc,
+        c.res.barriers, why);
   kl_compiled_free(&c);
 
   /* Compile errors: summary in why, whole log kept, nothing cached. */
