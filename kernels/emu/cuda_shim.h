@@ -40,7 +40,7 @@
 
 #include <stdint.h>
 
-#define KL_EMU_ABI_VERSION 3 /* 3: cp.async copies in flight */
+#define KL_EMU_ABI_VERSION 4 /* 4: barriers of lane groups (tiles) */
 #define KL_EMU_MAX_THREADS 1024
 #define KL_EMU_MAX_WARPS (KL_EMU_MAX_THREADS / 32)
 #define KL_EMU_MAX_COPIES 32 /* cp.async copies in flight per thread */
@@ -54,9 +54,12 @@ typedef struct kl_emu_block {
   kl_emu_dim block_idx, block_dim, grid_dim;
   unsigned char *dyn_smem;                /* dynamic shared memory */
   uint32_t warp_active[KL_EMU_MAX_WARPS]; /* live lanes per warp */
-  /* shuffle and ballot exchange, two buffers used in turn (see
-   * kl_emu_exchange) */
-  uint64_t warp_slot[KL_EMU_MAX_WARPS][2][32];
+  /* shuffle and ballot exchange (kl_emu_exchange): each lane posts a value
+   * and the lane it reads; the runtime, releasing the barrier, hands each
+   * lane its pick and the vote of the lanes that met */
+  uint64_t warp_post[KL_EMU_MAX_WARPS][32], warp_got[KL_EMU_MAX_WARPS][32];
+  uint32_t warp_vote[KL_EMU_MAX_WARPS][32];
+  unsigned char warp_src[KL_EMU_MAX_WARPS][32];
   int block_slot[KL_EMU_MAX_THREADS]; /* __syncthreads_count etc. */
 } kl_emu_block;
 
@@ -73,7 +76,6 @@ typedef struct kl_emu_thread {
   kl_emu_dim thread_idx;
   int linear, warp, lane;
   kl_emu_block *block;
-  unsigned exchanges;  /* warp exchanges so far: picks the buffer */
   kl_emu_copy *copies; /* KL_EMU_MAX_COPIES slots, ncopies in flight */
   int ncopies;
   unsigned batch; /* __pipeline_commit calls so far */
@@ -82,7 +84,8 @@ typedef struct kl_emu_thread {
 /* Callbacks into the runtime; installed by kl_emu_bind before any launch. */
 typedef struct kl_emu_hooks {
   void (*sync_block)(void);
-  void (*sync_warp)(void);
+  /* a barrier of this warp's live lanes in `lanes` (a bit per lane) */
+  void (*sync_warp)(unsigned lanes);
 } kl_emu_hooks;
 
 #ifdef __cplusplus
@@ -365,7 +368,7 @@ static inline void __syncthreads(void) {
 }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
   (void)mask;
-  kl_emu_hooks_ptr->sync_warp();
+  kl_emu_hooks_ptr->sync_warp(0xffffffffu);
 }
 static inline void __threadfence(void) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -402,25 +405,26 @@ static inline int __syncthreads_or(int p) {
 }
 
 /* ---- warp shuffles and votes ---- */
-/* A warp exchange (every shuffle and ballot): post my value in this
- * exchange's buffer, one warp barrier, then read. The buffers alternate,
- * so one barrier is enough: exchange k+2 writes buffer k's again, but no
- * lane can get there before every lane has passed the barrier of exchange
- * k+1, which it reaches only after its reads of exchange k. (One buffer
- * needed a second barrier after the reads: two fiber switches a shuffle.)
- * Returns the warp's buffer, filled. */
-static inline const uint64_t *kl_emu_exchange(uint64_t mine) {
+/* A warp exchange (every shuffle and vote) among the lanes in `lanes`:
+ * post my value and the lane I read, one barrier of those lanes, and the
+ * runtime, releasing it, has put the value src posted in my got slot and
+ * the lanes' vote (a bit per lane whose value is not 0) in my vote slot.
+ * One barrier, and groups of one warp (tiles) never share a slot. */
+static inline uint64_t kl_emu_exchange(uint64_t mine, int src, unsigned lanes,
+                                       unsigned *vote = nullptr) {
   kl_emu_thread *t = kl_emu_cur;
-  uint64_t *slots = t->block->warp_slot[t->warp][t->exchanges++ & 1];
-  slots[t->lane] = mine;
-  kl_emu_hooks_ptr->sync_warp();
-  return slots;
+  kl_emu_block *b = t->block;
+  b->warp_post[t->warp][t->lane] = mine;
+  b->warp_src[t->warp][t->lane] = (unsigned char)(src & 31);
+  kl_emu_hooks_ptr->sync_warp(lanes);
+  if (vote) *vote = b->warp_vote[t->warp][t->lane];
+  return b->warp_got[t->warp][t->lane];
 }
 template <class T> static inline T kl_emu_shfl(T v, int src_lane) {
   static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
   uint64_t mine = 0;
   memcpy(&mine, &v, sizeof(T));
-  uint64_t got = kl_emu_exchange(mine)[src_lane & 31];
+  uint64_t got = kl_emu_exchange(mine, src_lane, 0xffffffffu);
   T out;
   memcpy(&out, &got, sizeof(T));
   return out;
@@ -459,12 +463,9 @@ static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta,
   return kl_emu_shfl(v, src);
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
-  kl_emu_thread *t = kl_emu_cur;
-  const uint64_t *slots = kl_emu_exchange(pred != 0);
-  unsigned out = 0, live = t->block->warp_active[t->warp] & mask;
-  for (int i = 0; i < 32; i++)
-    if (((live >> i) & 1) && slots[i]) out |= 1u << i;
-  return out;
+  unsigned vote = 0;
+  kl_emu_exchange(pred != 0, kl_emu_cur->lane, 0xffffffffu, &vote);
+  return vote & mask;
 }
 static inline int __any_sync(unsigned mask, int pred) {
   return __ballot_sync(mask, pred) != 0;

@@ -18,7 +18,9 @@
  *     emu_launch.h's reverse); a fiber runs until it reaches a barrier or
  *     ends. Fiber-less blocks call their threads in the same order.
  * __syncthreads waits for every live thread of the block, warp barriers
- * (shuffles, __syncwarp, votes) for every live lane of the warp. A thread that
+ * (shuffles, __syncwarp, votes) for every live lane of the warp, or of the
+ * lanes named (a cooperative-groups tile's), and the runtime hands out the
+ * exchange as it releases them (warp_try_release). A thread that
  * has returned no longer counts, as on hardware. A state where no fiber can run
  * while some still live is a deadlock (a barrier some threads never reach while
  * others wait at a different kind) and fails the launch.
@@ -78,6 +80,7 @@ enum { F_RUN, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
 typedef struct fiber {
   void *sp;
   int state;
+  uint32_t wait_lanes; /* F_WAIT_WARP: the warp's lanes it waits with */
   kl_emu_thread t;
 } fiber;
 
@@ -110,7 +113,7 @@ typedef struct worker {
 #endif
   int cur;
   int live, arrived_block;
-  int warp_live[KL_EMU_MAX_WARPS], arrived_warp[KL_EMU_MAX_WARPS];
+  uint32_t arrived_lanes[KL_EMU_MAX_WARPS]; /* lanes at a warp barrier */
   kl_emu_block block;
   unsigned char *dyn_smem;
   kl_emu_thread **tls;
@@ -167,7 +170,11 @@ static void fiber_wait(int state) {
 static void hook_sync_block(void) {
   fiber_wait(F_WAIT_BLOCK);
 }
-static void hook_sync_warp(void) {
+/* A barrier of the lanes of this warp in `lanes` (all 32: __syncwarp and
+ * the warp intrinsics; a tile's: cooperative groups' thread_block_tile). */
+static void hook_sync_warp(unsigned lanes) {
+  worker *w = tl_worker;
+  if (w->use_fibers) w->fibers[w->cur].wait_lanes = lanes;
   fiber_wait(F_WAIT_WARP);
 }
 
@@ -213,8 +220,7 @@ static void init_block_state(worker *w, int bx, int by, int bz) {
   for (int i = 0; i < nwarps; i++) {
     int lanes = w->nthreads - i * 32 < 32 ? w->nthreads - i * 32 : 32;
     b->warp_active[i] = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
-    w->warp_live[i] = lanes;
-    w->arrived_warp[i] = 0;
+    w->arrived_lanes[i] = 0;
   }
   for (int i = 0; i < w->nthreads; i++) {
     kl_emu_thread *t = &w->fibers[i].t;
@@ -226,7 +232,6 @@ static void init_block_state(worker *w, int bx, int by, int bz) {
     t->warp = i / 32;
     t->lane = i % 32;
     t->block = b;
-    t->exchanges = 0;
     t->copies = w->copies + (size_t)i * KL_EMU_MAX_COPIES;
     t->ncopies = 0;
     t->batch = 0;
@@ -235,11 +240,38 @@ static void init_block_state(worker *w, int bx, int by, int bz) {
   w->arrived_block = 0;
 }
 
-static void release(worker *w, int state, int warp) {
+static void release_block(worker *w) {
   for (int i = 0; i < w->nthreads; i++) {
     fiber *f = &w->fibers[i];
-    if (f->state == state && (warp < 0 || f->t.warp == warp)) f->state = F_RUN;
+    if (f->state == F_WAIT_BLOCK) f->state = F_RUN;
   }
+}
+
+/* Releases the group of warp wp that waits with `lanes` once every live
+ * lane of it has arrived, each with the same lanes (one at another
+ * group's barrier holds it back: a deadlock if nothing else moves). On
+ * release each lane gets its exchange: the value posted by the lane it
+ * named, and the group's vote (kl_emu_exchange in the shim). Handing these
+ * out here, while every poster waits, lets groups of one warp run apart:
+ * a lane's own slots change only when it posts again. */
+static void warp_try_release(worker *w, int wp, uint32_t lanes) {
+  kl_emu_block *b = &w->block;
+  uint32_t need = b->warp_active[wp] & lanes;
+  if (!need || (w->arrived_lanes[wp] & need) != need) return;
+  fiber *lane0 = &w->fibers[wp * 32];
+  uint32_t vote = 0;
+  for (uint32_t m = need; m; m &= m - 1) {
+    int l = __builtin_ctz(m);
+    if (lane0[l].wait_lanes != lanes) return;
+    if (b->warp_post[wp][l]) vote |= 1u << l;
+  }
+  for (uint32_t m = need; m; m &= m - 1) {
+    int l = __builtin_ctz(m);
+    b->warp_got[wp][l] = b->warp_post[wp][b->warp_src[wp][l] & 31];
+    b->warp_vote[wp][l] = vote;
+    lane0[l].state = F_RUN;
+  }
+  w->arrived_lanes[wp] &= ~need;
 }
 
 /* ---- two blocks of the reversed check run, interval by interval ----
@@ -348,22 +380,21 @@ static void after_yield(worker *w, int i) {
   int wp = f->t.warp;
   if (f->state == F_DONE) {
     w->live--;
-    w->warp_live[wp]--;
     w->block.warp_active[wp] &= ~(1u << f->t.lane);
+    /* the lane gone may be the last one a waiting group lacked */
+    for (uint32_t m = w->arrived_lanes[wp]; m; m &= m - 1)
+      warp_try_release(w, wp, w->fibers[wp * 32 + __builtin_ctz(m)].wait_lanes);
   } else if (f->state == F_WAIT_BLOCK) {
     w->arrived_block++;
   } else if (f->state == F_WAIT_WARP) {
-    w->arrived_warp[wp]++;
+    w->arrived_lanes[wp] |= 1u << f->t.lane;
     iso_end(w); /* lanes may exchange through shared memory */
-  }
-  if (w->arrived_warp[wp] > 0 && w->arrived_warp[wp] == w->warp_live[wp]) {
-    w->arrived_warp[wp] = 0;
-    release(w, F_WAIT_WARP, wp);
+    warp_try_release(w, wp, f->wait_lanes);
   }
   if (w->arrived_block > 0 && w->arrived_block == w->live) {
     w->arrived_block = 0;
     if (w->iso.on) iso_publish(w);
-    release(w, F_WAIT_BLOCK, -1);
+    release_block(w);
   }
 }
 
