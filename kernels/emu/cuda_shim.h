@@ -31,9 +31,16 @@
  *     async, _commit, _wait_prior): copies land at the wait that covers
  *     them, not before (the C++ pipeline API of that header is absent).
  *
+ *   - cooperative groups at block and tile level: cg_shim.h and
+ *     cg_reduce_shim.h, which the build folder holds as
+ *     cooperative_groups.h and cooperative_groups/reduce.h. A tile's
+ *     barrier and exchanges are among its own lanes (the sync_warp hook
+ *     takes the lanes), so the tiles of one warp may diverge.
+ *
  * Deliberately absent: wmma/mma (mma.h compiles to an error on cpu-emu),
- * inline PTX, textures, cooperative groups, clocks. The C part of this file
- * (the structs shared with the runtime) is also included by emu.c.
+ * inline PTX, textures, grid-level cooperative groups, clocks. The C part
+ * of this file (the structs shared with the runtime) is also included by
+ * emu.c.
  */
 #ifndef KL_EMU_CUDA_SHIM_H
 #define KL_EMU_CUDA_SHIM_H

@@ -279,7 +279,9 @@ static int write_file(const char *dir, const char *name, const char *text) {
   return (fclose(f) == 0 && ok) ? 0 : -1;
 }
 
-static void remove_tree(const char *dir) {
+/* Removes a build folder: its files, and those of the folders in it (the
+ * headers' cooperative_groups/), `depth` levels down. */
+static void remove_tree_at(const char *dir, int depth) {
   DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
@@ -287,11 +289,15 @@ static void remove_tree(const char *dir) {
     while ((e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      unlink(path);
+      if (unlink(path) != 0 && errno == EISDIR && depth > 0)
+        remove_tree_at(path, depth - 1);
     }
     closedir(d);
   }
   rmdir(dir);
+}
+static void remove_tree(const char *dir) {
+  remove_tree_at(dir, 2);
 }
 
 /* Keeps the first lines of the compiler's output that say "error". */
@@ -465,6 +471,18 @@ static int run_compiler(const char *dir, char *why, size_t whylen) {
   free(log);
   if (cpu) snprintf(why, whylen, "host compile exceeded its CPU time limit");
   return oom ? KL_EOOM : cpu ? KL_ETIMEOUT : KL_ECOMPILE;
+}
+
+/* The emulator's cooperative groups (cg_shim.h, cg_reduce_shim.h), under
+ * the names a candidate includes them by. Returns 0, or -1 if one could
+ * not be written. */
+static int write_cg_headers(const char *dir) {
+  char sub[700];
+  snprintf(sub, sizeof sub, "%s/cooperative_groups", dir);
+  if (write_file(dir, "cooperative_groups.h", kl_emu_cg_header) ||
+      mkdir(sub, 0700) != 0)
+    return -1;
+  return write_file(sub, "reduce.h", kl_emu_cg_reduce_header);
 }
 
 static const char mma_stub[] =
@@ -657,7 +675,7 @@ static int host_compile(const char *text, const char *so_path, char *why,
       write_file(dir, "cuda_fp16.h", "/* in cuda_shim.h */\n") ||
       write_file(dir, "cuda_bf16.h", "/* in cuda_shim.h */\n") ||
       write_file(dir, "cuda_pipeline.h", "/* in cuda_shim.h */\n") ||
-      write_file(dir, "mma.h", mma_stub)) {
+      write_cg_headers(dir) || write_file(dir, "mma.h", mma_stub)) {
     snprintf(why, whylen, "cannot write to build folder %s", dir);
   } else {
     rc = run_compiler(dir, why, whylen);
@@ -680,11 +698,15 @@ static int host_compile(const char *text, const char *so_path, char *why,
 /* ---- the public entry points ---- */
 
 int kl_emu_needs_fibers(const char *src) {
+  /* a cooperative groups tile (tiled_partition) exchanges as the warp
+   * intrinsics do; a thread_block alone only meets at its sync, which is
+   * __syncthreads and keeps the isolation */
   static const char *const exchange[] = {
-      "atomic", "__shfl", "__syncwarp", "__activemask", "__ballot",
-      "__any",  "__all",  "__match",    "__reduce",     "__threadfence"};
+      "atomic",   "__shfl",        "__syncwarp",      "__activemask",
+      "__ballot", "__any",         "__all",           "__match",
+      "__reduce", "__threadfence", "tiled_partition", "thread_block_tile"};
   int fibers = strstr(src, "sync") || strstr(src, "__shfl") ||
-               strstr(src, "__activemask");
+               strstr(src, "__activemask") || strstr(src, "cooperative_groups");
   int shares = 0;
   for (size_t i = 0; i < sizeof exchange / sizeof *exchange; i++)
     shares |= strstr(src, exchange[i]) != NULL;
@@ -701,6 +723,9 @@ int kl_emu_compile(const char *src, size_t len, char *so_path, size_t pathlen,
   kl_sha256_init(&h);
   kl_sha256_update(&h, text, strlen(text) + 1);
   kl_sha256_update(&h, kl_emu_shim_header, strlen(kl_emu_shim_header) + 1);
+  kl_sha256_update(&h, kl_emu_cg_header, strlen(kl_emu_cg_header) + 1);
+  kl_sha256_update(&h, kl_emu_cg_reduce_header,
+                   strlen(kl_emu_cg_reduce_header) + 1);
   kl_sha256_update(&h, kl_abi_header, strlen(kl_abi_header) + 1);
   const char *compiler = KL_HOST_CXX " " __VERSION__;
   kl_sha256_update(&h, compiler, strlen(compiler) + 1);

@@ -27,7 +27,10 @@ struct kl_emu_module {
 
 /* The hooks candidate code calls for barriers (emu_run.c). */
 extern const kl_emu_hooks kl_emu_runtime_hooks;
-/* The shim's text, embedded at build time. */
+/* The shim's text, embedded at build time, and the cooperative groups
+ * headers' (cg_shim.h, cg_reduce_shim.h). */
 extern const char kl_emu_shim_header[];
+extern const char kl_emu_cg_header[];
+extern const char kl_emu_cg_reduce_header[];
 
 #endif

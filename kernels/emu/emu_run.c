@@ -440,14 +440,16 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
       if (bz == 0)
         snprintf(w->why, sizeof w->why,
                  "barrier deadlock in block (%d,%d): %d threads wait at "
-                 "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
-                 "a barrier is inside divergent code",
+                 "__syncthreads, %d at a warp barrier (shuffle, "
+                 "__syncwarp, a tile's sync); a barrier is inside "
+                 "divergent code",
                  bx, by, at_block, at_warp);
       else
         snprintf(w->why, sizeof w->why,
                  "barrier deadlock in block (%d,%d,%d): %d threads wait at "
-                 "__syncthreads, %d at a warp barrier (shuffle/__syncwarp); "
-                 "a barrier is inside divergent code",
+                 "__syncthreads, %d at a warp barrier (shuffle, "
+                 "__syncwarp, a tile's sync); a barrier is inside "
+                 "divergent code",
                  bx, by, bz, at_block, at_warp);
       iso_end(w);
       return -1;
