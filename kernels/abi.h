@@ -24,7 +24,11 @@
  *    fixed order (shuffles, shared memory), not with float atomicAdd whose
  *    order varies (flagged nondeterministic).
  *  - #include is limited to: cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h
- *    (cp.async: __pipeline_memcpy_async, _commit, _wait_prior), mma.h.
+ *    (cp.async: __pipeline_memcpy_async, _commit, _wait_prior), mma.h,
+ *    cooperative_groups.h and cooperative_groups/reduce.h (block and
+ *    tile level: this_thread_block, tiled_partition<1..32>, sync, shfl*,
+ *    any/all/ballot, cg::reduce; grid, cluster and coalesced groups,
+ *    memcpy_async and cuda:: are refused).
  *  - Inputs are fresh random values for every check; the result is compared
  *    with a float64 reference at fp32 tolerance.
  *

@@ -125,7 +125,9 @@ int kl_launch_validate(const kl_launch *g, char *why, size_t whylen);
 /* The headers a candidate may #include, each by its literal name: the one
  * list that source validation refuses against, the scanner flags against
  * and messages name. "A, B, C" as it is printed. */
-#define KL_INCLUDE_ALLOWLIST "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h"
+#define KL_INCLUDE_ALLOWLIST                                                   \
+  "cuda_fp16.h, cuda_bf16.h, cuda_pipeline.h, mma.h, cooperative_groups.h, "   \
+  "cooperative_groups/reduce.h"
 /* 1 if the len bytes at name are one of KL_INCLUDE_ALLOWLIST's names
  * exactly (no path, no blanks), else 0. */
 int kl_include_allowed(const char *name, size_t len);
@@ -138,8 +140,10 @@ int kl_source_load(const char *path, char **src, size_t *len, char *why,
 
 /* Checks the text before anything compiles it: NUL bytes, invalid UTF-8,
  * #include outside the allowlist (any spelling: digraphs, line splices,
- * macro-expanded names), no `matmul`, no `KL_LAUNCH`. Returns KL_OK or
- * KL_EINPUT. */
+ * macro-expanded names), no `matmul`, no `KL_LAUNCH`, and cooperative
+ * groups or libcu++ beyond the block and tile level both backends run
+ * (grid, cluster and coalesced groups, memcpy_async, cuda:: ...; why
+ * names it and the reason). Returns KL_OK or KL_EINPUT. */
 int kl_source_validate(const char *src, size_t len, char *why, size_t whylen);
 /* src (n bytes) with its line splices (backslash-newline) joined, as the
  * preprocessor's phase 2 does, each removed newline put back after the

@@ -8,8 +8,10 @@
  * ends that g++ and NVRTC read differently), any #include (or #include_next,
  * #import, #embed, digraph and trigraph spellings, spliced lines, comments or
  * form feeds around the '#') whose target is not a literal name on the
- * allowlist, `#pragma GCC dependency`, and texts that never mention the
- * entry point or KL_LAUNCH.
+ * allowlist, `#pragma GCC dependency`, texts that never mention the
+ * entry point or KL_LAUNCH, and what cooperative_groups.h and libcu++
+ * offer beyond the subset kernlab runs on both backends (unsupported[]
+ * below, each with the reason it gives).
  * The policy's text is untrusted: these checks are what keeps a host file
  * from being pulled into a compile, before any sandbox is involved.
  *
@@ -289,6 +291,197 @@ static int check_directives(const char *text, char *why, size_t whylen) {
   return KL_OK;
 }
 
+/* ---- cooperative groups beyond the supported subset ----
+ * cooperative_groups.h compiles whole under NVRTC, but the harness and the
+ * emulator (kernels/emu/cg_shim.h) support its block and tile level only:
+ * thread_block, thread_block_tile<N> (N <= 32), tiled_partition<N>,
+ * this_thread, sync/thread_rank/group_size, and cg::reduce. The rest is
+ * refused here, before either compiler sees it, with the reason, so that a
+ * kernel is refused alike on both backends instead of failing on one. */
+typedef struct unsupported {
+  const char *name; /* an identifier, or the start of one (U_PREFIX) */
+  int when;         /* U_* bits */
+  const char *what, *why;
+} unsupported;
+enum {
+  U_CG = 1,    /* only where the text names cooperative_groups */
+  U_PREFIX = 2 /* every identifier that starts with name */
+};
+
+#define GRID_WHY                                                               \
+  "it needs a cooperative launch (cudaLaunchCooperativeKernel), and the "      \
+  "harness launches every kernel plainly: grid.sync() would hang or fault"
+#define COALESCED_WHY                                                          \
+  "groups formed by which threads are converged at run time are not "          \
+  "supported (use tiled_partition<N>)"
+#define LIBCUXX_WHY                                                            \
+  "the cpu-emu backend has no libcu++, and its clocks and timed waits read "   \
+  "timers"
+#define RUNTIME_WHY                                                            \
+  "groups sized at run time are not supported (use thread_block, or "          \
+  "tiled_partition<N> for a thread_block_tile<N>)"
+static const unsupported unsupported_names[] = {
+    {"this_grid", 0, "cooperative_groups::this_grid (grid-wide group)",
+     GRID_WHY},
+    {"grid_group", 0, "cooperative_groups::grid_group (grid-wide group)",
+     GRID_WHY},
+    {"this_multi_grid", 0, "cooperative_groups::this_multi_grid", GRID_WHY},
+    {"multi_grid_group", 0, "cooperative_groups::multi_grid_group", GRID_WHY},
+    {"this_cluster", 0, "cooperative_groups::this_cluster (cluster group)",
+     "thread block clusters need a cluster launch, which the harness does "
+     "not make"},
+    {"cluster_group", 0, "cooperative_groups::cluster_group",
+     "thread block clusters need a cluster launch, which the harness does "
+     "not make"},
+    {"cuda", 0, "cuda:: (libcu++, which cooperative_groups.h brings along)",
+     LIBCUXX_WHY},
+    /* its namespace and internals by their macros and reserved names */
+    {"_CUDA_", U_PREFIX, "libcu++'s _CUDA_* names", LIBCUXX_WHY},
+    {"_LIBCUDACXX", U_PREFIX, "libcu++'s _LIBCUDACXX* names", LIBCUXX_WHY},
+    {"_CCCL", U_PREFIX, "libcu++'s _CCCL* names", LIBCUXX_WHY},
+    {"__cccl", U_PREFIX, "libcu++'s __cccl* names", LIBCUXX_WHY},
+    {"__libcpp", U_PREFIX, "libcu++'s __libcpp* names", LIBCUXX_WHY},
+    {"thread_scope", U_CG, "cooperative groups' thread_scope (libcu++'s)",
+     LIBCUXX_WHY},
+    {"_CG_", U_PREFIX | U_CG, "cooperative_groups.h's _CG_* macros",
+     "the header's internals are not part of its API"},
+    {"memcpy_async", U_CG, "cooperative_groups::memcpy_async",
+     "group-wide asynchronous copies are not emulated (cuda_pipeline.h's "
+     "__pipeline_memcpy_async is)"},
+    {"wait_prior", U_CG, "cooperative_groups::wait_prior",
+     "it waits for cooperative_groups::memcpy_async, which is not supported"},
+    {"coalesced_threads", U_CG, "cooperative_groups::coalesced_threads",
+     COALESCED_WHY},
+    {"coalesced_group", U_CG, "cooperative_groups::coalesced_group",
+     COALESCED_WHY},
+    {"labeled_partition", U_CG, "cooperative_groups::labeled_partition",
+     COALESCED_WHY},
+    {"binary_partition", U_CG, "cooperative_groups::binary_partition",
+     COALESCED_WHY},
+    {"thread_group", U_CG, "cooperative_groups::thread_group", RUNTIME_WHY},
+    {"block_tile_memory", U_CG, "cooperative_groups::block_tile_memory",
+     "tiles of more than 32 threads are not supported"},
+    {"barrier_arrive", U_CG, "thread_block::barrier_arrive",
+     "split arrive/wait barriers are not supported (use sync())"},
+    {"barrier_wait", U_CG, "thread_block::barrier_wait",
+     "split arrive/wait barriers are not supported (use sync())"},
+    {"match_any", U_CG, "thread_block_tile::match_any",
+     "match collectives are not emulated"},
+    {"match_all", U_CG, "thread_block_tile::match_all",
+     "match collectives are not emulated"},
+    {"reduce_update_async", U_CG, "cooperative_groups::reduce_update_async",
+     "asynchronous reductions are not supported (use cg::reduce)"},
+    {"reduce_store_async", U_CG, "cooperative_groups::reduce_store_async",
+     "asynchronous reductions are not supported (use cg::reduce)"},
+    {"invoke_one", U_CG, "cooperative_groups::invoke_one",
+     "it elects a thread by run-time convergence, which is not emulated"},
+    {"invoke_one_broadcast", U_CG, "cooperative_groups::invoke_one_broadcast",
+     "it elects a thread by run-time convergence, which is not emulated"},
+    {"details", U_CG, "cooperative_groups::details",
+     "the header's internals are not part of its API"},
+};
+
+/* The first non-blank byte at or after p. */
+static const char *skip_space(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' ||
+         *p == '\v')
+    p++;
+  return p;
+}
+
+/* What follows `tiled_partition` or `thread_block_tile` at p: refuses the
+ * run-time tiled_partition(g, n) and a literal size other than 1, 2, 4, 8,
+ * 16 or 32 (a size given by a name is left to the compilers' checks).
+ * Returns KL_OK or KL_EINPUT. */
+static int check_tile_size(const char *w, size_t n, const char *p, int line,
+                           char *why, size_t whylen) {
+  p = skip_space(p);
+  if (*p != '<') {
+    if (n == 15 && *p == '(') {
+      snprintf(why, whylen,
+               "line %d: cooperative_groups::tiled_partition(g, n) is not "
+               "supported: " RUNTIME_WHY,
+               line);
+      return KL_EINPUT;
+    }
+    return KL_OK;
+  }
+  p = skip_space(p + 1);
+  if (*p < '0' || *p > '9') return KL_OK;
+  char *end;
+  unsigned long size = strtoul(p, &end, 0);
+  while (*end == 'u' || *end == 'U' || *end == 'l' || *end == 'L')
+    end++;
+  end = (char *)skip_space(end);
+  if ((*end == '>' || *end == ',') && (size > 32 || (size & (size - 1)))) {
+    snprintf(why, whylen,
+             "line %d: %.*s<%lu> is not supported: tiles of 1, 2, 4, 8, 16 "
+             "or 32 threads are (tiles of several warps are not)",
+             line, (int)n, w, size);
+    return KL_EINPUT;
+  }
+  return KL_OK;
+}
+
+/* Refuses the identifiers of unsupported_names in text (comments gone;
+ * string and character literals skipped). Returns KL_OK or KL_EINPUT. */
+static int check_unsupported(const char *text, char *why, size_t whylen) {
+  int cg = strstr(text, "cooperative_groups") != NULL;
+  int line = 1;
+  for (const char *p = text; *p;) {
+    if (*p == '\n') {
+      line++, p++;
+    } else if (*p == '"' ||
+               (*p == '\'' && (p == text || !is_word_char(p[-1])))) {
+      char q = *p++; /* a literal; a ' after a digit is a separator */
+      while (*p && *p != q && *p != '\n')
+        p += p[0] == '\\' && p[1] ? 2 : 1;
+      if (*p == q) p++;
+    } else if (is_word_char(*p) && (*p < '0' || *p > '9')) {
+      const char *w = p;
+      while (is_word_char(*p))
+        p++;
+      size_t n = (size_t)(p - w);
+      for (size_t i = 0;
+           i < sizeof unsupported_names / sizeof *unsupported_names; i++) {
+        const unsupported *u = &unsupported_names[i];
+        size_t un = strlen(u->name);
+        if (((u->when & U_CG) && !cg) || un > n ||
+            (un < n && !(u->when & U_PREFIX)) || memcmp(u->name, w, un))
+          continue;
+        if (u->when & U_PREFIX)
+          snprintf(why, whylen, "line %d: %.*s (%s) is not supported: %s", line,
+                   (int)(n > 60 ? 60 : n), w, u->what, u->why);
+        else
+          snprintf(why, whylen, "line %d: %s is not supported: %s", line,
+                   u->what, u->why);
+        return KL_EINPUT;
+      }
+      /* cg::wait(g) (memcpy_async's), not a name of the kernel's own */
+      const char *after = skip_space(p);
+      if (cg && n == 4 && !memcmp(w, "wait", 4) &&
+          (*after == '(' || (w >= text + 2 && w[-1] == ':' && w[-2] == ':'))) {
+        snprintf(why, whylen,
+                 "line %d: cooperative_groups::wait is not supported: it waits "
+                 "for cooperative_groups::memcpy_async, which is not",
+                 line);
+        return KL_EINPUT;
+      }
+      if (cg &&
+          ((n == 15 && !memcmp(w, "tiled_partition", n)) ||
+           (n == 17 && !memcmp(w, "thread_block_tile", n))) &&
+          check_tile_size(w, n, p, line, why, whylen) != KL_OK)
+        return KL_EINPUT;
+    } else if (is_word_char(*p)) {
+      while (is_word_char(*p)) /* a number, suffix and all */
+        p++;
+    } else {
+      p++;
+    }
+  }
+  return KL_OK;
+}
+
 int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
   if (len == 0) {
     snprintf(why, whylen, "empty source");
@@ -361,6 +554,7 @@ int kl_source_validate(const char *src, size_t len, char *why, size_t whylen) {
   int rc = check_directives(text, why, whylen);
   if (rc == KL_OK) rc = check_directives(joined, why, whylen);
   free(joined);
+  if (rc == KL_OK) rc = check_unsupported(text, why, whylen);
   if (rc == KL_OK && !has_call_like(text, "matmul")) {
     snprintf(why, whylen,
              "no `matmul` function: the entry point must be extern \"C\" "

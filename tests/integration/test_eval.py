@@ -136,6 +136,8 @@ EXPECTED_BROKEN = {
     "uninit_accumulator.cu": ("wrong", 0),
     "partial_write.cu": ("wrong", 0),
     "cp_async_no_wait.cu": ("wrong", 0),
+    "missing_barrier_cg.cu": ("wrong", 0),
+    "cg_grid_sync.cu": ("invalid_input", 2),
     "compile_error.cu": ("compile_error", 0),
     "wrong_signature.cu": ("bad_signature", 0),
     "missing_extern_c.cu": ("bad_signature", 0),
@@ -181,6 +183,13 @@ def group_broken():
             check(r["correct"] is False, "%s: not correct" % name)
             check(r["error"] and "\n" not in r["error"],
                   "%s: a one-line reason" % name)
+    # Grid-level cooperative groups are refused with the reason, not met
+    # as a compile error on one backend and a hang on the other
+    rc, rows, err = eval_json([os.path.join(BROKEN, "cg_grid_sync.cu")], *FAST)
+    msg = rows[0]["error"] if rows else ""
+    check("grid" in msg and "not supported" in msg
+          and "cooperative launch" in msg,
+          "cg_grid_sync.cu: the refusal names the grid group and why: %s" % msg)
     # The edge bug only shows on ragged shapes: at a multiple of the tile the
     # target shape passes and a ragged check shape fails.
     rc, rows, _ = eval_json([os.path.join(BROKEN, "edge_off_by_one.cu")], *FAST)

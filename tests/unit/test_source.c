@@ -97,6 +97,89 @@ static void test_allowlist(void) {
   }
 }
 
+/* Cooperative groups: the block and tile level passes; the rest is
+ * refused with what and why, wherever it appears outside comments and
+ * literals. */
+static void test_cooperative_groups(void) {
+#define CG                                                                     \
+  "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+  char why[400];
+  const char *ok[] = {
+      CG "#include <cooperative_groups/reduce.h>\n"
+         "// cg::this_grid().sync(); cg::memcpy_async\n"
+         "const char *s = \"thread_group cuda::std\";\n"
+         "const char c = 'x'; const int big = 1'000;\n"
+         "__device__ void f() { auto b = cg::this_thread_block(); b.sync();\n"
+         "  auto w = cg::tiled_partition<32>(b); auto q = "
+         "cg::tiled_partition<4>(w);\n"
+         "  cg::thread_block_tile<16> h = cg::tiled_partition<16>(b);\n"
+         "  float v = cg::reduce(w, 1.0f, cg::plus<float>()); cg::sync(q);\n"
+         "  int wait = 0; (void)wait; }\n" BODY,
+      /* names of the kernel's own where cooperative groups are not used */
+      "__device__ int wait_prior(int details) { return details; }\n" BODY,
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+    CHECK(validate(ok[i], why, sizeof why) == KL_OK, "case %zu: %s", i, why);
+  const struct {
+    const char *src, *said;
+  } refused[] = {
+      {CG "__device__ void f() { cg::this_grid().sync(); }\n", "this_grid"},
+      {"__device__ void f() { cooperative_groups::this_grid().sync(); }\n",
+       "cooperative launch"},
+      {CG "__device__ void f(cg::grid_group g) { g.sync(); }\n", "grid_group"},
+      {CG "__device__ void f() { cg::this_multi_grid().sync(); }\n",
+       "this_multi_grid"},
+      {CG "__device__ void f() { cg::this_cluster().sync(); }\n",
+       "cluster launch"},
+      {CG "__device__ void f(float *d, const float *s) {\n"
+          "  cg::memcpy_async(cg::this_thread_block(), d, s, 64); }\n",
+       "memcpy_async"},
+      {CG "__device__ void f() { cg::wait(cg::this_thread_block()); }\n",
+       "cooperative_groups::wait"},
+      {CG "__device__ void f() { cg::wait_prior<1>(cg::this_thread_block()); "
+          "}\n",
+       "wait_prior"},
+      {CG "__device__ void f() { auto g = cg::coalesced_threads(); }\n",
+       "coalesced_threads"},
+      {CG "__device__ void f(cg::thread_group g) { g.sync(); }\n",
+       "thread_group"},
+      {CG "__device__ void f() { auto t = "
+          "cg::tiled_partition(cg::this_thread_block(), 8); }\n",
+       "tiled_partition(g, n)"},
+      {CG "__device__ void f() { auto t = "
+          "cg::tiled_partition<64>(cg::this_thread_block()); }\n",
+       "tiled_partition<64>"},
+      {CG "__device__ void f(cg::thread_block_tile<12> t) {}\n",
+       "thread_block_tile<12>"},
+      {CG "__device__ void f() { auto t = cg::this_thread_block(); "
+          "t.barrier_wait(t.barrier_arrive()); }\n",
+       "barrier_wait"},
+      {CG "__device__ void f() { auto r = cuda::std::chrono::system_clock::"
+          "now(); }\n",
+       "libcu++"},
+      {"__device__ void f() { using namespace cuda; }\n", "cuda::"},
+      {CG "__device__ void f() { cg::details::sync_grids(0, 0); }\n",
+       "details"},
+      {"__device__ void f() { _CUDA_VSTD::__cccl_thread_yield(); }\n",
+       "_CUDA_VSTD (libcu++"},
+      {"__device__ void f() { __cccl_thread_poll_with_backoff([] { return "
+       "true; }); }\n",
+       "__cccl_thread_poll_with_backoff (libcu++"},
+      {CG "__device__ void f() { auto s = cg::thread_block::thread_scope; }\n",
+       "thread_scope"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    char src[1024];
+    snprintf(src, sizeof src, "%s%s", refused[i].src, BODY);
+    why[0] = 0;
+    CHECK(validate(src, why, sizeof why) == KL_EINPUT &&
+              strstr(why, refused[i].said) && strstr(why, "not supported") &&
+              strstr(why, "line "),
+          "case %zu must be refused naming %s: %s", i, refused[i].said, why);
+  }
+#undef CG
+}
+
 static void test_text(void) {
   char why[300];
   char buf[512];
@@ -198,6 +281,7 @@ static void test_compare(void) {
 int main(void) {
   test_includes();
   test_allowlist();
+  test_cooperative_groups();
   test_text();
   test_geometry();
   test_compare();
