@@ -25,7 +25,8 @@
  *    itself never #defines (that can only be the compiler's: a branch on the
  *    compilation pass) or on any macro the emulator's compile defines (the
  *    shim's and its libc headers', listed at build time) or NVRTC does
- *    without an include (CUDART_*, CUDA_*, assert, va_*), `##` pasting in
+ *    without an include (CUDART_*, CUDA_*, assert, va_*) or with
+ *    cooperative_groups.h (libcu++'s NV_*, CCCL_*, C limits), `##` pasting in
  *    #define bodies (literal pastes such as cl ## ock64, parameter pastes,
  *    __VA_ARGS__ included, resolved at each call of the macro with its
  *    literal arguments; a pasting macro named without a call, called
@@ -852,9 +853,34 @@ static int shim_macro(const char *w, int len) {
   for (size_t i = 0; i < sizeof nvrtc / sizeof nvrtc[0]; i++)
     if ((int)strlen(nvrtc[i]) == len && !memcmp(nvrtc[i], w, (size_t)len))
       return 1;
+  /* and what cooperative_groups.h defines under NVRTC and the emulator's
+   * does not: libcu++'s (nv/target's NV_*, CCCL_*, LIBCUDACXX_*) and the
+   * C library limits it supplies itself, found with grep over
+   * include/cooperative_groups* and include/cccl/{cuda,nv} of CUDA 13.0 */
+  static const char *const libcuxx[] = {
+      "CHAR_BIT",  "CHAR_MAX",    "CHAR_MIN",   "SCHAR_MAX",   "SCHAR_MIN",
+      "UCHAR_MAX", "SHRT_MAX",    "SHRT_MIN",   "USHRT_MAX",   "INT_MAX",
+      "INT_MIN",   "UINT_MAX",    "LONG_MAX",   "LONG_MIN",    "ULONG_MAX",
+      "LLONG_MAX", "LLONG_MIN",   "ULLONG_MAX", "INFINITY",    "NAN",
+      "offsetof",  "LOAD_ENVREG", "SIZE_MAX",   "PTRDIFF_MAX", "PTRDIFF_MIN"};
+  for (size_t i = 0; i < sizeof libcuxx / sizeof libcuxx[0]; i++)
+    if ((int)strlen(libcuxx[i]) == len && !memcmp(libcuxx[i], w, (size_t)len))
+      return 1;
+  /* the <stdint.h> names (INT8_C, UINT_FAST16_MAX, INTPTR_MIN ...) and FP_*
+   * classes, which libcu++ defines as well */
+  int stdint =
+      (len > 3 && !memcmp(w, "INT", 3)) || (len > 4 && !memcmp(w, "UINT", 4));
+  if (stdint && ((len > 2 && !memcmp(w + len - 2, "_C", 2)) ||
+                 (len > 4 && (!memcmp(w + len - 4, "_MAX", 4) ||
+                              !memcmp(w + len - 4, "_MIN", 4)))))
+    return 1;
   return (len > 5 && !memcmp(w, "CUDA_", 5)) ||
          (len > 7 && !memcmp(w, "CUDART_", 7)) ||
-         (len > 9 && !memcmp(w, "CUDARTAPI", 9));
+         (len > 9 && !memcmp(w, "CUDARTAPI", 9)) ||
+         (len > 3 && !memcmp(w, "NV_", 3)) ||
+         (len > 5 && !memcmp(w, "CCCL_", 5)) ||
+         (len > 11 && !memcmp(w, "LIBCUDACXX_", 11)) ||
+         (len > 3 && !memcmp(w, "FP_", 3));
 }
 
 /* Directive d is an include guard around the whole file: the first

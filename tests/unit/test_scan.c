@@ -308,6 +308,26 @@ static void test_macro_tricks(void) {
       "compile_pass_branch",
       kernel_with("#define M_PI 3.14159265358979323846\n#if M_PI\n#endif", ""));
   raises("compile_pass_branch", kernel_with("#ifndef INT32_MAX\n#endif", ""));
+  /* names cooperative_groups.h brings under NVRTC only (libcu++'s), whatever
+   * the file #defines in a dead branch */
+  static const char *const nvrtc_only[] = {
+      "NV_IS_DEVICE",    "NV_PROVIDES_SM_90",
+      "CCCL_VERSION",    "LIBCUDACXX_VERSION",
+      "CHAR_BIT",        "INT_MAX",
+      "UINT_FAST16_MAX", "INT8_C",
+      "FP_NAN",          "offsetof"};
+  for (size_t i = 0; i < sizeof nvrtc_only / sizeof *nvrtc_only; i++) {
+    char head[200];
+    snprintf(head, sizeof head,
+             "#include <cooperative_groups.h>\n#if 0\n#define %s\n#endif\n"
+             "#ifdef %s\n#endif",
+             nvrtc_only[i], nvrtc_only[i]);
+    raises("compile_pass_branch", kernel_with(head, ""));
+  }
+  /* a macro of the file's own with a name alike is its own */
+  clean(kernel_with("#define TILE_MAX 64\n#if TILE_MAX > 32\n#endif\n"
+                    "#define NVX 1\n#ifdef NVX\n#endif",
+                    ""));
   raises("compile_pass_branch",
          kernel_with("#pragma redefine_extname kl_get malloc", ""));
   raises("compile_pass_branch",
