@@ -79,8 +79,16 @@ typedef struct profile {
 
 /* What every confined worker needs: memory, time, exit, and the pipes it
  * inherited (SBX_BASE_RULES); most also start threads (SBX_COMMON_RULES). */
+#if defined(__SANITIZE_THREAD__)
+/* A ThreadSanitizer build (tests only, CMake's KL_TSAN): its dlopen
+ * interceptor readlinks the name of every library loaded, the candidate's
+ * module included, which would trap before the candidate ran. */
+#define SBX_TSAN_RULES {"readlink", R_ALLOW, "ThreadSanitizer's dlopen"},
+#else
+#define SBX_TSAN_RULES
+#endif
 #define SBX_BASE_RULES                                                         \
-  {"read", R_ALLOW, "inherited pipes"},                                        \
+  SBX_TSAN_RULES{"read", R_ALLOW, "inherited pipes"},                          \
       {"write", R_ALLOW, "inherited pipes; RLIMIT_FSIZE stops file growth"},   \
       {"close", R_ALLOW, "thread teardown"},                                   \
       {"mmap", R_ALLOW, "heap, stacks, loaded code"},                          \
@@ -497,9 +505,10 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int fd, char *why,
   int ns = 1;
   if (!p->default_allow) ns = enter_namespaces() == 0;
   for (size_t i = 0; i < p->n_limits; i++) {
-#if defined(__SANITIZE_ADDRESS__)
-    /* AddressSanitizer reserves terabytes of shadow address space: an ASan
-     * build of the lab (tests only) cannot live under RLIMIT_AS. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* AddressSanitizer and ThreadSanitizer reserve terabytes of shadow
+     * address space: such a build of the lab (tests only) cannot live
+     * under RLIMIT_AS. */
     if (p->limits[i].resource == RLIMIT_AS) continue;
 #endif
     struct rlimit rl = {p->limits[i].value, p->limits[i].value};
