@@ -671,7 +671,10 @@ static int eval_files(int argc, char **argv, const char **files) {
   for (int i = 0; i < nfiles; i++) {
     eval_item *it = &pool.items[i];
     pthread_mutex_lock(&pool.mu);
-    while (!it->done && !(pool.stop && i >= pool.next))
+    /* stop and next are the threads' atomics, written outside mu: read
+     * as such (a plain read raced with them) */
+    while (!it->done && !(__atomic_load_n(&pool.stop, __ATOMIC_RELAXED) &&
+                          i >= __atomic_load_n(&pool.next, __ATOMIC_RELAXED)))
       pthread_cond_wait(&pool.cv, &pool.mu);
     int done = it->done;
     pthread_mutex_unlock(&pool.mu);
