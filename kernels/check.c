@@ -63,12 +63,18 @@ void kl_eval_defaults(kl_eval_options *o) {
   o->max_speedup = 1000;
 }
 
-/* The device kl_backend_resolve found; set before any thread starts. */
+/* The device kl_backend_resolve found. Not only set before threads start:
+ * every evaluation resolves its backend again (eval_impl), on the
+ * evaluator's slot threads at once, while the lab's thread reads it for a
+ * result's device (kl_backend_device): under device_mu. */
+static pthread_mutex_t device_mu = PTHREAD_MUTEX_INITIALIZER;
 static char resolved_device[96];
 
 const char *kl_backend_device(const char *backend, char *out, size_t len) {
   if (!strcmp(backend, "gpu")) {
+    pthread_mutex_lock(&device_mu);
     snprintf(out, len, "%s", resolved_device[0] ? resolved_device : "gpu");
+    pthread_mutex_unlock(&device_mu);
     return out;
   }
   snprintf(out, len, "cpu");
@@ -98,7 +104,9 @@ int kl_backend_resolve(const char *requested, char *backend, size_t len,
     char dev[96], probe[400];
     if (kl_gpu_probe(probe, sizeof probe, dev, sizeof dev) == KL_OK) {
       snprintf(backend, len, "gpu");
+      pthread_mutex_lock(&device_mu);
       snprintf(resolved_device, sizeof resolved_device, "%s", dev);
+      pthread_mutex_unlock(&device_mu);
       snprintf(why, whylen, "backend: gpu (%s)", dev);
       return KL_OK;
     }
