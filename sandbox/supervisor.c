@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -55,16 +56,23 @@ extern char **environ;
 #endif
 
 static char self_exe[PATH_MAX];
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
 static int spawned_count; /* atomic */
 
+static void read_self_exe(void) {
+  ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+  if (n <= 0)
+    snprintf(self_exe, sizeof self_exe, "/proc/self/exe");
+  else
+    self_exe[n] = 0;
+}
+
+/* This executable's path, read once: slot threads spawn their first
+ * workers at once (kernlab corpus, eval), and a lazy read without the
+ * once had one thread's readlink writing the path while another read it
+ * for its worker's argv[0]. */
 static const char *self_path(void) {
-  if (!self_exe[0]) {
-    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-    if (n <= 0)
-      snprintf(self_exe, sizeof self_exe, "/proc/self/exe");
-    else
-      self_exe[n] = 0;
-  }
+  pthread_once(&self_once, read_self_exe);
   return self_exe;
 }
 

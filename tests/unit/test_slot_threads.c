@@ -9,7 +9,8 @@
  * slot starts its next run worker after the reply, not while the
  * candidate is timed (unless sbx_limits.overlap_workers). And every thread
  * of a waiting worker is under its seccomp filter, and a run worker's
- * environment (cpu-emu or GPU) holds none of the lab's secrets.
+ * environment (cpu-emu or GPU) holds none of the lab's secrets. And the
+ * process's first workers may be spawned by several threads at once.
  */
 #include "kernels/kernels.h"
 #include "sandbox/sandbox.h"
@@ -17,6 +18,7 @@
 #include "tests/unit/kltest.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,10 +424,66 @@ static void test_next_worker_after_reply(void) {
   }
 }
 
+/* The process's first workers, spawned by several threads at once, as
+ * the slot threads of `kernlab corpus` and `eval` start theirs: each
+ * worker's argv[0] is this executable's whole path. The path was read
+ * lazily into a static by whichever thread came first while the others
+ * read it for their argv (ThreadSanitizer: a data race on self_exe in
+ * self_path, sandbox/supervisor.c; a plain build rarely sees a torn
+ * name). Runs before anything else spawns. */
+enum { SPAWN_THREADS = 4 };
+
+typedef struct spawn_job {
+  pthread_barrier_t *start;
+  int ok;
+  char why[256], argv0[PATH_MAX];
+} spawn_job;
+
+static void *spawn_one(void *arg) {
+  spawn_job *j = arg;
+  sbx_worker w;
+  pthread_barrier_wait(j->start);
+  j->ok = sbx_spawn(&w, "run-cpu-emu", j->why, sizeof j->why) == 0 &&
+          sbx_await_ready(&w, 30000, j->why, sizeof j->why) == 0;
+  if (j->ok) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)w.pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(j->argv0, 1, sizeof j->argv0 - 1, f) : 0;
+    j->argv0[n] = 0; /* the first NUL ends argv[0] */
+    if (f) fclose(f);
+  }
+  sbx_kill(&w);
+  return NULL;
+}
+
+static void test_first_spawns_at_once(void) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = 0;
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, SPAWN_THREADS);
+  static spawn_job jobs[SPAWN_THREADS];
+  pthread_t tid[SPAWN_THREADS];
+  for (int i = 0; i < SPAWN_THREADS; i++) {
+    jobs[i].start = &start;
+    pthread_create(&tid[i], NULL, spawn_one, &jobs[i]);
+  }
+  for (int i = 0; i < SPAWN_THREADS; i++) {
+    pthread_join(tid[i], NULL);
+    CHECK(jobs[i].ok, "first spawns at once: worker %d: %s", i, jobs[i].why);
+    CHECK(!jobs[i].ok || !strcmp(jobs[i].argv0, self),
+          "first spawns at once: worker %d's argv[0] is '%s', not '%s'", i,
+          jobs[i].argv0, self);
+  }
+  pthread_barrier_destroy(&start);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "__worker"))
     return sbx_worker_main(argc - 1, argv + 1);
-  signal(SIGPIPE, SIG_IGN); /* as the lab does: a dead worker is an error */
+  signal(SIGPIPE, SIG_IGN);    /* as the lab does: a dead worker is an error */
+  test_first_spawns_at_once(); /* first: no worker spawned before it */
   setenv("AWS_SECRET_ACCESS_KEY", "kl-test-not-a-secret", 1);
   setenv("HF_TOKEN", "kl-test-not-a-token", 1);
   if (!getenv("CUDA_VISIBLE_DEVICES")) setenv("CUDA_VISIBLE_DEVICES", "0", 1);
