@@ -31,48 +31,74 @@
  */
 #include "lab/lab.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t requested; /* the first signal's number */
+/* The handler runs on whichever thread the kernel picks (the evaluator's
+ * slot threads, the policy's and OpenBLAS's helpers, not only the thread
+ * that installed it), so the flags it shares are lock-free atomics, not
+ * volatile sig_atomic_t, which orders nothing between threads: a path in
+ * tmp_path is complete before the handler on another core counts it
+ * (release on n_tmp, acquire in the handler). Atomic builtins on int are
+ * lock-free and async-signal-safe. */
+static int requested; /* the first signal's number */
 static char first_msg[512], second_msg[512];
 /* files a second signal removes: written beside their final names */
 #define MAX_TMP 4
 static char tmp_path[MAX_TMP][PATH_MAX];
-static volatile sig_atomic_t n_tmp;
+static int n_tmp;
 static size_t first_len, second_len;
 static struct sigaction old_int, old_term;
 static int installed;
-static volatile sig_atomic_t at_once; /* no work to save: the first stops */
+static int at_once; /* no work to save: the first stops */
 
 /* lab_interrupt_hold: a stop that must wait, and the signal that asked */
-static volatile sig_atomic_t holding, held_sig;
+static int holding, held_sig;
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
 
 static void stop_now(int sig);
 
 static void on_signal(int sig) {
-  if (!requested && !at_once) {
-    requested = sig;
+  int saved = errno; /* write and unlink may set it under the code we
+                      * interrupted, which may be about to read its own */
+  int none = 0;
+  /* the first, even when two come at once on two threads */
+  if (!LOAD(at_once) &&
+      __atomic_compare_exchange_n(&requested, &none, sig, 0, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST)) {
     if (write(STDERR_FILENO, first_msg, first_len) < 0) {
       /* nothing to do: stderr is gone */
     }
+    errno = saved;
     return;
   }
-  if (holding) { /* whichever thread took it: the stop waits */
-    held_sig = sig;
-    return;
+  if (LOAD(holding)) { /* the stop waits for lab_interrupt_hold(0) */
+    STORE(held_sig, sig);
+    /* On another thread than the holder's, the hold may have ended
+     * between the two: then its end may have read held_sig before this
+     * stored it, and whichever takes it stops. */
+    if (LOAD(holding) ||
+        !(sig = __atomic_exchange_n(&held_sig, 0, __ATOMIC_SEQ_CST))) {
+      errno = saved;
+      return;
+    }
   }
-  stop_now(sig);
+  stop_now(sig); /* its raise takes effect when this returns */
+  errno = saved;
 }
 
 static void stop_now(int sig) {
   if (write(STDERR_FILENO, second_msg, second_len) < 0) {
     /* as above */
   }
-  for (int i = 0; i < n_tmp; i++)
+  int n = __atomic_load_n(&n_tmp, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
     unlink(tmp_path[i]);
   kl_emu_kill_compiles(); /* their own process groups: not killed with us */
   signal(sig, SIG_DFL);
@@ -81,8 +107,6 @@ static void stop_now(int sig) {
 
 void lab_interrupt_install(const char *cmd, const char *first,
                            const char *tmp) {
-  requested = 0;
-  at_once = first == NULL;
   snprintf(first_msg, sizeof first_msg,
            "\n%s: interrupted: %s (interrupt again to stop at once)\n", cmd,
            first ? first : "");
@@ -90,7 +114,10 @@ void lab_interrupt_install(const char *cmd, const char *first,
            cmd, first ? " again" : "");
   first_len = strlen(first_msg);
   second_len = strlen(second_msg);
-  n_tmp = 0;
+  /* the messages are written before the stores a handler reads first */
+  STORE(at_once, first == NULL);
+  STORE(n_tmp, 0);
+  STORE(requested, 0);
   if (tmp) lab_interrupt_also_remove(tmp);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -107,24 +134,28 @@ void lab_interrupt_install(const char *cmd, const char *first,
 void lab_interrupt_also_remove(const char *tmp) {
   /* a name cut short would be another file's (in 1200 bytes, a prefix of
    * a long --out could name a file of the folders above it) */
-  if (n_tmp >= MAX_TMP || strlen(tmp) >= sizeof tmp_path[0]) return;
+  int n = LOAD(n_tmp);
+  if (n >= MAX_TMP || strlen(tmp) >= sizeof tmp_path[0]) return;
   /* the slot is complete before the handler may count it */
-  snprintf(tmp_path[n_tmp], sizeof tmp_path[n_tmp], "%s", tmp);
-  n_tmp = n_tmp + 1;
+  snprintf(tmp_path[n], sizeof tmp_path[n], "%s", tmp);
+  __atomic_store_n(&n_tmp, n + 1, __ATOMIC_RELEASE);
 }
 
 int lab_interrupted(void) {
-  return requested;
+  return LOAD(requested);
 }
 
 void lab_interrupt_hold(int on) {
   if (on) {
-    held_sig = 0;
-    holding = 1;
+    STORE(held_sig, 0);
+    STORE(holding, 1);
     return;
   }
-  holding = 0;
-  if (held_sig) stop_now(held_sig);
+  STORE(holding, 0);
+  /* taken, not read: a handler on another thread that saw the hold end
+   * takes it too, and only one of the two stops */
+  int sig = __atomic_exchange_n(&held_sig, 0, __ATOMIC_SEQ_CST);
+  if (sig) stop_now(sig);
 }
 
 void lab_interrupt_uninstall(void) {
@@ -132,5 +163,5 @@ void lab_interrupt_uninstall(void) {
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   installed = 0;
-  n_tmp = 0;
+  STORE(n_tmp, 0);
 }

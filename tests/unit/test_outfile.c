@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -210,6 +211,114 @@ static void test_interrupt_hold(void) {
         count_entries(), before);
 }
 
+/* The handler runs between any two instructions of the thread it
+ * interrupts, and on whichever thread the kernel picks (the evaluator's
+ * slot threads, the policy's and OpenBLAS's helpers). It keeps the errno
+ * of the code it interrupted (its message to a closed stderr left EBADF
+ * there), and a signal another thread takes still reaches the flag and
+ * the hold (with a ThreadSanitizer build, KL_TSAN: data races on the
+ * volatile sig_atomic_t flags, which order nothing between threads). The
+ * first child exits 0 when all held, else a code naming the first check
+ * that failed: exit, not _exit, so that a ThreadSanitizer report makes its
+ * status 66. The second holds a stop taken by another thread. */
+static void *take_signals(void *arg) {
+  for (;;)
+    pause();
+  return arg;
+}
+
+/* Starts a thread that takes SIGINT and SIGTERM, which this one then
+ * blocks. 0, or -1. */
+static int signals_to_another_thread(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, take_signals, NULL) != 0) return -1;
+  sigset_t both;
+  sigemptyset(&both);
+  sigaddset(&both, SIGINT);
+  sigaddset(&both, SIGTERM);
+  return pthread_sigmask(SIG_BLOCK, &both, NULL) == 0 ? 0 : -1;
+}
+
+static void test_interrupt_threads(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/threads.txt", dir);
+  int before = count_entries();
+  pid_t pid = fork();
+  if (pid == 0) {
+    char why[512];
+    kl_outfile o;
+    if (kl_outfile_open(&o, path, why, sizeof why) != 0) exit(10);
+    lab_interrupt_install("test", "finishing", o.tmp);
+    int err_fd = dup(STDERR_FILENO);
+    close(STDERR_FILENO);
+    errno = ERANGE;
+    raise(SIGINT); /* handled on this thread before raise returns */
+    int kept = errno == ERANGE;
+    dup2(err_fd, STDERR_FILENO);
+    close(err_fd);
+    if (!kept) exit(11);
+    if (!lab_interrupted()) exit(12);
+    lab_interrupt_install("test", "finishing", o.tmp); /* the flag anew */
+    if (signals_to_another_thread() != 0) exit(13);
+    kill(getpid(), SIGINT);
+    for (int i = 0; i < 500 && !lab_interrupted(); i++)
+      usleep(10000);
+    if (!lab_interrupted()) exit(14);
+    kl_outfile_abort(&o);
+    lab_interrupt_uninstall();
+    exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the handler keeps errno, and sets the flag from another thread "
+        "(exit %d: 11 errno changed, 12/14 no flag, 66 a ThreadSanitizer "
+        "report)",
+        WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+  CHECK(count_entries() == before, "the temporary file aborted (%d, %d)",
+        count_entries(), before);
+
+  int fds[2];
+  CHECK(pipe(fds) == 0, "pipe");
+  pid = fork();
+  if (pid == 0) {
+    char why[512];
+    kl_outfile o;
+    if (kl_outfile_open(&o, path, why, sizeof why) != 0) _exit(10);
+    lab_interrupt_install("test", "finishing", o.tmp);
+    if (signals_to_another_thread() != 0) _exit(13);
+    kill(getpid(), SIGINT); /* the first: a flag */
+    for (int i = 0; i < 500 && !lab_interrupted(); i++)
+      usleep(10000);
+    lab_interrupt_hold(1);
+    kill(getpid(), SIGINT); /* the second, held on the other thread */
+    usleep(200000);
+    char ok = access(o.tmp, F_OK) == 0 ? 'y' : 'n';
+    if (write(fds[1], &ok, 1) != 1) _exit(14);
+    sigset_t both;
+    sigemptyset(&both);
+    sigaddset(&both, SIGINT);
+    sigaddset(&both, SIGTERM);
+    /* the stop raises its signal on this thread */
+    pthread_sigmask(SIG_UNBLOCK, &both, NULL);
+    lab_interrupt_hold(0); /* the held stop happens here */
+    _exit(0);
+  }
+  close(fds[1]);
+  char ok = 0;
+  ssize_t got = read(fds[0], &ok, 1);
+  close(fds[0]);
+  waitpid(pid, &status, 0);
+  CHECK(got == 1 && ok == 'y',
+        "held on another thread: alive, the temporary file kept (%c)",
+        ok ? ok : '-');
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT,
+        "released: the stop another thread held ends the process (%d)", status);
+  CHECK(count_entries() == before,
+        "released: the temporary file removed (%d entries, %d before)",
+        count_entries(), before);
+}
+
 /* A killed writer's PATH.tmp.PID is swept; a live process's, and names
  * that only look alike, stay. */
 static void test_sweep(void) {
@@ -298,6 +407,7 @@ int main(void) {
   test_failures();
   test_interrupt();
   test_interrupt_hold();
+  test_interrupt_threads();
   test_sweep();
   test_fopen_regular();
   test_stream_errno();
