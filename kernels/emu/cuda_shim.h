@@ -16,9 +16,12 @@
  *     `extern __shared__` arrays are rewritten by the harness into pointers
  *     to the block's dynamic shared memory (see emu.c).
  *   - __syncthreads and warp intrinsics call back into the runtime, which
- *     suspends the fiber until every live thread of the block (or warp) has
- *     arrived. Shuffles exchange through per-warp slots between two warp
- *     barriers, so they have warp-synchronous semantics.
+ *     suspends the fiber until every live thread of the block (or every
+ *     live lane the warp operation's mask names) has arrived. Shuffles
+ *     exchange through per-warp slots the runtime fills as it releases the
+ *     lanes, so they have warp-synchronous semantics; a mask means what it
+ *     means on a device (see "warp shuffles and votes" below), and
+ *     __activemask() gives the lanes that reach the call together.
  *   - atomics use the compiler's __atomic builtins (blocks run in parallel).
  *   - the device library a matmul reaches for beyond that mirrors NVRTC's:
  *     CUDA's min/max overload set, cache-hinted loads and stores (__ldcg,
@@ -47,7 +50,7 @@
 
 #include <stdint.h>
 
-#define KL_EMU_ABI_VERSION 4 /* 4: barriers of lane groups (tiles) */
+#define KL_EMU_ABI_VERSION 5 /* 5: masks, __activemask from the runtime */
 #define KL_EMU_MAX_THREADS 1024
 #define KL_EMU_MAX_WARPS (KL_EMU_MAX_THREADS / 32)
 #define KL_EMU_MAX_COPIES 32 /* cp.async copies in flight per thread */
@@ -93,6 +96,9 @@ typedef struct kl_emu_hooks {
   void (*sync_block)(void);
   /* a barrier of this warp's live lanes in `lanes` (a bit per lane) */
   void (*sync_warp)(unsigned lanes);
+  /* __activemask(): the lanes of this warp at the same call (site, and
+   * the address the call returns to) once the rest can go no further */
+  unsigned (*active_lanes)(const void *site, const void *from);
 } kl_emu_hooks;
 
 #ifdef __cplusplus
@@ -374,8 +380,7 @@ static inline void __syncthreads(void) {
   kl_emu_hooks_ptr->sync_block();
 }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  (void)mask;
-  kl_emu_hooks_ptr->sync_warp(0xffffffffu);
+  kl_emu_hooks_ptr->sync_warp(mask);
 }
 static inline void __threadfence(void) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -411,7 +416,14 @@ static inline int __syncthreads_or(int p) {
   return kl_emu_block_reduce(p, 2);
 }
 
-/* ---- warp shuffles and votes ---- */
+/* ---- warp shuffles and votes ----
+ * The mask is the device's: the lanes that take part, each of which must
+ * make the same call with the same mask (the runtime waits for every one
+ * of them that has not returned, and reports a deadlock if they never
+ * come); a lane left out of its own mask fails the launch; a shuffle that
+ * reads a lane outside the mask, or one that has returned, gets the
+ * poison of uninitialised shared memory (all bits set: NaN, -1), as a
+ * device leaves it undefined; a vote counts the lanes that met. */
 /* A warp exchange (every shuffle and vote) among the lanes in `lanes`:
  * post my value and the lane I read, one barrier of those lanes, and the
  * runtime, releasing it, has put the value src posted in my got slot and
@@ -427,63 +439,73 @@ static inline uint64_t kl_emu_exchange(uint64_t mine, int src, unsigned lanes,
   if (vote) *vote = b->warp_vote[t->warp][t->lane];
   return b->warp_got[t->warp][t->lane];
 }
-template <class T> static inline T kl_emu_shfl(T v, int src_lane) {
+template <class T>
+static inline T kl_emu_shfl(T v, int src_lane, unsigned mask) {
   static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
   uint64_t mine = 0;
   memcpy(&mine, &v, sizeof(T));
-  uint64_t got = kl_emu_exchange(mine, src_lane, 0xffffffffu);
+  uint64_t got = kl_emu_exchange(mine, src_lane, mask);
   T out;
   memcpy(&out, &got, sizeof(T));
   return out;
 }
 template <class T>
 static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-  (void)mask;
   int lane = kl_emu_cur->lane;
-  return kl_emu_shfl(v, (lane & ~(width - 1)) + (src & (width - 1)));
+  return kl_emu_shfl(v, (lane & ~(width - 1)) + (src & (width - 1)), mask);
 }
 template <class T>
 static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask,
                                 int width = 32) {
-  (void)mask;
   int lane = kl_emu_cur->lane;
   int src = lane ^ lane_mask;
   if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
-  return kl_emu_shfl(v, src);
+  return kl_emu_shfl(v, src, mask);
 }
 template <class T>
 static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta,
                                  int width = 32) {
-  (void)mask;
   int lane = kl_emu_cur->lane;
   int seg = lane % width;
   int src = seg + (int)delta < width ? lane + (int)delta : lane;
-  return kl_emu_shfl(v, src);
+  return kl_emu_shfl(v, src, mask);
 }
 template <class T>
 static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta,
                                int width = 32) {
-  (void)mask;
   int lane = kl_emu_cur->lane;
   int seg = lane % width;
   int src = seg - (int)delta >= 0 ? lane - (int)delta : lane;
-  return kl_emu_shfl(v, src);
+  return kl_emu_shfl(v, src, mask);
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
   unsigned vote = 0;
-  kl_emu_exchange(pred != 0, kl_emu_cur->lane, 0xffffffffu, &vote);
-  return vote & mask;
+  kl_emu_exchange(pred != 0, kl_emu_cur->lane, mask, &vote);
+  return vote;
 }
 static inline int __any_sync(unsigned mask, int pred) {
   return __ballot_sync(mask, pred) != 0;
 }
 static inline int __all_sync(unsigned mask, int pred) {
-  unsigned live = kl_emu_cur->block->warp_active[kl_emu_cur->warp] & mask;
-  return __ballot_sync(mask, pred) == live;
+  return __ballot_sync(mask, !pred) == 0; /* no lane that met said no */
+}
+/* __activemask(): the lanes that make this call together. The runtime
+ * holds the caller until no other lane of its warp can run without
+ * waiting, then hands each one the lanes waiting at the same call. A call
+ * is told by its text (each expansion of the macro below has a lambda of
+ * its own, so a template instance and a static of its own: two calls
+ * alike on both sides of a branch stay two where the compiler would
+ * merge them) and by where it returns to (one helper inlined twice).
+ * Written (__activemask)(), it is the function, known by the latter. */
+template <class Site>
+static __attribute__((noinline)) unsigned kl_emu_activemask_at(Site) {
+  static char site;
+  return kl_emu_hooks_ptr->active_lanes(&site, __builtin_return_address(0));
 }
 static inline unsigned __activemask(void) {
-  return kl_emu_cur->block->warp_active[kl_emu_cur->warp];
+  return kl_emu_activemask_at(0);
 }
+#define __activemask() kl_emu_activemask_at([] {})
 
 /* ---- asynchronous copies (cuda_pipeline.h primitives, cp.async) ----
  * A copy is done at the __pipeline_wait_prior(n) that leaves fewer than

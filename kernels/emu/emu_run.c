@@ -18,12 +18,17 @@
  *     emu_launch.h's reverse); a fiber runs until it reaches a barrier or
  *     ends. Fiber-less blocks call their threads in the same order.
  * __syncthreads waits for every live thread of the block, warp barriers
- * (shuffles, __syncwarp, votes) for every live lane of the warp, or of the
- * lanes named (a cooperative-groups tile's), and the runtime hands out the
- * exchange as it releases them (warp_try_release). A thread that
- * has returned no longer counts, as on hardware. A state where no fiber can run
- * while some still live is a deadlock (a barrier some threads never reach while
- * others wait at a different kind) and fails the launch.
+ * (shuffles, __syncwarp, votes) for every live lane their mask names (all
+ * 32, a cooperative-groups tile's, or a kernel's partial mask), each with
+ * the same mask, and the runtime hands out the exchange as it releases
+ * them (warp_try_release): a read from a lane outside the mask, or gone,
+ * is poison, and a lane left out of its own mask fails the launch
+ * (mask_leaves_out). __activemask() waits until no other lane of the warp
+ * can run and gives the lanes at the same call (active_try_release). A
+ * thread that has returned no longer counts, as on hardware. A state where
+ * no fiber can run while some still live is a deadlock (a barrier some
+ * threads never reach while others wait at a different kind, or lanes a
+ * mask names that never meet it) and fails the launch, saying which.
  *   - In the reversed check run (kl_emu_set_reverse), the threads of two
  *     blocks drawn from the check's seed see between barriers only their
  *     own writes and a fixed half of the others' (iso_begin): a race that
@@ -75,12 +80,17 @@ const char *__asan_default_options(void) {
 }
 #endif
 
-enum { F_RUN, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
+enum { F_RUN, F_WAIT_BLOCK, F_WAIT_WARP, F_WAIT_ACTIVE, F_DONE };
+
+/* What a shuffle reads from a lane outside its mask: the bytes
+ * poison_shared fills shared memory with (a NaN float, a -1 int). */
+#define KL_EMU_POISON UINT64_MAX
 
 typedef struct fiber {
   void *sp;
   int state;
-  uint32_t wait_lanes; /* F_WAIT_WARP: the warp's lanes it waits with */
+  uint32_t wait_lanes;     /* F_WAIT_WARP: the warp's lanes it waits with */
+  const void *site, *from; /* F_WAIT_ACTIVE: the __activemask call */
   kl_emu_thread t;
 } fiber;
 
@@ -114,6 +124,7 @@ typedef struct worker {
   int cur;
   int live, arrived_block;
   uint32_t arrived_lanes[KL_EMU_MAX_WARPS]; /* lanes at a warp barrier */
+  uint32_t active_lanes[KL_EMU_MAX_WARPS];  /* lanes at __activemask */
   kl_emu_block block;
   unsigned char *dyn_smem;
   kl_emu_thread **tls;
@@ -132,7 +143,7 @@ typedef struct worker {
 
   int barrier_without_fibers; /* a barrier ran in fiber-less mode */
   int failed;
-  char why[256];
+  char why[512];
   struct launch *launch;
 } worker;
 
@@ -178,7 +189,25 @@ static void hook_sync_warp(unsigned lanes) {
   fiber_wait(F_WAIT_WARP);
 }
 
-const kl_emu_hooks kl_emu_runtime_hooks = {hook_sync_block, hook_sync_warp};
+/* __activemask() at `site` (the call's own object) returning to `from`:
+ * the lanes of this warp waiting at the same call once no other lane of
+ * it can run (active_try_release). Without fibers the launch is repeated
+ * with them, so the answer does not matter. */
+static unsigned hook_active_lanes(const void *site, const void *from) {
+  worker *w = tl_worker;
+  if (!w->use_fibers) {
+    w->barrier_without_fibers = 1;
+    return 0xffffffffu;
+  }
+  fiber *f = &w->fibers[w->cur];
+  f->site = site;
+  f->from = from;
+  fiber_wait(F_WAIT_ACTIVE);
+  return w->block.warp_vote[f->t.warp][f->t.lane];
+}
+
+const kl_emu_hooks kl_emu_runtime_hooks = {hook_sync_block, hook_sync_warp,
+                                           hook_active_lanes};
 
 /* One CUDA thread's run of the kernel: the candidate's matmul, or a
  * generic launch's trampoline. */
@@ -221,6 +250,7 @@ static void init_block_state(worker *w, int bx, int by, int bz) {
     int lanes = w->nthreads - i * 32 < 32 ? w->nthreads - i * 32 : 32;
     b->warp_active[i] = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
     w->arrived_lanes[i] = 0;
+    w->active_lanes[i] = 0;
   }
   for (int i = 0; i < w->nthreads; i++) {
     kl_emu_thread *t = &w->fibers[i].t;
@@ -253,7 +283,10 @@ static void release_block(worker *w) {
  * release each lane gets its exchange: the value posted by the lane it
  * named, and the group's vote (kl_emu_exchange in the shim). Handing these
  * out here, while every poster waits, lets groups of one warp run apart:
- * a lane's own slots change only when it posts again. */
+ * a lane's own slots change only when it posts again. A lane that reads
+ * one outside the group (not in the mask, or returned) gets poison: a
+ * device leaves the value undefined, and the last value a lane posted
+ * there (or another block's) would pass for the right one. */
 static void warp_try_release(worker *w, int wp, uint32_t lanes) {
   kl_emu_block *b = &w->block;
   uint32_t need = b->warp_active[wp] & lanes;
@@ -267,7 +300,9 @@ static void warp_try_release(worker *w, int wp, uint32_t lanes) {
   }
   for (uint32_t m = need; m; m &= m - 1) {
     int l = __builtin_ctz(m);
-    b->warp_got[wp][l] = b->warp_post[wp][b->warp_src[wp][l] & 31];
+    int src = b->warp_src[wp][l] & 31;
+    b->warp_got[wp][l] =
+        need >> src & 1 ? b->warp_post[wp][src] : KL_EMU_POISON;
     b->warp_vote[wp][l] = vote;
     lane0[l].state = F_RUN;
   }
@@ -374,8 +409,83 @@ static void iso_end(worker *w) {
   iso_free(&w->iso);
 }
 
-/* Bookkeeping after fiber i came back to the scheduler. */
-static void after_yield(worker *w, int i) {
+/* The block's coordinates as messages write them: (x,y), or (x,y,z). */
+static void block_name(const worker *w, char *out, size_t len) {
+  kl_emu_dim b = w->block.block_idx;
+  if (b.z == 0)
+    snprintf(out, len, "(%u,%u)", b.x, b.y);
+  else
+    snprintf(out, len, "(%u,%u,%u)", b.x, b.y, b.z);
+}
+
+/* Releases the lanes of warp wp waiting at __activemask once no lane of
+ * the warp can run (each live one waits somewhere): one that still can
+ * may yet reach the same call, as a lane converged with them on a device
+ * would be there too. Each gets the lanes waiting at its own call, so the
+ * two sides of a branch get their own lanes. Paths are not joined again
+ * where they meet (a device's compiler may do that, the emulator cannot
+ * see it): lanes that left a loop at different iterations get apart at a
+ * call after it, which a device may do too; __syncwarp() brings them
+ * together, as the Programming Guide asks of a kernel that needs it. */
+static void active_try_release(worker *w, int wp) {
+  fiber *lane0 = &w->fibers[wp * 32];
+  for (uint32_t m = w->block.warp_active[wp]; m; m &= m - 1)
+    if (lane0[__builtin_ctz(m)].state == F_RUN) return;
+  for (uint32_t left = w->active_lanes[wp]; left;) {
+    const fiber *f = &lane0[__builtin_ctz(left)];
+    uint32_t group = 0;
+    for (uint32_t m = left; m; m &= m - 1) {
+      const fiber *g = &lane0[__builtin_ctz(m)];
+      if (g->site == f->site && g->from == f->from) group |= m & -m;
+    }
+    for (uint32_t m = group; m; m &= m - 1) {
+      int l = __builtin_ctz(m);
+      w->block.warp_vote[wp][l] = group;
+      lane0[l].state = F_RUN;
+    }
+    left &= ~group;
+  }
+  w->active_lanes[wp] = 0;
+}
+
+/* A lane met a warp barrier with a mask that leaves it out: on a device
+ * the result is undefined (each lane must name itself), so the launch
+ * fails saying so. Returns -1. */
+static int mask_leaves_out(worker *w, const fiber *f) {
+  char blk[48];
+  block_name(w, blk, sizeof blk);
+  snprintf(w->why, sizeof w->why,
+           "lane %d of warp %d in block %s called a warp operation "
+           "(shuffle, vote, __syncwarp) with mask 0x%08x, which leaves out "
+           "its own lane: every lane must name itself in the mask "
+           "(undefined on a device)",
+           f->t.lane, f->t.warp, blk, f->wait_lanes);
+  return -1;
+}
+
+/* For a deadlock's message: the lanes of the first warp with a waiting
+ * group, the mask they wait with and the live lanes it names that do not
+ * wait with them; "" when no warp barrier waits. */
+static void describe_warp_wait(const worker *w, char *out, size_t len) {
+  out[0] = 0;
+  for (int wp = 0; wp < (w->nthreads + 31) / 32; wp++) {
+    uint32_t at = w->arrived_lanes[wp], with = 0;
+    if (!at) continue;
+    const fiber *lane0 = &w->fibers[wp * 32];
+    uint32_t mask = lane0[__builtin_ctz(at)].wait_lanes;
+    for (uint32_t m = at; m; m &= m - 1)
+      if (lane0[__builtin_ctz(m)].wait_lanes == mask) with |= m & -m;
+    snprintf(out, len,
+             " (warp %d: lanes 0x%08x wait with mask 0x%08x; lanes 0x%08x "
+             "it names never join them)",
+             wp, with, mask, w->block.warp_active[wp] & mask & ~with);
+    return;
+  }
+}
+
+/* Bookkeeping after fiber i came back to the scheduler. Returns 0, or -1
+ * when the fiber did what fails the launch (w->why says what). */
+static int after_yield(worker *w, int i) {
   fiber *f = &w->fibers[i];
   int wp = f->t.warp;
   if (f->state == F_DONE) {
@@ -387,15 +497,21 @@ static void after_yield(worker *w, int i) {
   } else if (f->state == F_WAIT_BLOCK) {
     w->arrived_block++;
   } else if (f->state == F_WAIT_WARP) {
+    if (!(f->wait_lanes >> f->t.lane & 1)) return mask_leaves_out(w, f);
     w->arrived_lanes[wp] |= 1u << f->t.lane;
     iso_end(w); /* lanes may exchange through shared memory */
     warp_try_release(w, wp, f->wait_lanes);
+  } else if (f->state == F_WAIT_ACTIVE) {
+    w->active_lanes[wp] |= 1u << f->t.lane;
+    iso_end(w);
   }
+  if (w->active_lanes[wp]) active_try_release(w, wp);
   if (w->arrived_block > 0 && w->arrived_block == w->live) {
     w->arrived_block = 0;
     if (w->iso.on) iso_publish(w);
     release_block(w);
   }
+  return 0;
 }
 
 static int run_block_fibers(worker *w, int bx, int by, int bz) {
@@ -428,7 +544,10 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
       kl_fiber_switch(&w->sched_sp, f->sp);
 #endif
       if (w->iso.on) iso_after(w, i);
-      after_yield(w, i);
+      if (after_yield(w, i) != 0) {
+        iso_end(w);
+        return -1;
+      }
       ran = 1;
     }
     if (!ran) {
@@ -437,20 +556,15 @@ static int run_block_fibers(worker *w, int bx, int by, int bz) {
         at_block += w->fibers[i].state == F_WAIT_BLOCK;
         at_warp += w->fibers[i].state == F_WAIT_WARP;
       }
-      if (bz == 0)
-        snprintf(w->why, sizeof w->why,
-                 "barrier deadlock in block (%d,%d): %d threads wait at "
-                 "__syncthreads, %d at a warp barrier (shuffle, "
-                 "__syncwarp, a tile's sync); a barrier is inside "
-                 "divergent code",
-                 bx, by, at_block, at_warp);
-      else
-        snprintf(w->why, sizeof w->why,
-                 "barrier deadlock in block (%d,%d,%d): %d threads wait at "
-                 "__syncthreads, %d at a warp barrier (shuffle, "
-                 "__syncwarp, a tile's sync); a barrier is inside "
-                 "divergent code",
-                 bx, by, bz, at_block, at_warp);
+      char blk[48], lanes[160];
+      block_name(w, blk, sizeof blk);
+      describe_warp_wait(w, lanes, sizeof lanes);
+      snprintf(w->why, sizeof w->why,
+               "barrier deadlock in block %s: %d threads wait at "
+               "__syncthreads, %d at a warp barrier (shuffle, vote, "
+               "__syncwarp, a tile's sync); a barrier is inside divergent "
+               "code, or a mask names lanes that never meet it%s",
+               blk, at_block, at_warp, lanes);
       iso_end(w);
       return -1;
     }
