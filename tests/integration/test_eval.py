@@ -137,6 +137,9 @@ EXPECTED_BROKEN = {
     "partial_write.cu": ("wrong", 0),
     "cp_async_no_wait.cu": ("wrong", 0),
     "missing_barrier_cg.cu": ("wrong", 0),
+    "mask_read_outside.cu": ("wrong", 0),
+    "mask_excludes_caller.cu": ("run_error", 0),
+    "mask_mismatch_deadlock.cu": ("deadlock", 0),
     "cg_grid_sync.cu": ("invalid_input", 2),
     "compile_error.cu": ("compile_error", 0),
     "wrong_signature.cu": ("bad_signature", 0),
@@ -190,6 +193,16 @@ def group_broken():
     check("grid" in msg and "not supported" in msg
           and "cooperative launch" in msg,
           "cg_grid_sync.cu: the refusal names the grid group and why: %s" % msg)
+    # A warp operation's mask is the device's: a lane left out of its own
+    # mask and lanes that never meet a mask are said with the mask
+    for name, words in (("mask_excludes_caller.cu", ["lane 16", "0x0000ffff",
+                                                     "leaves out its own lane"]),
+                        ("mask_mismatch_deadlock.cu", ["mask 0xffffffff",
+                                                       "0xfffffffe"])):
+        rc, rows, err = eval_json([os.path.join(BROKEN, name)], *FAST)
+        msg = rows[0]["error"] if rows else ""
+        check(all(w in msg for w in words),
+              "%s: the reason says %s: %s" % (name, words, msg))
     # The edge bug only shows on ragged shapes: at a multiple of the tile the
     # target shape passes and a ragged check shape fails.
     rc, rows, _ = eval_json([os.path.join(BROKEN, "edge_off_by_one.cu")], *FAST)
