@@ -317,8 +317,11 @@ int lab_resume_policy(int resume, int have_ckpt, const lab_campaign *c,
    * checkpoint does not replace it (nothing checkpointed yet) and, with a
    * KL term, as the reference model: it must be the file the run started
    * from. A re-primed one (same tokenizer, other weights) was taken without
-   * a word, the KL then measured against another model. */
-  int from_start = !(pr->steps_done > 0 || (resume && have_ckpt));
+   * a word, the KL then measured against another model. Step 1 recorded
+   * but not checkpointed runs again from it too (below). */
+  int rerun_step1 = resume && !have_ckpt && pr->steps_done == 1;
+  int from_start =
+      rerun_step1 || !(pr->steps_done > 0 || (resume && have_ckpt));
   if (pr->checkpoint_sha256[0] && (from_start || c->grpo.beta > 0) &&
       strcmp(pr->checkpoint_sha256, h->sha256) != 0)
     RUN_FAIL(LAB_EXIT_USAGE,
@@ -329,7 +332,7 @@ int lab_resume_policy(int resume, int have_ckpt, const lab_campaign *c,
              c->checkpoint, pr->checkpoint_sha256, c->out, h->sha256,
              from_start ? "the steps run again from it"
                         : "the KL term's reference (grpo.beta > 0)");
-  if (resume && !have_ckpt && pr->steps_done == 1) {
+  if (rerun_step1) {
     /* killed after step 1's records, before its checkpoint: the policy
      * before step 1 is the campaign's checkpoint, the caller's model */
     fprintf(stderr,

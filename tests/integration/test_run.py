@@ -705,6 +705,25 @@ for name in ("candidates", "reward_components", "steps"):
     check(r.returncode == 0 and n_steps(klout) == 2,
           "the starting checkpoint put back: the resume goes on: %d %s" %
           (r.returncode, err_tail(r.stderr)))
+    # No KL term, step 1 recorded but its checkpoint lost: step 1 runs again
+    # from the starting checkpoint, so a re-primed one is refused there too
+    # (it was taken: steps_done 1 read as 'continues from its own')
+    nk1, nk2 = os.path.join(d, "nk1.lua"), os.path.join(d, "nk2.lua")
+    campaign(nk1, ckb, 1)
+    campaign(nk2, ckb, 2)
+    nkout = os.path.join(d, "runs", "nk.h5")
+    r = run("run", nk1, "--out", nkout)
+    check(r.returncode == 0, "a run without a KL term: %s" % err_tail(r.stderr))
+    os.unlink(os.path.join(d, "runs", "nk.ckpt"))
+    shutil.copy(os.path.join(d, "runs", "kl.ckpt"), ckb)  # other weights, same tokenizer
+    before = candidates(nkout)
+    r = run("run", nk2, "--out", nkout, "--resume")
+    check(r.returncode == 2 and "is not the checkpoint this run started from" in r.stderr and
+          "the steps run again from it" in r.stderr and candidates(nkout) == before and
+          n_steps(nkout) == 1,
+          "--resume re-running step 1 from another starting checkpoint: refused: %d %s" %
+          (r.returncode, err_tail(r.stderr)))
+    shutil.copy(ckb + ".orig", ckb)
 
     # Twice: stops at once, by SIGINT; resume still records each once (a
     # campaign with longer steps, so that the second comes within one)
