@@ -293,14 +293,17 @@ int lab_prime(int argc, char **argv) {
    * put the tokenizer at X.ckpt.tok cut short, a name of the folders
    * above it, and left the checkpoint without its tokenizer. */
   char tok_target[PATH_MAX];
-  snprintf(tok_target, sizeof tok_target, "%s.tok", out);
-  if (lab_output_ok(out, NULL, 0, "KLCK", 4, why, sizeof why) != 0 ||
-      lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0) {
-    fprintf(stderr, "kernlab prime: --out %s\n", why);
+  int bad_out = lab_output_ok(out, NULL, 0, "KLCK", 4, why, sizeof why) != 0;
+  /* the length first: X.tok cut at PATH_MAX is a folder's name above it,
+   * which the check after this said was the --out */
+  if (!bad_out && lab_out_path_ok(out, "--out", why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab prime: %s\n", why);
     return LAB_EXIT_USAGE;
   }
-  if (lab_out_path_ok(out, "--out", why, sizeof why) != 0) {
-    fprintf(stderr, "kernlab prime: %s\n", why);
+  snprintf(tok_target, sizeof tok_target, "%s.tok", out);
+  if (bad_out ||
+      lab_output_ok(tok_target, NULL, 0, "KLTK", 4, why, sizeof why) != 0) {
+    fprintf(stderr, "kernlab prime: --out %s\n", why);
     return LAB_EXIT_USAGE;
   }
   /* An existing checkpoint is kept unless asked: it may be hours of

@@ -402,6 +402,19 @@ with tempfile.TemporaryDirectory() as d:
     check(t.returncode == 2 and "is too long" in t.stderr and "step" not in t.stderr,
           "prime --out too long for the system: refused first: %d %r" %
           (t.returncode, t.stderr[-300:]))
+    # ... also where X.tok cut at PATH_MAX is a folder there: that folder
+    # was checked as the --out's tokenizer, and the message (its 4095-byte
+    # name, then 'is a folder') was cut to a part of the path, no reason
+    far = d
+    while len(far) < 4095:
+        far = os.path.join(far, "s" * min(200, 4095 - len(far) - 1))
+    os.makedirs(far)
+    t = run("prime", "--corpus", corpus, "--out", os.path.join(far, "x.ckpt"),
+            "--size", "tiny", "--steps", "2")
+    check(len(far) == 4095 and t.returncode == 2 and "is too long" in t.stderr,
+          "prime --out past PATH_MAX, its X.tok cut to a folder's name: too long: %d %r" %
+          (t.returncode, t.stderr[-300:]))
+    shutil.rmtree(os.path.join(d, "s" * 200))
     # prime --tok T: the checkpoint's tokenizer is written beside it too
     # (an earlier X.ckpt.tok stayed and paired the new checkpoint with a
     # tokenizer not its own)
