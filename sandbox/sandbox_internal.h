@@ -89,6 +89,10 @@ uint32_t sbx_crc32c(uint32_t crc, const void *data, size_t len);
 uint32_t sbx_crc32c_portable(uint32_t crc, const void *data, size_t len);
 int sbx_crc32c_has_hw(void);
 double sbx_now_ms(void);
+/* The process's peak address space (VmPeak), read from fd (an open
+ * /proc/self/status, rewound here: a confined worker cannot open it) or,
+ * with fd -1, from a fresh open. 0 when it cannot be read. */
+unsigned long long sbx_vm_peak_bytes(int fd);
 /* Sends one frame whose payload is a then b. Returns 0 or -1. */
 int sbx_send(int fd, int type, const void *a, size_t alen, const void *b,
              size_t blen);

@@ -545,7 +545,7 @@ again:
          WTERMSIG(st) == SIGSEGV)) {
       snprintf(why, whylen,
                "the compile worker died (%s): most likely out of memory under "
-               "the compile profile's 4 GiB limit",
+               "the compile profile's limit (4 GiB above its own start)",
                strsignal(WTERMSIG(st)));
       out->confinement = confinement;
       return KL_EOOM;

@@ -43,7 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,6 +69,24 @@ static const char warmup_src[] =
     "extern \"C\" __global__ void matmul(const float* A, const float* B, "
     "float* C, int M, int N, int K) { C[0] = A[0] * B[0]; }\n";
 
+/* Puts the address space's peak and limit in front of an oom's message
+ * (NVRTC's summary fills it; the front survives the cuts further on):
+ * whether the candidate itself grew (a template bomb) or the worker started
+ * near its limit is then plain from the message. */
+static void note_address_space(int status_fd, char *why, size_t whylen) {
+  struct rlimit rl;
+  unsigned long long peak = sbx_vm_peak_bytes(status_fd);
+  if (!peak || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return;
+  char was[512];
+  snprintf(was, sizeof was, "%s", why);
+  snprintf(why, whylen,
+           "the compile worker's address space reached %llu MiB of its %llu "
+           "MiB limit | %.*s",
+           peak >> 20, (unsigned long long)rl.rlim_cur >> 20,
+           (int)(whylen > 200 ? whylen - 200 : 0), was);
+}
+
 static int compile_worker(void) {
   char why[600];
   sbx_enter_namespaces(); /* before NVRTC starts its threads */
@@ -78,6 +98,9 @@ static int compile_worker(void) {
   (void)kl_nvrtc_compile(warmup_src, sizeof warmup_src - 1, "sm_90", 0, &warm,
                          why, sizeof why);
   kl_compiled_free(&warm);
+  /* Opened now: an oom's message says how far the address space got, and
+   * the confined worker may not open /proc files. */
+  int status_fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   int confinement = sbx_confine(SBX_COMPILE, NULL, SBX_FD_OUT, why, sizeof why);
   if (confinement < 0) {
     fprintf(stderr, "kernlab compile worker: %s\n", why);
@@ -103,6 +126,7 @@ static int compile_worker(void) {
     sbx_compile_reply r;
     memset(&r, 0, sizeof r);
     r.rc = kl_nvrtc_compile(src, src_len, arch, 0, &c, r.why, sizeof r.why);
+    if (r.rc == KL_EOOM) note_address_space(status_fd, r.why, sizeof r.why);
     memcpy(r.key, c.key, sizeof r.key);
     r.cubin_size = c.cubin_size;
     r.compile_ms = c.compile_ms;

@@ -228,6 +228,11 @@ for r in rows:
         print(f"  - {r.get('file','?').split('/')[-1]} flags: {', '.join(r['flags'])}")
 PY
 
+# NVRTC's own address space here, unconfined (the compile worker's limit is
+# 4 GiB above its peak after a warm-up: an oom above names both numbers)
+kl timeout $(t 30) python3 tests/gpu/nvrtc_vm.py >"$L/nvrtc_vm.log" 2>&1
+sum "- NVRTC address space (tests/gpu/nvrtc_vm.py): $(grep -E 'compile 3|largest|Error' "$L/nvrtc_vm.log" | sed 's/^nvrtc_vm: //' | tr '\n' ' ' | head -c 600)"
+
 fi # step 2
 
 # ---- 2b. the gpu-labelled test (what `ctest -L gpu` runs on a build) ----

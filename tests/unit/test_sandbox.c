@@ -229,6 +229,37 @@ static int run_early_thread(sbx_profile_id id, int *slot) {
   return status;
 }
 
+/* The compile profile's RLIMIT_AS is 4 GiB above what the worker had
+ * reserved before its confinement (sandbox.c): a child that reserved 6 GiB
+ * first (address space only) may still map 1 GiB after, and not 5 more. An
+ * absolute 4 GiB refused the 1 GiB (seen on the 16-core H200 machine, where
+ * every seed's compile ended `oom`). Exit 0: as expected. */
+static int run_headroom(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    char why[256];
+    void *mine = mmap(NULL, 6ull << 30, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mine == MAP_FAILED) _exit(3);
+    if (sbx_confine(SBX_COMPILE, NULL, -1, why, sizeof why) < 0) {
+      fprintf(stderr, "confine: %s\n", why);
+      _exit(2);
+    }
+    void *one = mmap(NULL, 1ull << 30, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (one == MAP_FAILED) _exit(4);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    void *five = mmap(NULL, 5ull << 30, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (five != MAP_FAILED) _exit(5);
+#endif
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
 static void expect_trap(const char *what, action act, const char *syscall) {
   int slot, st = run_confined(act, &slot);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == SBX_TRAP_EXIT,
@@ -252,6 +283,12 @@ int main(void) {
           (int)binders[i], st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
   }
   confine_as = SBX_RUN_CPU_EMU;
+  st = run_headroom();
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "compile profile: RLIMIT_AS must be 4 GiB above the worker's own "
+        "reservations: status 0x%x (exit 4: 1 GiB refused after 6 GiB "
+        "reserved; 5: 5 GiB more allowed)",
+        st);
   unlink("/tmp/kernlab_sbx_test");
   expect_trap("open for write", do_open, "openat");
   CHECK(access("/tmp/kernlab_sbx_test", F_OK) != 0, "the file was created");
