@@ -32,22 +32,25 @@
 #include <unistd.h>
 
 enum rule_kind {
-  R_ALLOW,        /* allowed as is */
-  R_THREAD_ONLY,  /* clone: only with CLONE_THREAD */
-  R_ENOSYS,       /* fails with ENOSYS (glibc falls back) */
-  R_WRITE_EACCES, /* open/openat: for writing, fails with EACCES (not
-                    fatal); read-only opens still trap */
-  R_SELF_SIGNAL,  /* tgkill/tkill: only to this thread group */
-  R_NOT_SIGSYS,   /* rt_sigaction: any signal 0..64 but SIGSYS */
-  R_READ_ONLY,    /* open/openat: only without write, create or truncate */
-  R_TRAP,         /* in a default-allow profile: this one traps */
-  R_QUERY_ONLY,   /* prlimit64: on this process only (pid 0) */
-  R_ISATTY_ONLY,  /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
-  R_TRAP_EXEC,    /* in a default-allow profile: traps with PROT_EXEC */
-  R_TRAP_SETTING, /* in a default-allow profile: rt_sigaction traps when it
-                     installs (a new action, argument 1, not NULL) */
-  R_TRAP_REMOVE,  /* in a default-allow profile: madvise traps with
-                     MADV_REMOVE */
+  R_ALLOW,            /* allowed as is */
+  R_THREAD_ONLY,      /* clone: only with CLONE_THREAD */
+  R_ENOSYS,           /* fails with ENOSYS (glibc falls back) */
+  R_WRITE_EACCES,     /* open/openat: for writing, fails with EACCES (not
+                        fatal); read-only opens still trap */
+  R_SELF_SIGNAL,      /* tgkill/tkill: only to this thread group */
+  R_NOT_SIGSYS,       /* rt_sigaction: any signal 0..64 but SIGSYS */
+  R_READ_ONLY,        /* open/openat: only without write, create or truncate */
+  R_READ_ELSE_EACCES, /* open/openat: as R_READ_ONLY, but an open that would
+                         write, create or truncate fails with EACCES rather
+                         than trapping */
+  R_TRAP,             /* in a default-allow profile: this one traps */
+  R_QUERY_ONLY,       /* prlimit64: on this process only (pid 0) */
+  R_ISATTY_ONLY,      /* ioctl: TCGETS only (isatty); never TIOCSTI and kin */
+  R_TRAP_EXEC,        /* in a default-allow profile: traps with PROT_EXEC */
+  R_TRAP_SETTING,     /* in a default-allow profile: rt_sigaction traps when it
+                         installs (a new action, argument 1, not NULL) */
+  R_TRAP_REMOVE,      /* in a default-allow profile: madvise traps with
+                         MADV_REMOVE */
 };
 
 typedef struct rule {
@@ -146,11 +149,17 @@ static const rule compile_rules[] = {
     {"lseek", R_ALLOW, "same"},
     {"ioctl", R_ISATTY_ONLY, "isatty() on inherited descriptors"},
     {"getcwd", R_ALLOW, "NVRTC resolves the program's folder"},
-    {"openat", R_READ_ONLY,
+    /* A write refused, not trapped: NVRTC 13 keeps a cache of its own
+     * through the driver where one is installed (it loads libcuda and
+     * calls cuInit at its first compile) and, on the H200 machine, opened
+     * a file for writing on each later compile: a trap there killed every
+     * GPU compile (tests/gpu/LOG.md, 2026-12-04). The worker also sets
+     * CUDA_CACHE_DISABLE (worker.c): the lab's cache is the one. */
+    {"openat", R_READ_ELSE_EACCES,
      "NVRTC reads the allowlisted CUDA headers (" KL_INCLUDE_ALLOWLIST
      ") from the toolkit; the allowlist is checked before NVRTC sees the "
      "text"},
-    {"open", R_READ_ONLY, "same"},
+    {"open", R_READ_ELSE_EACCES, "same"},
     {"prlimit64", R_QUERY_ONLY,
      "NVRTC adjusts its own stack limit (within the hard limits set here)"},
     {"stat", R_ALLOW, "NVRTC looks at its include folder (no open)"},
@@ -426,6 +435,24 @@ static scmp_filter_ctx build_filter(const profile *p, char *why,
       rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &cmp);
       break;
     }
+    case R_READ_ELSE_EACCES: {
+      unsigned arg = strcmp(r->syscall, "open") ? 2 : 1;
+      scmp_datum_t bad = O_CREAT | O_TRUNC | O_APPEND;
+      /* one comparison per argument and rule (libseccomp): O_RDONLY is 0 */
+      struct scmp_arg_cmp ok = {arg, SCMP_CMP_MASKED_EQ, O_ACCMODE | bad, 0};
+      /* Refused: any write access mode, or any of the bad bits. The
+       * rules' conditions split the flags; none overlaps the allow. */
+      struct scmp_arg_cmp no[5] = {
+          {arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY},
+          {arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDWR},
+          {arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT},
+          {arg, SCMP_CMP_MASKED_EQ, O_TRUNC, O_TRUNC},
+          {arg, SCMP_CMP_MASKED_EQ, O_APPEND, O_APPEND}};
+      rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &ok);
+      for (int i = 0; rc == 0 && i < 5; i++)
+        rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EACCES), nr, 1, &no[i]);
+      break;
+    }
     case R_TRAP:
       rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, nr, 0);
       break;
@@ -638,19 +665,20 @@ int sbx_explain(FILE *out, int pfc) {
     for (size_t r = 0; r < p->n_rules; r++) {
       const rule *ru = &p->rules[r];
       const char *cond =
-          ru->kind == R_THREAD_ONLY    ? " [CLONE_THREAD only]"
-          : ru->kind == R_NOT_SIGSYS   ? " [not for SIGSYS]"
-          : ru->kind == R_ENOSYS       ? " [fails: ENOSYS]"
-          : ru->kind == R_WRITE_EACCES ? " [fails: EACCES if writing]"
-          : ru->kind == R_SELF_SIGNAL  ? " [own process only]"
-          : ru->kind == R_READ_ONLY    ? " [read-only]"
-          : ru->kind == R_TRAP         ? " [traps]"
-          : ru->kind == R_QUERY_ONLY   ? " [own process only]"
-          : ru->kind == R_ISATTY_ONLY  ? " [TCGETS only]"
-          : ru->kind == R_TRAP_EXEC    ? " [traps with PROT_EXEC]"
-          : ru->kind == R_TRAP_SETTING ? " [traps when installing]"
-          : ru->kind == R_TRAP_REMOVE  ? " [traps MADV_REMOVE]"
-                                       : "";
+          ru->kind == R_THREAD_ONLY        ? " [CLONE_THREAD only]"
+          : ru->kind == R_NOT_SIGSYS       ? " [not for SIGSYS]"
+          : ru->kind == R_ENOSYS           ? " [fails: ENOSYS]"
+          : ru->kind == R_WRITE_EACCES     ? " [fails: EACCES if writing]"
+          : ru->kind == R_SELF_SIGNAL      ? " [own process only]"
+          : ru->kind == R_READ_ONLY        ? " [read-only]"
+          : ru->kind == R_READ_ELSE_EACCES ? " [read-only; else EACCES]"
+          : ru->kind == R_TRAP             ? " [traps]"
+          : ru->kind == R_QUERY_ONLY       ? " [own process only]"
+          : ru->kind == R_ISATTY_ONLY      ? " [TCGETS only]"
+          : ru->kind == R_TRAP_EXEC        ? " [traps with PROT_EXEC]"
+          : ru->kind == R_TRAP_SETTING     ? " [traps when installing]"
+          : ru->kind == R_TRAP_REMOVE      ? " [traps MADV_REMOVE]"
+                                           : "";
       fprintf(out, "    %-18s%-22s %s\n", ru->syscall, cond, ru->why);
     }
     if (p->seccomp && !p->default_allow)

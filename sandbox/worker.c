@@ -90,6 +90,10 @@ static void note_address_space(int status_fd, char *why, size_t whylen) {
 static int compile_worker(void) {
   char why[600];
   sbx_enter_namespaces(); /* before NVRTC starts its threads */
+  /* NVRTC 13 keeps a compile cache through the driver where one is
+   * installed (libcuda, cuInit, a folder under $HOME): the lab's own cache
+   * is the one, and the confined worker may write no file. */
+  setenv("CUDA_CACHE_DISABLE", "1", 1);
   if (kl_nvrtc_load(why, sizeof why) != KL_OK) {
     fprintf(stderr, "kernlab compile worker: %s\n", why);
     return 3;

@@ -230,8 +230,11 @@ PY
 
 # NVRTC's own address space here, unconfined (the compile worker's limit is
 # 4 GiB above its peak after a warm-up: an oom above names both numbers)
-kl timeout $(t 30) python3 tests/gpu/nvrtc_vm.py >"$L/nvrtc_vm.log" 2>&1
-sum "- NVRTC address space (tests/gpu/nvrtc_vm.py): $(grep -E 'compile 3|largest|Error' "$L/nvrtc_vm.log" | sed 's/^nvrtc_vm: //' | tr '\n' ' ' | head -c 600)"
+# (the worker sets CUDA_CACHE_DISABLE=1; here with and without)
+for c in "" 1; do
+  CUDA_CACHE_DISABLE=$c kl timeout $(t 30) python3 tests/gpu/nvrtc_vm.py >"$L/nvrtc_vm$c.log" 2>&1
+  sum "- NVRTC address space (tests/gpu/nvrtc_vm.py): $(grep -E 'compile 3|largest|Error' "$L/nvrtc_vm$c.log" | sed 's/^nvrtc_vm: //' | tr '\n' ' ' | head -c 600)"
+done
 
 fi # step 2
 

@@ -61,7 +61,11 @@ def main():
         print("nvrtc_vm: NVRTC %d.%d compile %d (rc %d): %s; RLIMIT_STACK now %s" %
               (major.value, minor.value, i + 1, rc, status(),
                resource.getrlimit(resource.RLIMIT_STACK)))
-    print("nvrtc_vm: largest mappings: " + biggest())
+    cuda = any("libcuda.so" in line for line in open("/proc/self/maps"))
+    print("nvrtc_vm: CUDA_CACHE_DISABLE=%s: libcuda %s; largest mappings: %s" %
+          (os.environ.get("CUDA_CACHE_DISABLE", ""),
+           "loaded (NVRTC's cache through the driver)" if cuda else "not loaded",
+           biggest()))
 
 
 if __name__ == "__main__":

@@ -229,6 +229,23 @@ static int run_early_thread(sbx_profile_id id, int *slot) {
   return status;
 }
 
+/* Under the compile profile: reads pass, and an open that would write,
+ * create or truncate fails with EACCES, the worker alive (NVRTC's own
+ * cache opened a file for writing at each compile on the H200 machine;
+ * a trap there killed every GPU compile). Exit 0: as expected. */
+static void compile_opens(void) {
+  static const int refused[] = {O_WRONLY | O_CREAT, O_RDWR, O_RDONLY | O_CREAT,
+                                O_RDONLY | O_TRUNC, O_RDONLY | O_APPEND};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    int fd = open("/tmp/kernlab_sbx_compile_test", refused[i], 0600);
+    if (fd >= 0 || errno != EACCES) _exit(10 + (int)i);
+  }
+  int fd = openat(AT_FDCWD, "/etc/hostname", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) _exit(20);
+  close(fd);
+  _exit(0);
+}
+
 /* The compile profile's RLIMIT_AS is 4 GiB above what the worker had
  * reserved before its confinement (sandbox.c): a child that reserved 6 GiB
  * first (address space only) may still map 1 GiB after, and not 5 more. An
@@ -282,6 +299,16 @@ int main(void) {
           "profile %d: OpenBLAS's mbind must run: status 0x%x, slot %d (%s)",
           (int)binders[i], st, slot, slot >= 0 ? sbx_syscall_name(slot) : "-");
   }
+  confine_as = SBX_COMPILE;
+  unlink("/tmp/kernlab_sbx_compile_test");
+  st = run_confined(compile_opens, &slot);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && slot == -1,
+        "compile profile: writes must fail with EACCES, reads pass: status "
+        "0x%x (exit 10+i: refused open i not EACCES; 20: read failed), "
+        "trapped %s",
+        st, slot >= 0 ? sbx_syscall_name(slot) : "nothing");
+  CHECK(access("/tmp/kernlab_sbx_compile_test", F_OK) != 0,
+        "compile profile: the file was created");
   confine_as = SBX_RUN_CPU_EMU;
   st = run_headroom();
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
