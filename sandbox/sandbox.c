@@ -165,12 +165,13 @@ static const rule compile_rules[] = {
     {"stat", R_ALLOW, "NVRTC looks at its include folder (no open)"},
 };
 static const limit compile_limits[] = {
-    /* Above the peak, not absolute: a worker's own reservations (NVRTC's
-     * code, the thread stacks and malloc arenas of a many-core machine,
-     * the warm-up compile's transient) are not the candidate's doing, and
-     * on the 16-core H200 machine an absolute 4 GiB left the seeds
-     * themselves too little (every seed `oom` in NVRTC's builtin header,
-     * tests/gpu/LOG.md 2026-12-04), where a 2-core machine used 330 MiB. */
+    /* Above the peak, not absolute: what the worker reserved itself is not
+     * the candidate's doing. Where a driver is installed, NVRTC 13 loads
+     * libcuda and calls cuInit at its first compile (the warm-up), and
+     * CUDA_CACHE_DISABLE does not stop it: 12.4 GiB of PROT_NONE address
+     * space on the H200 machine, against 330 MiB on a machine without a
+     * driver. An absolute 4 GiB made every seed's compile `oom` there
+     * (tests/gpu/LOG.md, 2026-12-04). */
     {RLIMIT_AS, "RLIMIT_AS", SBX_COMPILE_MEMORY_LIMIT,
      "4 GiB above the worker's peak after its warm-up compile: a template "
      "bomb ends as oom",
@@ -328,7 +329,8 @@ static const profile profiles[SBX_PROFILE_COUNT] = {
                                 N(run_cpu_emu_loaded_rules), NULL, 0,
                                 "the listed calls; the rest as run-cpu-emu"},
     [SBX_RUN_GPU] = {"run-gpu", "a GPU run worker after cuInit", 1, 0, 1,
-                     "NOT YET MEASURED on a device (starting list)",
+                     "measured on one H200 (driver 580, 2026-12-04, "
+                     "tests/gpu/LOG.md): every call recorded is listed",
                      run_gpu_rules, N(run_gpu_rules), run_gpu_limits,
                      N(run_gpu_limits),
                      "exec, sockets, fork, ptrace, opening files"},

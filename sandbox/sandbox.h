@@ -41,7 +41,7 @@ typedef enum sbx_profile_id {
   SBX_HOST_COMPILE, /* the host C++ compiler for cpu-emu: rlimits only */
   SBX_RUN_CPU_EMU,  /* native candidate code; the dynamic loader allowed */
   SBX_RUN_CPU_EMU_LOADED, /* added after dlopen: no more opening files */
-  SBX_RUN_GPU, /* CUDA initialised first; not yet measured on a device */
+  SBX_RUN_GPU,            /* CUDA initialised first; measured on one H200 */
   SBX_PROFILE_COUNT
 } sbx_profile_id;
 

@@ -91,8 +91,10 @@ static int compile_worker(void) {
   char why[600];
   sbx_enter_namespaces(); /* before NVRTC starts its threads */
   /* NVRTC 13 keeps a compile cache through the driver where one is
-   * installed (libcuda, cuInit, a folder under $HOME): the lab's own cache
-   * is the one, and the confined worker may write no file. */
+   * installed (a folder under $HOME): the lab's own cache is the one, and
+   * the confined worker may write no file. NVRTC still loads libcuda and
+   * calls cuInit with this set (seen on the H200 machine): the compile
+   * profile's RLIMIT_AS counts from the peak after the warm-up for that. */
   setenv("CUDA_CACHE_DISABLE", "1", 1);
   if (kl_nvrtc_load(why, sizeof why) != KL_OK) {
     fprintf(stderr, "kernlab compile worker: %s\n", why);

@@ -195,8 +195,8 @@ kl timeout $(t 150) "$KL" eval --backend gpu --json --jobs 1 "${seeds[@]}" \
   >"$L/eval_default.jsonl" 2>"$L/eval_default.err"
 rc=$?
 cat "$L/eval_default.err"
-# The run-gpu allowlist was written without a device (`sandbox --explain`:
-# NOT YET MEASURED). A worker killed for a call it lacks would take every
+# The run-gpu allowlist was measured on one H200 (LOG.md, 2026-12-04); on
+# another driver it may lack a call. A worker killed for a call it lacks would take every
 # GPU result of this run with it, so from here on the worker runs in record
 # mode (unconfined, its calls counted: step 5's), and this step once more.
 trapped=$(grep -o '"status":"killed:seccomp:[A-Za-z0-9_-]*' "$L/eval_default.jsonl" |

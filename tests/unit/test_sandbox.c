@@ -249,8 +249,9 @@ static void compile_opens(void) {
 /* The compile profile's RLIMIT_AS is 4 GiB above what the worker had
  * reserved before its confinement (sandbox.c): a child that reserved 6 GiB
  * first (address space only) may still map 1 GiB after, and not 5 more. An
- * absolute 4 GiB refused the 1 GiB (seen on the 16-core H200 machine, where
- * every seed's compile ended `oom`). Exit 0: as expected. */
+ * absolute 4 GiB refused the 1 GiB (on the H200 machine NVRTC's cuInit
+ * reserves 12 GiB, and every seed's compile ended `oom`). Exit 0: as
+ * expected. */
 static int run_headroom(void) {
   pid_t pid = fork();
   if (pid == 0) {
