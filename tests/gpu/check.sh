@@ -28,6 +28,8 @@
 #      then tests/gpu/lazy_after_checks.cu (honest while checked, C = 0 once
 #      timed): expects timed_output_wrong and correct false
 #   7. (run before 4-6: the newest code) the policy's CUDA runtime, below
+#   8. (only when named in CHECK_STEPS) tests/kernels/honest and tests/cheats
+#      on the device: false positives and misses of the anti-cheat checks
 #   4. every seed at 4096x4096x4096 against the cuBLAS baseline: the table
 #      (kernel, time_us, TFLOP/s, % of cuBLAS, CV, flags); then
 #      bench_verify, the host's work per timed launch (fresh inputs and the
@@ -500,6 +502,54 @@ else
 fi
 
 fi # step 6
+
+# ---- 8. (only when named in CHECK_STEPS) the corpora on the device ----
+# False positives and misses of the anti-cheat checks on a real GPU: every
+# tests/kernels/honest/*.cu must be ok, correct and unflagged; every
+# tests/cheats/*.cu caught (not correct, flagged, or not ok), and wrong where
+# its header says EXPECT-VERDICT: wrong. Some cheats aim at cpu-emu only
+# (forging the runner's report in its process): a miss is listed, not judged.
+if want 8; then
+for corpus in honest cheats; do
+  note "corpus on the device: $corpus"
+  files=(tests/kernels/honest/*.cu)
+  [ "$corpus" = cheats ] && files=(tests/cheats/*.cu)
+  kl timeout $(t 150) "$KL" eval --backend gpu --json "${files[@]}" \
+    >"$L/corpus_$corpus.jsonl" 2>"$L/corpus_$corpus.err"
+  python3 - "$corpus" "$L/corpus_$corpus.jsonl" "$?" "${#files[@]}" >>"$summary" <<'PY'
+import json, re, sys
+corpus, path, rc, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = []
+for l in open(path):
+    try:
+        rows.append(json.loads(l))
+    except ValueError:
+        pass
+def name(r):
+    return r.get("file", "?").split("/")[-1]
+def clean(r):
+    return r.get("status") == "ok" and r.get("correct") and not r.get("flags")
+if corpus == "honest":
+    bad = [r for r in rows if not clean(r)]
+    print(f"- honest corpus on the device (exit {rc}): {len(rows) - len(bad)}/{n} ok, correct and unflagged"
+          + ("" if len(rows) == n else f" ({n - len(rows)} with no result)"))
+    for r in bad:
+        print(f"  - {name(r)}: {r.get('status')}, correct {r.get('correct')}, flags {','.join(r.get('flags') or []) or '-'}; {(r.get('flag_detail') or r.get('error') or '')[:200]}")
+else:
+    missed, verdict = [], []
+    for r in rows:
+        head = open(r.get("file", "")).read(4000) if r.get("file") else ""
+        if clean(r):
+            missed.append(name(r))
+        if re.search(r"EXPECT-VERDICT:\s*wrong", head) and r.get("correct"):
+            verdict.append(name(r))
+    print(f"- cheat corpus on the device (exit {rc}): {len(rows) - len(missed)}/{len(rows)} caught"
+          + ("" if len(rows) == n else f" ({n - len(rows)} of {n} with no result)")
+          + f"; not caught (ok, correct, unflagged): {', '.join(missed) or 'none'}"
+          + f"; EXPECT-VERDICT wrong but correct: {', '.join(verdict) or 'none'}")
+PY
+done
+fi # step 8
 
 note "done in $(elapsed)s"
 sum ""
