@@ -451,7 +451,8 @@ static int run_gpu_worker(void) {
    * kl_gpu_init never succeeds: the worker reports confinement 1. Entering
    * them first is opt-in until a device has shown that the driver opens
    * its /dev/nvidia* nodes inside a user namespace (KERNLAB_GPU_NAMESPACES=1;
-   * tests/gpu/check.sh step 5 tries it). */
+   * tests/gpu/check.sh step 5 tries it). On the one device so far (an H200
+   * VM, 2026-12-04) the kernel offered no user namespaces at all. */
   const char *ns = getenv("KERNLAB_GPU_NAMESPACES");
   if (ns && !strcmp(ns, "1")) sbx_enter_namespaces();
   int init_rc = kl_gpu_init(init_why, sizeof init_why);
