@@ -333,7 +333,12 @@ static const unsupported unsupported_names[] = {
     {"cluster_group", 0, "cooperative_groups::cluster_group",
      "thread block clusters need a cluster launch, which the harness does "
      "not make"},
-    {"cuda", 0, "cuda:: (libcu++, which cooperative_groups.h brings along)",
+    /* the bare name, not only `cuda::`: `namespace c = cuda;` would reach
+     * it under another name, so a variable called cuda is refused too, and
+     * the message says why */
+    {"cuda", 0,
+     "the name cuda (libcu++'s namespace cuda::, which cooperative_groups.h "
+     "brings along; reserved in any use, since an alias would reach it)",
      LIBCUXX_WHY},
     /* its namespace and internals by their macros and reserved names */
     {"_CUDA_", U_PREFIX, "libcu++'s _CUDA_* names", LIBCUXX_WHY},

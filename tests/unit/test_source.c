@@ -158,6 +158,8 @@ static void test_cooperative_groups(void) {
           "now(); }\n",
        "libcu++"},
       {"__device__ void f() { using namespace cuda; }\n", "cuda::"},
+      {"__device__ float f() { float cuda = 1.f; return cuda; }\n",
+       "the name cuda"},
       {CG "__device__ void f() { cg::details::sync_grids(0, 0); }\n",
        "details"},
       {"__device__ void f() { _CUDA_VSTD::__cccl_thread_yield(); }\n",
