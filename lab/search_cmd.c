@@ -96,6 +96,10 @@ static int plan(int *order, int total, int n, int random, uint64_t seed) {
   return 0;
 }
 
+/* The size of the buffers --out, --exhaustive and --space are copied into
+ * (and the names made from them). */
+#define SEARCH_PATH_MAX 1100
+
 typedef struct search_args {
   int random;
   const char *campaign, *out, *exhaustive, *space;
@@ -113,6 +117,20 @@ static int parse_count(const char *opt, const char *s, long *out) {
   }
   *out = v;
   return 0;
+}
+
+/* A path option's value must fit SEARCH_PATH_MAX whole: cut there, a long
+ * --out wrote the results to a file named by its first 1099 bytes (a folder
+ * above it, or a name without its .h5), and --space and --exhaustive read
+ * such a file in place of the one named. */
+static int path_fits(const char *opt, const char *val) {
+  size_t len = strlen(val);
+  if (len < SEARCH_PATH_MAX) return 0;
+  fprintf(stderr,
+          "kernlab search: %s is %zu bytes long (at most %d): %.60s...; name "
+          "a shorter path\nusage: kernlab %s\n",
+          opt, len, SEARCH_PATH_MAX - 1, val, synopsis);
+  return LAB_EXIT_USAGE;
 }
 
 static int parse_args(int argc, char **argv, search_args *a) {
@@ -142,11 +160,11 @@ static int parse_args(int argc, char **argv, search_args *a) {
       return lab_usage("search", "--out wants a file name, got", "''",
                        synopsis);
     if (!strcmp(argv[i], "--out"))
-      a->out = val;
+      rc = path_fits("--out", a->out = val);
     else if (!strcmp(argv[i], "--exhaustive"))
-      a->exhaustive = val;
+      rc = path_fits("--exhaustive", a->exhaustive = val);
     else if (!strcmp(argv[i], "--space"))
-      a->space = val;
+      rc = path_fits("--space", a->space = val);
     else if (!strcmp(argv[i], "--budget"))
       rc = parse_count("--budget", val, &a->budget);
     else if (!strcmp(argv[i], "--limit"))
@@ -376,7 +394,7 @@ int lab_search(int argc, char **argv) {
     fprintf(stderr, "kernlab search: %s\n", why);
     return ex;
   }
-  char space_path[1100];
+  char space_path[SEARCH_PATH_MAX];
   const char *src_dir = getenv("KL_SOURCE_DIR");
   if (a.space)
     snprintf(space_path, sizeof space_path, "%s", a.space);
@@ -411,7 +429,7 @@ int lab_search(int argc, char **argv) {
       a.random ? (a.budget ? a.budget : (long)c.steps * per_step) : n_space;
   if (total > 10000000)
     FAIL(LAB_EXIT_USAGE, "a budget of %ld is too large", total);
-  char out[1100], exhaustive[1100];
+  char out[SEARCH_PATH_MAX], exhaustive[SEARCH_PATH_MAX];
   if (a.out)
     snprintf(out, sizeof out, "%s", a.out);
   else if (a.random)

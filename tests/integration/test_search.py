@@ -25,7 +25,8 @@ the verdicts are known. Checks:
     the two files;
   - Ctrl-C: the step in flight is recorded whole, exit 130;
   - refusals: an existing output (file untouched), a bad mode, --budget
-    with exhaustive, a malformed campaign (Lua error, unknown field, wrong
+    with exhaustive, --out, --space and --exhaustive past 1099 bytes (not
+    cut to a name of a folder above them), a malformed campaign (Lua error, unknown field, wrong
     type for the new fields), duplicate names in a space, a space script
     reaching for files (dofile, kl.seed("../..")): exit 2, one clear
     message;
@@ -136,6 +137,34 @@ def test_real_space(d, camp):
           [(c["label"], c["status"]) for c in candidates(out)])
 
 
+def test_long_paths(d, camp, space):
+    # real folders, so that the path cut at 1099 bytes names one: the
+    # results went there, and --space/--exhaustive read what was there
+    deep = d
+    for i in range(5):
+        deep = os.path.join(deep, "d" * 200)
+    os.makedirs(deep)
+    stem = os.path.join(deep, "x" * 150)
+    cut = (stem + ".h5")[:1099]  # where the results went
+    open(stem + ".lua", "w").write(open(space).read())
+    for opt, val in (("--out", stem + ".h5"), ("--space", stem + ".lua"),
+                     ("--exhaustive", stem + ".h5")):
+        args = ["search", "random", camp, "--budget", "1",
+                "--out", stem + ".h5" if opt == "--out" else os.path.join(d, "lp.h5")]
+        if opt != "--out":
+            args += [opt, val]
+        if opt != "--space":
+            args += ["--space", space]
+        p = kernlab(*args)
+        check(p.returncode == 2 and "%s is %d bytes long (at most 1099)" % (opt, len(val))
+              in p.stderr and not p.stdout,
+              "%s of %d bytes: refused, exit 2: %d %r %r"
+              % (opt, len(val), p.returncode, p.stdout[-200:], p.stderr[-300:]))
+    check(not os.path.exists(cut) and not os.path.exists(stem + ".h5") and
+          not os.path.exists(os.path.join(d, "lp.h5")),
+          "nothing written for a long path (%s)" % sorted(os.listdir(deep)))
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         camp = os.path.join(d, "tiny.lua")
@@ -143,6 +172,7 @@ def main():
         space = os.path.join(d, "space.lua")
         open(space, "w").write(SPACE)
         test_real_space(d, camp)
+        test_long_paths(d, camp, space)
 
         # Random before the exhaustive file exists.
         rnd = os.path.join(d, "rnd.h5")
