@@ -21,7 +21,8 @@
  *     runs, so on the noisy CPU emulator the answer is good to a few
  *     percent; a file for another task shape or backend is not compared,
  *     nor an exhaustive search cut short by --limit (its config line says
- *     "partial": lab/search_cmd.c says why).
+ *     "partial": lab/search_cmd.c says why), nor one that stopped before
+ *     its last evaluation (fewer candidates than its config line's count).
  */
 #include "lab/lab.h"
 
@@ -268,6 +269,24 @@ static void print_95(const char *run_h5, const res_reader *run,
             "baseline; run `kernlab search exhaustive CAMPAIGN.lua` without "
             "--limit for one\n",
             exhaustive_h5, len, what);
+    res_reader_close(ex);
+    return;
+  }
+  /* a sweep stopped short (Ctrl-C, a kill, a full disk): its config
+   * line says how many evaluations were planned, the file holds fewer.
+   * Left at the campaign's `exhaustive` name, it was read as the space's
+   * best, and a re-run refuses to replace it (the search review found an
+   * exhaustive search interrupted after 6 of 112 "reached after 1 of 4") */
+  long long planned = 0;
+  if (sscanf(config + sizeof tag - 1, " %lld evaluations of", &planned) == 1 &&
+      eb.n < planned) {
+    fprintf(out,
+            "compare: 95%% of the exhaustive best: %s is an exhaustive search "
+            "that stopped after %lld of its %lld evaluations (interrupted or "
+            "killed), not a sweep of the whole space: its best is no "
+            "baseline; remove it and run `kernlab search exhaustive "
+            "CAMPAIGN.lua` again\n",
+            exhaustive_h5, (long long)eb.n, planned);
     res_reader_close(ex);
     return;
   }

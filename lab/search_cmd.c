@@ -224,6 +224,7 @@ typedef struct search_run {
   const lab_seed_variant *space;
   const int *order;
   int total;
+  int random;
 } search_run;
 
 /* The line of a search an interrupt stopped after `done` evaluations. */
@@ -235,6 +236,12 @@ static void interrupted(const search_run *s, int done, double best,
   printf("interrupted: %d of %d evaluations recorded in %s%s; %s\n", done,
          s->total, s->out,
          done == s->total ? " (the comparison is skipped)" : "", best_s);
+  /* lab/compare.c refuses it as a baseline; said here too, since the
+   * file stands where the whole sweep goes and a re-run refuses it */
+  if (!s->random && done < s->total)
+    printf("a sweep stopped short is no exhaustive baseline: remove %s and "
+           "run the search again for one\n",
+           s->out);
 }
 
 /* Evaluates, scores, records and prints every step; returns an exit code. */
@@ -502,7 +509,15 @@ int lab_search(int argc, char **argv) {
          out);
   fflush(stdout);
 
-  search_run run = {&c, &ev, script, store, out, space, order, (int)total};
+  search_run run = {.c = &c,
+                    .ev = &ev,
+                    .script = script,
+                    .store = store,
+                    .out = out,
+                    .space = space,
+                    .order = order,
+                    .total = (int)total,
+                    .random = a.random};
   exit_code = run_steps(&run);
   int closed = res_close(store, why, sizeof why);
   store = NULL;

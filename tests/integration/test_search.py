@@ -23,7 +23,8 @@ the verdicts are known. Checks:
   - random again: the same seed draws the same configurations, and the
     printed "evaluations to reach 95%" equals the count computed here from
     the two files;
-  - Ctrl-C: the step in flight is recorded whole, exit 130;
+  - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
+    search stopped so is no baseline for the 95% count;
   - refusals: an existing output (file untouched), a bad mode, --budget
     with exhaustive, --out, --space and --exhaustive past 1099 bytes (not
     cut to a name of a folder above them), a malformed campaign (Lua error, unknown field, wrong
@@ -309,6 +310,22 @@ def main():
         k = min(len(ic), len(r2))
         check([c["label"] for c in ic][:k] == [c["label"] for c in r2][:k],
               "the interrupted search drew the same sequence")
+
+        # Ctrl-C during an exhaustive search: the sweep stopped short is
+        # said to be no baseline, there and where it is read as one (it
+        # was taken as the space's best: "reached after 1 of 4")
+        ixh = os.path.join(d, "ixh.h5")
+        rc, rest, err = interrupted([KERNLAB, "search", "exhaustive", camp, "--space", space,
+                                     "--out", ixh], "step 1/", env=ENV)
+        n_ixh = len(candidates(ixh))
+        check(rc == 130 and n_ixh < 5 and "no exhaustive baseline: remove %s" % ixh in rest,
+              "exhaustive, Ctrl-C: said to be no baseline: %d %d %s" % (rc, n_ixh, rest[-300:]))
+        p = kernlab("search", "random", camp, "--space", space, "--budget", "2",
+                    "--out", os.path.join(d, "vs-ixh.h5"), "--exhaustive", ixh)
+        check(p.returncode == 0 and "%s is an exhaustive search that stopped after %d of its 5 "
+              "evaluations" % (ixh, n_ixh) in p.stdout and
+              "95% of the exhaustive best (" not in p.stdout,
+              "random against an interrupted sweep: said, no 95%% count: %s" % p.stdout[-500:])
 
         # Refusals.
         before = os.stat(exh)
