@@ -502,10 +502,16 @@ int lab_search(int argc, char **argv) {
          "%d per step, reward %s\n",
          a.random ? "random" : "exhaustive", c.name, ev.backend, ev.task, total,
          of, space_path, per_step, c.reward);
-  printf("baseline (%s): %.1f us%s; results %s\n",
-         !strcmp(ev.backend, "gpu") ? "cuBLAS SGEMM" : "naive seed",
-         ev.baseline_us,
-         !strcmp(ev.backend, "cpu-emu") ? " (CPU-emulator time, not GPU)" : "",
+  /* a baseline that failed (the naive seed past the campaign's timeout)
+   * is -1: said as none, as `kernlab run` says it, not "-1.0 us" */
+  char base_s[48] = "none (see the warning above)";
+  if (ev.baseline_us >= 0)
+    snprintf(base_s, sizeof base_s, "%.1f us", ev.baseline_us);
+  printf("baseline (%s): %s%s; results %s\n",
+         !strcmp(ev.backend, "gpu") ? "cuBLAS SGEMM" : "naive seed", base_s,
+         !strcmp(ev.backend, "cpu-emu") && ev.baseline_us >= 0
+             ? " (CPU-emulator time, not GPU)"
+             : "",
          out);
   fflush(stdout);
 

@@ -23,6 +23,7 @@ the verdicts are known. Checks:
   - random again: the same seed draws the same configurations, and the
     printed "evaluations to reach 95%" equals the count computed here from
     the two files;
+  - a baseline that failed (timeout) is printed as none, not -1.0 us;
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
   - refusals: an existing output (file untouched), a bad mode, --budget
@@ -326,6 +327,21 @@ def main():
               "evaluations" % (ixh, n_ixh) in p.stdout and
               "95% of the exhaustive best (" not in p.stdout,
               "random against an interrupted sweep: said, no 95%% count: %s" % p.stdout[-500:])
+
+        # A baseline that failed (the naive seed past a 0.5 s timeout at
+        # 2048^3, even on 16 cores) is said to be none, as run says it,
+        # not "-1.0 us (CPU-emulator time, not GPU)"
+        slow = os.path.join(d, "slow.lua")
+        campaign(slow, d, "timeout = 0.5,")
+        text = open(slow).read().replace("M = 64, N = 64, K = 64",
+                                         "M = 2048, N = 2048, K = 2048")
+        open(slow, "w").write(text)
+        p = kernlab("search", "random", slow, "--space", space, "--budget", "1",
+                    "--out", os.path.join(d, "slow.h5"))
+        check(p.returncode == 0 and "baseline (naive seed): none (see the warning above)"
+              in p.stdout and "-1.0 us" not in p.stdout and "baseline" in p.stderr,
+              "a failed baseline: said as none: %d %s %s"
+              % (p.returncode, p.stdout[:600], p.stderr[-300:]))
 
         # Refusals.
         before = os.stat(exh)
