@@ -434,8 +434,16 @@ int lab_search(int argc, char **argv) {
   const int per_step = c.prompts_per_step * c.group_size;
   long total =
       a.random ? (a.budget ? a.budget : (long)c.steps * per_step) : n_space;
+  /* only the campaign's budget can be past it (--budget is checked where
+   * parsed, a space holds at most 65536): name the fields it came from
+   * ("a budget of 128000000 is too large" named neither them nor the
+   * limit) */
   if (total > 10000000)
-    FAIL(LAB_EXIT_USAGE, "a budget of %ld is too large", total);
+    FAIL(LAB_EXIT_USAGE,
+         "%s: the campaign's budget, steps x prompts_per_step x group_size = "
+         "%d x %d x %d = %ld evaluations, is too large: expected at most "
+         "10000000 (--budget N sets another)",
+         c.path, c.steps, c.prompts_per_step, c.group_size, total);
   char out[SEARCH_PATH_MAX], exhaustive[SEARCH_PATH_MAX];
   if (a.out)
     snprintf(out, sizeof out, "%s", a.out);

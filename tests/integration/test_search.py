@@ -27,7 +27,7 @@ the verdicts are known. Checks:
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
   - refusals: an existing output (file untouched), a bad mode, --budget
-    with exhaustive, --out, --space and --exhaustive past 1099 bytes (not
+    with exhaustive, a campaign budget past 10^7 (its fields named), --out, --space and --exhaustive past 1099 bytes (not
     cut to a name of a folder above them), a malformed campaign (Lua error, unknown field, wrong
     type for the new fields), duplicate names in a space, a space script
     reaching for files (dofile, kl.seed("../..")): exit 2, one clear
@@ -380,6 +380,15 @@ def main():
               and "is a file, not a folder" in p.stderr and not p.stdout,
               "--out under a file: exit 2 before the backend: %d %r %r" %
               (p.returncode, p.stdout[-300:], p.stderr[-300:]))
+        # a campaign's own budget past the limit: the fields it came from
+        # and the limit named, with the way out
+        huge = os.path.join(d, "huge.lua")
+        campaign(huge, d, "steps = 1000000, prompts_per_step = 64,")
+        p = kernlab("search", "random", huge, "--space", space)
+        check(p.returncode == 2 and "huge.lua: the campaign's budget, steps x "
+              "prompts_per_step x group_size = 1000000 x 64 x 2 = 128000000 evaluations"
+              in p.stderr and "at most 10000000" in p.stderr and "--budget N" in p.stderr,
+              "a campaign budget past the limit: said whence: %s" % p.stderr)
         p = kernlab("search", "random", camp, "--budget", "0")
         check(p.returncode == 2 and "a count from 1 to" in p.stderr,
               "--budget 0: exit 2: %s" % p.stderr)
