@@ -182,7 +182,21 @@ int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
   e->baseline_us = -1;
   int rc = kl_backend_resolve(c->backend, e->backend, sizeof e->backend, why,
                               whylen);
-  if (rc != KL_OK) return rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  if (rc != KL_OK) {
+    /* kl_backend_resolve speaks of eval's option ("--backend gpu: no
+     * driver"); here the campaign's field asked for the device, and run
+     * and search take no --backend */
+    static const char opt[] = "--backend gpu: ";
+    if (!strncmp(why, opt, sizeof opt - 1)) {
+      char probe[512];
+      snprintf(probe, sizeof probe, "%s", why + sizeof opt - 1);
+      snprintf(why, whylen,
+               "%s: backend = \"gpu\", and no device answers: %s (\"auto\" "
+               "falls back to cpu-emu)",
+               c->path, probe);
+    }
+    return rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
+  }
   if (why[0]) fprintf(stderr, "kernlab: %s\n", why);
   if (kl_nvrtc_load(why, whylen) != KL_OK)
     fprintf(stderr,

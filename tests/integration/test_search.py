@@ -26,6 +26,7 @@ the verdicts are known. Checks:
   - a baseline that failed (timeout) is printed as none, not -1.0 us;
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
+  - a campaign's backend "gpu" with no device: exit 3 naming the field;
   - refusals: an existing output (file untouched), a bad mode, --budget
     with exhaustive, a campaign budget past 10^7 (its fields named), --out, --space and --exhaustive past 1099 bytes (not
     cut to a name of a folder above them), a malformed campaign (Lua error, unknown field, wrong
@@ -389,6 +390,17 @@ def main():
               "prompts_per_step x group_size = 1000000 x 64 x 2 = 128000000 evaluations"
               in p.stderr and "at most 10000000" in p.stderr and "--budget N" in p.stderr,
               "a campaign budget past the limit: said whence: %s" % p.stderr)
+        # the campaign's backend = "gpu" where no device answers: exit 3
+        # naming the campaign's field (search has no --backend; it said
+        # "--backend gpu: no driver"); with a device it simply runs
+        p = kernlab("search", "random", on_gpu, "--space", space, "--budget", "1",
+                    "--out", os.path.join(d, "gpu.h5"))
+        if p.returncode != 0:
+            check(p.returncode == 3 and "on_gpu.lua: backend = \"gpu\", and no device "
+                  "answers: " in p.stderr and "--backend" not in p.stderr and
+                  not os.path.exists(os.path.join(d, "gpu.h5")),
+                  "backend gpu without a device: the field named: %d %s"
+                  % (p.returncode, p.stderr[-300:]))
         p = kernlab("search", "random", camp, "--budget", "0")
         check(p.returncode == 2 and "a count from 1 to" in p.stderr,
               "--budget 0: exit 2: %s" % p.stderr)
