@@ -194,9 +194,10 @@ static int parse_args(int argc, char **argv, search_args *a) {
   return 0;
 }
 
-/* Reads the space; refuses duplicate names. Returns 0 or prints why and
- * returns LAB_EXIT_USAGE. */
-static int load_space(const char *path, lab_seed_variant **v, int *n) {
+/* Reads the space (is_default: no --space); refuses duplicate names.
+ * Returns 0 or prints why and returns LAB_EXIT_USAGE. */
+static int load_space(const char *path, int is_default, lab_seed_variant **v,
+                      int *n) {
   char seeds[1024], why[1024];
   const char *src_dir = getenv("KL_SOURCE_DIR");
   if (src_dir)
@@ -204,7 +205,26 @@ static int load_space(const char *path, lab_seed_variant **v, int *n) {
   else
     snprintf(seeds, sizeof seeds, "kernels/seeds");
   if (lab_seed_script_run(path, seeds, v, n, NULL, why, sizeof why) != 0) {
-    fprintf(stderr, "kernlab search: %s\n", why);
+    /* The default space and the seeds are found from the folder kernlab
+     * runs in: run from elsewhere, "lua/search_space.lua: cannot read the
+     * script: No such file or directory" named a file the user never
+     * gave, with no word on where it is looked for */
+    int lost = (is_default && access(path, F_OK) != 0) ||
+               (strstr(why, "kl.seed:") && access(seeds, F_OK) != 0);
+    if (lost && src_dir)
+      fprintf(stderr,
+              "kernlab search: %s (KL_SOURCE_DIR is %s: expected the source "
+              "tree, with lua/search_space.lua and kernels/seeds/)\n",
+              why, src_dir);
+    else if (lost)
+      fprintf(stderr,
+              "kernlab search: %s (the default space lua/search_space.lua "
+              "and the seeds in kernels/seeds/ are looked for in the folder "
+              "kernlab runs in: run it from the source tree, or set "
+              "KL_SOURCE_DIR to that tree)\n",
+              why);
+    else
+      fprintf(stderr, "kernlab search: %s\n", why);
     return LAB_EXIT_USAGE;
   }
   if (*n == 0) {
@@ -420,7 +440,7 @@ int lab_search(int argc, char **argv) {
   int exit_code = 0;
 #define FAIL(code, ...) LAB_FAIL("search", code, __VA_ARGS__)
 
-  exit_code = load_space(space_path, &space, &n_loaded);
+  exit_code = load_space(space_path, !a.space, &space, &n_loaded);
   if (exit_code) goto cleanup;
   n_space = n_loaded;
   if (a.limit && a.limit < n_space) n_space = (int)a.limit;

@@ -27,6 +27,7 @@ the verdicts are known. Checks:
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
   - a campaign's backend "gpu" with no device: exit 3 naming the field;
+  - run outside the source tree: where the space and seeds are looked for;
   - refusals: an existing output (file untouched), a bad mode, --budget
     with exhaustive, a campaign budget past 10^7 (its fields named), --out, --space and --exhaustive past 1099 bytes (not
     cut to a name of a folder above them), a malformed campaign (Lua error, unknown field, wrong
@@ -401,6 +402,16 @@ def main():
                   not os.path.exists(os.path.join(d, "gpu.h5")),
                   "backend gpu without a device: the field named: %d %s"
                   % (p.returncode, p.stderr[-300:]))
+        # run from outside the source tree without KL_SOURCE_DIR: where the
+        # default space and the seeds are looked for is said
+        away = dict(ENV)
+        del away["KL_SOURCE_DIR"]
+        for extra in ([], ["--space", space]):
+            p = subprocess.run([KERNLAB, "search", "exhaustive", camp, "--list", *extra],
+                               capture_output=True, text=True, cwd=d, env=away)
+            check(p.returncode == 2 and "looked for in the folder kernlab runs in" in p.stderr
+                  and "KL_SOURCE_DIR" in p.stderr,
+                  "outside the source tree %s: where it looks said: %s" % (extra, p.stderr))
         p = kernlab("search", "random", camp, "--budget", "0")
         check(p.returncode == 2 and "a count from 1 to" in p.stderr,
               "--budget 0: exit 2: %s" % p.stderr)
