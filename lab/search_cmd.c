@@ -28,7 +28,9 @@
  *     names it (a search is a few minutes; there is no --resume);
  *   - an interrupt (Ctrl-C, SIGTERM; lab/interrupt.c) lets the step in
  *     flight finish and be recorded, prints how far the search got and its
- *     best kernel so far, and exits 130; a second stops at once;
+ *     best kernel so far, and exits 130; a second stops at once. One before
+ *     the first step (while the baseline is timed) removes the new file,
+ *     which holds nothing, so that the same command runs again;
  *   - `exhaustive` writes the campaign's `exhaustive` file by default
  *     (runs/<name>-exhaustive.h5), the file random search and `kernlab
  *     run` compare with; `random` writes runs/<name>-random.h5;
@@ -59,6 +61,7 @@
  */
 #include "lab/lab.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,8 +267,10 @@ static void interrupted(const search_run *s, int done, double best,
            s->out);
 }
 
-/* Evaluates, scores, records and prints every step; returns an exit code. */
-static int run_steps(const search_run *s) {
+/* Evaluates, scores, records and prints every step; returns an exit code.
+ * *none: 1 when an interrupt stopped it before the first step, so nothing
+ * was recorded (the caller removes the file and says so). */
+static int run_steps(const search_run *s, int *none) {
   const lab_campaign *c = s->c;
   const int G = c->group_size, per_step = c->prompts_per_step * G;
   const int steps = (s->total + per_step - 1) / per_step;
@@ -281,7 +286,10 @@ static int run_steps(const search_run *s) {
   int exit_code = 0;
   for (int step = 0; step < steps && !exit_code; step++) {
     if (lab_interrupted()) { /* read between steps */
-      interrupted(s, step * per_step, best, best_label);
+      if (step == 0)
+        *none = 1;
+      else
+        interrupted(s, step * per_step, best, best_label);
       exit_code = LAB_EXIT_INTERRUPTED;
       break;
     }
@@ -552,9 +560,22 @@ int lab_search(int argc, char **argv) {
                     .order = order,
                     .total = (int)total,
                     .random = a.random};
-  exit_code = run_steps(&run);
+  int none = 0;
+  exit_code = run_steps(&run, &none);
   int closed = res_close(store, why, sizeof why);
   store = NULL;
+  /* Ctrl-C while the baseline was timed (seconds at 1024^3): a file of no
+   * evaluation, made by this search (an existing one is refused above),
+   * stood at the output's name, and the same command then refused to run
+   * until it was removed by hand */
+  if (none && unlink(out) == 0)
+    printf("interrupted before the first evaluation: nothing recorded; %s "
+           "removed\n",
+           out);
+  else if (none)
+    printf("interrupted before the first evaluation: nothing recorded; %s "
+           "could not be removed: %s\n",
+           out, strerror(errno));
   if (closed != RES_OK && !exit_code) {
     lab_name_path(out, why, sizeof why);
     FAIL(LAB_EXIT_ENV, "%s", why);

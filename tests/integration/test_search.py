@@ -24,6 +24,7 @@ the verdicts are known. Checks:
     printed "evaluations to reach 95%" equals the count computed here from
     the two files;
   - a baseline that failed (timeout) is printed as none, not -1.0 us;
+  - Ctrl-C while the baseline is timed: the empty file is removed;
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
   - a campaign's backend "gpu" with no device: exit 3 naming the field;
@@ -344,6 +345,26 @@ def main():
               in p.stdout and "-1.0 us" not in p.stdout and "baseline" in p.stderr,
               "a failed baseline: said as none: %d %s %s"
               % (p.returncode, p.stdout[:600], p.stderr[-300:]))
+
+        # Ctrl-C while the baseline is timed (a second at 256^3 here): the
+        # new file holds nothing and is removed, so the same command runs
+        # again (it stood there, and a re-run refused it). "auto" says its
+        # backend on stderr before the baseline, after the handler is
+        # installed; on a device the baseline is cuBLAS, too quick to catch
+        early = os.path.join(d, "early.lua")
+        campaign(early, d)
+        text = open(early).read().replace("M = 64, N = 64, K = 64",
+                                          "M = 256, N = 256, K = 256")
+        open(early, "w").write(text.replace('backend = "cpu-emu"', 'backend = "auto"'))
+        eout = os.path.join(d, "early.h5")
+        rc, rest, err = interrupted([KERNLAB, "search", "exhaustive", early, "--space", space,
+                                     "--out", eout], "kernlab: backend", stream="stderr",
+                                    env=ENV)
+        if "backend: cpu-emu" in err:
+            check(rc == 130 and "interrupted before the first evaluation: nothing recorded; "
+                  "%s removed" % eout in rest and not os.path.exists(eout),
+                  "Ctrl-C before the first step: the empty file removed: %d %s %s"
+                  % (rc, rest[-300:], err[-300:]))
 
         # Refusals.
         before = os.stat(exh)
