@@ -898,6 +898,14 @@ static int eval_impl(const char *label, const char *src, size_t len,
         : opts->exec && opts->exec->run
             ? opts->exec->run(opts->exec->ctx, job, rep, outs, n_outs, out)
             : kl_run_forked(NULL, job, rep, outs, n_outs, out);
+    /* sandbox_error: the run never reached the candidate (its worker did
+     * not start or say READY, the outputs' memfd could not be sized under
+     * a file-size limit, no memory for the paced inputs): the machine's
+     * problem, as a compile that could not happen is, above. Returned as
+     * KL_OK it was recorded as the candidate's failure: a search under
+     * `ulimit -f` swept every configuration "sandbox_error", no correct
+     * kernel, exit 0, and a campaign scored them -0.75. */
+    if (!finished && !strcmp(out->status, "sandbox_error")) rc = KL_EENV;
     /* The report comes from a process the candidate ran in: its geometry
      * is used only when NVRTC's (read here from the cubin) is missing. */
     int from_report = !out->has_launch && rep->has_launch;

@@ -307,7 +307,8 @@ static int run_steps(const search_run *s, int *none) {
       exit_code = LAB_EXIT_ENV;
       break;
     }
-    for (int k = 0; k < n; k++)
+    /* the first: every candidate of the step meets the same machine */
+    for (int k = 0; k < n && !exit_code; k++)
       if (items[k].rc == KL_EENV) {
         fprintf(stderr, "kernlab search: step %d: evaluation: %s\n", step + 1,
                 items[k].r.error);

@@ -25,6 +25,7 @@ the verdicts are known. Checks:
     the two files;
   - a baseline that failed (timeout) is printed as none, not -1.0 us;
   - Ctrl-C while the baseline is timed: the empty file is removed;
+  - a file-size limit under the outputs' memfd: exit 3, said once;
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
   - a campaign's backend "gpu" with no device: exit 3 naming the field;
@@ -41,6 +42,7 @@ the verdicts are known. Checks:
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -298,6 +300,22 @@ def main():
               "5 evaluations of 5 configurations" in p.stdout and
               "95% of the exhaustive best (" in p.stdout,
               "--limit above the space's size: a whole sweep: %s" % p.stdout[-400:])
+
+        # a file-size limit (ulimit -f, a batch system's) below what the
+        # lab's outputs memfd needs (1.1 MB at 64^3): the machine's problem,
+        # exit 3 naming it, once; it was recorded as every configuration's
+        # sandbox_error, "holds no correct kernel", exit 0
+        def fsize(limit):
+            return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        fz = os.path.join(d, "fsize.h5")
+        p = subprocess.run([KERNLAB, "search", "exhaustive", camp, "--space", space,
+                            "--out", fz], capture_output=True, text=True, env=ENV,
+                           preexec_fn=fsize(600 << 10))
+        check(p.returncode == 3 and p.stderr.count("step 1: evaluation: cannot size the "
+                                                   "outputs' memfd") == 1 and
+              "File too large" in p.stderr and "step 1/" not in p.stdout,
+              "a file-size limit under the outputs: exit 3, said once: %d %s %s"
+              % (p.returncode, p.stdout[-300:], p.stderr[-400:]))
 
         # Ctrl-C (SIGINT to the process group): the step in flight is
         # recorded whole, the line says how far it got, exit 130
