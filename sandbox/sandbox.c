@@ -580,6 +580,15 @@ int sbx_confine(sbx_profile_id id, volatile int *trap_slot, int fd, char *why,
       }
       value += (rlim_t)peak;
     }
+    /* A limit the lab inherited lower (ulimit -f, a batch system's) is
+     * kept: raising a hard limit is refused (EPERM), and every host
+     * compile under `ulimit -f 8192` failed "setrlimit RLIMIT_FSIZE:
+     * Operation not permitted", recorded as each candidate's
+     * compile_error. Lower is as confined, and what it stops says so. */
+    struct rlimit cur;
+    if (getrlimit(p->limits[i].resource, &cur) == 0 &&
+        cur.rlim_max != RLIM_INFINITY && cur.rlim_max < value)
+      value = cur.rlim_max;
     struct rlimit rl = {value, value};
     if (setrlimit(p->limits[i].resource, &rl) != 0) {
       snprintf(why, whylen, "%s: setrlimit %s: %s", p->name, p->limits[i].name,

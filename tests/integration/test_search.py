@@ -25,7 +25,8 @@ the verdicts are known. Checks:
     the two files;
   - a baseline that failed (timeout) is printed as none, not -1.0 us;
   - Ctrl-C while the baseline is timed: the empty file is removed;
-  - a file-size limit under the outputs' memfd: exit 3, said once;
+  - a file-size limit under the outputs' memfd: exit 3, said once; one
+    under the host compile's own limit (8 MiB): the sweep runs;
   - Ctrl-C: the step in flight is recorded whole, exit 130; an exhaustive
     search stopped so is no baseline for the 95% count;
   - a campaign's backend "gpu" with no device: exit 3 naming the field;
@@ -316,6 +317,23 @@ def main():
               "File too large" in p.stderr and "step 1/" not in p.stdout,
               "a file-size limit under the outputs: exit 3, said once: %d %s %s"
               % (p.returncode, p.stdout[-300:], p.stderr[-400:]))
+
+        # a hard file-size limit of 8 MiB (enough for the outputs, below
+        # the host compile's own 64 MiB) and a cold compile cache: each
+        # worker keeps the lower limit; every host compile failed
+        # "setrlimit RLIMIT_FSIZE: Operation not permitted", recorded as
+        # five compile_errors
+        f8 = os.path.join(d, "fsize8.h5")
+        p = subprocess.run([KERNLAB, "search", "exhaustive", camp, "--space", space,
+                            "--out", f8], capture_output=True, text=True,
+                           env=dict(ENV, KERNLAB_CACHE=os.path.join(d, "cold-cache")),
+                           preexec_fn=fsize(8 << 20))
+        fc = candidates(f8) if p.returncode == 0 else []
+        check(p.returncode == 0 and len(fc) == 5 and
+              sum(c["correct"] for c in fc) == 4,
+              "under a file-size limit of 8 MiB the sweep runs: %d %s %s"
+              % (p.returncode, [(c["label"], c["status"], c.get("error", "")[:80])
+                                for c in fc], p.stderr[-300:]))
 
         # Ctrl-C (SIGINT to the process group): the step in flight is
         # recorded whole, the line says how far it got, exit 130
