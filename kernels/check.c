@@ -111,7 +111,9 @@ int kl_backend_resolve(const char *requested, char *backend, size_t len,
       return KL_OK;
     }
     if (!strcmp(requested, "gpu")) {
-      snprintf(why, whylen, "--backend gpu: %s", probe);
+      /* the probe's reason alone: the caller names what asked for the
+       * device (eval's --backend, a campaign's backend field) */
+      snprintf(why, whylen, "%s", probe);
       return KL_EENV;
     }
     snprintf(backend, len, "cpu-emu");
@@ -752,7 +754,9 @@ static int eval_impl(const char *label, const char *src, size_t len,
   int rc = kl_backend_resolve(opts->backend, out->backend, sizeof out->backend,
                               why, sizeof why);
   if (rc != KL_OK) {
-    set_status(out, "error", "%s", why);
+    set_status(out, "error",
+               rc == KL_EENV ? "backend gpu: no device answers: %s" : "%s",
+               why);
     return rc;
   }
   /* Static anti-cheat flags first: they are reported even for a text the

@@ -700,7 +700,8 @@ void kl_eval_defaults(kl_eval_options *opts);
 /* Resolves a requested backend: "gpu" if a device answers (kl_gpu_probe,
  * asked once in a forked child), else for "auto" "cpu-emu". Returns KL_OK,
  * KL_EINPUT for an unknown name, or KL_EENV for `gpu` without a device; `why`
- * says which and why. Call it first before starting threads (the probe is
+ * says which and why (for KL_EENV the probe's reason alone: the caller names
+ * what asked for the device). Call it first before starting threads (the probe is
  * then cached); later calls may come from any thread at once (every
  * evaluation resolves its backend again, kl_eval_source). */
 int kl_backend_resolve(const char *requested, char *backend, size_t len,

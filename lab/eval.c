@@ -495,7 +495,8 @@ static int eval_files(int argc, char **argv, const char **files) {
   int rc = kl_backend_resolve(opts.backend, backend, sizeof backend, why,
                               sizeof why);
   if (rc != KL_OK) {
-    fprintf(stderr, "kernlab eval: %s\n", why);
+    fprintf(stderr, "kernlab eval: %s%s\n",
+            rc == KL_EENV ? "--backend gpu: " : "", why);
     return rc == KL_EENV ? LAB_EXIT_ENV : LAB_EXIT_USAGE;
   }
   if (why[0]) fprintf(stderr, "kernlab: %s\n", why);

@@ -183,13 +183,11 @@ int lab_evaluator_start(lab_evaluator *e, const lab_campaign *c,
   int rc = kl_backend_resolve(c->backend, e->backend, sizeof e->backend, why,
                               whylen);
   if (rc != KL_OK) {
-    /* kl_backend_resolve speaks of eval's option ("--backend gpu: no
-     * driver"); here the campaign's field asked for the device, and run
-     * and search take no --backend */
-    static const char opt[] = "--backend gpu: ";
-    if (!strncmp(why, opt, sizeof opt - 1)) {
+    /* the campaign's field asked for the device (run and search take no
+     * --backend): named, with the probe's reason */
+    if (rc == KL_EENV) {
       char probe[512];
-      snprintf(probe, sizeof probe, "%s", why + sizeof opt - 1);
+      snprintf(probe, sizeof probe, "%s", why);
       snprintf(why, whylen,
                "%s: backend = \"gpu\", and no device answers: %s (\"auto\" "
                "falls back to cpu-emu)",
