@@ -108,6 +108,13 @@ for f, r in zip(files, rows):
 for f, r in zip(files, rows):  # a segfault's message names its likely causes
     if os.path.basename(f) == "segv.cu":
         check("an access out of bounds" in r["error"], "segv.cu: %s" % r["error"])
+    # an oom NVRTC caught says how far the address space got, of what limit
+    # (the compile worker's is above its own peak: sandbox.c)
+    if r["status"] == "oom" and "catastrophic error" in r["error"]:
+        check(re.match(r"the compile worker's address space reached \d+ MiB of "
+                       r"its \d+ MiB limit \| ", r["error"]),
+              "%s: an oom names the address space and limit: %s"
+              % (os.path.basename(f), r["error"]))
 if len(rows) == len(files) + 1:
     check(rows[-1]["correct"] and rows[-1]["status"] == "ok",
           "the honest kernel after the suite is still right: %s" % rows[-1]["error"])
